@@ -1,0 +1,1 @@
+"""Launch side: compose, validate, render and submit pipelines. Never imports torch or megatron."""
