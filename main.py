@@ -1,0 +1,23 @@
+"""Launch a pipeline: `python3 main.py stages=[training] training=gpt3/5b` (NEMO_LAUNCHER_DEBUG=1 for a dry run)."""
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from nemo_launcher.launch.resolvers import register_resolvers
+
+register_resolvers()
+
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from nemo_launcher.launch.app import run
+
+    code = run(cfg, dict(HydraConfig.get().runtime.choices), sys.argv)
+    if code:
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""The launcher's entry: turns a composed config into a submitted (or dry-run) pipeline, reporting user errors."""
+import os
+import sys
+from typing import Sequence
+
+from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+from .errors import LauncherError
+
+
+def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
+    from .pipeline import launch
+
+    try:
+        launch(cfg, choices, argv)
+        return 0
+    except LauncherError as error:
+        if os.environ.get("NEMO_LAUNCHER_FULL_ERROR"):
+            raise
+        print(f"Error: {error}", file=sys.stderr)
+        return error.exit_code
+    except MissingMandatoryValue as error:
+        print(f"Error: {error.full_key}='???': this value is mandatory: set it in the YAML or on the command line", file=sys.stderr)
+        return 2
+    except OmegaConfBaseException as error:
+        print(f"Error: {getattr(error, 'full_key', '') or 'config'}: {error.msg.splitlines()[0]}", file=sys.stderr)
+        return 2

@@ -1,0 +1,95 @@
+"""A backend renders a job spec into a script and runs or submits it. It knows nothing about models."""
+import functools
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from ..context import LaunchContext
+from ..job_spec import Command, JobSpec
+from ..shell import join, quote
+
+# The interpreter is chosen when the script runs, not when it is written: the interactive backend points it
+# at the launcher's own Python, a cluster user can export it, and scripts stay byte-identical everywhere.
+PYTHON = '"${NEMO_LAUNCHER_PYTHON:-python3}"'
+
+
+@functools.lru_cache(maxsize=None)
+def _template(name: str):
+    # Imported here so that `--help` and config errors do not pay for Jinja2.
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters["q"] = quote
+    return env.get_template(name)
+
+
+def render_template(name: str, **values) -> str:
+    return _template(name).render(**values)
+
+
+def python_words(command: Command) -> str:
+    """`"${NEMO_LAUNCHER_PYTHON:-python3}" -u -m module args...` with every argument quoted."""
+    return f"{PYTHON} -u -m {quote(command.module)} {join(command.args)}".rstrip()
+
+
+class Backend(ABC):
+    """Renders scripts (pure), then submits or runs them. Subclasses: slurm, bcp, interactive."""
+
+    name: str = ""
+    # Whether submit() returns ids that later jobs can depend on (a queue) or runs jobs to completion here.
+    queues_jobs: bool = False
+
+    def __init__(self, context: LaunchContext):
+        self.context = context
+
+    def job_name(self, spec: JobSpec) -> str:
+        return spec.name
+
+    def script_path(self, spec: JobSpec) -> Path:
+        return spec.directory / f"{self.job_name(spec)}_submission.sh"
+
+    @abstractmethod
+    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+        """Where the job's output will be, for the plan printed after submission."""
+
+    @abstractmethod
+    def render(self, spec: JobSpec) -> str:
+        """The whole script text. Pure: the same spec gives byte-identical text."""
+
+    def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
+        """Refuses pipelines this backend cannot run; raises ConfigError before anything is written."""
+
+    def check_environment(self) -> None:
+        """Refuses to start when the tools this backend needs are missing (skipped in dry runs)."""
+
+    @abstractmethod
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
+        """Submits (or runs) the script; returns a job id when the backend queues jobs."""
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        """Cancels jobs this command submitted (atomic submission rolls back with it)."""
+
+    def environment_lines(self, spec: JobSpec) -> List[str]:
+        """`export NAME=value` lines shared by the backends: the global env, then the stage's own."""
+        pairs = dict(self.context.env)
+        pairs.update(spec.env)
+        lines = [f"export {name}={quote(value)}" for name, value in pairs.items()]
+        lines.append(f"export PYTHONPATH={quote(str(self.context.launcher_scripts_path))}" + '"${PYTHONPATH:+:${PYTHONPATH}}"')
+        if self.context.wandb_api_key_file:
+            # Read on the node when the job starts, so the key never lands in a script or a log.
+            lines.append(f'export WANDB_API_KEY="$(head -n 1 {quote(self.context.wandb_api_key_file)})"')
+        return lines
+
+    def exported_names(self, spec: JobSpec) -> List[str]:
+        names = [name for name, _ in self.context.env] + [name for name, _ in spec.env]
+        names.append("PYTHONPATH")
+        if self.context.wandb_api_key_file:
+            names.append("WANDB_API_KEY")
+        return list(dict.fromkeys(names))

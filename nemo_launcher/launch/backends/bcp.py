@@ -1,0 +1,62 @@
+"""Base Command Platform backend (cluster_type=bcp): a bcprun script, run with bash inside the NGC job."""
+import subprocess
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from ..errors import StageFailed, config_error
+from ..job_spec import Command, JobSpec
+from ..shell import join, quote
+from .base import Backend, render_template
+
+
+class BcpBackend(Backend):
+    name = "bcp"
+    queues_jobs = False
+
+    def _log_base(self, spec: JobSpec) -> Path:
+        return spec.directory / f"log-{spec.name}"
+
+    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+        return f"{self._log_base(spec)}_<YYYYmmdd_HHMMSS>.out"
+
+    def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
+        stages = [specs[0].stage for specs in specs_by_stage if specs]
+        if len(stages) > 1:
+            raise config_error(
+                "stages", stages,
+                "Base Command Platform runs one stage per job: list exactly one stage, e.g. stages=[training], "
+                "and submit the next stage as its own NGC job",
+            )
+
+    def bcprun_line(self, spec: JobSpec, command: Command) -> str:
+        nodes, tasks = (spec.nodes, spec.tasks_per_node) if command.distributed else (1, 1)
+        pairs = dict(self.context.env)
+        pairs.update(spec.env)
+        pairs["PYTHONPATH"] = str(self.context.launcher_scripts_path)
+        env_words = " ".join(f"--env {quote(f'{name}={value}')}" for name, value in pairs.items())
+        program = f"python3 -u -m {quote(command.module)} {join(command.args)}".rstrip()
+        words = [f"bcprun --nnodes {nodes} --npernode {tasks}"]
+        if spec.array:
+            # Array work is split across replicas by rank (RANK/WORLD_SIZE), launched with mpirun.
+            words.append(f"--launcher {quote('mpirun --allow-run-as-root')}")
+        words += [env_words, f"--cmd {quote(program)}"]
+        return " ".join(word for word in words if word)
+
+    def render(self, spec: JobSpec) -> str:
+        wandb = (
+            f'export WANDB_API_KEY="$(head -n 1 {quote(self.context.wandb_api_key_file)})"'
+            if self.context.wandb_api_key_file else None
+        )
+        return render_template(
+            "bcp.sh.j2",
+            stage=spec.stage,
+            wandb_line=wandb,
+            log_base=str(self._log_base(spec)),
+            commands=[self.bcprun_line(spec, command) for command in spec.commands],
+        )
+
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
+        result = subprocess.run(["bash", str(script)], cwd=str(spec.directory))
+        if result.returncode != 0:
+            raise StageFailed(f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}")
+        return None

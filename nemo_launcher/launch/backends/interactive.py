@@ -1,0 +1,58 @@
+"""Interactive backend: runs the job script on this machine with bash, one stage after another."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from ..errors import StageFailed, config_error
+from ..job_spec import Command, JobSpec
+from ..shell import join, quote
+from .base import PYTHON, Backend, render_template
+
+
+class InteractiveBackend(Backend):
+    name = "interactive"
+    queues_jobs = False
+
+    def _log_base(self, spec: JobSpec) -> Path:
+        return spec.directory / f"log-{spec.name}"
+
+    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+        return f"{self._log_base(spec)}_<YYYYmmdd_HHMMSS>_<pid>.out"
+
+    def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
+        for specs in specs_by_stage:
+            for spec in specs:
+                if spec.nodes > 1:
+                    raise config_error(
+                        f"{spec.stage} nodes", spec.nodes,
+                        "cluster_type=interactive runs on this machine only: use 1 node, or cluster_type=bcm",
+                    )
+
+    def command_line(self, spec: JobSpec, command: Command) -> str:
+        if command.distributed and spec.tasks_per_node > 1:
+            # torchrun, started through the same interpreter so that no separate executable must be on PATH.
+            launcher = f"{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={spec.tasks_per_node}"
+            return f"{launcher} -m {quote(command.module)} {join(command.args)}".rstrip()
+        return f"{PYTHON} -u -m {quote(command.module)} {join(command.args)}".rstrip()
+
+    def render(self, spec: JobSpec) -> str:
+        return render_template(
+            "interactive.sh.j2",
+            stage=spec.stage,
+            env_lines=self.environment_lines(spec),
+            log_base=str(self._log_base(spec)),
+            commands=[self.command_line(spec, command) for command in spec.commands],
+        )
+
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
+        environ = dict(os.environ, NEMO_LAUNCHER_PYTHON=sys.executable)
+        print(f"Running {spec.stage} job {spec.name} here: bash {script}", flush=True)
+        result = subprocess.run(["bash", str(script)], cwd=str(spec.directory), env=environ)
+        if result.returncode != 0:
+            raise StageFailed(
+                f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}; "
+                f"later stages were not run. Its log is {self.log_pattern(spec, None)}"
+            )
+        return None

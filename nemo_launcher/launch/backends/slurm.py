@@ -1,0 +1,190 @@
+"""Slurm backend (cluster_type=bcm): an sbatch script with one srun per command, submitted with `sbatch --parsable`."""
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from ..errors import LauncherError, SubmissionError, config_error
+from ..job_spec import JobSpec
+from ..shell import join, quote
+from .base import Backend, python_words, render_template
+
+# Keys of conf/cluster/bcm.yaml that the launcher itself interprets; any other key is passed to sbatch as is.
+KNOWN_CLUSTER_KEYS = (
+    "partition", "account", "exclusive", "gpus_per_task", "gpus_per_node", "mem", "overcommit",
+    "job_name_prefix", "srun_args", "signal_seconds_before_limit",
+)
+# sbatch failures worth retrying: the controller was busy or briefly unreachable.
+TRANSIENT_SBATCH_ERRORS = re.compile(
+    r"(Socket timed out|temporarily unavailable|Unable to contact slurm controller|try again|"
+    r"Connection refused|Transport endpoint is not connected|Slurm backup controller in standby)",
+    re.IGNORECASE,
+)
+_SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./:%@,+=-]+$")
+
+
+def sbatch_word(value) -> str:
+    """Quotes a value for an #SBATCH line. sbatch reads these lines itself (not bash): it understands
+    double quotes and backslash escapes, not single quotes, and a value can never span lines."""
+    text = str(value)
+    if _SBATCH_SAFE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def slurm_memory(mem) -> Optional[str]:
+    """0 means all the memory of the node; an integer N means N GB; text is passed through."""
+    if mem is None:
+        return None
+    if isinstance(mem, bool):
+        raise config_error("cluster.mem", mem, "use 0 (all memory), an integer number of GB, or text like 500G")
+    if isinstance(mem, int):
+        return "0" if mem == 0 else f"{mem}G"
+    return str(mem)
+
+
+class SlurmBackend(Backend):
+    name = "bcm"
+    queues_jobs = True
+    retry_delays = (2.0, 5.0, 10.0)  # seconds to wait before each retry of a transient sbatch failure
+
+    def job_name(self, spec: JobSpec) -> str:
+        return f"{self.context.cluster.get('job_name_prefix') or ''}{spec.name}"
+
+    def _log_base(self, spec: JobSpec) -> Path:
+        return spec.directory / f"log-{self.job_name(spec)}"
+
+    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+        tag = job_id or "<id>"
+        if spec.array:
+            tag += "_<index>"
+        return f"{self._log_base(spec)}_{tag}_attempt<n>.out"
+
+    def sbatch_parameters(self, spec: JobSpec) -> Dict[str, object]:
+        """The #SBATCH parameters; True gives a bare flag, None leaves the parameter out."""
+        cluster = self.context.cluster
+        base = self._log_base(spec)
+        batch_log = f"{base}_%A_%a" if spec.array else f"{base}_%j"
+        parameters = {
+            "job-name": self.job_name(spec),
+            "nodes": spec.nodes,
+            "ntasks-per-node": spec.tasks_per_node,
+            "cpus-per-task": spec.cpus_per_task,
+            "time": spec.time_limit,
+            "partition": cluster.get("partition"),
+            "account": cluster.get("account"),
+            "exclusive": True if cluster.get("exclusive") else None,
+            "overcommit": True if cluster.get("overcommit") else None,
+            "mem": slurm_memory(cluster.get("mem")),
+            "gpus-per-node": cluster.get("gpus_per_node") if spec.uses_gpus else None,
+            "gpus-per-task": cluster.get("gpus_per_task") if spec.uses_gpus else None,
+            "array": spec.array,
+            "dependency": ",".join(spec.dependency) or None,
+            # A job whose dependency can never be met (its upstream stage failed) is cancelled, not left PENDING.
+            "kill-on-invalid-dep": "yes",
+            # Requeued attempts append to the batch log instead of truncating it.
+            "open-mode": "append",
+            "output": f"{batch_log}.out",
+            "error": f"{batch_log}.err",
+        }
+        if spec.checkpoint_signal:
+            seconds = int(cluster.get("signal_seconds_before_limit") or 300)
+            parameters["signal"] = f"USR1@{seconds}"
+        for key, value in cluster.items():
+            if key not in KNOWN_CLUSTER_KEYS and value is not None:
+                print(
+                    f"Warning: cluster.{key} is not a setting the launcher knows ({', '.join(KNOWN_CLUSTER_KEYS)}); "
+                    f"passing it to sbatch as --{key.replace('_', '-')}",
+                    file=sys.stderr,
+                )
+                parameters[key.replace("_", "-")] = value
+        return {key: value for key, value in parameters.items() if value is not None and value is not False}
+
+    def sbatch_lines(self, spec: JobSpec) -> List[str]:
+        lines = []
+        for key, value in sorted(self.sbatch_parameters(spec).items()):
+            lines.append(f"--{key}" if value is True else f"--{key}={sbatch_word(value)}")
+        return lines
+
+    def srun_line(self, spec: JobSpec, command) -> str:
+        words = ["srun", '--output="${log_stem}.out"', '--error="${log_stem}.err"', "--open-mode=append", "--kill-on-bad-exit=1"]
+        if not command.distributed:
+            words += ["--nodes=1", "--ntasks=1"]
+        if self.context.container:
+            words += [
+                f"--container-image={quote(self.context.container)}",
+                f"--container-mounts={quote(','.join(self.context.mounts))}",
+                "--no-container-mount-home",
+                f"--container-env={quote(','.join(self.exported_names(spec) + ['MASTER_ADDR', 'MASTER_PORT']))}",
+            ]
+        words.append(join(self.context.cluster.get("srun_args") or []))
+        words.append(python_words(command))
+        return " ".join(word for word in words if word)
+
+    def render(self, spec: JobSpec) -> str:
+        for key in ("name", "directory"):
+            value = str(getattr(spec, key))
+            if "\n" in value or "\r" in value or "\0" in value:
+                raise config_error(f"{spec.stage}.run.{'name' if key == 'name' else 'results_dir'}", value,
+                                   "Slurm cannot carry a line break in a job name or log path; remove it")
+        array_tag = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+        return render_template(
+            "slurm.sh.j2",
+            stage=spec.stage,
+            sbatch_lines=self.sbatch_lines(spec),
+            env_lines=self.environment_lines(spec),
+            log_base=str(self._log_base(spec)),
+            job_tag=array_tag if spec.array else '"${SLURM_JOB_ID}"',
+            sruns=[self.srun_line(spec, command) for command in spec.commands],
+        )
+
+    def check_environment(self) -> None:
+        if shutil.which("sbatch") is None:
+            raise LauncherError(
+                "cluster_type=bcm needs Slurm, but `sbatch` is not on PATH. Run this on the cluster's login node, "
+                "make a dry run with NEMO_LAUNCHER_DEBUG=1, or run here with cluster_type=interactive."
+            )
+        if self.context.container and not _srun_has_pyxis():
+            raise LauncherError(
+                f"container={self.context.container!r} needs the pyxis plugin, but `srun --help` has no "
+                "--container-image option on this cluster. Install pyxis/enroot, or set container=null to run "
+                "on the nodes' own Python."
+            )
+
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
+        argv = ["sbatch", "--parsable"]
+        if dependency:
+            # Given on the command line so the script itself stays byte-identical and can be resubmitted by hand.
+            argv.append(f"--dependency={','.join(dependency)}")
+        argv.append(str(script))
+        for attempt, delay in enumerate((0.0,) + tuple(self.retry_delays)):
+            time.sleep(delay)
+            result = subprocess.run(argv, capture_output=True, text=True, cwd=str(spec.directory))
+            output = (result.stdout + result.stderr).strip()
+            if result.returncode == 0:
+                job_id = result.stdout.strip().split(";")[0]
+                if not job_id.isdigit():
+                    raise SubmissionError(f"sbatch printed no job id for {script}: {output!r}")
+                _append(spec.directory / "launcher.log", f"{join(argv)}\nSubmitted batch job {job_id}\n")
+                return job_id
+            if not TRANSIENT_SBATCH_ERRORS.search(output) or attempt == len(self.retry_delays):
+                raise SubmissionError(f"sbatch failed for stage {spec.stage!r} ({script}): {output}")
+            print(f"sbatch failed ({output}); retrying in {self.retry_delays[attempt]:.0f} s", file=sys.stderr)
+        raise AssertionError("unreachable")
+
+    def cancel(self, job_ids: Sequence[str]) -> None:
+        if job_ids:
+            subprocess.run(["scancel", *job_ids], capture_output=True, text=True)
+
+
+def _append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def _srun_has_pyxis() -> bool:
+    result = subprocess.run(["srun", "--help"], capture_output=True, text=True)
+    return "--container-image" in result.stdout + result.stderr

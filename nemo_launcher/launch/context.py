@@ -1,0 +1,91 @@
+"""Settings every stage and backend shares, read once from the top level of the composed config."""
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Tuple
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from .errors import config_error
+
+CLUSTER_TYPES = ("bcm", "bcp", "interactive")
+_TRUE_WORDS = ("1", "true", "t", "yes", "y")
+
+
+def debug_requested(environ=os.environ) -> bool:
+    """NEMO_LAUNCHER_DEBUG=1/true/True makes a dry run: everything but submitting or running."""
+    return environ.get("NEMO_LAUNCHER_DEBUG", "").strip().lower() in _TRUE_WORDS
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    cluster_type: str
+    launcher_scripts_path: Path
+    data_dir: Path
+    base_results_dir: Path
+    container: Optional[str]
+    mounts: Tuple[str, ...]  # "src:dst" pairs, always including the three paths above
+    env: Tuple[Tuple[str, str], ...]  # global env_vars without nulls, in config order
+    cluster: dict  # the resolved `cluster` group (Slurm settings)
+    wandb_api_key_file: Optional[str]
+    preflight: bool
+    debug: bool
+
+
+def _mounts(raw, fixed_paths) -> Tuple[str, ...]:
+    if not isinstance(raw, (list, ListConfig)):
+        raise config_error("container_mounts", raw, "must be a list, e.g. container_mounts=[/data,/lustre:/mnt/lustre]")
+    mounts = [f"{path}:{path}" for path in fixed_paths]
+    for entry in raw:
+        if entry is None:
+            continue
+        entry = str(entry)
+        if not entry or entry.count(":") > 2 or entry.startswith(":"):
+            raise config_error("container_mounts", entry, "each entry is /path or /src:/dst (optionally :ro)")
+        mount = entry if ":" in entry else f"{entry}:{entry}"
+        if mount not in mounts:
+            mounts.append(mount)
+    return tuple(mounts)
+
+
+def _env(raw) -> Tuple[Tuple[str, str], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, (dict, DictConfig)):
+        raise config_error("env_vars", raw, "must be a mapping of NAME: value")
+    pairs = []
+    for name, value in raw.items():
+        if value is None:
+            continue
+        if not str(name).replace("_", "a").isalnum() or str(name)[0].isdigit():
+            raise config_error(f"env_vars.{name}", value, "environment variable names are letters, digits and _")
+        if isinstance(value, bool):
+            value = int(value)
+        pairs.append((str(name), str(value)))
+    return tuple(pairs)
+
+
+def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
+    cluster_type = cfg.get("cluster_type")
+    if cluster_type not in CLUSTER_TYPES:
+        raise config_error("cluster_type", cluster_type, f"choose one of {', '.join(CLUSTER_TYPES)}")
+    paths = {key: Path(str(cfg[key])) for key in ("launcher_scripts_path", "data_dir", "base_results_dir")}
+    for key, path in paths.items():
+        if not path.is_absolute():
+            raise config_error(key, str(path), "use an absolute path; compute nodes do not share your working directory")
+    cluster = cfg.get("cluster")
+    cluster = OmegaConf.to_container(cluster, resolve=True) if cluster is not None else {}
+    wandb = cfg.get("wandb_api_key_file")
+    return LaunchContext(
+        cluster_type=cluster_type,
+        launcher_scripts_path=paths["launcher_scripts_path"],
+        data_dir=paths["data_dir"],
+        base_results_dir=paths["base_results_dir"],
+        container=str(cfg.container) if cfg.get("container") else None,
+        mounts=_mounts(cfg.get("container_mounts", []), [str(p) for p in paths.values()]),
+        env=_env(cfg.get("env_vars")),
+        cluster=cluster,
+        wandb_api_key_file=str(wandb) if wandb else None,
+        preflight=bool(cfg.get("preflight", False)),
+        debug=debug_requested(environ),
+    )

@@ -1,0 +1,47 @@
+"""Model families are data: one row per family names the job program each stage kind runs.
+
+Adding a family adds a row here and config files under conf/<stage>/<family>/, never branches elsewhere.
+"""
+from dataclasses import dataclass, field
+from typing import Dict
+
+from .errors import config_error
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    description: str
+    programs: Dict[str, str] = field(default_factory=dict)  # stage kind -> job program module
+
+
+FAMILIES: Dict[str, Family] = {
+    family.name: family
+    for family in (
+        Family(
+            name="gpt3",
+            description="decoder-only GPT (megatron-core GPTModel)",
+            programs={
+                "training": "nemo_launcher.jobs.gpt.train",
+            },
+        ),
+    )
+}
+
+
+def family_for(stage: str, choice: str) -> Family:
+    """The family of a config choice such as `gpt3/5b` (the part before the last slash)."""
+    name = choice.rsplit("/", 1)[0] if "/" in choice else ""
+    if name not in FAMILIES:
+        raise config_error(
+            stage, choice,
+            f"pick a config under a known model family ({', '.join(sorted(FAMILIES))}), e.g. {stage}=gpt3/<name>",
+        )
+    return FAMILIES[name]
+
+
+def program_for(family: Family, stage: str, choice: str) -> str:
+    if stage not in family.programs:
+        known = ", ".join(sorted(family.programs)) or "none"
+        raise config_error(stage, choice, f"the {family.name} family has no {stage} program yet; it has: {known}")
+    return family.programs[stage]

@@ -1,0 +1,153 @@
+"""Orders stages, threads dependencies, writes job directories, submits atomically and prints the plan."""
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from omegaconf import DictConfig, ListConfig
+
+from .backends import BACKENDS, Backend
+from .context import LaunchContext, read_context
+from .errors import LauncherError, SubmissionError, config_error
+from .job_spec import JobSpec
+from .stages import STAGES
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    spec: JobSpec
+    script_path: Path
+    script: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    context: LaunchContext
+    backend: Backend
+    jobs_by_stage: List[List[PlannedJob]]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: PlannedJob
+    job_id: Optional[str]
+    dependency: List[str]
+
+
+def _available_choices(launcher_path: Path, group: str) -> str:
+    root = Path(__file__).resolve().parents[2] / "conf" / group
+    names = sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml")) if root.is_dir() else []
+    return ", ".join(names) or "none"
+
+
+def stage_names(cfg: DictConfig) -> List[str]:
+    stages = cfg.get("stages")
+    if not isinstance(stages, (list, ListConfig)) or not stages:
+        raise config_error("stages", stages, "list the stages to run, e.g. stages=[training] or stages=[data_preparation,training]")
+    names = [str(name) for name in stages]
+    for name in names:
+        if name not in STAGES:
+            raise config_error("stages", names, f"unknown stage {name!r}; known stages: {', '.join(STAGES)}")
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise config_error("stages", names, f"list each stage once (repeated: {', '.join(duplicates)})")
+    return names
+
+
+def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
+    """Validates everything and renders every script in memory. Writes nothing."""
+    context = read_context(cfg)
+    backend = BACKENDS[context.cluster_type](context)
+    specs_by_stage = []
+    for name in stage_names(cfg):
+        if cfg.get(name) is None:
+            raise config_error(
+                name, None,
+                f"stage {name!r} is listed in stages but its config group is null; pick one on the command line, "
+                f"e.g. {name}=<choice> (available: {_available_choices(context.launcher_scripts_path, name)})",
+            )
+        stage = STAGES[name](context, cfg, choices.get(name) or "")
+        specs_by_stage.append(stage.job_specs())
+    backend.validate(specs_by_stage)
+    jobs = [[PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs] for specs in specs_by_stage]
+    return Plan(context, backend, jobs)
+
+
+def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
+    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    os.chmod(temporary, mode)
+    os.replace(temporary, path)
+
+
+def write_plan(plan: Plan, argv: Sequence[str]) -> None:
+    """Creates each job directory with its resolved config, its script and the launcher command line."""
+    command_line = " \\\n  ".join(shlex.quote(word) for word in argv) + "\n"
+    for jobs in plan.jobs_by_stage:
+        for job in jobs:
+            job.spec.directory.mkdir(parents=True, exist_ok=True)
+            for path, text in job.spec.files:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomically(path, text)
+            _write_atomically(job.script_path, job.script, 0o755)
+            _write_atomically(job.spec.directory / "launcher_cmd.log", command_line)
+
+
+def submit_plan(plan: Plan) -> List[Submitted]:
+    """Submits in order; stage k+1 waits for stage k. If any submission fails, cancels what this call submitted."""
+    submitted: List[Submitted] = []
+    previous_id: Optional[str] = None
+    try:
+        for jobs in plan.jobs_by_stage:
+            for job in jobs:
+                dependency = ([f"{job.spec.chain}:{previous_id}"] if previous_id else []) + list(job.spec.dependency)
+                if plan.context.debug:
+                    job_id = f"DRYRUN-{len(submitted) + 1}"
+                else:
+                    job_id = plan.backend.submit(job.script_path, job.spec, dependency)
+                submitted.append(Submitted(job, job_id, dependency))
+                previous_id = job_id if (plan.backend.queues_jobs or plan.context.debug) else None
+    except SubmissionError as error:
+        queued = [entry.job_id for entry in submitted if entry.job_id]
+        plan.backend.cancel(queued)
+        cancelled = f"; cancelled the jobs already submitted: {', '.join(queued)}" if queued else ""
+        raise SubmissionError(f"{error}{cancelled}") from None
+    return submitted
+
+
+def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
+    header = ("stage", "job", "id", "dependency", "script", "log")
+    rows = [header]
+    for entry in submitted:
+        spec = entry.job.spec
+        rows.append((
+            spec.stage, plan.backend.job_name(spec), entry.job_id or "-", ",".join(entry.dependency) or "-",
+            str(entry.job.script_path), plan.backend.log_pattern(spec, entry.job_id),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    mode = "dry run (NEMO_LAUNCHER_DEBUG): nothing was submitted" if plan.context.debug else f"cluster_type={plan.context.cluster_type}"
+    return f"Pipeline, {mode}\n" + "\n".join(lines)
+
+
+def launch(cfg: DictConfig, choices: Dict[str, Optional[str]], argv: Sequence[str]) -> List[Submitted]:
+    plan = build_plan(cfg, choices)
+    if not plan.context.debug:
+        plan.backend.check_environment()
+        if plan.context.preflight and plan.backend.queues_jobs:
+            _run_preflight(cfg)
+    write_plan(plan, argv)
+    submitted = submit_plan(plan)
+    print(format_plan(plan, submitted), flush=True)
+    return submitted
+
+
+def _run_preflight(cfg: DictConfig) -> None:
+    from .preflight import run_preflight  # only clusters that ask for it pay for the checks
+
+    failures = [check for check in run_preflight(cfg) if not check.ok]
+    if failures:
+        details = "; ".join(f"{check.name}: {check.fix}" for check in failures)
+        raise LauncherError(f"preflight failed before submitting anything: {details}")

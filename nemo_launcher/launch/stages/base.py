@@ -1,0 +1,95 @@
+"""A stage reads its own config section, validates it and returns job specs. One subclass per stage kind."""
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Dict, List, Tuple
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
+
+from ..context import LaunchContext
+from ..errors import ConfigError, config_error
+from ..job_spec import CHAIN_TYPES, JobSpec
+
+_EXPLICIT_DEPENDENCY = re.compile(r"^(after|afterok|afterany|afternotok|aftercorr|afterburstbuffer)(:\d+(_\d+)?(\+\d+)?)+$")
+
+
+def parse_dependency(key: str, value) -> Tuple[str, Tuple[str, ...]]:
+    """`run.dependency` -> (how to wait for the previous stage, fixed items).
+
+    Items are comma-separated: `singleton`; a bare type (afterok, afterany, afternotok, aftercorr) that says how
+    this stage waits for the stage before it (afterok when none is given); or `type:jobid` for an outside job.
+    """
+    chain, items = "afterok", []
+    for item in str(value or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item == "singleton" or _EXPLICIT_DEPENDENCY.match(item):
+            items.append(item)
+        elif item in CHAIN_TYPES:
+            chain = item
+        else:
+            raise config_error(
+                key, value,
+                "use comma-separated items: singleton, one of afterok/afterany/afternotok/aftercorr "
+                "(how to wait for the previous stage), or type:jobid for an outside job",
+            )
+    return chain, tuple(items)
+
+
+def positive_int(key: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise config_error(key, value, "must be a positive integer")
+    return value
+
+
+def dump_config(config: Dict[str, Any]) -> str:
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+
+
+class Stage(ABC):
+    kind: ClassVar[str] = ""
+
+    def __init__(self, context: LaunchContext, root: DictConfig, choice: str):
+        self.context = context
+        self.root = root
+        self.choice = choice
+
+    def key(self, *parts: str) -> str:
+        return ".".join((self.kind,) + parts)
+
+    def resolved(self) -> Dict[str, Any]:
+        """This stage's section with every ${...} resolved; a missing `???` value is a ConfigError naming its key."""
+        section = self.root[self.kind]
+        try:
+            return OmegaConf.to_container(section, resolve=True, throw_on_missing=True)
+        except MissingMandatoryValue as error:
+            raise config_error(self._full_key(error), "???", "this value is mandatory: set it in the YAML or on the command line") from None
+        except InterpolationResolutionError as error:
+            raise ConfigError(f"{self._full_key(error)}: cannot resolve an interpolation ({error.msg.splitlines()[0]})") from None
+        except OmegaConfBaseException as error:
+            raise ConfigError(f"{self._full_key(error)}: {error.msg.splitlines()[0]}") from None
+
+    def _full_key(self, error: OmegaConfBaseException) -> str:
+        key = getattr(error, "full_key", None) or "?"
+        return key if key.startswith(self.kind) else f"{self.kind}.{key}"
+
+    def run_section(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        run = config.get("run")
+        if not isinstance(run, dict):
+            raise config_error(self.key("run"), run, "every stage config needs a run: section (name, results_dir, time_limit)")
+        for field in ("name", "results_dir", "time_limit"):
+            if not run.get(field):
+                raise config_error(self.key("run", field), run.get(field), "must be set")
+        name = str(run["name"])
+        if "/" in name or name in (".", ".."):
+            raise config_error(self.key("run", "name"), name, "a run name is one path component: no slashes")
+        if not Path(str(run["results_dir"])).is_absolute():
+            raise config_error(self.key("run", "results_dir"), run["results_dir"], "must be an absolute path")
+        return run
+
+    @abstractmethod
+    def job_specs(self) -> List[JobSpec]:
+        """Validates the section and returns the jobs this stage needs, in submission order."""
