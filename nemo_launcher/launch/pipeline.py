@@ -48,7 +48,7 @@ def stage_names(cfg: DictConfig) -> List[str]:
         raise config_error("stages", stages, "list the stages to run, e.g. stages=[training] or stages=[data_preparation,training]")
     names = [str(name) for name in stages]
     for name in names:
-        if name not in STAGES:
+        if name not in STAGES and name not in cfg.keys():
             raise config_error("stages", names, f"unknown stage {name!r}; known stages: {', '.join(STAGES)}")
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -68,6 +68,8 @@ def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
                 f"stage {name!r} is listed in stages but its config group is null; pick one on the command line, "
                 f"e.g. {name}=<choice> (available: {_available_choices(context.launcher_scripts_path, name)})",
             )
+        if name not in STAGES:
+            raise config_error("stages", name, f"the {name} stage is not available yet; available stages: {', '.join(STAGES)}")
         stage = STAGES[name](context, cfg, choices.get(name) or "")
         specs_by_stage.append(stage.job_specs())
     backend.validate(specs_by_stage)

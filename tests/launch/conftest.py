@@ -1,0 +1,51 @@
+"""Fixtures for launch-side tests: compose configs in-process (no subprocess per test) and run the launcher."""
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import open_dict
+
+from nemo_launcher.launch.app import run
+from nemo_launcher.launch.resolvers import REPO_ROOT, register_resolvers
+
+CONF_DIR = str(REPO_ROOT / "conf")
+register_resolvers()
+
+
+def compose_config(overrides: List[str], config_name: str = "config"):
+    """Composes like `python3 main.py <overrides>`; returns (cfg, choices)."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    choices = dict(cfg.hydra.runtime.choices)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg, choices
+
+
+@pytest.fixture
+def launch(tmp_path, monkeypatch, capsys):
+    """Runs the launcher in-process with results under tmp_path; returns (exit code, stdout, stderr)."""
+
+    def _launch(overrides: List[str], debug: bool = True, results: Optional[Path] = None):
+        results = results or tmp_path / "results"
+        if debug:
+            monkeypatch.setenv("NEMO_LAUNCHER_DEBUG", "1")
+        else:
+            monkeypatch.delenv("NEMO_LAUNCHER_DEBUG", raising=False)
+        argv = ["main.py", f"base_results_dir={results}", *overrides]
+        cfg, choices = compose_config(argv[1:])
+        code = run(cfg, choices, argv)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return _launch
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_debug(monkeypatch):
+    monkeypatch.delenv("NEMO_LAUNCHER_DEBUG", raising=False)
+    monkeypatch.delenv("NEMO_LAUNCHER_FULL_ERROR", raising=False)

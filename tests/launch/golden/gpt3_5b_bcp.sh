@@ -1,0 +1,7 @@
+#!/bin/bash
+# Written by nemo_launcher (training stage) for Base Command Platform: bash <this file> inside the NGC job.
+set -euo pipefail
+
+log_stem=<BRD>/gpt3_5b/log-gpt3_5b_"$(date +%m%d_%H%M%S)"
+
+bcprun --nnodes 16 --npernode 8 --env TRANSFORMERS_OFFLINE=1 --env TORCH_NCCL_AVOID_RECORD_STREAMS=1 --env PYTHONPATH=/opt/launcher --cmd 'python3 -u -m nemo_launcher.jobs.gpt.train --config <BRD>/gpt3_5b/gpt3_5b_hydra.yaml' 2>&1 | tee -a "${log_stem}.out"

@@ -1,0 +1,12 @@
+#!/bin/bash
+# Written by nemo_launcher (training stage). Runs on this machine: bash <this file>
+set -euo pipefail
+
+export TRANSFORMERS_OFFLINE=1
+export TORCH_NCCL_AVOID_RECORD_STREAMS=1
+export PYTHONPATH=/opt/launcher"${PYTHONPATH:+:${PYTHONPATH}}"
+
+# One log per run: a rerun never overwrites an earlier log.
+log_stem=<BRD>/gpt3_5b/log-gpt3_5b_"$(date +%Y%m%d_%H%M%S)_$$"
+
+"${NEMO_LAUNCHER_PYTHON:-python3}" -m torch.distributed.run --standalone --nproc_per_node=8 -m nemo_launcher.jobs.gpt.train --config <BRD>/gpt3_5b/gpt3_5b_hydra.yaml 2>&1 | tee -a "${log_stem}.out"

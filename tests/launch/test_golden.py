@@ -1,0 +1,66 @@
+"""Rendered scripts are compared byte for byte with golden files.
+
+To refresh after an intended change: NEMO_LAUNCHER_UPDATE_GOLDEN=1 python3 -m pytest tests/launch/test_golden.py
+then review `git diff tests/launch/golden`.
+"""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXED = ["launcher_scripts_path=/opt/launcher", "data_dir=/data"]
+CASES = {
+    "gpt3_5b_bcm.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=bcm"],
+    "gpt3_5b_bcm_container.sh": [
+        "stages=[training]", "training=gpt3/5b", "cluster_type=bcm", "container=nvcr.io/example/launcher:1.0",
+        "container_mounts=[/lustre,/scratch:/mnt/scratch,null]", "cluster.partition=batch", "cluster.account=llm",
+        "wandb_api_key_file=/home/me/.wandb_key",
+    ],
+    "gpt3_5b_bcp.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=bcp"],
+    "gpt3_5b_interactive.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=interactive", "training.trainer.num_nodes=1"],
+}
+
+
+def _script(results: Path) -> Path:
+    scripts = list(results.rglob("*_submission.sh"))
+    assert len(scripts) == 1, scripts
+    return scripts[0]
+
+
+@pytest.mark.parametrize("golden_name", sorted(CASES))
+def test_rendered_script_matches_golden(golden_name, launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = launch(FIXED + CASES[golden_name], results=results)
+    assert code == 0, err
+    script = _script(results)
+    text = script.read_text().replace(str(results), "<BRD>")
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    golden = GOLDEN / golden_name
+    if os.environ.get("NEMO_LAUNCHER_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.exists(), f"missing {golden}; create it with NEMO_LAUNCHER_UPDATE_GOLDEN=1"
+    assert text == golden.read_text(), (
+        f"{script} differs from {golden}. If the change is intended, refresh with "
+        "NEMO_LAUNCHER_UPDATE_GOLDEN=1 python3 -m pytest tests/launch/test_golden.py and review the diff."
+    )
+
+
+def test_rerendering_is_byte_identical(launch, tmp_path):
+    results = tmp_path / "results"
+    overrides = FIXED + CASES["gpt3_5b_bcm_container.sh"]
+    assert launch(overrides, results=results)[0] == 0
+    first = {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and p.name != "launcher_cmd.log"}
+    assert launch(overrides, results=results)[0] == 0
+    second = {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and p.name != "launcher_cmd.log"}
+    assert first == second
+
+
+def test_resolved_config_has_no_interpolations_left(launch, tmp_path):
+    results = tmp_path / "results"
+    assert launch(FIXED + CASES["gpt3_5b_bcm.sh"], results=results)[0] == 0
+    text = (results / "gpt3_5b" / "gpt3_5b_hydra.yaml").read_text()
+    assert "${" not in text and "???" not in text
+    assert f"explicit_log_dir: {results}/gpt3_5b/results" in text
+    assert "ffn_hidden_size: 16384" in text
