@@ -42,13 +42,13 @@ def _available_choices(launcher_path: Path, group: str) -> str:
     return ", ".join(names) or "none"
 
 
-def stage_names(cfg: DictConfig) -> List[str]:
+def stage_names(cfg: DictConfig, groups) -> List[str]:
     stages = cfg.get("stages")
     if not isinstance(stages, (list, ListConfig)) or not stages:
         raise config_error("stages", stages, "list the stages to run, e.g. stages=[training] or stages=[data_preparation,training]")
     names = [str(name) for name in stages]
     for name in names:
-        if name not in STAGES and name not in cfg.keys():
+        if name not in STAGES and name not in groups:
             raise config_error("stages", names, f"unknown stage {name!r}; known stages: {', '.join(STAGES)}")
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -61,7 +61,7 @@ def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
     context = read_context(cfg)
     backend = BACKENDS[context.cluster_type](context)
     specs_by_stage = []
-    for name in stage_names(cfg):
+    for name in stage_names(cfg, choices):
         if cfg.get(name) is None:
             raise config_error(
                 name, None,
