@@ -46,7 +46,7 @@ def positive_int(key: str, value) -> int:
 
 
 def dump_config(config: Dict[str, Any]) -> str:
-    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False, width=120)
 
 
 class Stage(ABC):
