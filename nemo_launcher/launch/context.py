@@ -6,9 +6,10 @@ from typing import Optional, Tuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from .backends import BACKENDS
 from .errors import config_error
 
-CLUSTER_TYPES = ("bcm", "bcp", "interactive")
+CLUSTER_TYPES = tuple(BACKENDS)
 _TRUE_WORDS = ("1", "true", "t", "yes", "y")
 
 

@@ -8,7 +8,8 @@ from typing import Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, ListConfig
 
-from .backends import BACKENDS, Backend
+from .backends import backend_class
+from .backends.base import Backend
 from .context import LaunchContext, read_context
 from .errors import LauncherError, SubmissionError, config_error
 from .job_spec import JobSpec
@@ -59,7 +60,7 @@ def stage_names(cfg: DictConfig, groups) -> List[str]:
 def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
     """Validates everything and renders every script in memory. Writes nothing."""
     context = read_context(cfg)
-    backend = BACKENDS[context.cluster_type](context)
+    backend = backend_class(context.cluster_type)(context)
     specs_by_stage = []
     for name in stage_names(cfg, choices):
         if cfg.get(name) is None:

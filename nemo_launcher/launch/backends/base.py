@@ -1,5 +1,4 @@
 """A backend renders a job spec into a script and runs or submits it. It knows nothing about models."""
-import functools
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -8,30 +7,11 @@ from ..context import LaunchContext
 from ..job_spec import Command, JobSpec
 from ..shell import join, quote
 
+# Scripts are built as line lists in Python (as submitit does): importing a template engine would cost more
+# than all of the launcher's own work in a dry run.
 # The interpreter is chosen when the script runs, not when it is written: the interactive backend points it
 # at the launcher's own Python, a cluster user can export it, and scripts stay byte-identical everywhere.
 PYTHON = '"${NEMO_LAUNCHER_PYTHON:-python3}"'
-
-
-@functools.lru_cache(maxsize=None)
-def _template(name: str):
-    # Imported here so that `--help` and config errors do not pay for Jinja2.
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    env.filters["q"] = quote
-    return env.get_template(name)
-
-
-def render_template(name: str, **values) -> str:
-    return _template(name).render(**values)
 
 
 def python_words(command: Command) -> str:

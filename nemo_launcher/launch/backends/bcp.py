@@ -6,7 +6,7 @@ from typing import List, Optional, Sequence
 from ..errors import StageFailed, config_error
 from ..job_spec import Command, JobSpec
 from ..shell import join, quote
-from .base import Backend, render_template
+from .base import Backend
 
 
 class BcpBackend(Backend):
@@ -43,17 +43,17 @@ class BcpBackend(Backend):
         return " ".join(word for word in words if word)
 
     def render(self, spec: JobSpec) -> str:
-        wandb = (
-            f'export WANDB_API_KEY="$(head -n 1 {quote(self.context.wandb_api_key_file)})"'
-            if self.context.wandb_api_key_file else None
-        )
-        return render_template(
-            "bcp.sh.j2",
-            stage=spec.stage,
-            wandb_line=wandb,
-            log_base=str(self._log_base(spec)),
-            commands=[self.bcprun_line(spec, command) for command in spec.commands],
-        )
+        lines = [
+            "#!/bin/bash",
+            f"# Written by nemo_launcher ({spec.stage} stage) for Base Command Platform: bash <this file> inside the NGC job.",
+            "set -euo pipefail",
+        ]
+        if self.context.wandb_api_key_file:
+            lines.append(f'export WANDB_API_KEY="$(head -n 1 {quote(self.context.wandb_api_key_file)})"')
+        lines += ["", f'log_stem={quote(str(self._log_base(spec)))}_"$(date +%m%d_%H%M%S)"']
+        for command in spec.commands:
+            lines += ["", f'{self.bcprun_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
+        return "\n".join(lines) + "\n"
 
     def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
         result = subprocess.run(["bash", str(script)], cwd=str(spec.directory))

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 from ..errors import StageFailed, config_error
 from ..job_spec import Command, JobSpec
 from ..shell import join, quote
-from .base import PYTHON, Backend, render_template
+from .base import PYTHON, Backend
 
 
 class InteractiveBackend(Backend):
@@ -38,13 +38,19 @@ class InteractiveBackend(Backend):
         return f"{PYTHON} -u -m {quote(command.module)} {join(command.args)}".rstrip()
 
     def render(self, spec: JobSpec) -> str:
-        return render_template(
-            "interactive.sh.j2",
-            stage=spec.stage,
-            env_lines=self.environment_lines(spec),
-            log_base=str(self._log_base(spec)),
-            commands=[self.command_line(spec, command) for command in spec.commands],
-        )
+        lines = [
+            "#!/bin/bash",
+            f"# Written by nemo_launcher ({spec.stage} stage). Runs on this machine: bash <this file>",
+            "set -euo pipefail",
+            "",
+            *self.environment_lines(spec),
+            "",
+            "# One log per run: a rerun never overwrites an earlier log.",
+            f'log_stem={quote(str(self._log_base(spec)))}_"$(date +%Y%m%d_%H%M%S)_$$"',
+        ]
+        for command in spec.commands:
+            lines += ["", f'{self.command_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
+        return "\n".join(lines) + "\n"
 
     def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
         environ = dict(os.environ, NEMO_LAUNCHER_PYTHON=sys.executable)

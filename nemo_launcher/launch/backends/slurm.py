@@ -10,7 +10,7 @@ from typing import Dict, List, Optional, Sequence
 from ..errors import LauncherError, SubmissionError, config_error
 from ..job_spec import JobSpec
 from ..shell import join, quote
-from .base import Backend, python_words, render_template
+from .base import Backend, python_words
 
 # Keys of conf/cluster/bcm.yaml that the launcher itself interprets; any other key is passed to sbatch as is.
 KNOWN_CLUSTER_KEYS = (
@@ -130,16 +130,24 @@ class SlurmBackend(Backend):
             if "\n" in value or "\r" in value or "\0" in value:
                 raise config_error(f"{spec.stage}.run.{'name' if key == 'name' else 'results_dir'}", value,
                                    "Slurm cannot carry a line break in a job name or log path; remove it")
-        array_tag = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
-        return render_template(
-            "slurm.sh.j2",
-            stage=spec.stage,
-            sbatch_lines=self.sbatch_lines(spec),
-            env_lines=self.environment_lines(spec),
-            log_base=str(self._log_base(spec)),
-            job_tag=array_tag if spec.array else '"${SLURM_JOB_ID}"',
-            sruns=[self.srun_line(spec, command) for command in spec.commands],
-        )
+        job_tag = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' if spec.array else '"${SLURM_JOB_ID}"'
+        lines = ["#!/bin/bash"]
+        lines += [f"#SBATCH {line}" for line in self.sbatch_lines(spec)]
+        lines += [
+            f"# Written by nemo_launcher ({spec.stage} stage). Resubmit by hand with: sbatch <this file>",
+            "set -euo pipefail",
+            "",
+            *self.environment_lines(spec),
+            'MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"',
+            "export MASTER_ADDR",
+            'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
+            "",
+            "# One log per attempt: a requeue (SLURM_RESTART_COUNT) or a new job never overwrites an earlier log.",
+            f'log_stem={quote(str(self._log_base(spec)))}_{job_tag}_attempt"${{SLURM_RESTART_COUNT:-0}}"',
+        ]
+        for command in spec.commands:
+            lines += ["", self.srun_line(spec, command)]
+        return "\n".join(lines) + "\n"
 
     def check_environment(self) -> None:
         if shutil.which("sbatch") is None:

@@ -46,7 +46,9 @@ def positive_int(key: str, value) -> int:
 
 
 def dump_config(config: Dict[str, Any]) -> str:
-    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False, width=120)
+    # libyaml's emitter when present: the pure-Python one costs more than the rest of a dry run's own work.
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(config, Dumper=dumper, sort_keys=False, default_flow_style=False, width=120)
 
 
 class Stage(ABC):
