@@ -1,0 +1,172 @@
+"""One worker's job: turn a byte range of a jsonl file into a finished chunk of tokens on disk.
+
+    init_worker(spec)                       # once per worker process: load the tokenizer
+    result = encode_chunk(task)             # reads task.start..task.end, writes chunk-<i>.{bin,lengths,json}
+
+The worker reads its own bytes from the file and writes its own output files, so nothing but a small task
+and a small result crosses between processes (Megatron-LM's tool pickles every document's token list back to
+one writer process). The `.json` file is renamed into place last and marks the chunk as complete: a run that
+is killed leaves at most temporary files behind, and the next run redoes only chunks without a `.json`.
+"""
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional, Tuple
+
+import numpy as np
+
+from .errors import DataPrepError
+from .tokenizer import Tokenizer, TokenizerSpec, load_tokenizer
+
+_BATCH_DOCUMENTS = 512  # documents per encode_batch call: amortizes the call, bounds the memory of one batch
+_KEPT_REASONS = 100  # malformed lines described per chunk; further ones are only counted
+
+_tokenizer: Optional[Tokenizer] = None
+
+
+class MalformedLine(DataPrepError):
+    """A line that is not a JSON object with a string under the text key, with on_malformed=fail.
+
+    Carries the chunk and the line within it; the caller turns that into `file:line` for the message.
+    """
+
+    def __init__(self, chunk: int, line: int, reason: str):
+        super().__init__(chunk, line, reason)
+        self.chunk, self.line, self.reason = chunk, line, reason
+
+    def __str__(self) -> str:
+        return f"chunk {self.chunk} line {self.line}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    input_path: str
+    index: int  # chunk number within the shard; output files are named after it
+    start: int  # first byte (a line start)
+    end: int  # one past the last byte (a line start, or the file size)
+    parts_dir: str
+    json_key: str = "text"
+    on_malformed: str = "skip"  # skip: report and leave the line out; fail: stop at the first one
+    append_eod: bool = True
+
+
+@dataclass
+class ChunkResult:
+    index: int
+    documents: int = 0
+    tokens: int = 0
+    lines: int = 0
+    bytes: int = 0
+    blank: int = 0  # empty or whitespace-only lines, skipped silently
+    empty: int = 0  # documents whose text encodes to no token, left out (an EOD alone carries nothing)
+    malformed: int = 0
+    reasons: List[Tuple[int, str]] = field(default_factory=list)  # (line within the chunk, what is wrong)
+    seconds: float = 0.0
+
+
+def chunk_paths(parts_dir: str, index: int) -> Tuple[str, str, str]:
+    stem = os.path.join(parts_dir, f"chunk-{index:06d}")
+    return stem + ".bin", stem + ".lengths", stem + ".json"
+
+
+def read_result(parts_dir: str, index: int) -> Optional[ChunkResult]:
+    """The result of a chunk a previous run completed, or None."""
+    marker = chunk_paths(parts_dir, index)[2]
+    try:
+        with open(marker) as handle:
+            values = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    values["reasons"] = [tuple(item) for item in values["reasons"]]
+    return ChunkResult(**values)
+
+
+def init_worker(spec: TokenizerSpec) -> None:
+    global _tokenizer
+    _tokenizer = load_tokenizer(spec)
+
+
+def encode_chunk(task: ChunkTask, tokenizer: Optional[Tokenizer] = None) -> ChunkResult:
+    tokenizer = tokenizer or _tokenizer
+    assert tokenizer is not None, "init_worker() must run in this process first"
+    began = time.perf_counter()
+    with open(task.input_path, "rb") as handle:
+        handle.seek(task.start)
+        data = handle.read(task.end - task.start)
+    result = ChunkResult(index=task.index, bytes=len(data))
+    texts, lines = _parse(data, task, result)
+    token_parts, length_parts = [], []
+    rejected = 0
+    for first in range(0, len(texts), _BATCH_DOCUMENTS):
+        tokens, lengths, errors = tokenizer.encode_batch(texts[first:first + _BATCH_DOCUMENTS])
+        for position, reason in sorted(errors.items()):
+            _malformed(result, task, lines[first + position], reason)
+        rejected += len(errors)
+        token_parts.append(tokens)
+        length_parts.append(lengths)
+    tokens = np.concatenate(token_parts) if token_parts else np.zeros(0, tokenizer.dtype)
+    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+    kept = lengths[lengths > 0]
+    # Rejected documents have length 0 too but are already counted as malformed.
+    result.empty = int(lengths.size - kept.size) - rejected
+    if task.append_eod:
+        # Insert EOD after each document: np.insert at the running end offsets does it in one pass.
+        tokens = np.insert(tokens, np.cumsum(kept), np.array(tokenizer.eod, dtype=tokens.dtype))
+        kept = kept + 1
+    result.documents = int(kept.size)
+    result.tokens = int(tokens.size)
+    _write(task, tokens.astype(tokenizer.dtype, copy=False), kept.astype(np.int32), result, began)
+    return result
+
+
+def _parse(data: bytes, task: ChunkTask, result: ChunkResult) -> Tuple[List[str], List[int]]:
+    """Texts of the chunk's well-formed lines, and the line number (within the chunk, from 1) of each."""
+    texts: List[str] = []
+    lines: List[int] = []
+    rows = data.split(b"\n")
+    if rows and rows[-1] == b"":
+        rows.pop()  # the newline that ends the last line does not start another
+    result.lines = len(rows)
+    key = task.json_key
+    loads = json.loads
+    for number, row in enumerate(rows, 1):
+        try:
+            record = loads(row)
+            text = record[key]
+        except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+            if not row.strip():
+                result.blank += 1
+            else:
+                _malformed(result, task, number, f"invalid JSON: {error}")
+            continue
+        except (KeyError, TypeError, IndexError):
+            _malformed(result, task, number, f"not a JSON object with a {key!r} field")
+            continue
+        if not isinstance(text, str):
+            _malformed(result, task, number, f"field {key!r} is {type(text).__name__}, not a string")
+            continue
+        texts.append(text)
+        lines.append(number)
+    return texts, lines
+
+
+def _malformed(result: ChunkResult, task: ChunkTask, line: int, reason: str) -> None:
+    if task.on_malformed == "fail":
+        raise MalformedLine(task.index, line, reason)
+    result.malformed += 1
+    if len(result.reasons) < _KEPT_REASONS:
+        result.reasons.append((line, reason))
+
+
+def _write(task: ChunkTask, tokens: np.ndarray, lengths: np.ndarray, result: ChunkResult, began: float) -> None:
+    bin_path, lengths_path, marker = chunk_paths(task.parts_dir, task.index)
+    suffix = f".tmp-{os.getpid()}"
+    tokens.tofile(bin_path + suffix)
+    os.replace(bin_path + suffix, bin_path)
+    lengths.tofile(lengths_path + suffix)
+    os.replace(lengths_path + suffix, lengths_path)
+    result.seconds = round(time.perf_counter() - began, 3)
+    with open(marker + suffix, "w") as handle:
+        json.dump(asdict(result), handle)
+    os.replace(marker + suffix, marker)  # last: the chunk counts as done only once everything is in place

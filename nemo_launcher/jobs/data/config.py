@@ -1,0 +1,159 @@
+"""Reading the resolved `data_preparation` YAML and deciding which items this process handles.
+
+Every data step starts the same way:
+
+    cfg = StepConfig.from_argv("download")        # parses --config <job dir>/<run.name>_hydra.yaml
+    numbers = cfg.file_numbers()                  # the shards named by file_numbers
+    mine = this_task_items(numbers)               # one shard on a Slurm array task, a share on BCP, else all
+
+The launcher resolved every interpolation before writing the file, so this module only reads plain YAML.
+Errors name the key as the user writes it on the command line (`data_preparation.<key>`).
+"""
+import argparse
+import logging
+import os
+import sys
+from typing import Any, List, Sequence
+
+import yaml
+
+from nemo_launcher.launch.file_numbers import FileNumbersError, parse_file_numbers
+
+from .errors import DataPrepError
+
+_MISSING = object()
+
+
+class DataConfigError(DataPrepError):
+    """A missing or invalid key in the data preparation config; the message names the key and the fix."""
+
+
+class StepConfig:
+    """The resolved `data_preparation` section, with typed accessors that name the full key on error."""
+
+    def __init__(self, values: dict, source: str = "<dict>"):
+        if not isinstance(values, dict):
+            raise DataConfigError(f"{source}: expected a mapping of data_preparation keys, got {type(values).__name__}")
+        self.values = values
+        self.source = source
+
+    @classmethod
+    def from_file(cls, path: str) -> "StepConfig":
+        with open(path) as handle:
+            return cls(yaml.safe_load(handle) or {}, path)
+
+    @classmethod
+    def from_argv(cls, step: str, argv: Sequence[str] = None) -> "StepConfig":
+        parser = argparse.ArgumentParser(prog=f"python3 -m nemo_launcher.jobs.data.{step}")
+        parser.add_argument("--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)")
+        args = parser.parse_args(argv)
+        return cls.from_file(args.config)
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        """The value at a dotted key; without a default a missing key is an error naming it."""
+        node: Any = self.values
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                if default is _MISSING:
+                    raise DataConfigError(f"data_preparation.{key} is missing from {self.source}")
+                return default
+            node = node[part]
+        return node
+
+    def text(self, key: str, default: Any = _MISSING) -> str:
+        value = self.get(key, default)
+        if not isinstance(value, str) or not value:
+            raise DataConfigError(f"data_preparation.{key}={value!r}: expected a non-empty string")
+        return value
+
+    def flag(self, key: str, default: Any = _MISSING) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise DataConfigError(f"data_preparation.{key}={value!r}: expected true or false")
+        return value
+
+    def positive_int(self, key: str, default: Any = _MISSING) -> int:
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DataConfigError(f"data_preparation.{key}={value!r}: expected a positive integer")
+        return value
+
+    def choice(self, key: str, choices: Sequence[str], default: Any = _MISSING) -> str:
+        value = self.get(key, default)
+        if value not in choices:
+            raise DataConfigError(f"data_preparation.{key}={value!r}: expected one of {', '.join(choices)}")
+        return value
+
+    def file_numbers(self) -> List[int]:
+        try:
+            return parse_file_numbers(self.get("file_numbers"), key="data_preparation.file_numbers")
+        except FileNumbersError as error:
+            raise DataConfigError(str(error)) from None
+
+
+def this_task_items(items: List[int], env=None) -> List[int]:
+    """The part of `items` this process handles.
+
+    - Slurm array task: SLURM_ARRAY_TASK_ID is the item itself (a file number, or a node index for
+      node-indexed steps), so task i of the download array and task i of the extract array handle the same
+      shard and `aftercorr` chaining waits for exactly the shard each task needs.
+    - BCP / mpirun: items are dealt round-robin over RANK (or OMPI_COMM_WORLD_RANK) out of WORLD_SIZE.
+    - Otherwise (interactive, a plain job): every item, one after another.
+    """
+    env = os.environ if env is None else env
+    task = env.get("SLURM_ARRAY_TASK_ID")
+    if task is not None:
+        if not task.isdigit() or int(task) not in items:
+            raise DataConfigError(
+                f"SLURM_ARRAY_TASK_ID={task!r} is not one of the configured items {items}; "
+                f"the --array range must come from the same config"
+            )
+        return [int(task)]
+    rank = env.get("RANK", env.get("OMPI_COMM_WORLD_RANK"))
+    world = env.get("WORLD_SIZE", env.get("OMPI_COMM_WORLD_SIZE"))
+    if rank is not None and world is not None:
+        rank_i, world_i = int(rank), int(world)
+        if not 0 <= rank_i < world_i:
+            raise DataConfigError(f"RANK={rank} is outside WORLD_SIZE={world}")
+        return items[rank_i::world_i]
+    return list(items)
+
+
+def processes_on_this_node(env=None) -> int:
+    """How many copies of this step share the node (BCP starts bcp_preproc_npernode per node), at least 1."""
+    env = os.environ if env is None else env
+    for name in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"):
+        value = env.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+def worker_count(cfg: StepConfig, env=None) -> int:
+    """Tokenizer worker processes for this process: run.workers_per_node split among the step's processes
+    on the node; null means one per CPU this process may use."""
+    configured = cfg.get("run.workers_per_node", None)
+    if configured is None:
+        available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    else:
+        if isinstance(configured, bool) or not isinstance(configured, int) or configured < 1:
+            raise DataConfigError(f"data_preparation.run.workers_per_node={configured!r}: expected a positive integer or null")
+        available = configured
+    return max(1, available // processes_on_this_node(env))
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
+
+
+def run_step(main) -> None:
+    """Runs a step's main(); user errors print one line and exit 2 (full traceback with NEMO_LAUNCHER_FULL_ERROR=1)."""
+    setup_logging()
+    try:
+        main()
+    except DataPrepError as error:
+        if os.environ.get("NEMO_LAUNCHER_FULL_ERROR", "").lower() in ("1", "true"):
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+

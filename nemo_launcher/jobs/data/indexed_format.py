@@ -1,0 +1,122 @@
+"""The Megatron indexed dataset files (`<prefix>.bin` + `<prefix>.idx`), written without megatron or torch.
+
+`.bin` is every token of every document back to back, in the token dtype. `.idx` is what
+megatron.core.datasets.indexed_dataset (_IndexWriter / _IndexReader, megatron-core 0.16) reads, little-endian:
+
+    9 bytes   b"MMIDIDX\\x00\\x00"
+    u64       version, always 1
+    u8        dtype code (uint8 1, int8 2, int16 3, int32 4, int64 5, float64 6, float32 7, uint16 8)
+    u64       sequence count S
+    u64       document count D + 1 (the length of document_indices, which starts with 0)
+    i32 * S   tokens per sequence
+    i64 * S   byte offset of each sequence in .bin
+    i64 * D+1 document_indices: sequence index where each document ends, after a leading 0
+
+Writing it here lets the workers emit plain numpy arrays (no per-document Python objects, no torch), and the
+tests check the result is byte-identical to IndexedDatasetBuilder's. Each document is one sequence, as
+Megatron-LM's tools/preprocess_data.py writes GPT data without sentence splitting.
+"""
+import os
+import shutil
+import struct
+from typing import Iterable, Optional, Tuple
+
+import numpy as np
+
+HEADER = b"MMIDIDX\x00\x00"
+_VERSION = 1
+_DTYPE_CODES = {
+    np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
+    np.dtype(np.int64): 5, np.dtype(np.float64): 6, np.dtype(np.float32): 7, np.dtype(np.uint16): 8,
+}
+_CODE_DTYPES = {code: dtype for dtype, code in _DTYPE_CODES.items()}
+_FIXED = len(HEADER) + 8 + 1 + 8 + 8
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """uint16 below 65500 ids, else int32: the rule megatron's DType.optimal_dtype applies, so files match."""
+    return np.dtype(np.uint16) if vocab_size < 65500 else np.dtype(np.int32)
+
+
+def write_index(path: str, dtype: np.dtype, document_lengths: np.ndarray) -> None:
+    """Write the .idx for documents of the given token counts, one sequence per document."""
+    dtype = np.dtype(dtype)
+    lengths = np.ascontiguousarray(document_lengths, dtype=np.int32)
+    count = lengths.size
+    pointers = np.zeros(count, dtype=np.int64)
+    if count > 1:
+        np.cumsum(lengths[:-1], dtype=np.int64, out=pointers[1:])
+    pointers *= dtype.itemsize
+    document_indices = np.arange(count + 1, dtype=np.int64)
+    with open(path, "wb") as out:
+        out.write(HEADER)
+        out.write(struct.pack("<Q", _VERSION))
+        out.write(struct.pack("<B", _DTYPE_CODES[dtype]))
+        out.write(struct.pack("<Q", count))
+        out.write(struct.pack("<Q", count + 1))
+        out.write(lengths.tobytes(order="C"))
+        out.write(pointers.tobytes(order="C"))
+        out.write(document_indices.tobytes(order="C"))
+
+
+def read_index_header(path: str) -> Tuple[np.dtype, int, int]:
+    """(token dtype, sequence count, document count) of an .idx file; ValueError if it is not one."""
+    with open(path, "rb") as handle:
+        head = handle.read(_FIXED)
+    if len(head) < _FIXED or not head.startswith(HEADER):
+        raise ValueError(f"{path}: not a Megatron .idx file")
+    version, code, sequences, documents = struct.unpack("<QBQQ", head[len(HEADER):])
+    if version != _VERSION or code not in _CODE_DTYPES:
+        raise ValueError(f"{path}: unsupported .idx version {version} or dtype code {code}")
+    return _CODE_DTYPES[code], sequences, documents - 1
+
+
+def read_sequence_lengths(path: str) -> np.ndarray:
+    _, sequences, _ = read_index_header(path)
+    return np.fromfile(path, dtype=np.int32, count=sequences, offset=_FIXED)
+
+
+def complete_dataset(prefix: str) -> Optional[Tuple[int, int]]:
+    """(documents, tokens) when `<prefix>.idx` and `<prefix>.bin` form a whole dataset, else None.
+
+    The .idx is renamed into place after the .bin, so a valid .idx whose token total matches the .bin size
+    means a finished shard; anything else (missing, truncated, a leftover of another run) is rebuilt.
+    """
+    idx, bin_path = prefix + ".idx", prefix + ".bin"
+    if not (os.path.isfile(idx) and os.path.isfile(bin_path)):
+        return None
+    try:
+        dtype, sequences, documents = read_index_header(idx)
+        expected_idx = _FIXED + sequences * (4 + 8) + (documents + 1) * 8
+        if os.path.getsize(idx) != expected_idx:
+            return None
+        tokens = int(read_sequence_lengths(idx).sum(dtype=np.int64))
+    except (ValueError, OSError):
+        return None
+    if os.path.getsize(bin_path) != tokens * dtype.itemsize:
+        return None
+    return documents, tokens
+
+
+def concatenate(parts: Iterable[str], dest: str) -> None:
+    """Append the files `parts` into `dest`, in order, letting the kernel copy where it can."""
+    with open(dest, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as src:
+                size = os.fstat(src.fileno()).st_size
+                if hasattr(os, "copy_file_range"):
+                    copied = 0
+                    try:
+                        while copied < size:
+                            step = os.copy_file_range(src.fileno(), out.fileno(), size - copied)
+                            if step == 0:
+                                break
+                            copied += step
+                    except OSError:
+                        # Some filesystems (and some kernels across mounts) refuse copy_file_range.
+                        pass
+                    if copied == size:
+                        continue
+                    src.seek(copied)
+                    out.seek(0, os.SEEK_END)
+                shutil.copyfileobj(src, out, 16 << 20)
