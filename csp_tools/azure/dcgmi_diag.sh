@@ -1,0 +1,1 @@
+../common/dcgmi_diag.sh

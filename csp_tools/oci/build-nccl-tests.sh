@@ -1,0 +1,1 @@
+../common/build-nccl-tests.sh
