@@ -1,0 +1,71 @@
+"""Extract step: decompress each selected `<n>.jsonl.zst` into `<extracted_dir>/<n>.jsonl`, streaming.
+
+    python3 -u -m nemo_launcher.jobs.data.extract --config <job dir>/<run.name>_hydra.yaml
+
+Memory stays flat whatever the shard size (zstandard's stream reader, 16 MB at a time). The output appears
+under its final name only when complete; with rm_downloaded the .zst is deleted afterwards.
+"""
+import logging
+import os
+
+import zstandard
+from tqdm import tqdm
+
+from .config import StepConfig, run_step, this_task_items
+from .errors import DataPrepError
+from .pile_layout import PileLayout
+
+log = logging.getLogger("data.extract")
+_BLOCK = 16 << 20
+# The Pile was compressed with long-distance matching; the decoder must accept its window (up to 2 GB).
+_MAX_WINDOW = 1 << 31
+
+
+def decompress(source: str, dest: str, progress: bool = True) -> None:
+    """Stream-decompress a .zst file to `dest`, atomically."""
+    temporary = f"{dest}.tmp-{os.getpid()}"
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    decompressor = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW)
+    try:
+        with open(source, "rb") as compressed, open(temporary, "wb") as out, \
+                tqdm(total=os.path.getsize(source), unit="B", unit_scale=True, desc=os.path.basename(source),
+                     disable=not progress, mininterval=2.0, dynamic_ncols=True) as bar:
+            reader = decompressor.stream_reader(compressed, read_size=_BLOCK)
+            while True:
+                block = reader.read(_BLOCK)
+                if not block:
+                    break
+                out.write(block)
+                bar.update(compressed.tell() - bar.n)  # progress in compressed bytes: the total is known
+        os.replace(temporary, dest)
+    except zstandard.ZstdError as error:
+        raise DataPrepError(f"{source}: not a valid zstd file ({error}); delete it so the download step fetches it again") from None
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def main(argv=None) -> None:
+    cfg = StepConfig.from_argv("extract", argv)
+    layout = PileLayout(cfg)
+    remove_source = cfg.flag("rm_downloaded", False)
+    progress = bool(cfg.get("progress", True))
+    for number in this_task_items(cfg.file_numbers()):
+        shard = layout.shard(number)
+        if shard.is_preprocessed():
+            log.info("shard %d: %s is complete; nothing to extract", number, shard.output_prefix)
+            continue
+        if os.path.isfile(shard.extracted):
+            log.info("shard %d: %s already extracted", number, shard.extracted)
+        elif not os.path.isfile(shard.downloaded):
+            raise DataPrepError(f"shard {number}: {shard.downloaded} not found; run the download step "
+                                f"(data_preparation.download_the_pile=True)")
+        else:
+            log.info("shard %d: %s -> %s", number, shard.downloaded, shard.extracted)
+            decompress(shard.downloaded, shard.extracted, progress)
+        if remove_source and os.path.isfile(shard.downloaded):
+            os.remove(shard.downloaded)
+
+
+if __name__ == "__main__":
+    run_step(main)

@@ -1,0 +1,117 @@
+"""Where each Pile shard lives at each step, from the config: URL, downloaded .zst, extracted .jsonl, dataset.
+
+    layout = PileLayout(cfg)
+    shard = layout.shard(3)   # shard.url, shard.downloaded, shard.extracted, shard.output_prefix
+    shard.is_preprocessed()   # the final .bin/.idx are complete: every earlier step can be skipped
+
+Each step asks how far a shard already got, so a rerun after a failure (or after rm_downloaded/rm_extracted
+removed the intermediate files) skips what is done instead of failing for a missing input.
+"""
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from .config import DataConfigError, StepConfig
+from .fetch import FetchPolicy, fetch
+from .indexed_format import complete_dataset
+from .shard_builder import ShardJob
+from .tokenizer import TokenizerSpec
+
+
+@dataclass(frozen=True)
+class PileShard:
+    number: int
+    url: str
+    downloaded: str  # <raw_dir>/<shard_name>, e.g. 03.jsonl.zst
+    extracted: str  # <extracted_dir>/<shard_name without .zst>, e.g. 03.jsonl
+    output_prefix: str  # <preprocessed_dir>/<output_prefix>_<json_key>_document
+
+    def is_preprocessed(self) -> bool:
+        return complete_dataset(self.output_prefix) is not None
+
+
+class PileLayout:
+    def __init__(self, cfg: StepConfig):
+        self.cfg = cfg
+        self.url_base = cfg.text("the_pile_url")
+        self.name_format = cfg.text("shard_name")
+        self.prefix_format = cfg.text("output_prefix")
+        self.raw_dir = cfg.text("raw_dir")
+        self.extracted_dir = cfg.text("extracted_dir")
+        self.preprocessed_dir = cfg.text("preprocessed_dir")
+        self.json_key = cfg.text("json_key")
+        checksums = cfg.get("checksums", None) or {}
+        if not isinstance(checksums, dict):
+            raise DataConfigError(f"data_preparation.checksums={checksums!r}: expected a mapping of shard name to sha256")
+        self.checksums = checksums
+
+    def _format(self, key: str, template: str, number: int) -> str:
+        try:
+            return template.format(file_number=number)
+        except (KeyError, IndexError, ValueError) as error:
+            raise DataConfigError(
+                f"data_preparation.{key}={template!r}: cannot format it ({error}); use {{file_number}}, "
+                f"e.g. \"{{file_number:02d}}.jsonl.zst\""
+            ) from None
+
+    def shard(self, number: int) -> PileShard:
+        name = self._format("shard_name", self.name_format, number)
+        extracted_name = name[:-len(".zst")] if name.endswith(".zst") else name + ".jsonl"
+        prefix = self._format("output_prefix", self.prefix_format, number)
+        base = self.url_base if self.url_base.endswith("/") else self.url_base + "/"
+        return PileShard(
+            number=number,
+            url=base + name,
+            downloaded=os.path.join(self.raw_dir, name),
+            extracted=os.path.join(self.extracted_dir, extracted_name),
+            output_prefix=os.path.join(self.preprocessed_dir, f"{prefix}_{self.json_key}_document"),
+        )
+
+    def checksum(self, shard: PileShard) -> Optional[str]:
+        return self.checksums.get(os.path.basename(shard.downloaded))
+
+
+def fetch_policy(cfg: StepConfig) -> FetchPolicy:
+    return FetchPolicy(
+        retries=int(cfg.get("download.retries", 5)),
+        timeout_s=float(cfg.get("download.timeout_s", 60)),
+        backoff_s=float(cfg.get("download.backoff_s", 2)),
+        progress=bool(cfg.get("progress", True)),
+    )
+
+
+def tokenizer_spec(cfg: StepConfig) -> TokenizerSpec:
+    return TokenizerSpec(
+        library=cfg.text("tokenizer_library"),
+        type=cfg.get("tokenizer_type", None),
+        vocab_file=cfg.get("vocab_file", None),
+        merge_file=cfg.get("merge_file", None),
+        model=cfg.get("tokenizer_model", None),
+        eod_token=cfg.get("eod_token", None),
+    )
+
+
+def ensure_tokenizer_files(cfg: StepConfig) -> None:
+    """Fetch the GPT-2 vocab and merges from download_vocab_url / download_merges_url when not yet present.
+
+    Several array tasks may do this at once; each writes a private temporary file and renames it, so the
+    files are always whole whichever rename lands last.
+    """
+    for url_key, path_key in (("download_vocab_url", "vocab_file"), ("download_merges_url", "merge_file")):
+        url, path = cfg.get(url_key, None), cfg.get(path_key, None)
+        if path and url and not os.path.isfile(path):
+            fetch(url, path, policy=fetch_policy(cfg), resume=False)
+
+
+def shard_job(cfg: StepConfig, input_path: str, output_prefix: str) -> ShardJob:
+    chunk_mb = cfg.get("chunk_size_mb", 16)
+    if isinstance(chunk_mb, bool) or not isinstance(chunk_mb, (int, float)) or chunk_mb <= 0:
+        raise DataConfigError(f"data_preparation.chunk_size_mb={chunk_mb!r}: expected a positive number of MB")
+    return ShardJob(
+        input_path=input_path,
+        output_prefix=output_prefix,
+        json_key=cfg.text("json_key"),
+        on_malformed=cfg.choice("on_malformed", ("skip", "fail")),
+        append_eod=cfg.flag("append_eod", True),
+        chunk_bytes=max(1, int(chunk_mb * (1 << 20))),
+    )

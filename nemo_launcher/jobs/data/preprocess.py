@@ -1,0 +1,82 @@
+"""Preprocess step: tokenize jsonl into Megatron datasets (`<prefix>.bin` + `<prefix>.idx`).
+
+    python3 -u -m nemo_launcher.jobs.data.preprocess --config <job dir>/<run.name>_hydra.yaml
+
+- `dataset: pile`: one dataset per file number, from `<extracted_dir>/<nn>.jsonl` to
+  `<preprocessed_dir>/<output_prefix>_<json_key>_document`; a Slurm array task handles its own file number.
+  With rm_extracted the jsonl is deleted once its dataset is complete.
+- `dataset: custom_dataset`: the raw_dataset_files are spread over run.node_array_size nodes by size; a Slurm
+  array task handles node SLURM_ARRAY_TASK_ID's files (without it, all files), each to
+  `<preprocessed_dir>/<file stem>_<json_key>_document`.
+
+Each process runs run.workers_per_node tokenizer workers (divided among the step's processes on the node).
+"""
+import logging
+import os
+import shutil
+
+from .config import StepConfig, run_step, this_task_items, worker_count
+from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
+from .errors import DataPrepError
+from .indexed_format import complete_dataset
+from .pile_layout import PileLayout, ensure_tokenizer_files, shard_job, tokenizer_spec
+from .shard_builder import build_shard
+
+log = logging.getLogger("data.preprocess")
+
+
+def preprocess_pile(cfg: StepConfig) -> None:
+    layout = PileLayout(cfg)
+    ensure_tokenizer_files(cfg)
+    spec = tokenizer_spec(cfg)
+    workers = worker_count(cfg)
+    progress = bool(cfg.get("progress", True))
+    remove_input = cfg.flag("rm_extracted", False)
+    for number in this_task_items(cfg.file_numbers()):
+        shard = layout.shard(number)
+        if not shard.is_preprocessed() and not os.path.isfile(shard.extracted):
+            raise DataPrepError(f"shard {number}: {shard.extracted} not found; run the download and extract steps "
+                                f"(data_preparation.download_the_pile=True)")
+        build_shard(shard_job(cfg, shard.extracted, shard.output_prefix), spec, workers, progress)
+        if remove_input and os.path.isfile(shard.extracted):
+            os.remove(shard.extracted)
+
+
+def preprocess_custom(cfg: StepConfig) -> None:
+    files = raw_files(cfg)
+    nodes = cfg.positive_int("run.node_array_size")
+    assignment = balance_by_size(files, nodes)
+    mapping = cfg.get("preprocess_worker_mapping", None)
+    if mapping:
+        write_mapping(mapping, assignment)
+    preprocessed_dir = cfg.text("preprocessed_dir")
+    scratch = os.path.join(preprocessed_dir, ".decompressed")
+    spec = tokenizer_spec(cfg)
+    workers = worker_count(cfg)
+    progress = bool(cfg.get("progress", True))
+    key = cfg.text("json_key")
+    for node in this_task_items(list(range(nodes))):
+        if not assignment[node]:
+            log.info("node %d: no files (more nodes than files)", node)
+        for path in assignment[node]:
+            prefix = os.path.join(preprocessed_dir, f"{dataset_stem(path)}_{key}_document")
+            source = path
+            if complete_dataset(prefix) is None:
+                source = plain_jsonl(path, scratch)
+            build_shard(shard_job(cfg, source, prefix), spec, workers, progress)
+            if source != path:
+                os.remove(source)
+    if os.path.isdir(scratch) and not os.listdir(scratch):
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+DATASETS = {"pile": preprocess_pile, "custom_dataset": preprocess_custom}
+
+
+def main(argv=None) -> None:
+    cfg = StepConfig.from_argv("preprocess", argv)
+    DATASETS[cfg.choice("dataset", tuple(DATASETS))](cfg)
+
+
+if __name__ == "__main__":
+    run_step(main)
