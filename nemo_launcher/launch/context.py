@@ -1,4 +1,5 @@
 """Settings every stage and backend shares, read once from the top level of the composed config."""
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,26 @@ def _env(raw) -> Tuple[Tuple[str, str], ...]:
     return tuple(pairs)
 
 
+NUMA_CHOICES = {
+    "mode": ("all", "single", "single_unique", "unique_interleaved", "unique_contiguous"),
+    "scope": ("node", "socket"),
+    "cores": ("all_logical", "single_logical"),
+}
+
+
+def _numa_env(raw) -> Tuple[Tuple[str, str], ...]:
+    """The numa_mapping settings travel to the job programs as JSON in one environment variable."""
+    if raw is None:
+        return ()
+    settings = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else dict(raw)
+    if not settings.get("enable"):
+        return ()
+    for key, choices in NUMA_CHOICES.items():
+        if key in settings and settings[key] not in choices:
+            raise config_error(f"numa_mapping.{key}", settings[key], f"choose one of {', '.join(choices)}")
+    return (("NEMO_LAUNCHER_NUMA_MAPPING", json.dumps(settings, sort_keys=True, separators=(",", ":"))),)
+
+
 def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
     cluster_type = cfg.get("cluster_type")
     if cluster_type not in CLUSTER_TYPES:
@@ -84,7 +105,7 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
         base_results_dir=paths["base_results_dir"],
         container=str(cfg.container) if cfg.get("container") else None,
         mounts=_mounts(cfg.get("container_mounts", []), [str(p) for p in paths.values()]),
-        env=_env(cfg.get("env_vars")),
+        env=_env(cfg.get("env_vars")) + _numa_env(cfg.get("numa_mapping")),
         cluster=cluster,
         wandb_api_key_file=str(wandb) if wandb else None,
         preflight=bool(cfg.get("preflight", False)),

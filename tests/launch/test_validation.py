@@ -21,6 +21,7 @@ CASES = [
     (["training.run.dependency=afterfoo"], ["training.run.dependency", "afterfoo", "singleton"]),
     (["training.model.rampup_batch_size=[100,128,1000]"], ["rampup_batch_size", "multiples"]),
     (["stages=[bcp_test]"], ["unknown stage"]),
+    (["numa_mapping.mode=fastest"], ["numa_mapping.mode", "fastest", "unique_contiguous"]),
     (["cluster_type=bcp", "stages=[training,training]"], ["stages", "each stage once"]),
 ]
 

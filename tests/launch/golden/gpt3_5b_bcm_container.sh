@@ -19,6 +19,7 @@ set -euo pipefail
 
 export TRANSFORMERS_OFFLINE=1
 export TORCH_NCCL_AVOID_RECORD_STREAMS=1
+export NEMO_LAUNCHER_NUMA_MAPPING='{"balanced":true,"cores":"all_logical","enable":true,"max_cores":8,"min_cores":1,"mode":"unique_contiguous","scope":"node"}'
 export PYTHONPATH=/opt/launcher"${PYTHONPATH:+:${PYTHONPATH}}"
 export WANDB_API_KEY="$(head -n 1 /home/me/.wandb_key)"
 MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"
@@ -28,4 +29,4 @@ export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"
 # One log per attempt: a requeue (SLURM_RESTART_COUNT) or a new job never overwrites an earlier log.
 log_stem=<BRD>/gpt3_5b/log-nemo-megatron-gpt3_5b_"${SLURM_JOB_ID}"_attempt"${SLURM_RESTART_COUNT:-0}"
 
-srun --output="${log_stem}.out" --error="${log_stem}.err" --open-mode=append --kill-on-bad-exit=1 --container-image=nvcr.io/example/launcher:1.0 --container-mounts=/opt/launcher:/opt/launcher,/data:/data,<BRD>:<BRD>,/lustre:/lustre,/scratch:/mnt/scratch --no-container-mount-home --container-env=TRANSFORMERS_OFFLINE,TORCH_NCCL_AVOID_RECORD_STREAMS,PYTHONPATH,WANDB_API_KEY,MASTER_ADDR,MASTER_PORT "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.gpt.train --config <BRD>/gpt3_5b/gpt3_5b_hydra.yaml
+srun --output="${log_stem}.out" --error="${log_stem}.err" --open-mode=append --kill-on-bad-exit=1 --container-image=nvcr.io/example/launcher:1.0 --container-mounts=/opt/launcher:/opt/launcher,/data:/data,<BRD>:<BRD>,/lustre:/lustre,/scratch:/mnt/scratch --no-container-mount-home --container-env=TRANSFORMERS_OFFLINE,TORCH_NCCL_AVOID_RECORD_STREAMS,NEMO_LAUNCHER_NUMA_MAPPING,PYTHONPATH,WANDB_API_KEY,MASTER_ADDR,MASTER_PORT "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.gpt.train --config <BRD>/gpt3_5b/gpt3_5b_hydra.yaml
