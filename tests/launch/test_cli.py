@@ -49,3 +49,16 @@ def test_dry_run_without_slurm_and_error_exit_code(tmp_path):
     assert not (tmp_path / "bad").exists()
     no_slurm = _main(["stages=[training]", "training=gpt3/5b", f"base_results_dir={tmp_path}/n"], tmp_path, PATH=path)
     assert no_slurm.returncode == 1 and "NEMO_LAUNCHER_DEBUG=1" in no_slurm.stderr
+
+
+def test_launch_side_never_imports_torch(tmp_path):
+    probe = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('HEAVY', sorted(m for m in ('torch', 'megatron', 'numpy', 'jinja2') if m in sys.modules)))\n"
+        f"sys.argv = ['main.py', 'stages=[training]', 'training=gpt3/5b', 'base_results_dir={tmp_path}']\n"
+        "runpy.run_path('main.py', run_name='__main__')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True,
+                            env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"))
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
