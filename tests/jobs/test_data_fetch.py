@@ -62,7 +62,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = _Server()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    # A short poll interval: shutdown() waits for the next poll, and the default 0.5 s is paid per test.
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield srv
     srv.shutdown()
