@@ -210,7 +210,8 @@ jobs_left() {
     echo unknown
   fi
 }
-deadline=$((SECONDS + max_wait_min * 60))
+started=$SECONDS
+deadline=$((started + max_wait_min * 60))
 last_note=$SECONDS
 while left=$(jobs_left) && [[ $left != 0 ]]; do
   if ((SECONDS >= deadline)); then
@@ -222,7 +223,8 @@ while left=$(jobs_left) && [[ $left != 0 ]]; do
     cv_log "waiting for $left job(s)..."
     last_note=$SECONDS
   fi
-  sleep 2
+  # Quick polls while short jobs finish; then gentle on the controller for the long ones.
+  if ((SECONDS < started + 60)); then sleep 0.5; else sleep 10; fi
 done
 
 status=0
