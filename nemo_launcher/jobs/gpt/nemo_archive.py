@@ -155,17 +155,22 @@ def read_nemo_config(path, extract_dir: Optional[os.PathLike] = None) -> Dict[st
 
 
 def load_nemo(path, extract_dir: Optional[os.PathLike] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """(model config, full state dict on the CPU) of a TP=1 PP=1 archive."""
+    """(model config, full state dict on the CPU). The shards of a TP/PP > 1 archive are merged into the
+    TP=1 PP=1 state dict; the returned config still names the archive's layout."""
+    from .shards import merge_shards
+
     with _open(path) as archive:
         config = _read_config(archive, Path(path), extract_dir)
         tensor_parallel, pipeline_parallel = layout_of(config)
-        if (tensor_parallel, pipeline_parallel) != (1, 1):
-            raise JobConfigError(
-                f"{path}: holds TP({tensor_parallel}) x PP({pipeline_parallel}) shards, not one state dict; load it with "
-                f"load_gpt_from_nemo in a job of {tensor_parallel * pipeline_parallel} processes, or convert the "
-                "checkpoint again with conversion.model.tensor_model_parallel_size=1 and pipeline_model_parallel_size=1"
-            )
-        return config, _read_weights(archive, Path(path), WEIGHTS_FILE)
+        if (tensor_parallel, pipeline_parallel) == (1, 1):
+            return config, _read_weights(archive, Path(path), WEIGHTS_FILE)
+        shards = {
+            (t, p): _read_weights(archive, Path(path), weights_member(t, p, tensor_parallel, pipeline_parallel))
+            for t in range(tensor_parallel) for p in range(pipeline_parallel)
+        }
+    merged = merge_shards(shards, tensor_parallel, pipeline_parallel, int(config["num_layers"]),
+                          gated_mlp=config.get("activation") == "fast-swiglu")
+    return config, merged
 
 
 def load_nemo_shard(path, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
