@@ -55,7 +55,7 @@ def _plan(tmp: Path, cluster_type: str, name: str, value: str, extra=()):
     cfg = copy.deepcopy(cfg)
     OmegaConf.update(cfg, "base_results_dir", f"{tmp}/results")
     OmegaConf.update(cfg, "training.run.name", name)
-    OmegaConf.update(cfg, "training.exp_manager.name", value)
+    OmegaConf.update(cfg, "training.exp_manager.wandb_logger_kwargs.name", value)
     OmegaConf.update(cfg, "env_vars.HOSTILE", value, force_add=True)
     return cfg, choices
 
@@ -79,7 +79,7 @@ def test_interactive_script_passes_hostile_values_through(tmp_path_factory, name
     assert record["env"] == value
     assert record["argv"][:3] == ["-u", "-m", "nemo_launcher.jobs.gpt.train"]
     config = yaml.safe_load(Path(record["argv"][4]).read_text())
-    assert config["run"]["name"] == name and config["exp_manager"]["name"] == value
+    assert config["run"]["name"] == name and config["exp_manager"]["wandb_logger_kwargs"]["name"] == value
     assert not list(tmp.rglob("CANARY")) and not Path("CANARY").exists()
 
 
