@@ -27,6 +27,33 @@ def test_segment_cache_matches_per_document_encoding(gpt2):
         assert tokens.tolist() == [token for ids in expected for token in ids]
 
 
+def test_segment_cache_matches_on_random_whitespace_heavy_text(gpt2):
+    import random
+
+    rng = random.Random(7)
+    alphabet = ["a", "b", "Z", "é", "日", "1", "22", ".", "!", "'", "'s", "'ll", " ", " ", " ", "  ", "\n", "\n\n",
+                "\t", "\r\n", "\u00a0", "\u3000", "\u2028", "\x1c", "\x85", "\u200b", "\ufeff", "    "]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+    tokens, lengths, errors = gpt2.encode_batch(texts)
+    expected = [gpt2.encode(text) for text in texts]
+    assert not errors and lengths.tolist() == [len(ids) for ids in expected]
+    assert tokens.tolist() == [token for ids in expected for token in ids]
+
+
+def test_certain_whitespace_is_whitespace_to_the_tokenizer(gpt2):
+    """The finer cuts inside segments rely on these characters being \\s for the GPT-2 pre-tokenizer."""
+    import re
+
+    from nemo_launcher.jobs.data.segment_cache import _CERTAIN_WHITESPACE
+
+    characters = re.findall(f"[{_CERTAIN_WHITESPACE}]", "".join(map(chr, range(0x3001))))
+    assert len(characters) == 24  # \t \n \v \f \r, space, U+00A0, U+1680, U+2000..U+200A, U+2028/9, U+202F, U+205F, U+3000
+    pre_tokenizer = gpt2._hf.pre_tokenizer
+    for c in characters:
+        pieces = pre_tokenizer.pre_tokenize_str("a" + c + c + "b")
+        assert len(pieces) == (3 if c == " " else 4), (repr(c), pieces)
+
+
 def test_gpt2_ids_are_the_real_gpt2_ids(gpt2):
     assert gpt2.encode("Hello world, the quick brown fox.") == [15496, 995, 11, 262, 2068, 7586, 21831, 13]
     assert gpt2.eod == 50256 and gpt2.dtype == np.uint16

@@ -25,6 +25,7 @@ BPE is applied per pre-token and the pre-tokenizer is the regex above, so the pr
 tokenizer whose pipeline is: no normalizer, ByteLevel pre-tokenizer with the GPT-2 regex and no prefix
 space, a BPE model, and no added tokens that could span or absorb a space. `supports()` checks that.
 """
+import re
 import unicodedata
 from typing import Dict, List, Sequence, Tuple
 
@@ -35,6 +36,19 @@ import numpy as np
 _WHITESPACE = frozenset(
     c for c in map(chr, range(0x3001)) if c.isspace() or unicodedata.category(c) in ("Zs", "Zl", "Zp")
 ) | frozenset("\u180e\u200b\u2060\ufeff")
+
+# Whitespace for every regex flavour involved (Python's regex, Oniguruma, str.isspace): the Unicode White_Space
+# characters minus those some flavour disagrees on. tests/jobs/test_data_preprocess.py checks each against the
+# tokenizer's own pre-tokenizer.
+_CERTAIN_WHITESPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_AMBIGUOUS = re.compile("[" + "".join(sorted(_WHITESPACE - set(
+    re.findall(f"[{_CERTAIN_WHITESPACE}]", "".join(sorted(_WHITESPACE)))))) + "]")
+# Inside a segment, finer cuts are safe too. Around a whitespace run W between non-whitespace characters the GPT-2
+# regex always splits before W, before W's last character when W has two or more (\s+(?!\S) stops there),
+# and after W when its last character is not a plain space (that space would join the next word). So the
+# segment splits into: a non-whitespace run with at most one space in front, the whitespace run minus its
+# last character, or one whitespace character. Exact only where every whitespace character is certain.
+_COARSE = re.compile(f" ?[^{_CERTAIN_WHITESPACE}]+|[{_CERTAIN_WHITESPACE}]+(?![^{_CERTAIN_WHITESPACE}])|[{_CERTAIN_WHITESPACE}]")
 
 # A cache past this many entries is dropped and rebuilt from the text that follows; with typical text
 # the hit rate stays high while a 40 GB shard full of unique strings (URLs, hashes) cannot exhaust memory.
@@ -74,6 +88,7 @@ class SegmentCachedEncoder:
         self._spaced: Dict[str, int] = {}  # piece -> unit of " " + piece (a piece that is not first in its text)
         self._leading: Dict[str, int] = {}  # piece -> unit of the piece itself (first in its text)
         self._segments: Dict[str, int] = {}  # exact text of a multi-piece segment -> unit
+        self._parts: Dict[str, int] = {}  # exact text of a finer part of a segment (_COARSE) -> unit
 
     def _add_unit(self, ids: List[int]) -> int:
         if self._units == self._starts.size:
@@ -144,7 +159,23 @@ class SegmentCachedEncoder:
         segment = " ".join(pieces[start:end])
         if start > 0:
             segment = " " + segment
-        return self._unit(self._segments, segment, segment)
+        unit = self._segments.get(segment)
+        if unit is None:
+            unit = self._add_unit(self._encode_segment(segment))
+            self._segments[segment] = unit
+        return unit
+
+    def _encode_segment(self, segment: str):
+        """Tokens of a multi-piece segment. Segments (indented code, paragraph breaks) repeat less than words,
+        so a new one is built from cached finer parts; the tokenizer sees only parts never seen before."""
+        if _AMBIGUOUS.search(segment):
+            return self._encode_text(segment)
+        parts = []
+        for part in _COARSE.findall(segment):
+            unit = self._unit(self._parts, part, part)
+            start = self._starts[unit]
+            parts.append(self._tokens[start:start + self._lengths[unit]])
+        return np.concatenate(parts) if parts else []
 
     def encode_batch(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray, Dict[int, str]]:
         """(tokens of all documents back to back, tokens per document, {document index: error}).

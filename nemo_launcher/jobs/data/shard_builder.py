@@ -19,7 +19,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 from tqdm import tqdm
