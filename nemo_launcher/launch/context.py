@@ -34,11 +34,11 @@ class LaunchContext:
     debug: bool
 
 
-def _mounts(raw, fixed_paths) -> Tuple[str, ...]:
+def _mounts(raw, preset, fixed_paths) -> Tuple[str, ...]:
     if not isinstance(raw, (list, ListConfig)):
         raise config_error("container_mounts", raw, "must be a list, e.g. container_mounts=[/data,/lustre:/mnt/lustre]")
     mounts = [f"{path}:{path}" for path in fixed_paths]
-    for entry in raw:
+    for entry in list(raw) + list(preset):
         if entry is None:
             continue
         entry = str(entry)
@@ -50,17 +50,23 @@ def _mounts(raw, fixed_paths) -> Tuple[str, ...]:
     return tuple(mounts)
 
 
-def _env(raw) -> Tuple[Tuple[str, str], ...]:
+def _merged_env(preset, user) -> Tuple[Tuple[str, str], ...]:
+    merged = dict(_env(preset, "env_preset.env_vars"))
+    merged.update(_env(user))
+    return tuple(merged.items())
+
+
+def _env(raw, key: str = "env_vars") -> Tuple[Tuple[str, str], ...]:
     if raw is None:
         return ()
     if not isinstance(raw, (dict, DictConfig)):
-        raise config_error("env_vars", raw, "must be a mapping of NAME: value")
+        raise config_error(key, raw, "must be a mapping of NAME: value")
     pairs = []
     for name, value in raw.items():
         if value is None:
             continue
         if not str(name).replace("_", "a").isalnum() or str(name)[0].isdigit():
-            raise config_error(f"env_vars.{name}", value, "environment variable names are letters, digits and _")
+            raise config_error(f"{key}.{name}", value, "environment variable names are letters, digits and _")
         if isinstance(value, bool):
             value = int(value)
         pairs.append((str(name), str(value)))
@@ -98,14 +104,16 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
     cluster = cfg.get("cluster")
     cluster = OmegaConf.to_container(cluster, resolve=True) if cluster is not None else {}
     wandb = cfg.get("wandb_api_key_file")
+    # A cloud preset (conf/env_preset/) supplies defaults: the user's non-null env_vars win, its mounts are added.
+    preset = cfg.get("env_preset") or {}
     return LaunchContext(
         cluster_type=cluster_type,
         launcher_scripts_path=paths["launcher_scripts_path"],
         data_dir=paths["data_dir"],
         base_results_dir=paths["base_results_dir"],
         container=str(cfg.container) if cfg.get("container") else None,
-        mounts=_mounts(cfg.get("container_mounts", []), [str(p) for p in paths.values()]),
-        env=_env(cfg.get("env_vars")) + _numa_env(cfg.get("numa_mapping")),
+        mounts=_mounts(cfg.get("container_mounts", []), preset.get("container_mounts") or [], [str(p) for p in paths.values()]),
+        env=_merged_env(preset.get("env_vars"), cfg.get("env_vars")) + _numa_env(cfg.get("numa_mapping")),
         cluster=cluster,
         wandb_api_key_file=str(wandb) if wandb else None,
         preflight=bool(cfg.get("preflight", False)),

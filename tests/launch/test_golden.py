@@ -64,3 +64,13 @@ def test_resolved_config_has_no_interpolations_left(launch, tmp_path):
     assert "${" not in text and "???" not in text
     assert f"explicit_log_dir: {results}/gpt3_5b/results" in text
     assert "ffn_hidden_size: 16384" in text
+
+
+def test_cloud_preset_adds_env_and_mount_and_user_values_win(launch, tmp_path):
+    results = tmp_path / "results"
+    overrides = FIXED + CASES["gpt3_5b_bcm_container.sh"] + ["env_preset=azure", "env_vars.NCCL_DEBUG=WARN"]
+    assert launch(overrides, results=results)[0] == 0
+    text = _script(results).read_text()
+    assert "export NCCL_TOPO_FILE=/nccl/topo.xml\n" in text and "export NCCL_IB_TIMEOUT=22\n" in text
+    assert "export NCCL_DEBUG=WARN\n" in text and "NCCL_DEBUG=INFO" not in text
+    assert ",/opt/launcher/csp_tools/azure:/nccl " in text
