@@ -1,0 +1,120 @@
+"""SQuAD v1.1 JSON -> the prompt/answer jsonl that supervised fine-tuning reads.
+
+    python3 -u -m nemo_launcher.jobs.data.squad --config <job dir>/<run.name>_hydra.yaml
+
+Reads the `squad_preparation` section of a resolved fine_tuning or peft config:
+
+    squad_preparation:
+      train:      {source: .../train-v1.1.json, output: .../train-v1.1_gpt.jsonl}
+      validation: {source: .../dev-v1.1.json,   output: .../dev-v1.1_gpt.jsonl}
+
+and writes one line per question:
+
+    {"input": "Context: <paragraph>\\nQuestion: <question>", "output": "<first answer>", "answers": [<all answers>]}
+
+An output that already exists is kept, so reruns and later jobs on the same data_dir reuse it. A new one is
+written under a temporary name and renamed when complete, so a killed job never leaves a half-written file
+that the next run would trust. Standard library only (plus the YAML reader): it runs before any GPU work.
+"""
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "validation")
+
+
+def squad_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator[Dict[str, Any]]:
+    """Prompt/answer records of a parsed SQuAD file, in file order. Unanswerable questions (SQuAD 2.0's
+    `is_impossible`) have no answer to learn and are skipped."""
+    articles = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(articles, list):
+        raise JobConfigError(f"{source}: not a SQuAD file (expected {{\"version\": ..., \"data\": [articles]}})")
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            where = f"{source}: data[{a}].paragraphs[{p}]"
+            context = paragraph.get("context")
+            if not isinstance(context, str):
+                raise JobConfigError(f"{where}.context: expected text, got {context!r}")
+            for q, qa in enumerate(paragraph.get("qas", [])):
+                question = qa.get("question")
+                if not isinstance(question, str):
+                    raise JobConfigError(f"{where}.qas[{q}].question: expected text, got {question!r}")
+                answers = [answer.get("text") for answer in qa.get("answers", [])]
+                if qa.get("is_impossible") or not answers:
+                    continue
+                if not all(isinstance(text, str) for text in answers):
+                    raise JobConfigError(f"{where}.qas[{q}].answers: every answer needs a text")
+                yield {
+                    "input": f"Context: {context.strip()}\nQuestion: {question.strip()}",
+                    "output": answers[0].strip(),
+                    "answers": [text.strip() for text in answers],
+                }
+
+
+def convert(source: Path, output: Path) -> int:
+    """Writes `output` from `source` unless it exists; returns the number of lines it holds."""
+    if output.is_file():
+        with open(output, encoding="utf-8") as handle:
+            count = sum(1 for line in handle if line.strip())
+        log.info("%s exists (%d samples); kept", output, count)
+        return count
+    if not source.is_file():
+        raise JobConfigError(f"{source}: no such file. Nothing is downloaded here: copy SQuAD v1.1 "
+                             f"({source.name}, as published) there, or point squad_preparation at it")
+    with open(source, encoding="utf-8") as handle:
+        try:
+            document = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise JobConfigError(f"{source}: not valid JSON ({error})") from None
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
+    count = 0
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            for record in squad_examples(document, str(source)):
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+        if count == 0:
+            raise JobConfigError(f"{source}: holds no answerable question")
+        os.replace(partial, output)
+    finally:
+        if partial.exists():
+            partial.unlink()
+    log.info("%s -> %s (%d samples)", source, output, count)
+    return count
+
+
+def prepare(section: Optional[Dict[str, Any]], key: str = "squad_preparation") -> Dict[str, int]:
+    """Converts every split the section names; returns {split: samples}."""
+    if not isinstance(section, dict):
+        raise JobConfigError(f"{key}: expected a section with train/validation {{source, output}}, got {section!r}")
+    unknown = sorted(set(section) - set(SPLITS))
+    if unknown:
+        raise JobConfigError(f"{key}.{unknown[0]}: unknown split; valid splits: {', '.join(SPLITS)}")
+    counts = {}
+    for split, paths in section.items():
+        if not isinstance(paths, dict) or not paths.get("source") or not paths.get("output"):
+            raise JobConfigError(f"{key}.{split}: needs source (SQuAD JSON) and output (jsonl) paths, got {paths!r}")
+        counts[split] = convert(Path(paths["source"]), Path(paths["output"]))
+    return counts
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        config = load_resolved_config(config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.data.squad"))
+        prepare(config.get("squad_preparation"))
+    except JobConfigError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

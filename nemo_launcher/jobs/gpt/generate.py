@@ -1,0 +1,53 @@
+"""Greedy text generation with a megatron-core GPTModel (one pipeline stage, any TP size).
+
+    ids = greedy_generate(model, tokenizer.encode("Question: ..."), max_new_tokens=32, stop_id=tokenizer.eod,
+                          vocab_size=tokenizer.vocab_size, max_length=2048)
+    text = tokenizer.decode(ids)
+
+Each new token reruns the whole sequence (no key/value cache). That is exactly the computation the model
+was trained with, costs nothing extra to keep correct, and is quick for the short answers this serves;
+megatron-core's inference contexts (a KV cache) are the step to take for long outputs.
+"""
+from typing import List, Optional
+
+import torch
+
+
+def _full_vocab_logits(logits: torch.Tensor) -> torch.Tensor:
+    """With TP > 1 each rank holds a slice of the vocabulary; every rank needs all of it to pick the same token."""
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.mappings import gather_from_tensor_model_parallel_region
+
+    if parallel_state.model_parallel_is_initialized() and parallel_state.get_tensor_model_parallel_world_size() > 1:
+        return gather_from_tensor_model_parallel_region(logits)
+    return logits
+
+
+@torch.no_grad()
+def greedy_generate(model: torch.nn.Module, prompt_ids: List[int], max_new_tokens: int, stop_id: Optional[int],
+                    vocab_size: int, max_length: int) -> List[int]:
+    """The new token ids (without the prompt), ending before `stop_id` or after max_new_tokens.
+
+    vocab_size: the tokenizer's; the embedding's padding rows are never chosen.
+    max_length: the longest context the model takes (max_position_embeddings); longer contexts keep their end.
+    """
+    if not prompt_ids:
+        raise ValueError("the prompt is empty: there is nothing to continue")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    sequence = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+    generated: List[int] = []
+    try:
+        for _ in range(max_new_tokens):
+            window = sequence[:, -max_length:]
+            positions = torch.arange(window.shape[1], device=device).unsqueeze(0)
+            logits = _full_vocab_logits(model(window, positions, None))
+            token = int(logits[0, -1, :vocab_size].float().argmax())
+            if token == stop_id:
+                break
+            generated.append(token)
+            sequence = torch.cat([sequence, torch.tensor([[token]], device=device)], dim=1)
+    finally:
+        model.train(was_training)
+    return generated

@@ -1,0 +1,35 @@
+"""The entry point shared by the fine-tuning and PEFT programs: config, logging, exit codes, shutdown.
+
+Exit codes: 0 done, 2 configuration error (one line on stderr), anything else a crash with its traceback.
+"""
+import sys
+from typing import Callable
+
+
+def run_program(argv, stage: str, module: str, body: Callable) -> int:
+    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+    from ..common.distributed import placement_from_env
+
+    try:
+        path = config_path_from_argv(argv, prog=f"python3 -m {module}")
+        placement = placement_from_env()
+        from .train import _setup_logging  # the trainer's log format and warning filters, for one look across jobs
+
+        _setup_logging(placement.rank)
+        from .sft_config import SftConfig
+
+        cfg = SftConfig.from_dict(load_resolved_config(path), stage=stage)
+        if placement.rank == 0:
+            print(f"{stage} run {cfg.run.name}: {placement.world_size} processes ({placement.source}), "
+                  f"TP={cfg.model.tensor_model_parallel_size}, from {cfg.model.restore_from_path}", flush=True)
+        try:
+            body(cfg, placement)
+        finally:
+            from .parts import shutdown
+
+            shutdown()
+    except JobConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
+    return 0
+

@@ -1,0 +1,293 @@
+"""The supervised fine-tuning loop shared by fine-tuning (all weights) and PEFT (adapters only).
+
+    session = start(cfg, placement)                     # process group, megatron state, the .nemo's model
+    ... optionally freeze the model and attach adapters (peft) ...
+    history = train(session)                            # trainer.max_steps optimizer steps, validations
+    save_model(session, session.model, "out.nemo")      # TP-sharded archives when TP > 1
+
+The numerics are the pre-training trainer's pieces: megatron DDP and megatron's optimizer (optim.py),
+`run_microbatches` (module.py), the step sampler (data.py), the cosine schedule (schedule.py). The loop
+around them is a plain one rather than the trainer's Lightning module: SFT samples vary in length and
+are padded per step (to the step's longest sample, not to max_seq_length, which on SQuAD would be ~8x
+the compute), which the pre-training module's fixed-shape loaders do not do. A fine-tuning run is
+short and restarts from its `.nemo`; it keeps no resumable checkpoints.
+"""
+import dataclasses
+import json
+import logging
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from ..common.config import JobConfigError
+from ..common.distributed import Placement
+from .sft_config import DatasetSection, SftConfig
+from .sft_data import EncodedDataset, MixedDataset, SampleEncoder, collate, read_jsonl
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Session:
+    cfg: SftConfig
+    placement: Placement
+    device: torch.device
+    precision: str  # fp32, bf16 or fp16
+    nemo_config: Dict[str, Any]  # the model config read from the .nemo (tokenizer keys point at extracted files)
+    tokenizer: Any
+    model: torch.nn.Module  # bare GPTModel: state dicts, generation
+    tp_rank: int
+    dp_rank: int
+    dp_size: int
+
+
+def start(cfg: SftConfig, placement: Placement) -> Session:
+    """Joins the processes, builds the model the .nemo describes (with this config's dropout) and loads it."""
+    # Imported before start_model_parallel applies the CPU shim, which patches only modules already loaded.
+    import megatron.core.distributed  # noqa: F401
+    import megatron.core.optimizer  # noqa: F401
+    from megatron.core import parallel_state
+
+    from ..common.config import bind
+    from ..common.tokenizer import load_tokenizer
+    from .config import ModelSection
+    from .nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
+    from .standalone import build_inference_model, inference_section, on_gpu, start_model_parallel
+
+    gpu = on_gpu()
+    if (cfg.trainer.accelerator == "gpu") != gpu:
+        raise JobConfigError(f"trainer.accelerator: {cfg.trainer.accelerator}, but this machine "
+                             f"{'has' if gpu else 'has no'} GPU; set {'gpu' if gpu else 'cpu'}")
+    tp = cfg.model.tensor_model_parallel_size
+    dp_size = cfg.data_parallel_size(placement.world_size)
+    path = cfg.model.restore_from_path
+    nemo_config = read_nemo_config(path)
+    if layout_of(nemo_config) != (tp, 1):
+        stored = layout_of(nemo_config)
+        raise JobConfigError(f"model.tensor_model_parallel_size: {path} holds a TP({stored[0]}) x PP({stored[1]}) model; "
+                             f"fine-tune with TP({stored[0]}) and PP(1), or convert it again for TP({tp})")
+    start_model_parallel(tp, 1, seed=cfg.model.seed)
+    section = bind(ModelSection, nemo_config, "model")
+    section = dataclasses.replace(inference_section(section, tp, 1), hidden_dropout=cfg.model.hidden_dropout,
+                                  attention_dropout=cfg.model.attention_dropout)
+    spec = section.tokenizer
+    tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)
+    tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    state_dict = load_nemo_shard(path, tp_rank, 0)
+    precision = cfg.trainer.precision_name()
+    model = build_inference_model(section, padded_vocab_of(state_dict, tp, tokenizer.vocab_size), precision)
+    load_weights(model, state_dict, path)
+    model.train()
+    return Session(cfg, placement, next(model.parameters()).device, precision, nemo_config, tokenizer, model,
+                   tp_rank, parallel_state.get_data_parallel_rank(), dp_size)
+
+
+def _loader(dataset, sampler, section: DatasetSection, session: Session) -> torch.utils.data.DataLoader:
+    return torch.utils.data.DataLoader(
+        dataset, batch_sampler=sampler, num_workers=section.num_workers, pin_memory=session.device.type == "cuda",
+        collate_fn=partial(collate, pad_id=session.tokenizer.eod, answer_only_loss=session.cfg.model.answer_only_loss),
+    )
+
+
+def _mean_over_data_parallel(session: Session, value: Optional[torch.Tensor]) -> Optional[float]:
+    """Mean of a per-rank loss over data-parallel ranks (TP ranks hold the same value; one counts)."""
+    contributes = value is not None and session.tp_rank == 0
+    pair = torch.tensor([float(value) if contributes else 0.0, float(contributes)], device=session.device)
+    if session.placement.world_size > 1:
+        torch.distributed.all_reduce(pair)
+    total, count = pair.tolist()
+    return total / count if count else None
+
+
+class Validator:
+    """Validation loss per file over `limit_val_batches` global batches (the same samples every time),
+    and with metric exact_string_match, the share of greedy answers equal to a reference answer."""
+
+    def __init__(self, session: Session):
+        from .data import EvalBatchSampler
+
+        self.session = session
+        cfg = session.cfg
+        section = cfg.model.data.validation_ds
+        self.encoder = SampleEncoder(session.tokenizer, section)
+        self.files = []
+        for index, name in enumerate(section.file_names):
+            examples = read_jsonl(name, section.context_key, section.label_key)
+            label = section.names[index] if section.names else Path(name).stem
+            sampler = EvalBatchSampler(len(examples), cfg.model.global_batch_size, cfg.model.micro_batch_size,
+                                       session.dp_rank, session.dp_size, cfg.trainer.limit_val_batches)
+            if len(sampler) == 0 and cfg.trainer.limit_val_batches > 0:
+                log.warning("validation file %s has %d samples, fewer than one global batch (%d): no loss is computed on it",
+                            name, len(examples), cfg.model.global_batch_size)
+            loader = _loader(EncodedDataset(examples, self.encoder), sampler, section, session)
+            self.files.append((label, examples, loader))
+
+    def __call__(self, ddp_model) -> Dict[str, float]:
+        from .data import split_microbatches
+        from .module import run_microbatches
+
+        cfg, session = self.session.cfg, self.session
+        metrics: Dict[str, float] = {}
+        ddp_model.eval()
+        with torch.no_grad():
+            for label, examples, loader in self.files:
+                losses = []
+                for batch in loader:
+                    batch = {k: v.to(session.device) for k, v in batch.items()}
+                    loss = run_microbatches([ddp_model], split_microbatches(batch, cfg.model.micro_batch_size),
+                                            batch["tokens"].shape[1], cfg.model.micro_batch_size, forward_only=True)
+                    if loss is not None:
+                        losses.append(loss)
+                mean = _mean_over_data_parallel(session, torch.stack(losses).mean() if losses else None)
+                if mean is not None:
+                    metrics[f"validation_loss_{label}"] = mean
+                if cfg.model.data.validation_ds.metric.name == "exact_string_match":
+                    metrics[f"validation_exact_string_match_{label}"] = self._exact_match(examples)
+        ddp_model.train()
+        file_losses = [v for k, v in metrics.items() if k.startswith("validation_loss_")]
+        if file_losses:
+            metrics["validation_loss"] = sum(file_losses) / len(file_losses)
+        return metrics
+
+    def _exact_match(self, examples) -> float:
+        from .generate import greedy_generate
+
+        session, section = self.session, self.session.cfg.model.data.validation_ds
+        count = min(len(examples), max(1, session.cfg.trainer.limit_val_batches) * session.cfg.model.global_batch_size)
+        hits = torch.zeros(2, device=session.device)
+        max_length = int(self.session.nemo_config.get("max_position_embeddings") or self.encoder.max_ids)
+        for index in range(session.dp_rank, count, session.dp_size):
+            example = examples[index]
+            ids = greedy_generate(session.model, self.encoder.prompt_ids(example["input"]),
+                                  section.metric.tokens_to_generate, session.tokenizer.eod,
+                                  session.tokenizer.vocab_size, max_length)
+            answer = session.tokenizer.decode(ids).strip()
+            references = [a.strip() for a in example.get("answers", [example["output"]])]
+            hits += torch.tensor([float(answer in references), 1.0], device=session.device)
+        if session.placement.world_size > 1:
+            torch.distributed.all_reduce(hits)
+        right, total = hits.tolist()
+        # Every TP rank of a data-parallel rank counted the same samples.
+        return right / total if total else 0.0
+
+
+def _train_loader(session: Session) -> torch.utils.data.DataLoader:
+    from .data import StepBatchSampler
+    from .schedule import BatchSchedule
+
+    cfg = session.cfg
+    section = cfg.model.data.train_ds
+    sources = [read_jsonl(name, section.context_key, section.label_key) for name in section.file_names]
+    batches = BatchSchedule(cfg.model.global_batch_size, cfg.model.micro_batch_size, session.dp_size)
+    mixed = MixedDataset(sources, section.concat_sampling_probabilities, batches.total_samples(cfg.trainer.max_steps),
+                         cfg.model.seed)
+    sampler = StepBatchSampler(len(mixed), batches, cfg.trainer.max_steps, start_step=lambda: 0, dp_rank=session.dp_rank)
+    return _loader(EncodedDataset(mixed, SampleEncoder(session.tokenizer, section)), sampler, section, session)
+
+
+def _check_lengths(session: Session) -> None:
+    limit = int(session.nemo_config.get("max_position_embeddings") or 0)
+    for split in ("train_ds", "validation_ds"):
+        length = getattr(session.cfg.model.data, split).max_seq_length
+        if session.nemo_config.get("position_embedding_type", "learned_absolute") == "learned_absolute" and length > limit:
+            raise JobConfigError(f"model.data.{split}.max_seq_length: {length} is longer than the model's "
+                                 f"max_position_embeddings ({limit})")
+
+
+def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None) -> List[Dict[str, float]]:
+    """Runs trainer.max_steps steps; returns the logged metrics (the same lines metrics.jsonl gets).
+
+    trainable: the parameters to update (default: all of the model's); the rest must not require grad.
+    """
+    from .data import split_microbatches
+    from .module import run_microbatches
+    from .optim import attach_schedule_hooks, build_optimizer, set_hyperparameters, wrap_chunks
+    from .schedule import CosineSchedule
+
+    cfg = session.cfg
+    _check_lengths(session)
+    if trainable is not None:
+        chosen = {id(p) for p in trainable}
+        assert all(p.requires_grad == (id(p) in chosen) for p in session.model.parameters()), "freeze the rest first"
+    config = session.model.config
+    (ddp_model,) = wrap_chunks([session.model], config, session.precision, session.dp_size,
+                               session.device.type == "cuda", distributed=False)
+    optimizer = build_optimizer(cfg, [ddp_model], session.precision, distributed=False)
+    attach_schedule_hooks(config, [ddp_model], optimizer)
+    sched = cfg.model.optim.sched
+    try:
+        lr_at = CosineSchedule(cfg.model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps)
+    except ValueError as error:
+        raise JobConfigError(f"model.optim.sched: {error}") from None
+    validate = Validator(session) if cfg.trainer.limit_val_batches > 0 else None
+    metrics_file = Path(cfg.exp_manager.explicit_log_dir) / "metrics.jsonl"
+    rank_zero = session.placement.rank == 0
+    if rank_zero:
+        metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    history: List[Dict[str, float]] = []
+
+    def record(step: int, values: Dict[str, float]) -> None:
+        entry = {"step": step, **values}
+        history.append(entry)
+        if rank_zero:
+            with open(metrics_file, "a") as handle:
+                handle.write(json.dumps(entry) + "\n")
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()), flush=True)
+
+    window_start, window_losses = time.perf_counter(), []
+    for step, batch in enumerate(_train_loader(session)):
+        batch = {k: v.to(session.device, non_blocking=True) for k, v in batch.items()}
+        ddp_model.zero_grad_buffer()
+        optimizer.zero_grad()
+        loss = run_microbatches([ddp_model], split_microbatches(batch, cfg.model.micro_batch_size),
+                                batch["tokens"].shape[1], cfg.model.micro_batch_size, forward_only=False)
+        lr = lr_at(step)
+        set_hyperparameters(optimizer, lr, cfg.model.optim.weight_decay)
+        _, grad_norm, _ = optimizer.step()
+        window_losses.append(loss)
+        done = step + 1
+        if done % cfg.trainer.log_every_n_steps == 0 or done == cfg.trainer.max_steps:
+            mean = _mean_over_data_parallel(session, torch.stack(window_losses).mean())
+            seconds = time.perf_counter() - window_start
+            values = {"train_loss": mean, "lr": lr, "step_time": seconds / len(window_losses)}
+            if grad_norm is not None:
+                values["grad_norm"] = float(grad_norm)
+            record(done, values)
+            window_start, window_losses = time.perf_counter(), []
+        if validate is not None and (done % cfg.trainer.val_check_interval == 0 or done == cfg.trainer.max_steps):
+            values = validate(ddp_model)
+            if values:
+                record(done, values)
+            window_start = time.perf_counter()
+    session.model.eval()
+    return history
+
+
+def save_model(session: Session, model: torch.nn.Module, path: str) -> None:
+    """Writes `model` as a .nemo with the base model's config: one state dict for TP=1, one shard per TP
+    rank otherwise (the layout the model was trained in). Collective: every rank calls it."""
+    from .nemo_archive import save_nemo, write_nemo
+
+    tp = session.cfg.model.tensor_model_parallel_size
+    world = session.placement.world_size
+    if tp == 1:
+        if session.placement.rank == 0:
+            save_nemo(path, session.nemo_config, model.state_dict())
+    else:
+        staging = Path(path).parent / f".{Path(path).name}.shards"
+        if session.dp_rank == 0:
+            staging.mkdir(parents=True, exist_ok=True)
+            torch.save({k: v.cpu() for k, v in model.state_dict().items() if not k.endswith("._extra_state")},
+                       staging / f"tp{session.tp_rank}.pt")
+        torch.distributed.barrier()
+        if session.placement.rank == 0:
+            config = dict(session.nemo_config, tensor_model_parallel_size=tp, pipeline_model_parallel_size=1)
+            write_nemo(path, config, {(t, 0): staging / f"tp{t}.pt" for t in range(tp)})
+            for t in range(tp):
+                (staging / f"tp{t}.pt").unlink()
+            staging.rmdir()
+    if world > 1:
+        torch.distributed.barrier()
