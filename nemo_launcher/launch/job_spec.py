@@ -32,6 +32,9 @@ class JobSpec:
     uses_gpus: bool = True  # False: CPU-only job, no GPUs are requested
     cpus_per_task: Optional[int] = None
     array: Optional[str] = None  # Slurm array spec such as "0-29%30"; None for a single job
+    # Where there are no job arrays (BCP), the array's items are dealt over this many nodes x processes instead.
+    array_nodes: int = 1
+    array_tasks_per_node: int = 1
     chain: str = "afterok"  # dependency type on the job before it in the pipeline
     dependency: Tuple[str, ...] = ()  # fixed dependency items, e.g. ("singleton",) or ("afterok:123",)
     env: Tuple[Tuple[str, str], ...] = ()  # exported in the job, in this order

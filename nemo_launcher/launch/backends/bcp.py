@@ -29,7 +29,10 @@ class BcpBackend(Backend):
             )
 
     def bcprun_line(self, spec: JobSpec, command: Command) -> str:
-        nodes, tasks = (spec.nodes, spec.tasks_per_node) if command.distributed else (1, 1)
+        if spec.array:
+            nodes, tasks = spec.array_nodes, spec.array_tasks_per_node
+        else:
+            nodes, tasks = (spec.nodes, spec.tasks_per_node) if command.distributed else (1, 1)
         pairs = dict(self.context.env)
         pairs.update(spec.env)
         pairs["PYTHONPATH"] = str(self.context.launcher_scripts_path)
