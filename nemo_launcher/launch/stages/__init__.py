@@ -1,5 +1,6 @@
 """Stage kinds by config group name. Adding one is a new module with a Stage subclass and a row here."""
 from .base import Stage
+from .data_preparation import DataPreparationStage
 from .export import ExportStage
 from .fine_tuning import FineTuningStage
 from .peft import PeftStage
