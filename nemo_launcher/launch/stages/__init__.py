@@ -6,6 +6,6 @@ from .fine_tuning import FineTuningStage
 from .peft import PeftStage
 from .training import TrainingStage
 
-STAGES = {stage.kind: stage for stage in (TrainingStage, FineTuningStage, PeftStage, ExportStage)}
+STAGES = {stage.kind: stage for stage in (DataPreparationStage, TrainingStage, FineTuningStage, PeftStage, ExportStage)}
 
 __all__ = ["STAGES", "Stage"]
