@@ -132,7 +132,11 @@ def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
     mode = "dry run (NEMO_LAUNCHER_DEBUG): nothing was submitted" if plan.context.debug else f"cluster_type={plan.context.cluster_type}"
-    return f"Pipeline, {mode}\n" + "\n".join(lines)
+    results = ["", "Results:"]
+    for jobs in plan.jobs_by_stage:
+        directories = [str(job.spec.directory) for job in jobs]
+        results.append(f"  {jobs[0].spec.stage}: {os.path.commonpath(directories)}")
+    return f"Pipeline, {mode}\n" + "\n".join(lines + results)
 
 
 def launch(cfg: DictConfig, choices: Dict[str, Optional[str]], argv: Sequence[str]) -> List[Submitted]:

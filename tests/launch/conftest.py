@@ -49,3 +49,9 @@ def launch(tmp_path, monkeypatch, capsys):
 def _no_inherited_debug(monkeypatch):
     monkeypatch.delenv("NEMO_LAUNCHER_DEBUG", raising=False)
     monkeypatch.delenv("NEMO_LAUNCHER_FULL_ERROR", raising=False)
+
+
+def plan_rows(out: str):
+    """The rows of the plan table the launcher prints (stage, job, id, dependency, script, log)."""
+    lines = out.split("Pipeline, ", 1)[1].splitlines()[2:]
+    return [line.split() for line in lines[: lines.index("")]]

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import plan_rows
 from .test_golden import FIXED, GOLDEN
 
 
@@ -15,7 +16,7 @@ def test_pile_steps_are_arrays_chained_per_shard(launch, tmp_path):
     results = tmp_path / "results"
     code, out, err = launch(FIXED + ["stages=[data_preparation,training]", "data_preparation=gpt3/download_gpt3_pile"], results=results)
     assert code == 0, err
-    rows = [line.split() for line in out.splitlines()[2:]]
+    rows = plan_rows(out)
     assert [row[1] for row in rows] == [
         "nemo-megatron-download_gpt3_pile_download", "nemo-megatron-download_gpt3_pile_extract",
         "nemo-megatron-download_gpt3_pile_preprocess", "nemo-megatron-gpt3_5b",
@@ -98,7 +99,7 @@ def test_tiny_pile_on_real_slurm(slurm_cluster, launch, tmp_path):
     code, out, err = launch(["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}",
                              "cluster.gpus_per_node=null", "cluster.exclusive=false"], debug=False, results=results)
     assert code == 0, err
-    ids = [line.split()[2] for line in out.splitlines()[2:]]
+    ids = [row[2] for row in plan_rows(out)]
     assert len(ids) == 3
     _wait_for_arrays(ids, timeout_s=240)
     states = "".join(subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout for job_id in ids)
