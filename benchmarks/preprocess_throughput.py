@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import pathlib
 import random
+import resource
 import shutil
 import sys
 import sysconfig
@@ -97,6 +98,12 @@ def baseline(input_path: str, prefix: str, vocab: str, merges: str, workers: int
         builder.finalize(prefix + ".idx")
 
 
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--megabytes", type=int, default=60, help="corpus size (at least 50 for a reported number)")
@@ -124,19 +131,22 @@ def main() -> None:
         # each side's best time is reported.
         work = pathlib.Path(tempfile.mkdtemp(prefix="bench-", dir=cache))
         try:
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), _cpu_seconds()
             summary = build_shard(ShardJob(str(input_path), str(work / "ours"), chunk_bytes=8 << 20), spec,
                                   workers=args.workers, progress=False)
             ours_s.append(time.perf_counter() - began)
-            began = time.perf_counter()
+            ours_cpu = _cpu_seconds() - cpu
+            began, cpu = time.perf_counter(), _cpu_seconds()
             baseline(str(input_path), str(work / "baseline"), vocab, merges, args.workers)
             base_s.append(time.perf_counter() - began)
+            base_cpu = _cpu_seconds() - cpu
             identical = all(filecmp.cmp(work / f"ours{ext}", work / f"baseline{ext}", shallow=False)
                             for ext in (".bin", ".idx"))
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        print(f"round {attempt + 1}: ours {ours_s[-1]:.2f} s, baseline {base_s[-1]:.2f} s, byte_identical={identical}",
-              flush=True)
+        # CPU seconds (this process and its finished workers) show the work done whatever the machine's load.
+        print(f"round {attempt + 1}: ours {ours_s[-1]:.2f} s wall / {ours_cpu:.2f} s CPU, baseline {base_s[-1]:.2f} s "
+              f"wall / {base_cpu:.2f} s CPU, byte_identical={identical}", flush=True)
         if not identical:
             sys.exit(1)
     tokens = summary.tokens
