@@ -17,9 +17,12 @@ provably splits too, whatever the surrounding text:
     starts at p with " " + the following run. Matches left of p never look past p, and matches from p on
     never look behind it. So encode(left + " " + right) == encode(left) + encode(" " + right).
 
-Pieces next to other whitespace (double spaces, indentation, a newline before a space) are not cut: the
-whole run between two safe cuts is encoded as one segment, and that segment is cached by its exact text.
-"Whitespace" here is a superset of every regex flavour's \\s, which can only remove cuts, never add a wrong one.
+Pieces next to other whitespace (double spaces, indentation, a newline before a space) are not cut there: the
+whole run between two safe cuts is one segment, cached by its exact text. A new segment is assembled from finer
+parts cut by a second rule about whitespace runs (see _COARSE), each cached too, so indented code costs the
+tokenizer little more than prose. "Whitespace" for the space rule is a superset of every regex flavour's \\s,
+which can only remove cuts, never add a wrong one; the finer rule is used only on text whose whitespace all
+flavours agree on.
 
 BPE is applied per pre-token and the pre-tokenizer is the regex above, so the proof holds for any
 tokenizer whose pipeline is: no normalizer, ByteLevel pre-tokenizer with the GPT-2 regex and no prefix
@@ -48,7 +51,11 @@ _AMBIGUOUS = re.compile("[" + "".join(sorted(_WHITESPACE - set(
 # and after W when its last character is not a plain space (that space would join the next word). So the
 # segment splits into: a non-whitespace run with at most one space in front, the whitespace run minus its
 # last character, or one whitespace character. Exact only where every whitespace character is certain.
-_COARSE = re.compile(f" ?[^{_CERTAIN_WHITESPACE}]+|[{_CERTAIN_WHITESPACE}]+(?![^{_CERTAIN_WHITESPACE}])|[{_CERTAIN_WHITESPACE}]")
+_COARSE = re.compile(
+    f" ?[^{_CERTAIN_WHITESPACE}]+"  # a non-whitespace run, with the space in front of it if there is one
+    f"|[{_CERTAIN_WHITESPACE}]+(?![^{_CERTAIN_WHITESPACE}])"  # a whitespace run, less the character before a word
+    f"|[{_CERTAIN_WHITESPACE}]"  # that character, when it is not a space
+)
 
 # A cache past this many entries is dropped and rebuilt from the text that follows; with typical text
 # the hit rate stays high while a 40 GB shard full of unique strings (URLs, hashes) cannot exhaust memory.

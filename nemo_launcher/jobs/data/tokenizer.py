@@ -11,6 +11,7 @@
 ids (the tests hold it to that) and is what preprocessing uses. The spec is a small frozen dataclass so worker
 processes can rebuild the tokenizer from it instead of receiving a pickled tokenizer.
 """
+import abc
 import json
 import os
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ class TokenizerSpec:
     eod_token: Optional[str] = None  # token appended after each document; null: <|endoftext|>, or the model's EOS
 
 
-class Tokenizer:
+class Tokenizer(abc.ABC):
     """A loaded tokenizer: per-document `encode`, batched `encode_batch`, `decode`, `eod`, `vocab_size`, `dtype`."""
 
     vocab_size: int
@@ -51,11 +52,13 @@ class Tokenizer:
     def dtype(self) -> np.dtype:
         return token_dtype(self.vocab_size)
 
+    @abc.abstractmethod
     def encode(self, text: str) -> List[int]:
-        raise NotImplementedError
+        """Token ids of one document, without EOD: the behaviour every other path must reproduce."""
 
+    @abc.abstractmethod
     def decode(self, ids: Sequence[int]) -> str:
-        raise NotImplementedError
+        """The text of token ids (used by tests and for inspecting datasets)."""
 
     def encode_batch(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray, Dict[int, str]]:
         """(tokens back to back, tokens per document, {index: error}); default: one library batch call."""
