@@ -7,6 +7,7 @@ and append EOD. The baseline is the shape of Megatron-LM's tools/preprocess_data
 pool encodes one document per call (`pool.imap(encode, lines, 32)`) and the parent feeds each result to
 megatron-core's IndexedDatasetBuilder.add_item. Its tokenizer is the Hugging Face Rust BPE built from the
 same files (Megatron-LM's own GPT2BPETokenizer is pure Python and slower, so this baseline is the strong one).
+Ours runs build_shard with 8 MB chunks, so that two workers share the corpus evenly.
 
 The corpus (text from /usr/share/common-licenses and the Python standard library, shuffled into documents
 of varied length) is generated once and cached in the temp dir. The two sides alternate for --repeat rounds;
