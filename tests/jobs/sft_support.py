@@ -1,0 +1,70 @@
+"""Fixtures for the fine-tuning, LoRA and deployment tests: a tiny GPT saved straight to a `.nemo` (no
+training run), a small question/answer jsonl, and the resolved `fine_tuning` / `peft` sections as the
+launcher would write them (trainer on the CPU, a few steps)."""
+import copy
+import json
+import os
+
+import pytest
+
+from .data_support import gpt2_files  # noqa: F401  (fixture)
+from .gpt_models import model_section, random_model
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+COLORS = ["red", "blue", "green", "yellow", "black", "white", "purple", "orange"]
+TEMPLATE = "{input}\nAnswer: {output}"
+
+
+@pytest.fixture(scope="session")
+def tiny_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
+    """A random 2-layer GPT (hidden 64, GPT-2 vocabulary, 64 positions) as a TP=1 .nemo; returns its path."""
+    from nemo_launcher.jobs.gpt.nemo_archive import save_nemo
+
+    section = model_section("classic", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
+                            init_method_std=0.02, data={"seq_length": 64, "num_workers": 0})
+    path = tmp_path_factory.mktemp("tiny_gpt") / "megatron_gpt.nemo"
+    save_nemo(path, section, random_model(section).state_dict())
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def qa_jsonl(tmp_path_factory):
+    """64 questions whose answer is a color named in the question."""
+    path = tmp_path_factory.mktemp("qa") / "colors.jsonl"
+    with open(path, "w") as handle:
+        for i in range(64):
+            color = COLORS[i % len(COLORS)]
+            handle.write(json.dumps({"input": f"In picture {i} the sky is {color}. What color is the sky?",
+                                     "output": color, "answers": [color, f"{color} sky"]}) + "\n")
+    return str(path)
+
+
+def sft_section(nemo: str, data: str, log_dir: str, **model_overrides) -> dict:
+    """A resolved fine_tuning section for the tiny model: 16 steps of 8 samples on the CPU."""
+    dataset = {"file_names": [data], "prompt_template": TEMPLATE, "max_seq_length": 64}
+    section = {
+        "run": {"name": "colors_tiny", "results_dir": log_dir},
+        "trainer": {"num_nodes": 1, "devices": 1, "accelerator": "cpu", "precision": 32, "max_steps": 16,
+                    "log_every_n_steps": 4, "val_check_interval": 8, "limit_val_batches": 1, "gradient_clip_val": 1.0},
+        "exp_manager": {"explicit_log_dir": log_dir, "name": "megatron_gpt_sft"},
+        "model": {
+            "restore_from_path": nemo, "global_batch_size": 8, "micro_batch_size": 4, "seed": 1234,
+            "hidden_dropout": 0.0, "attention_dropout": 0.0, "answer_only_loss": True,
+            "optim": {"name": "adamw", "lr": 2.0e-3, "weight_decay": 0.0, "betas": [0.9, 0.98],
+                      "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "constant_steps": 0, "min_lr": 1.0e-4}},
+            "data": {"train_ds": dict(dataset), "validation_ds": dict(dataset)},
+        },
+    }
+    section["model"].update(copy.deepcopy(model_overrides))
+    return section
+
+
+def lora_section(nemo: str, data: str, log_dir: str, **lora_overrides) -> dict:
+    section = sft_section(nemo, data, log_dir)
+    section["exp_manager"]["name"] = "megatron_gpt_peft_lora"
+    section["model"]["optim"]["lr"] = 2.0e-2
+    lora = {"adapter_dim": 4, "alpha": 8, "adapter_dropout": 0.0, "target_modules": ["all"]}
+    lora.update(lora_overrides)
+    section["model"]["peft"] = {"peft_scheme": "lora", "merge": True, "lora_tuning": lora}
+    return section
