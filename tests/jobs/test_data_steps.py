@@ -158,3 +158,22 @@ def test_custom_dataset_with_a_byte_level_bpe_trained_by_hugging_face(tmp_path, 
     out = tmp_path / "data" / "custom_dataset" / "preprocessed" / "big_text_document"
     assert same_files(str(out) + ".bin", tmp_path / "ref.bin")
     assert same_files(str(out) + ".idx", tmp_path / "ref.idx")
+
+
+def test_extract_reports_a_corrupt_download_and_overwrites_a_stale_partial(tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    config = str(resolved("gpt3/tiny_pile", tmp_path, "progress=false", "file_numbers=0"))
+    download.main(["--config", config])
+    raw = tmp_path / "data" / "tiny_pile" / "raw" / "00.jsonl.zst"
+    extracted = tmp_path / "data" / "tiny_pile" / "extracted" / "00.jsonl"
+    good = raw.read_bytes()
+    raw.write_bytes(b"this is not zstd")
+    with pytest.raises(extract.DataPrepError, match="00.jsonl.zst: not a valid zstd file"):
+        extract.main(["--config", config])
+    assert not extracted.exists()
+    raw.write_bytes(good)
+    extracted.parent.mkdir(parents=True, exist_ok=True)
+    (extracted.parent / "00.jsonl.tmp").write_bytes(b"partial output of a killed run")
+    extract.main(["--config", config])
+    assert extracted.read_bytes().count(b"\n") == 67
+    assert sorted(p.name for p in extracted.parent.iterdir()) == ["00.jsonl"]

@@ -76,7 +76,7 @@ def plain_jsonl(path: str, scratch_dir: str) -> str:
     dest = os.path.join(scratch_dir, dataset_stem(path) + ".jsonl")
     if not os.path.isfile(dest):
         os.makedirs(scratch_dir, exist_ok=True)
-        temporary = f"{dest}.tmp-{os.getpid()}"
+        temporary = dest + ".tmp"  # one writer per file (its node's task); a killed run's leftover is overwritten
         with opener(path, "rb") as source, open(temporary, "wb") as out:
             shutil.copyfileobj(source, out, 16 << 20)
         os.replace(temporary, dest)

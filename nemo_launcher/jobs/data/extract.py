@@ -23,7 +23,9 @@ _MAX_WINDOW = 1 << 31
 
 def decompress(source: str, dest: str, progress: bool = True) -> None:
     """Stream-decompress a .zst file to `dest`, atomically."""
-    temporary = f"{dest}.tmp-{os.getpid()}"
+    # A fixed name, not a per-process one: one array task owns a shard, and a rerun after kill -9 must
+    # overwrite the partial file rather than leave tens of GB of it beside a new one.
+    temporary = dest + ".tmp"
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     decompressor = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW)
     try:

@@ -236,7 +236,7 @@ def _assemble(job: ShardJob, spec: TokenizerSpec, parts_dir: str, ordered: List[
     document_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
     tokens = int(document_lengths.sum(dtype=np.int64))
     os.makedirs(os.path.dirname(os.path.abspath(job.output_prefix)), exist_ok=True)
-    suffix = f".tmp-{os.getpid()}"
+    suffix = ".tmp"  # fixed: a rerun after kill -9 overwrites the partial join instead of leaving it behind
     bin_temp, idx_temp = job.output_prefix + ".bin" + suffix, job.output_prefix + ".idx" + suffix
     concatenate(bins, bin_temp)
     if os.path.getsize(bin_temp) != tokens * dtype.itemsize:
