@@ -1,0 +1,41 @@
+"""The peft stage: LoRA jobs with the fine-tuning layout, their own results folder, and LoRA settings checked early."""
+import subprocess
+
+import pytest
+import yaml
+
+from .test_golden import FIXED
+
+PEFT = ["stages=[peft]", "peft=gpt3/squad"]
+
+
+@pytest.mark.parametrize("cluster_type", ["bcm", "bcp", "interactive"])
+def test_lora_squad_renders_on_every_backend(cluster_type, launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = launch(FIXED + PEFT + [f"cluster_type={cluster_type}"], results=results)
+    assert code == 0, err
+    (script,) = results.rglob("*_submission.sh")
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    assert script.parent == results / "gpt3_5b" / "peft_squad"
+    text = script.read_text()
+    assert text.index("jobs.data.squad") < text.index("-m nemo_launcher.jobs.gpt.peft --config")
+    config = yaml.safe_load(script.with_name("squad_gpt3_5b_hydra.yaml").read_text())
+    assert config["model"]["peft"]["lora_tuning"]["target_modules"] == ["attention_qkv"]
+    assert config["model"]["restore_from_path"] == f"{results}/gpt3_5b/convert_nemo/results/megatron_gpt.nemo"
+    assert config["exp_manager"]["name"] == "megatron_gpt_peft_lora"
+    if cluster_type == "bcm":
+        assert "#SBATCH --ntasks-per-node=1\n" in text  # LoRA fits one GPU by default
+
+
+@pytest.mark.parametrize("overrides,words", [
+    (["peft.model.peft.peft_scheme=adapter"], ["peft.model.peft.peft_scheme", "adapter", "lora"]),
+    (["peft.model.peft.lora_tuning.target_modules=[attention_qkv,attn]"], ["target_modules", "mlp_fc1"]),
+    (["peft.model.peft.lora_tuning.adapter_dim=0"], ["adapter_dim", "positive integer"]),
+    (["peft.model.peft.lora_tuning.alpha=-1"], ["alpha", "positive number"]),
+    (["peft.model.peft.lora_tuning.adapter_dropout=1.5"], ["adapter_dropout", "[0, 1)"]),
+])
+def test_bad_lora_settings_are_refused(overrides, words, launch, tmp_path):
+    code, out, err = launch(PEFT + overrides, results=tmp_path / "r")
+    assert code == 2, (out, err)
+    assert all(word in err for word in words), err
+    assert not (tmp_path / "r").exists()
