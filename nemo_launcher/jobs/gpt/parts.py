@@ -1,0 +1,181 @@
+"""Everything a GPT training run is made of, built from the config with megatron-core alone (no Lightning).
+
+    init_processes(cfg, placement)      # process group, CPU shim, TP/PP/DP groups, seeds
+    parts = build_parts(cfg, placement) # model chunks, optimizer, schedules, datasets
+
+train.py hands the parts to Lightning; benchmarks/trainer_overhead.py drives the same parts with a plain
+loop, so the two differ only in the loop around them.
+"""
+import dataclasses
+import logging
+import random
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+
+from ..common.config import JobConfigError
+from ..common.distributed import Placement, init_process_group
+from ..common.tokenizer import load_tokenizer
+from .config import ModelSection, TrainingConfig
+from .schedule import BatchSchedule, CosineSchedule
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TrainingParts:
+    cfg: TrainingConfig
+    placement: Placement
+    on_gpu: bool
+    device: torch.device
+    use_te: bool
+    layout: Dict[str, int]  # {"tp", "pp", "vpp", "dp"}: sizes, saved with checkpoints
+    tp_rank: int
+    pp_rank: int
+    dp_rank: int
+    dp_size: int
+    tokenizer: Any
+    vocab_size: int  # padded
+    transformer_config: Any
+    bare_chunks: List[torch.nn.Module]  # GPTModel per virtual stage, for state dicts
+    ddp_chunks: List[torch.nn.Module]  # the same, inside Float16Module and megatron DDP, for compute
+    optimizer: Any  # megatron-core MegatronOptimizer
+    batches: BatchSchedule
+    lr_schedule: Callable[[int], float]
+    blend: List
+    train_dataset: Any
+    valid_dataset: Any
+    test_dataset: Any
+
+    def reduce_last_stage_mean(self, local: Optional[torch.Tensor]) -> Optional[float]:
+        """Mean of a per-rank value that only the last pipeline stage has (a loss), over data-parallel
+        ranks, known to every rank. A collective: every rank must call it at the same point."""
+        contributes = local is not None and self.tp_rank == 0
+        value = local.detach().float().reshape(()) if contributes else torch.zeros((), device=self.device)
+        pair = torch.stack([value.to(self.device), torch.tensor(float(contributes), device=self.device)])
+        if self.placement.world_size > 1:
+            torch.distributed.all_reduce(pair)
+        total, count = pair.tolist()
+        return total / count if count else None
+
+
+def init_processes(cfg: TrainingConfig, placement: Placement) -> bool:
+    """Joins the job's process group and megatron's parallel groups; returns on_gpu."""
+    on_gpu = cfg.trainer.accelerator == "gpu"
+    if on_gpu:
+        if not torch.cuda.is_available():
+            raise JobConfigError("trainer.accelerator: gpu, but CUDA is not available on this machine; use cpu")
+        torch.cuda.set_device(placement.local_rank)
+    init_process_group(placement, "nccl" if on_gpu else "gloo")
+    cfg.data_parallel_size(placement.world_size)  # checks the layout against the processes started
+
+    # Every megatron module the run touches is imported before the CPU shim patches them (it patches
+    # what is loaded), and before the parallel groups exist.
+    import megatron.core.dist_checkpointing  # noqa: F401
+    import megatron.core.dist_checkpointing.strategies.fully_parallel  # noqa: F401
+    import megatron.core.dist_checkpointing.strategies.torch  # noqa: F401
+    import megatron.core.distributed  # noqa: F401
+    import megatron.core.models.gpt  # noqa: F401
+    import megatron.core.optimizer  # noqa: F401
+    import megatron.core.pipeline_parallel  # noqa: F401
+    from megatron.core import parallel_state
+
+    if not on_gpu:
+        from ..common.mcore_cpu import apply_cpu_shim
+
+        apply_cpu_shim()
+    m = cfg.model
+    vpp = m.virtual_pipeline_model_parallel_size if (m.virtual_pipeline_model_parallel_size or 1) > 1 else None
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=m.tensor_model_parallel_size,
+        pipeline_model_parallel_size=m.pipeline_model_parallel_size,
+        virtual_pipeline_model_parallel_size=vpp,
+    )
+    _seed(m.seed, parallel_state.get_pipeline_model_parallel_rank())
+    return on_gpu
+
+
+def _seed(seed: int, pp_rank: int) -> None:
+    """As Megatron-LM: pipeline stages draw different streams; data-parallel replicas the same one, so
+    they initialise identical weights without a broadcast."""
+    from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
+
+    stage_seed = seed + 100 * pp_rank
+    random.seed(stage_seed)
+    np.random.seed(stage_seed)
+    torch.manual_seed(stage_seed)
+    model_parallel_cuda_manual_seed(stage_seed)
+
+
+def effective_model(model: ModelSection, use_te: bool) -> ModelSection:
+    """Drops sequence parallelism where it cannot run, with a warning (it changes speed, not results)."""
+    if model.sequence_parallel and (model.tensor_model_parallel_size == 1 or not use_te):
+        why = "TP is 1" if model.tensor_model_parallel_size == 1 else "it needs Transformer Engine norms (local spec)"
+        log.warning("model.sequence_parallel: disabled because %s", why)
+        return dataclasses.replace(model, sequence_parallel=False)
+    return model
+
+
+def build_parts(cfg: TrainingConfig, placement: Placement, on_gpu: bool) -> TrainingParts:
+    from megatron.core import parallel_state
+
+    from .data import build_datasets, resolve_blend
+    from .model import build_gpt_chunks, check_model_support, padded_vocab_size, transformer_config, transformer_engine_available
+    from .optim import attach_schedule_hooks, build_optimizer, use_distributed_optimizer, wrap_chunks
+
+    use_te = False
+    if cfg.model.transformer_engine:
+        if not on_gpu:
+            log.info("model.transformer_engine: the local layer spec is used on the CPU")
+        elif transformer_engine_available():
+            use_te = True
+        else:
+            log.warning("model.transformer_engine: true, but Transformer Engine is not importable; using the local layer spec")
+    model = effective_model(cfg.model, use_te)
+    cfg = dataclasses.replace(cfg, model=model)
+    check_model_support(model, on_gpu, use_te)
+    precision = cfg.trainer.precision_name()
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+
+    tokenizer = load_tokenizer(**dataclasses.asdict(model.tokenizer))
+    vocab_size = padded_vocab_size(tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size)
+    config = transformer_config(model, precision, on_gpu, use_te)
+    chunks = build_gpt_chunks(model, config, vocab_size, use_te)
+    for chunk in chunks:
+        chunk.to(device)  # use_cpu_initialization builds on the host
+    dp_size = parallel_state.get_data_parallel_world_size()
+    distributed = use_distributed_optimizer(cfg, on_gpu)
+    ddp_chunks = wrap_chunks(chunks, config, precision, dp_size, on_gpu, distributed)
+    optimizer = build_optimizer(cfg, ddp_chunks, precision, distributed)
+    attach_schedule_hooks(config, ddp_chunks, optimizer)
+
+    batches = BatchSchedule(model.global_batch_size, model.micro_batch_size, dp_size, model.rampup_batch_size)
+    sched = model.optim.sched
+    try:
+        lr_schedule = CosineSchedule(model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps)
+    except ValueError as error:
+        raise JobConfigError(f"model.optim.sched: {error}") from None
+    blend = resolve_blend(cfg)
+    train, valid, test = build_datasets(cfg, tokenizer, batches, blend)
+    return TrainingParts(
+        cfg=cfg, placement=placement, on_gpu=on_gpu, device=device, use_te=use_te,
+        layout={"tp": model.tensor_model_parallel_size, "pp": model.pipeline_model_parallel_size,
+                "vpp": config.virtual_pipeline_model_parallel_size or 1, "dp": dp_size},
+        tp_rank=parallel_state.get_tensor_model_parallel_rank(),
+        pp_rank=parallel_state.get_pipeline_model_parallel_rank(),
+        dp_rank=parallel_state.get_data_parallel_rank(),
+        dp_size=dp_size, tokenizer=tokenizer, vocab_size=vocab_size, transformer_config=config,
+        bare_chunks=chunks, ddp_chunks=ddp_chunks, optimizer=optimizer, batches=batches, lr_schedule=lr_schedule,
+        blend=blend, train_dataset=train, valid_dataset=valid, test_dataset=test,
+    )
+
+
+def shutdown() -> None:
+    """Leaves megatron's groups and the process group (no-op for whatever was never joined)."""
+    import sys
+
+    if "megatron.core.parallel_state" in sys.modules:
+        sys.modules["megatron.core.parallel_state"].destroy_model_parallel()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()

@@ -1,0 +1,179 @@
+"""GPT pre-training: megatron-core model, PyTorch Lightning loop.
+
+    python3 -u -m nemo_launcher.jobs.gpt.train --config <job dir>/<run.name>_hydra.yaml
+    torchrun --nproc_per_node=2 -m nemo_launcher.jobs.gpt.train --config ...     (several processes here)
+    srun python3 -u -m nemo_launcher.jobs.gpt.train --config ...                  (Slurm)
+
+Reads the resolved `training` section the launcher wrote, trains to trainer.max_steps, and writes
+TensorBoard events and checkpoints under exp_manager.explicit_log_dir. A rerun of the same command
+continues from the newest complete checkpoint. SIGTERM/SIGUSR1 and trainer.max_time save a checkpoint
+and exit 0, so a requeued job goes on where it stopped. Exit codes: 0 done or stopped cleanly,
+2 configuration error (one line on stderr), anything else a crash.
+
+Only the standard library is imported at module level: dist_checkpointing starts a helper process by
+spawning, which re-imports this module; it must not pay for torch and megatron a second time.
+"""
+import logging
+import sys
+import time
+import warnings
+
+log = logging.getLogger("nemo_launcher.jobs.gpt")
+
+
+def main(argv=None) -> int:
+    started = time.monotonic()
+    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+    from ..common.distributed import placement_from_env
+
+    try:
+        path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.train")
+        placement = placement_from_env()
+        _setup_logging(placement.rank)
+        from .config import TrainingConfig
+
+        cfg = TrainingConfig.from_dict(load_resolved_config(path))
+        return _train(cfg, placement, started)
+    except JobConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _setup_logging(rank: int) -> None:
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING,
+        format=f"%(asctime)s rank{rank} %(levelname)s %(name)s: %(message)s",
+        stream=sys.stdout,
+    )
+    # megatron-core logs every dataset index and optimizer group at INFO; Lightning repeats what we print.
+    for noisy in ("megatron", "pytorch_lightning", "lightning_fabric", "lightning"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Import-time notices that megatron-core falls back to PyTorch kernels without TE/Apex: expected here,
+    # and the first log lines say which layer spec and optimizer were chosen.
+    warnings.filterwarnings("ignore", message=".*Transformer Engine and Apex are not installed.*")
+    warnings.filterwarnings("ignore", message=".*Apex is not installed.*")
+    # The sampler derives its position from the restored global step, so mid-run checkpoints are resumable
+    # although the DataLoader carries no state of its own.
+    warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch ended.*")
+
+
+def _train(cfg, placement, started: float) -> int:
+    from pathlib import Path
+
+    from .callbacks import MetricsWriter, StopSignals, StopTraining, resume_path
+    from .checkpoints import CheckpointFolder
+    from .parts import build_parts, init_processes, shutdown
+
+    signals = StopSignals()
+    max_time_s = cfg.trainer.max_time_seconds()
+    folder = CheckpointFolder(Path(cfg.exp_manager.explicit_log_dir) / "checkpoints")
+    try:
+        rank_zero = placement.rank == 0
+        writer = MetricsWriter(_loggers(cfg) if rank_zero else [], rank_zero)
+        on_gpu = init_processes(cfg, placement)
+        parts = build_parts(cfg, placement, on_gpu)
+        resume = resume_path(folder, cfg.exp_manager.resume_if_exists, cfg.exp_manager.resume_ignore_no_checkpoint)
+        _announce(parts, writer, resume)
+        trainer, module = _lightning(parts, writer, folder, signals, started, max_time_s)
+        stopped = False
+        try:
+            trainer.fit(module, ckpt_path=str(resume) if resume else None)
+        except StopTraining:
+            stopped = True
+        if not stopped and trainer.global_step >= cfg.trainer.max_steps:
+            test_loss = module.evaluate_test_split()
+            if test_loss is not None:
+                writer.write({"test_loss": test_loss}, trainer.global_step)
+                writer.say(f"test step={trainer.global_step} test_loss={test_loss:.4f}")
+        writer.finalize("success")
+        writer.say(f"{'stopped' if stopped else 'finished'} at step={trainer.global_step}; "
+                   f"logs and checkpoints in {cfg.exp_manager.explicit_log_dir}")
+    finally:
+        shutdown()
+    return 0
+
+
+def _loggers(cfg):
+    from ..common.config import JobConfigError
+
+    exp = cfg.exp_manager
+    loggers = []
+    if exp.create_tensorboard_logger:
+        from pytorch_lightning.loggers import TensorBoardLogger
+
+        loggers.append(TensorBoardLogger(save_dir=exp.explicit_log_dir, name="", version=""))
+    if exp.create_wandb_logger:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            raise JobConfigError("exp_manager.create_wandb_logger: true, but the wandb package is not installed") from None
+        from pytorch_lightning.loggers import WandbLogger
+
+        loggers.append(WandbLogger(save_dir=exp.explicit_log_dir, **exp.wandb_logger_kwargs))
+    return loggers
+
+
+def _announce(parts, writer, resume) -> None:
+    from .data import dataset_description
+    from .optim import describe
+
+    cfg, layout = parts.cfg, parts.layout
+    wrapper, inner = describe(parts.optimizer)
+    local_params = sum(p.numel() for chunk in parts.bare_chunks for p in chunk.parameters())
+    writer.say(
+        f"run {cfg.run.name}: {parts.placement.world_size} processes ({parts.placement.source}), "
+        f"TP={layout['tp']} PP={layout['pp']} VPP={layout['vpp']} DP={layout['dp']}, "
+        f"{'GPU' if parts.on_gpu else 'CPU'}, {cfg.trainer.precision_name()}, "
+        f"layer spec {'transformer_engine' if parts.use_te else 'local'}, optimizer {wrapper}({inner}), "
+        f"{local_params:,} parameters on rank 0, vocab {parts.vocab_size} (padded)"
+    )
+    writer.say(f"data: {dataset_description(parts.blend)}; {len(parts.train_dataset)} training samples")
+    writer.say(f"resuming from {resume}" if resume else "starting from scratch (no checkpoint to resume from)")
+
+
+def _lightning(parts, writer, folder, signals, started: float, max_time_s):
+    import pytorch_lightning as pl
+    import torch
+
+    from .callbacks import CheckpointAndStop, ProgressLogger, StepClock
+    from .flops import model_flops_per_token, peak_bf16_flops
+    from .module import GPTModule
+    from .strategy import MegatronStrategy
+
+    cfg = parts.cfg
+    peak = None
+    if parts.on_gpu:
+        name = torch.cuda.get_device_name()
+        peak = peak_bf16_flops(name)
+        if peak is None:
+            log.warning("no peak FLOP/s known for %s: MFU is not logged", name)
+    clock = StepClock()
+    progress = ProgressLogger(parts, writer, clock, model_flops_per_token(cfg.model, parts.vocab_size), peak)
+    stopper = CheckpointAndStop(parts, writer, clock, folder, signals, started, max_time_s)
+    validating = parts.valid_dataset is not None and cfg.trainer.limit_val_batches > 0
+    trainer = pl.Trainer(
+        accelerator="gpu" if parts.on_gpu else "cpu",
+        devices=cfg.trainer.devices,
+        num_nodes=cfg.trainer.num_nodes,
+        strategy=MegatronStrategy(parts.placement, cfg.trainer.devices, "nccl" if parts.on_gpu else "gloo"),
+        precision="32-true",  # mixed precision is megatron's (Float16Module + fp32 master weights)
+        max_steps=cfg.trainer.max_steps,
+        max_epochs=-1,  # the run is one pass of a dataset sized for max_steps
+        val_check_interval=cfg.trainer.val_check_interval,
+        check_val_every_n_epoch=None,  # validation every val_check_interval steps, counted over the run
+        limit_val_batches=cfg.trainer.limit_val_batches if validating else 0,
+        num_sanity_val_steps=0,
+        logger=False,  # metrics go through MetricsWriter, at our log points only
+        enable_checkpointing=False,  # CheckpointAndStop saves
+        enable_progress_bar=False,  # ProgressLogger prints one line per log point instead
+        enable_model_summary=False,
+        use_distributed_sampler=False,  # our samplers split data by data-parallel rank, not by world rank
+        inference_mode=False,  # no_grad instead: megatron's pipeline sends in-place into received buffers
+        default_root_dir=cfg.exp_manager.explicit_log_dir,
+        callbacks=[progress, stopper],
+    )
+    return trainer, GPTModule(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
