@@ -91,3 +91,42 @@ def test_adapter_file_refuses_a_full_model(tiny_nemo):  # noqa: F811
 
     with pytest.raises(JobConfigError, match="not a LoRA adapter file"):
         load_adapter_file(tiny_nemo)
+
+
+def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_jsonl):  # noqa: F811
+    """TP=2 (torchrun, 2 processes) and TP=1 from the same weights give the same adapter file and merged
+    model: the column/row splits of A and B, SwiGLU's [gate; up] rows, and the sharded save all line up."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nemo_launcher.jobs.common.distributed import placement_from_env
+    from nemo_launcher.jobs.gpt import peft
+    from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
+    from nemo_launcher.jobs.gpt.nemo_archive import load_nemo, save_nemo
+    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             "-m", "tests.jobs.tp2_lora_job", str(tmp_path), *gpt2_files, qa_jsonl],
+                            capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2],
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    config, weights = load_nemo(tmp_path / "tp2.nemo")  # the TP=2 shards merged into one model
+    save_nemo(tmp_path / "tp1.nemo", config, weights)
+    section = lora_section(str(tmp_path / "tp1.nemo"), qa_jsonl, str(tmp_path / "lora_tp1"), target_modules=["all"])
+    section["trainer"].update(max_steps=8, val_check_interval=8)
+    peft.lora_tune(SftConfig.from_dict(section, stage="peft"), placement_from_env({}))
+
+    name = "checkpoints/megatron_gpt_peft_lora"
+    _, one = load_adapter_file(tmp_path / "lora_tp1" / f"{name}.nemo")
+    _, two = load_adapter_file(tmp_path / "lora_tp2" / f"{name}.nemo")
+    assert one.keys() == two.keys() and one["decoder.layers.1.mlp.linear_fc1.lora.b"].shape == (256, 4)
+    for key in one:
+        assert torch.allclose(one[key], two[key], atol=1e-4), key
+    merged_config, merged_two = load_nemo(tmp_path / "lora_tp2" / f"{name}_merged.nemo")
+    assert merged_config["tensor_model_parallel_size"] == 2  # saved in the layout it was trained in
+    _, merged_one = load_nemo(tmp_path / "lora_tp1" / f"{name}_merged.nemo")
+    for key in merged_one:
+        assert torch.allclose(merged_one[key], merged_two[key], atol=1e-4), key
