@@ -23,6 +23,7 @@ FAMILIES: Dict[str, Family] = {
             description="decoder-only GPT (megatron-core GPTModel)",
             programs={
                 "training": "nemo_launcher.jobs.gpt.train",
+                "conversion": "nemo_launcher.jobs.gpt.convert",
                 "fine_tuning": "nemo_launcher.jobs.gpt.finetune",
                 "peft": "nemo_launcher.jobs.gpt.peft",
                 "export": "nemo_launcher.jobs.gpt.export",

@@ -157,7 +157,7 @@ def read_nemo_config(path, extract_dir: Optional[os.PathLike] = None) -> Dict[st
 def load_nemo(path, extract_dir: Optional[os.PathLike] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """(model config, full state dict on the CPU). The shards of a TP/PP > 1 archive are merged into the
     TP=1 PP=1 state dict; the returned config still names the archive's layout."""
-    from .shards import merge_shards
+    from .shards import ShardLayout, merge_shards
 
     with _open(path) as archive:
         config = _read_config(archive, Path(path), extract_dir)
@@ -168,9 +168,7 @@ def load_nemo(path, extract_dir: Optional[os.PathLike] = None) -> Tuple[Dict[str
             (t, p): _read_weights(archive, Path(path), weights_member(t, p, tensor_parallel, pipeline_parallel))
             for t in range(tensor_parallel) for p in range(pipeline_parallel)
         }
-    merged = merge_shards(shards, tensor_parallel, pipeline_parallel, int(config["num_layers"]),
-                          gated_mlp=config.get("activation") == "fast-swiglu")
-    return config, merged
+    return config, merge_shards(shards, ShardLayout.of(config, tensor_parallel, pipeline_parallel))
 
 
 def load_nemo_shard(path, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
@@ -188,7 +186,8 @@ def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 
     """(GPTModel chunk of this rank in eval mode, tokenizer) from an archive.
 
     Starts the process group and megatron's parallel state when they are not running (one process for
-    TP=1 PP=1). The archive must have been written for this TP x PP: the conversion stage reshards.
+    TP=1 PP=1). An archive written for this TP x PP gives each rank its own shard; any other layout is
+    merged and re-split on the fly (every rank then reads the whole archive once).
     precision: fp32, bf16 or fp16; by default the dtype the weights are stored in.
     """
     from megatron.core import parallel_state
@@ -196,19 +195,18 @@ def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 
     from ..common.config import bind
     from ..common.tokenizer import load_tokenizer
     from .config import ModelSection
+    from .shards import ShardLayout, split_state_dict
     from .standalone import build_inference_model, inference_section, precision_of, start_model_parallel
 
     config = read_nemo_config(path)
-    stored = layout_of(config)
-    if stored != (tensor_parallel, pipeline_parallel):
-        raise JobConfigError(
-            f"{path}: was written for TP({stored[0]}) x PP({stored[1]}), asked to load it as TP({tensor_parallel}) x "
-            f"PP({pipeline_parallel}); convert the training checkpoint again with that tensor/pipeline parallel size"
-        )
     start_model_parallel(tensor_parallel, pipeline_parallel, seed=int(config.get("seed", 1234)))
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
     pp_rank = parallel_state.get_pipeline_model_parallel_rank()
-    state_dict = load_nemo_shard(path, tp_rank, pp_rank)
+    if layout_of(config) == (tensor_parallel, pipeline_parallel):
+        state_dict = load_nemo_shard(path, tp_rank, pp_rank)
+    else:
+        _, full = load_nemo(path)
+        state_dict = split_state_dict(full, ShardLayout.of(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank)
     section = inference_section(bind(ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
     spec = section.tokenizer
     tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)
