@@ -211,3 +211,47 @@ def test_fine_tuning_loss_falls_and_counts_answer_tokens_only(tmp_path, tiny_nem
         for j in range(start, len(ids)):
             manual.append(torch.nn.functional.cross_entropy(logits[row, j - 1], torch.tensor(ids[j])))
     assert torch.allclose(loop_loss, torch.stack(manual).mean(), atol=1e-5)
+
+
+def test_launcher_runs_squad_fine_tuning_then_export_here(tmp_path, tiny_nemo):  # noqa: F811
+    """stages=[fine_tuning,export] through main.py on this machine (cluster_type=interactive): SQuAD files are
+    prepared, the converted model found at its default path is fine-tuned, and the result is exported."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    results, data = tmp_path / "results", tmp_path / "data"
+    converted = results / "gpt3_tiny" / "convert_nemo" / "results" / "megatron_gpt.nemo"
+    converted.parent.mkdir(parents=True)
+    shutil.copyfile(tiny_nemo, converted)
+    squad_dir = data / "squad_data" / "v1.1"
+    squad_dir.mkdir(parents=True)
+    for name, count in (("train-v1.1.json", 16), ("dev-v1.1.json", 8)):
+        qas = [{"id": str(i), "question": f"What is item {i}?", "answers": [{"answer_start": 0, "text": f"thing {i}"}]}
+               for i in range(count)]
+        document = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Items are things.", "qas": qas}]}]}
+        (squad_dir / name).write_text(json.dumps(document))
+    tiny = ["trainer.devices=1", "trainer.accelerator=cpu", "trainer.precision=32", "trainer.max_steps=4",
+            "trainer.log_every_n_steps=2", "trainer.val_check_interval=4", "trainer.limit_val_batches=1",
+            "model.global_batch_size=4", "model.micro_batch_size=2", "model.optim.lr=1e-3", "model.optim.sched.warmup_steps=1",
+            "model.data.train_ds.max_seq_length=64"]
+    command = [sys.executable, "main.py", "stages=[fine_tuning,export]", "training=gpt3/tiny", "fine_tuning=gpt3/squad",
+               "export=gpt3/export_gpt3", "cluster_type=interactive", f"base_results_dir={results}", f"data_dir={data}",
+               *[f"fine_tuning.{o}" for o in tiny], "export.model.weight_data_type=fp32", "export.triton_deployment.data_type=fp32",
+               "export.model.checkpoint_path=${fine_tuning.exp_manager.explicit_log_dir}/checkpoints/megatron_gpt_sft.nemo"]
+    env = {k: v for k, v in os.environ.items() if k != "NEMO_LAUNCHER_DEBUG"}
+    result = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=900, env=dict(env, OMP_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    lines = [json.loads(line) for line in (squad_dir / "train-v1.1_gpt.jsonl").read_text().splitlines()]
+    assert len(lines) == 16 and lines[0] == {"input": "Context: Items are things.\nQuestion: What is item 0?",
+                                             "output": "thing 0", "answers": ["thing 0"]}
+    tuned = results / "gpt3_tiny" / "squad" / "results" / "checkpoints" / "megatron_gpt_sft.nemo"
+    assert tuned.is_file()
+    metrics = [json.loads(line) for line in (tuned.parent.parent / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "train_loss" in m] == [2, 4] and "validation_loss_squad" in metrics[-1]
+    repo_dir = results / "gpt3_tiny" / "export_tp1_pp1_fp32_fp32" / "model_repo" / "gpt3_tiny"
+    assert (repo_dir / "config.pbtxt").is_file() and (repo_dir / "1" / "model.nemo").is_file()
