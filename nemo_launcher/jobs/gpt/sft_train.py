@@ -273,15 +273,16 @@ def save_model(session: Session, model: torch.nn.Module, path: str) -> None:
 
     tp = session.cfg.model.tensor_model_parallel_size
     world = session.placement.world_size
+    # Host copies: a .nemo must load on machines without this job's GPUs.
+    state = {k: v.cpu() for k, v in model.state_dict().items() if not k.endswith("._extra_state")}
     if tp == 1:
         if session.placement.rank == 0:
-            save_nemo(path, session.nemo_config, model.state_dict())
+            save_nemo(path, session.nemo_config, state)
     else:
         staging = Path(path).parent / f".{Path(path).name}.shards"
         if session.dp_rank == 0:
             staging.mkdir(parents=True, exist_ok=True)
-            torch.save({k: v.cpu() for k, v in model.state_dict().items() if not k.endswith("._extra_state")},
-                       staging / f"tp{session.tp_rank}.pt")
+            torch.save(state, staging / f"tp{session.tp_rank}.pt")
         torch.distributed.barrier()
         if session.placement.rank == 0:
             config = dict(session.nemo_config, tensor_model_parallel_size=tp, pipeline_model_parallel_size=1)
