@@ -201,7 +201,7 @@ class CheckpointAndStop(pl.Callback):
             self.folder.prepare(step)
         _barrier()
         target = self.folder.path(step)
-        trainer.save_checkpoint(target)  # every rank writes its shards; ends with a barrier
+        trainer.save_checkpoint(target, weights_only=False)  # every rank writes its shards; ends with a barrier
         if rank_zero:
             self.folder.mark_complete(step, {
                 "step": step,

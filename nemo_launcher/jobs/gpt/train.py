@@ -52,6 +52,15 @@ def _setup_logging(rank: int) -> None:
     # and the first log lines say which layer spec and optimizer were chosen.
     warnings.filterwarnings("ignore", message=".*Transformer Engine and Apex are not installed.*")
     warnings.filterwarnings("ignore", message=".*Apex is not installed.*")
+    # We pad with the end-of-document id on purpose (GPT-2 has no pad token), as NeMo and Megatron-LM do.
+    warnings.filterwarnings("ignore", message=".*pad token id in the tokenizer collides.*")
+    # Lightning's hint to use srun: the launcher does, or runs us without Slurm on purpose.
+    warnings.filterwarnings("ignore", message=".*`srun` command is available on your system but is not used.*")
+    # Deprecations inside megatron-core and Lightning themselves, nothing our config can change.
+    warnings.filterwarnings("ignore", message=".*full scope is deprecated.*")
+    warnings.filterwarnings("ignore", message=".*Please use DTensor instead and we are deprecating ShardedTensor.*")
+    warnings.filterwarnings("ignore", message=".*`load_state_dict` is deprecated and will be removed.*")
+    warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\)` is deprecated.*")
     # The sampler derives its position from the restored global step, so mid-run checkpoints are resumable
     # although the DataLoader carries no state of its own.
     warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch ended.*")
@@ -134,6 +143,11 @@ def _announce(parts, writer, resume) -> None:
 def _lightning(parts, writer, folder, signals, started: float, max_time_s):
     import pytorch_lightning as pl
     import torch
+
+    # Lightning sets its loggers to INFO when imported; what it says at INFO (devices found, tips) our
+    # first lines already cover.
+    for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
     from .callbacks import CheckpointAndStop, ProgressLogger, StepClock
     from .flops import model_flops_per_token, peak_bf16_flops
