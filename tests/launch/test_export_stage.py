@@ -63,3 +63,13 @@ def test_bad_export_config_is_refused(overrides, words, launch, tmp_path):
     assert code == 2, (out, err)
     assert all(word in err for word in words), err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_job_accepts_every_key_the_launcher_writes(launch, tmp_path):
+    from nemo_launcher.jobs.gpt.export import ExportConfig
+
+    results = tmp_path / "results"
+    assert launch(EXPORT, results=results)[0] == 0
+    (config,) = results.rglob("*_hydra.yaml")
+    cfg = ExportConfig.from_dict(yaml.safe_load(config.read_text()))
+    assert (cfg.model.weight_data_type, cfg.triton_deployment.data_type) == ("fp16", "fp16")

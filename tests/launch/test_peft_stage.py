@@ -39,3 +39,22 @@ def test_bad_lora_settings_are_refused(overrides, words, launch, tmp_path):
     assert code == 2, (out, err)
     assert all(word in err for word in words), err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("stage,choice,extra", [
+    ("peft", "gpt3/squad", []),
+    ("fine_tuning", "gpt3/squad", []),
+    ("fine_tuning", "gpt3/custom_task", ["fine_tuning.model.data.train_ds.file_names=[/d/a.jsonl]",
+                                        "fine_tuning.model.data.train_ds.concat_sampling_probabilities=[1.0]",
+                                        "fine_tuning.model.data.validation_ds.file_names=[/d/v.jsonl]"]),
+])
+def test_the_job_accepts_every_key_the_launcher_writes(stage, choice, extra, launch, tmp_path):
+    """The contract between the two sides: the resolved YAML binds to the job's schema (no torch needed)."""
+    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+
+    results = tmp_path / "results"
+    assert launch([f"stages=[{stage}]", f"{stage}={choice}", *extra], results=results)[0] == 0
+    (config,) = results.rglob("*_hydra.yaml")
+    cfg = SftConfig.from_dict(yaml.safe_load(config.read_text()), stage=stage)
+    assert cfg.trainer.precision_name() == "bf16" and cfg.model.optim.sched.name == "CosineAnnealing"
+    assert (cfg.model.peft is not None) == (stage == "peft")
