@@ -7,7 +7,7 @@ PyTriton (`nvidia-pytriton`) starts a Triton Inference Server from its own wheel
 needed. The model's config.pbtxt gives the name, max_batch_size and the generation settings; 1/model.nemo
 the weights. Requests run through the same TextGenerator as the repository's Python backend, so both
 servers give the same answers. Runs until Ctrl-C or SIGTERM, then stops the server and its processes and
-exits 0. Prints `ready: ...` once requests are accepted.
+exits 0 (1 if the server dies on its own). Prints `ready: ...` once requests are accepted.
 """
 import argparse
 import os
@@ -99,7 +99,10 @@ def main(argv=None) -> int:
         triton.run()  # returns once the server and the model accept requests
         print(f"ready: model {config.name or model_dir.name!r} on http://{args.host}:{args.http_port} "
               f"and grpc://{args.host}:{args.grpc_port}", flush=True)
-        stop.wait()
+        while not stop.wait(timeout=5.0):
+            if not triton.is_alive():  # tritonserver or the model's proxy died: say so instead of hanging
+                print("error: the Triton server stopped on its own; see its log above", file=sys.stderr, flush=True)
+                return 1
         print("stopping", flush=True)
     return 0
 
