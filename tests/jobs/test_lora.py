@@ -94,12 +94,15 @@ def test_adapter_file_refuses_a_full_model(tiny_nemo):  # noqa: F811
 
 
 def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_jsonl):  # noqa: F811
-    """TP=2 (torchrun, 2 processes) and TP=1 from the same weights give the same adapter file and merged
-    model: the column/row splits of A and B, SwiGLU's [gate; up] rows, and the sharded save all line up."""
+    """The peft program under torchrun with TP=2, from a TP=1 archive (resharded on load), and in-process
+    with TP=1 give the same adapter file and merged model: the column/row splits of A and B, SwiGLU's
+    [gate; up] rows and the sharded save all line up. The model is the `improved` style (SwiGLU, RoPE, GQA)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
+
+    import yaml
 
     from nemo_launcher.jobs.common.distributed import placement_from_env
     from nemo_launcher.jobs.gpt import peft
@@ -107,17 +110,25 @@ def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_
     from nemo_launcher.jobs.gpt.nemo_archive import load_nemo, save_nemo
     from nemo_launcher.jobs.gpt.sft_config import SftConfig
 
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             "-m", "tests.jobs.tp2_lora_job", str(tmp_path), *gpt2_files, qa_jsonl],
-                            capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2],
-                            env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    from .gpt_models import model_section, random_model
 
-    config, weights = load_nemo(tmp_path / "tp2.nemo")  # the TP=2 shards merged into one model
-    save_nemo(tmp_path / "tp1.nemo", config, weights)
-    section = lora_section(str(tmp_path / "tp1.nemo"), qa_jsonl, str(tmp_path / "lora_tp1"), target_modules=["all"])
-    section["trainer"].update(max_steps=8, val_check_interval=8)
-    peft.lora_tune(SftConfig.from_dict(section, stage="peft"), placement_from_env({}))
+    base = model_section("improved", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
+                         init_method_std=0.02, data={"seq_length": 64, "num_workers": 0})
+    save_nemo(tmp_path / "base.nemo", base, random_model(base).state_dict())
+
+    def section(tp: int) -> dict:
+        config = lora_section(str(tmp_path / "base.nemo"), qa_jsonl, str(tmp_path / f"lora_tp{tp}"), target_modules=["all"])
+        config["trainer"].update(devices=tp, max_steps=8, val_check_interval=8)
+        config["model"]["tensor_model_parallel_size"] = tp
+        return config
+
+    (tmp_path / "tp2.yaml").write_text(yaml.safe_dump(section(2)))
+    repo = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             "-m", "nemo_launcher.jobs.gpt.peft", "--config", str(tmp_path / "tp2.yaml")],
+                            capture_output=True, text=True, timeout=600, cwd=repo, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    peft.lora_tune(SftConfig.from_dict(section(1), stage="peft"), placement_from_env({}))
 
     name = "checkpoints/megatron_gpt_peft_lora"
     _, one = load_adapter_file(tmp_path / "lora_tp1" / f"{name}.nemo")

@@ -145,7 +145,7 @@ class SftModel:
     micro_batch_size: int
     optim: OptimSection
     data: DataSection
-    tensor_model_parallel_size: int = 1  # must equal the layout the .nemo was written for
+    tensor_model_parallel_size: int = 1  # any; a .nemo of another layout is resharded on load
     pipeline_model_parallel_size: int = 1  # must be 1
     seed: int = 1234
     hidden_dropout: float = 0.1

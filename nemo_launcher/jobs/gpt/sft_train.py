@@ -54,7 +54,8 @@ def start(cfg: SftConfig, placement: Placement) -> Session:
     from ..common.config import bind
     from ..common.tokenizer import load_tokenizer
     from .config import ModelSection
-    from .nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
+    from .nemo_archive import layout_of, load_nemo, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
+    from .shards import ShardLayout, split_state_dict
     from .standalone import build_inference_model, inference_section, on_gpu, start_model_parallel
 
     gpu = on_gpu()
@@ -65,10 +66,6 @@ def start(cfg: SftConfig, placement: Placement) -> Session:
     dp_size = cfg.data_parallel_size(placement.world_size)
     path = cfg.model.restore_from_path
     nemo_config = read_nemo_config(path)
-    if layout_of(nemo_config) != (tp, 1):
-        stored = layout_of(nemo_config)
-        raise JobConfigError(f"model.tensor_model_parallel_size: {path} holds a TP({stored[0]}) x PP({stored[1]}) model; "
-                             f"fine-tune with TP({stored[0]}) and PP(1), or convert it again for TP({tp})")
     start_model_parallel(tp, 1, seed=cfg.model.seed)
     section = bind(ModelSection, nemo_config, "model")
     section = dataclasses.replace(inference_section(section, tp, 1), hidden_dropout=cfg.model.hidden_dropout,
@@ -76,7 +73,11 @@ def start(cfg: SftConfig, placement: Placement) -> Session:
     spec = section.tokenizer
     tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
-    state_dict = load_nemo_shard(path, tp_rank, 0)
+    if layout_of(nemo_config) == (tp, 1):
+        state_dict = load_nemo_shard(path, tp_rank, 0)
+    else:  # an archive of another layout is merged and cut again for this TP (each rank reads it whole once)
+        _, full = load_nemo(path)
+        state_dict = split_state_dict(full, ShardLayout.of(nemo_config, tp, 1), tp_rank, 0)
     precision = cfg.trainer.precision_name()
     model = build_inference_model(section, padded_vocab_of(state_dict, tp, tokenizer.vocab_size), precision)
     load_weights(model, state_dict, path)
