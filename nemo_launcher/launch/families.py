@@ -26,6 +26,7 @@ FAMILIES: Dict[str, Family] = {
                 "conversion": "nemo_launcher.jobs.gpt.convert",
                 "fine_tuning": "nemo_launcher.jobs.gpt.finetune",
                 "peft": "nemo_launcher.jobs.gpt.peft",
+                "evaluation": "nemo_launcher.jobs.gpt.evaluate",
                 "export": "nemo_launcher.jobs.gpt.export",
             },
         ),

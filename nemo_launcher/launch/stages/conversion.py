@@ -9,6 +9,8 @@ config derives those from cluster.gpus_per_node. Each process reads its slice of
 from pathlib import Path
 from typing import List
 
+from omegaconf import OmegaConf
+
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
@@ -22,6 +24,10 @@ class ConversionStage(Stage):
     kind = "conversion"
 
     def job_specs(self) -> List[JobSpec]:
+        # run.nodes and run.ntasks_per_node divide by these: check them first, so a 0 is reported as itself
+        # and not as a division by zero while resolving the run section.
+        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
+            positive_int(self.key("model", name), OmegaConf.select(self.root, self.key("model", name), default=1))
         config = self.resolved()
         program = program_for(family_for(self.kind, self.choice), self.kind, self.choice)
         run = self.run_section(config)

@@ -1,0 +1,155 @@
+"""Zero-shot (or few-shot) evaluation of a `.nemo` GPT with lm-eval, on task data from local files only.
+
+    python3 -u -m nemo_launcher.jobs.gpt.evaluate --config <job dir>/<run.name>_hydra.yaml
+    torchrun --nproc_per_node=2 -m nemo_launcher.jobs.gpt.evaluate --config ...     (model.tensor_model_parallel_size=2)
+
+Tasks (run.tasks) are lm-eval's built-in ones (launch/eval_tasks.py lists them and the jsonl fields each
+needs), read from <run.task_data_dir>/<task>/<split>.jsonl. Nothing is downloaded: the Hugging Face
+libraries are put in offline mode, so a missing file is an error, never a 25-second network retry.
+Writes <run.results_dir>/results/lm_eval_results.json and prints lm-eval's table. Exit codes: 0 done,
+2 configuration error (one line on stderr), anything else a crash.
+"""
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Union
+
+RESULTS_FILE = "lm_eval_results.json"
+_PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16", "32": "fp32", "32-true": "fp32"}
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationRun:
+    name: str
+    results_dir: str  # results go to <results_dir>/results/
+    task_data_dir: str  # <task>/<split>.jsonl per task
+    tasks: Union[str, List[str]] = "all_tasks"  # all_tasks, a name, a comma-separated string or a list
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationModel:
+    nemo_model: str  # the .nemo to evaluate (the conversion stage's output by default)
+    model_type: Literal["nemo-gpt3"] = "nemo-gpt3"
+    tensor_model_parallel_size: int = 1  # processes the model is split over; the .nemo is resharded on load
+    pipeline_model_parallel_size: int = 1  # must be 1
+    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count
+    precision: Optional[Union[int, str]] = None  # bf16, 16 or 32; null = the dtype the .nemo stores
+    eval_batch_size: int = 4  # sequences per forward pass
+    num_fewshot: int = 0  # examples drawn from the task's own split and put before each question
+    limit: Optional[int] = None  # documents per task, for a quick look; null = all
+    bootstrap_iters: int = 1000  # resamples for the standard errors; 0 skips them
+
+    def check(self, key: str) -> None:
+        from ..common.config import JobConfigError
+
+        if self.pipeline_model_parallel_size != 1:
+            raise JobConfigError(f"{key}.pipeline_model_parallel_size: evaluation runs without pipeline parallelism; set 1 "
+                                 "(the .nemo is resharded on load, whatever layout it was converted to)")
+        if self.tensor_model_parallel_size < 1 or self.eval_batch_size < 1:
+            raise JobConfigError(f"{key}.tensor_model_parallel_size and eval_batch_size: must be >= 1")
+        if self.model_parallel_size is not None and self.model_parallel_size != self.tensor_model_parallel_size:
+            raise JobConfigError(f"{key}.model_parallel_size: {self.model_parallel_size} != TP({self.tensor_model_parallel_size}) x PP(1)")
+        if self.num_fewshot < 0 or self.bootstrap_iters < 0 or (self.limit is not None and self.limit < 1):
+            raise JobConfigError(f"{key}: num_fewshot and bootstrap_iters must be >= 0, limit >= 1 or null")
+        if self.precision is not None and str(self.precision) not in _PRECISIONS:
+            raise JobConfigError(f"{key}.precision: {self.precision!r} is not one of bf16, 16, 32 (or null: as stored)")
+
+    def precision_name(self) -> Optional[str]:
+        return None if self.precision is None else _PRECISIONS[str(self.precision)]
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+    run: EvaluationRun
+    model: EvaluationModel
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "EvaluationConfig":
+        from nemo_launcher.launch.eval_tasks import parse_tasks
+
+        from ..common.config import JobConfigError, bind
+
+        unknown = sorted(set(data) - {"run", "model"})
+        if unknown:
+            raise JobConfigError(f"{unknown[0]}: unknown section; an evaluation config holds run and model")
+        cfg = cls(run=bind(EvaluationRun, data.get("run"), "run", strict=False), model=bind(EvaluationModel, data.get("model"), "model"))
+        try:
+            parse_tasks(cfg.run.tasks)
+        except ValueError as error:
+            raise JobConfigError(f"run.tasks: {error}") from None
+        return cfg
+
+    @property
+    def results_file(self) -> Path:
+        return Path(self.run.results_dir) / "results" / RESULTS_FILE
+
+
+def _offline(cfg: EvaluationConfig) -> None:
+    """Before datasets/huggingface_hub are imported: no network, and caches in the job's folder rather
+    than a home directory that compute nodes may not have."""
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    if "HF_HOME" not in os.environ and "HF_DATASETS_CACHE" not in os.environ:
+        os.environ["HF_DATASETS_CACHE"] = str(Path(cfg.run.results_dir) / "hf_datasets_cache")
+
+
+def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
+    """Runs the tasks; rank 0 writes the results file and prints the table. Returns lm-eval's results."""
+    _offline(cfg)
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    from lm_eval.utils import handle_non_serializable, make_table
+
+    from nemo_launcher.launch.eval_tasks import parse_tasks
+
+    from .lm_adapter import MegatronGPTLM
+    from .lm_eval_tasks import local_task_configs
+    from .nemo_archive import load_gpt_from_nemo, read_nemo_config
+
+    names = parse_tasks(cfg.run.tasks)
+    tasks = local_task_configs(names, cfg.run.task_data_dir)  # checks the files before the model is loaded
+    model, tokenizer = load_gpt_from_nemo(cfg.model.nemo_model, cfg.model.tensor_model_parallel_size, 1,
+                                          cfg.model.precision_name())
+    max_length = int(read_nemo_config(cfg.model.nemo_model)["encoder_seq_length"])
+    lm = MegatronGPTLM(model, tokenizer, max_length=max_length, batch_size=cfg.model.eval_batch_size)
+    results = lm_eval.simple_evaluate(
+        model=lm, tasks=tasks, task_manager=TaskManager(include_defaults=False),  # the default index costs ~5 s
+        num_fewshot=cfg.model.num_fewshot, limit=cfg.model.limit, bootstrap_iters=cfg.model.bootstrap_iters,
+        log_samples=False,
+    )
+    if _rank() == 0:
+        record = {
+            "model": cfg.model.nemo_model, "tasks": names, "num_fewshot": cfg.model.num_fewshot, "limit": cfg.model.limit,
+            "results": results["results"], "n-samples": results.get("n-samples"), "versions": results.get("versions"),
+        }
+        cfg.results_file.parent.mkdir(parents=True, exist_ok=True)
+        temporary = cfg.results_file.with_name(f".{RESULTS_FILE}.tmp")
+        temporary.write_text(json.dumps(record, indent=2, default=handle_non_serializable) + "\n")
+        os.replace(temporary, cfg.results_file)
+        print(make_table(results), flush=True)
+        print(f"results: {cfg.results_file}", flush=True)
+    return results
+
+
+def _rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def main(argv=None) -> int:
+    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+
+    try:
+        path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.evaluate")
+        evaluate(EvaluationConfig.from_dict(load_resolved_config(path)))
+        return 0
+    except JobConfigError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

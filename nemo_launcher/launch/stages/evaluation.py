@@ -1,0 +1,69 @@
+"""Evaluation stage: lm-eval on a converted `.nemo`, task data from local files.
+
+    python3 main.py stages=[training,conversion,evaluation] training=gpt3/126m
+    python3 main.py stages=[evaluation] evaluation=gpt3/evaluate_lambada evaluation.run.model_train_name=gpt3_5b
+
+One job of TP processes (model.tensor_model_parallel_size), spread over run.nodes x run.ntasks_per_node.
+"""
+from pathlib import Path
+from typing import List
+
+from omegaconf import OmegaConf
+
+from ..errors import config_error
+from ..eval_tasks import parse_tasks
+from ..families import family_for, program_for
+from ..job_spec import Command, JobSpec
+from .base import Stage, dump_config, parse_dependency, positive_int
+
+
+class EvaluationStage(Stage):
+    kind = "evaluation"
+
+    def job_specs(self) -> List[JobSpec]:
+        # run.nodes and run.ntasks_per_node divide by these: check them first, so a 0 is reported as itself
+        # and not as a division by zero while resolving the run section.
+        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
+            positive_int(self.key("model", name), OmegaConf.select(self.root, self.key("model", name), default=1))
+        config = self.resolved()
+        program = program_for(family_for(self.kind, self.choice), self.kind, self.choice)
+        run = self.run_section(config)
+        model = config.get("model") or {}
+        try:
+            parse_tasks(run.get("tasks"))
+        except ValueError as error:
+            raise config_error(self.key("run", "tasks"), run.get("tasks"), str(error)) from None
+        tp = positive_int(self.key("model", "tensor_model_parallel_size"), model.get("tensor_model_parallel_size", 1))
+        if model.get("pipeline_model_parallel_size", 1) != 1:
+            raise config_error(self.key("model", "pipeline_model_parallel_size"), model.get("pipeline_model_parallel_size"),
+                               "evaluation runs without pipeline parallelism: set 1 (the .nemo is resharded on load)")
+        mp = model.get("model_parallel_size")
+        if mp is not None and mp != tp:
+            raise config_error(self.key("model", "model_parallel_size"), mp, f"must equal TP({tp}) x PP(1) = {tp}")
+        nodes = positive_int(self.key("run", "nodes"), run.get("nodes", 1))
+        tasks = positive_int(self.key("run", "ntasks_per_node"), run.get("ntasks_per_node", 1))
+        if (nodes * tasks) % tp:
+            raise config_error(self.key("run", "ntasks_per_node"), tasks,
+                               f"nodes({nodes}) x ntasks_per_node({tasks}) = {nodes * tasks} processes cannot hold TP({tp}) "
+                               "ranks evenly; make it a multiple")
+        positive_int(self.key("model", "eval_batch_size"), model.get("eval_batch_size", 4))
+        for section, key, value in (("model", "nemo_model", model.get("nemo_model")), ("run", "task_data_dir", run.get("task_data_dir"))):
+            if not value or not Path(str(value)).is_absolute():
+                raise config_error(self.key(section, key), value, "must be an absolute path")
+        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
+        directory = Path(run["results_dir"])
+        config_file = directory / f"{run['name']}_hydra.yaml"
+        return [
+            JobSpec(
+                stage=self.kind,
+                name=str(run["name"]),
+                directory=directory,
+                commands=(Command(program, ("--config", str(config_file))),),
+                time_limit=str(run["time_limit"]),
+                nodes=nodes,
+                tasks_per_node=tasks,
+                chain=chain,
+                dependency=dependency,
+                files=((config_file, dump_config(config)),),
+            )
+        ]
