@@ -132,3 +132,16 @@ def apply_cpu_shim() -> None:
 
 
 _PROXY = _TorchProxy()
+
+
+@contextlib.contextmanager
+def tensor_cuda_is_noop():
+    """`Tensor.cuda()` returns the tensor itself while building a model on a CPU. The proxy cannot reach
+    method calls on tensors; GPTModel calls `.cuda()` on its tied embedding when PP > 1 (and CLIPViT on a
+    position table), which would fail on a CPU-only torch."""
+    original = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = original

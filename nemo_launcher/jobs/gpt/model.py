@@ -148,25 +148,37 @@ def check_model_support(model: ModelSection, on_gpu: bool, use_te: bool) -> None
 
 def build_gpt_chunks(model: ModelSection, config, vocab_size: int, use_te: bool) -> List[torch.nn.Module]:
     """Bare GPTModel chunks (no precision or DDP wrapper), one per virtual pipeline stage."""
+    vpp = config.virtual_pipeline_model_parallel_size
+    chunks = []
+    with _cpu_build_context():
+        for vp_stage in range(vpp or 1):
+            chunks.append(_gpt_chunk(model, config, vocab_size, use_te, vp_stage if vpp else None))
+    return chunks
+
+
+def _cpu_build_context():
+    import contextlib
+
+    if torch.cuda.is_available():
+        return contextlib.nullcontext()
+    from ..common.mcore_cpu import tensor_cuda_is_noop
+
+    return tensor_cuda_is_noop()
+
+
+def _gpt_chunk(model: ModelSection, config, vocab_size: int, use_te: bool, stage: Optional[int]):
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
 
-    vpp = config.virtual_pipeline_model_parallel_size
-    chunks = []
-    for vp_stage in range(vpp or 1):
-        stage = vp_stage if vpp else None
-        chunks.append(
-            GPTModel(
-                config=config,
-                transformer_layer_spec=_layer_spec(model, config, use_te, stage),
-                vocab_size=vocab_size,
-                max_sequence_length=model.max_position_embeddings,
-                pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
-                post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
-                share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
-                position_embedding_type=model.position_embedding_type,
-                rotary_percent=model.rotary_percentage,
-                vp_stage=stage,
-            )
-        )
-    return chunks
+    return GPTModel(
+        config=config,
+        transformer_layer_spec=_layer_spec(model, config, use_te, stage),
+        vocab_size=vocab_size,
+        max_sequence_length=model.max_position_embeddings,
+        pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
+        post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
+        share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
+        position_embedding_type=model.position_embedding_type,
+        rotary_percent=model.rotary_percentage,
+        vp_stage=stage,
+    )

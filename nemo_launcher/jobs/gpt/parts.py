@@ -117,7 +117,33 @@ def effective_model(model: ModelSection, use_te: bool) -> ModelSection:
     return model
 
 
-def build_parts(cfg: TrainingConfig, placement: Placement, on_gpu: bool) -> TrainingParts:
+_EMBEDDING_KEY = "embedding.word_embeddings.weight"
+
+
+def resumed_vocab_size(checkpoint, computed: int, real_vocab: int, tensor_parallel: int) -> int:
+    """The padded vocabulary a checkpoint was trained with, when resuming it under another TP size.
+
+    Padding is a multiple of make_vocab_size_divisible_by x TP, so a TP=2 run pads further than TP=1
+    would; the checkpoint's own row count is kept, if this TP can split it, so the weights load as they are.
+    """
+    from megatron.core import dist_checkpointing
+
+    if checkpoint is None:
+        return computed
+    metadata = dist_checkpointing.load_tensors_metadata(str(checkpoint))
+    if _EMBEDDING_KEY not in metadata:
+        return computed
+    rows = int(metadata[_EMBEDDING_KEY].global_shape[0])
+    if rows == computed:
+        return computed
+    if rows < real_vocab or rows % tensor_parallel:
+        raise JobConfigError(f"model.tensor_model_parallel_size: {checkpoint} has a {rows}-row embedding, which "
+                             f"TP({tensor_parallel}) cannot split; resume with a TP that divides {rows}")
+    log.info("keeping the checkpoint's padded vocabulary of %d rows (this layout alone would pad to %d)", rows, computed)
+    return rows
+
+
+def build_parts(cfg: TrainingConfig, placement: Placement, on_gpu: bool, resume=None) -> TrainingParts:
     from megatron.core import parallel_state
 
     from .data import build_datasets, resolve_blend
@@ -140,6 +166,7 @@ def build_parts(cfg: TrainingConfig, placement: Placement, on_gpu: bool) -> Trai
 
     tokenizer = load_tokenizer(**dataclasses.asdict(model.tokenizer))
     vocab_size = padded_vocab_size(tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size)
+    vocab_size = resumed_vocab_size(resume, vocab_size, tokenizer.vocab_size, model.tensor_model_parallel_size)
     config = transformer_config(model, precision, on_gpu, use_te)
     chunks = build_gpt_chunks(model, config, vocab_size, use_te)
     for chunk in chunks:

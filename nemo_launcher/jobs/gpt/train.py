@@ -79,9 +79,9 @@ def _train(cfg, placement, started: float) -> int:
     try:
         rank_zero = placement.rank == 0
         writer = MetricsWriter(_loggers(cfg) if rank_zero else [], rank_zero)
-        on_gpu = init_processes(cfg, placement)
-        parts = build_parts(cfg, placement, on_gpu)
         resume = resume_path(folder, cfg.exp_manager.resume_if_exists, cfg.exp_manager.resume_ignore_no_checkpoint)
+        on_gpu = init_processes(cfg, placement)
+        parts = build_parts(cfg, placement, on_gpu, resume)
         _announce(parts, writer, resume)
         trainer, module = _lightning(parts, writer, folder, signals, started, max_time_s)
         stopped = False

@@ -1,0 +1,92 @@
+"""Runs of the GPT training program for the trainer tests: configs, processes, and reading their results.
+
+    config = write_config(tmp_path, data_dir, ["trainer.max_steps=8"])
+    result = run_training(config, processes=2)          # torchrun when processes > 1
+    losses(result.stdout) -> {1: 10.81, 2: 10.79, ...}
+    weights(checkpoint_dir) -> {"decoder.layers.self_attention...": tensor, ...}
+
+The model is the tiny GPT with shorter samples (32 tokens, micro-batch 2, global batch 4), so a step
+costs tens of milliseconds even with GPT-2's 50k vocabulary.
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+MODULE = "nemo_launcher.jobs.gpt.train"
+
+FAST = [
+    "model.encoder_seq_length=32",
+    "model.micro_batch_size=2",
+    "model.global_batch_size=4",
+    "trainer.log_every_n_steps=1",
+    "trainer.limit_val_batches=1",
+    "trainer.limit_test_batches=1",
+    "model.optim.sched.warmup_steps=2",
+]
+
+
+def write_config(work: Path, data_dir: Path, overrides: Sequence[str] = (), name: str = "cfg.yaml") -> Path:
+    from nemo_launcher.jobs.gpt.dev_config import write_training_config
+
+    return write_training_config(work / name, data_dir=data_dir, results_dir=work / "results",
+                                 overrides=[*FAST, *overrides])
+
+
+def log_dir(work: Path) -> Path:
+    return work / "results" / "gpt3_tiny" / "results"
+
+
+def command(config: Path, processes: int = 1) -> List[str]:
+    if processes > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                "-m", MODULE, "--config", str(config)]
+    return [sys.executable, "-u", "-m", MODULE, "--config", str(config)]
+
+
+def environment() -> Dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
+    env.pop("NEMO_LAUNCHER_DEBUG", None)
+    return env
+
+
+def run_training(config: Path, processes: int = 1, expect_rc: int = 0, timeout: int = 300) -> subprocess.CompletedProcess:
+    result = subprocess.run(command(config, processes), cwd=REPO, env=environment(), capture_output=True, text=True,
+                            timeout=timeout)
+    if result.returncode != expect_rc:
+        raise AssertionError(f"training exited {result.returncode}, expected {expect_rc}\n--- stdout\n"
+                             f"{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}")
+    return result
+
+
+def start_training(config: Path, output: Path) -> subprocess.Popen:
+    """The program in the background, its output in `output` (read it while it runs)."""
+    handle = open(output, "w")
+    return subprocess.Popen(command(config), cwd=REPO, env=environment(), stdout=handle, stderr=subprocess.STDOUT, text=True)
+
+
+_STEP_LINE = re.compile(r"^step=(\d+)/\d+ loss=([0-9.]+) .*global_batch_size=(\d+) microbatches=(\d+)", re.M)
+
+
+def losses(stdout: str) -> Dict[int, float]:
+    return {int(m.group(1)): float(m.group(2)) for m in _STEP_LINE.finditer(stdout)}
+
+
+def batch_sizes(stdout: str) -> Dict[int, tuple]:
+    """step -> (global batch size, microbatches) from the progress lines."""
+    return {int(m.group(1)): (int(m.group(3)), int(m.group(4))) for m in _STEP_LINE.finditer(stdout)}
+
+
+def weights(checkpoint: Path, scratch: Path) -> Dict[str, "object"]:
+    """Every model tensor of a dist checkpoint, whole, read with torch's own converter (not our loader)."""
+    import torch
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    target = scratch / f"{checkpoint.parent.parent.parent.name}-{checkpoint.name}.pt"
+    dcp_to_torch_save(str(checkpoint), str(target))
+    state = torch.load(target, weights_only=False)
+    return {k: v for k, v in state.items() if isinstance(v, torch.Tensor) and not k.startswith("optimizer.")
+            and "_extra_state" not in k}
