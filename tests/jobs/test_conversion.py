@@ -1,5 +1,6 @@
 """Conversion on real training runs: the trainer trains the tiny GPT for 4 steps, the launcher writes the
 conversion job's config (default paths only), and the job's outputs are checked against the checkpoint.
+The classic run is the session's `tiny_pipeline` (conftest.py), shared with the evaluation tests.
 
 - classic GPT, trained TP=1 -> .nemo TP=1 and Hugging Face GPT-2: same logits as the checkpoint;
 - improved GPT (rope, swiglu, rmsnorm, GQA, untied), trained TP=2 -> .nemo TP=1 and Hugging Face Llama:
@@ -16,7 +17,7 @@ from nemo_launcher.jobs.gpt import nemo_archive  # noqa: E402
 from nemo_launcher.jobs.gpt.shards import ShardLayout, split_state_dict  # noqa: E402
 
 from .gpt_models import megatron_logits  # noqa: E402
-from .pipeline_support import IMPROVED, SHORT_TRAINING, build_data, plan_pipeline, reference_logits, run_job  # noqa: E402
+from .pipeline_support import IMPROVED, SHORT_TRAINING, plan_pipeline, reference_logits, run_job  # noqa: E402
 
 TRAIN, CONVERT = "nemo_launcher.jobs.gpt.train", "nemo_launcher.jobs.gpt.convert"
 TOLERANCE = 1e-5  # max |logit difference| in fp32
@@ -25,33 +26,21 @@ TEXT = "The licensee may copy and distribute the Program, provided that the noti
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data")
-    build_data(path)
-    return path
+def classic(tiny_pipeline):
+    return tiny_pipeline
 
 
 @pytest.fixture(scope="module")
-def classic(tmp_path_factory, data_dir):
-    work = tmp_path_factory.mktemp("classic")
-    run = plan_pipeline(work, ["stages=[training,conversion]", "training=gpt3/tiny", "conversion=gpt3/convert_gpt3",
-                               *SHORT_TRAINING], data_dir)
-    run_job(run.configs["training"], TRAIN)
-    log = run_job(run.configs["conversion"], CONVERT).stdout
-    return run, log
-
-
-@pytest.fixture(scope="module")
-def improved_tp2(tmp_path_factory, data_dir):
+def improved_tp2(tmp_path_factory, sample_data_dir):
     work = tmp_path_factory.mktemp("improved")
     common = ["training=gpt3/tiny", "conversion=gpt3/convert_gpt3", *SHORT_TRAINING, *IMPROVED,
               "training.trainer.devices=2", "training.model.tensor_model_parallel_size=2"]
-    run = plan_pipeline(work, ["stages=[training,conversion]", *common], data_dir)
+    run = plan_pipeline(work, ["stages=[training,conversion]", *common], sample_data_dir)
     run_job(run.configs["training"], TRAIN, processes=2)
     run_job(run.configs["conversion"], CONVERT)
     # The same checkpoint to a TP=2 archive: two processes, each writing the shard megatron gives it.
     resharded = plan_pipeline(work, ["stages=[conversion]", *common, "conversion.model.tensor_model_parallel_size=2",
-                                     "conversion.run.nemo_file_name=megatron_gpt_tp2.nemo", "conversion.hf.mode=off"], data_dir)
+                                     "conversion.run.nemo_file_name=megatron_gpt_tp2.nemo", "conversion.hf.mode=off"], sample_data_dir)
     run_job(resharded.configs["conversion"], CONVERT, processes=2)
     return run
 

@@ -27,7 +27,7 @@ class MegatronGPTLM(TemplateLM):
         self.max_length = max_length  # tokens per forward pass: the trained sequence length
         self.batch_size = batch_size
         self.max_gen_toks = max_gen_toks
-        self.device = next(model.parameters()).device
+        self._model_device = next(model.parameters()).device  # LM.device is a read-only property
 
     @property
     def eot_token_id(self) -> int:
@@ -45,8 +45,8 @@ class MegatronGPTLM(TemplateLM):
         """[batch, seq] token ids -> [batch, seq, padded vocab] fp32 logits (causal attention)."""
         from megatron.core import parallel_state
 
-        tokens = tokens.to(self.device)
-        positions = torch.arange(tokens.shape[1], device=self.device).unsqueeze(0).expand_as(tokens)
+        tokens = tokens.to(self._model_device)
+        positions = torch.arange(tokens.shape[1], device=self._model_device).unsqueeze(0).expand_as(tokens)
         with torch.no_grad():
             local = self.model(tokens, positions, None).float()
         tp = parallel_state.get_tensor_model_parallel_world_size()
