@@ -9,6 +9,7 @@ The classic run is the session's `tiny_pipeline` (conftest.py), shared with the 
 Reference logits come from tests/jobs/checkpoint_logits.py (the trainer's code, not the converter's).
 """
 import pytest
+import yaml
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -118,3 +119,32 @@ def test_tp2_archive_shards_match_our_merge_and_split_rules(improved_tp2):
         assert ours.keys() == megatrons.keys()
         for key in ours:
             assert torch.equal(ours[key], megatrons[key]), (rank, key)
+
+
+def test_pp2_archive_of_a_tied_model_matches_our_merge_and_split_rules(classic, tmp_path):
+    """Pipeline stages: layers renumbered per stage, embeddings first, final norm and output last, and with
+    tied embeddings the last stage's copy of the word embeddings."""
+    run, _ = classic
+    config = yaml.safe_load(run.configs["conversion"].read_text())
+    config["model"]["pipeline_model_parallel_size"] = 2
+    config["model"]["model_parallel_size"] = 2
+    config["run"]["nemo_file_name"] = "megatron_gpt_pp2.nemo"
+    config["hf"]["mode"] = "off"
+    pp2_config = tmp_path / "convert_pp2_hydra.yaml"
+    pp2_config.write_text(yaml.safe_dump(config))
+    run_job(pp2_config, CONVERT, processes=2)
+
+    _, results = _paths(run)
+    model_config, full = nemo_archive.load_nemo(results / "megatron_gpt.nemo")
+    pp2 = results / "megatron_gpt_pp2.nemo"
+    assert nemo_archive.layout_of(nemo_archive.read_nemo_config(pp2)) == (1, 2)
+    _, merged = nemo_archive.load_nemo(pp2)
+    assert merged.keys() == full.keys()
+    assert all(torch.equal(merged[key], value) for key, value in full.items())
+    layout = ShardLayout.of(model_config, 1, 2)
+    for stage in range(2):
+        megatrons = nemo_archive.load_nemo_shard(pp2, 0, stage)
+        ours = split_state_dict(full, layout, 0, stage)
+        assert ours.keys() == megatrons.keys(), stage
+        assert all(torch.equal(ours[key], megatrons[key]) for key in ours), stage
+    assert "output_layer.weight" in megatrons  # the last stage's tied copy

@@ -156,6 +156,17 @@ def test_evaluation_job_on_the_converted_model(tiny_pipeline):
     assert 0.0 <= results["piqa"]["acc,none"] <= 1.0 and 0.0 <= results["piqa"]["acc_norm,none"] <= 1.0
     assert math.isfinite(results["wikitext2"]["word_perplexity,none"]) and results["wikitext2"]["word_perplexity,none"] > 1
 
+    # Tensor parallel: the TP=1 archive resharded on load, logits gathered over the two ranks: same numbers.
+    config["model"].update(tensor_model_parallel_size=2, model_parallel_size=2)
+    config["run"]["results_dir"] = config["run"]["results_dir"] + "_tp2"
+    tp2_file = config_file.with_name("eval_tp2_hydra.yaml")
+    tp2_file.write_text(yaml.safe_dump(config))
+    run_job(tp2_file, "nemo_launcher.jobs.gpt.evaluate", processes=2)
+    tp2 = json.loads((Path(config["run"]["results_dir"]) / "results" / "lm_eval_results.json").read_text())["results"]
+    for task, metric in (("lambada", "perplexity,none"), ("lambada", "acc,none"), ("piqa", "acc_norm,none"),
+                         ("wikitext2", "word_perplexity,none")):
+        assert tp2[task][metric] == pytest.approx(results[task][metric], rel=1e-5), (task, metric)
+
 
 def test_missing_task_file_names_the_path_and_fields(tiny_pipeline, tmp_path, monkeypatch):
     from nemo_launcher.jobs.gpt.evaluate import EvaluationConfig, evaluate
