@@ -180,3 +180,14 @@ def test_missing_task_file_names_the_path_and_fields(tiny_pipeline, tmp_path, mo
         evaluate(EvaluationConfig.from_dict(config))
     with pytest.raises(JobConfigError, match="run.tasks: unknown task 'mmlu'"):
         EvaluationConfig.from_dict({**config, "run": {**config["run"], "tasks": "mmlu"}})
+
+
+def test_sample_eval_data_has_the_fields_lm_eval_tasks_read(tmp_path):
+    from nemo_launcher.jobs.gpt.lm_eval_tasks import local_task_configs
+    from nemo_launcher.jobs.gpt.sample_eval_data import write_sample_eval_data
+
+    root = write_sample_eval_data(tmp_path, lambada_count=5, wikitext_count=2)
+    configs = local_task_configs(["lambada", "wikitext2", "wikitext103"], str(root))
+    assert [c["task"] for c in configs] == ["lambada", "wikitext2", "wikitext103"]
+    rows = [json.loads(line) for line in (root / "lambada" / "test.jsonl").read_text().splitlines()]
+    assert len(rows) == 5 and all(len(row["text"].split()) == 24 for row in rows)
