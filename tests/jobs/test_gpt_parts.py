@@ -35,6 +35,7 @@ def test_every_predefined_config_binds(tmp_path, size):
 @pytest.mark.parametrize("override,message", [
     ("trainer.max_epochs=3", "trainer.max_epochs: unknown key; valid keys under trainer: accelerator,"),
     ("trainer.precision=bf17", "trainer.precision: 'bf17' is not one of"),
+    ("trainer.precision=bf16", "trainer.precision: bf16 needs accelerator gpu"),
     ("trainer.max_time='1:00:00'", "trainer.max_time: '1:00:00' is not DD:HH:MM:SS"),
     ("trainer.accumulate_grad_batches=2", "trainer.accumulate_grad_batches: must be 1"),
     ("model.activation=relu", "model.activation: 'relu' is not one of"),

@@ -125,7 +125,7 @@ def test_pipeline_parallel_2_trains_and_saves(data_dir, tmp_path, layers, virtua
     assert (log_dir(tmp_path) / "checkpoints" / "step-4" / "COMPLETE").is_file()
 
 
-def test_sigterm_saves_a_checkpoint_that_resumes_and_exits_0(data_dir, tmp_path):
+def test_sigterm_and_max_time_save_a_checkpoint_that_resumes_and_exit_0(data_dir, tmp_path):
     config = write_config(tmp_path, data_dir, [*RUN, "trainer.max_steps=1000"])
     output = tmp_path / "run.log"
     process = start_training(config, output)
@@ -145,10 +145,14 @@ def test_sigterm_saves_a_checkpoint_that_resumes_and_exits_0(data_dir, tmp_path)
     stopped_at = max(losses(text))
     assert (log_dir(tmp_path) / "checkpoints" / f"step-{stopped_at}" / "COMPLETE").is_file()
 
-    # The same job again (shorter, so the test ends): it continues from that checkpoint.
-    again = run_training(write_config(tmp_path, data_dir, [*RUN, f"trainer.max_steps={stopped_at + 2}"], name="again.yaml"))
+    # The same job again continues from that checkpoint; this time trainer.max_time (1 s, spent before the
+    # first step is done) stops it the same way: a checkpoint, then exit 0.
+    again = run_training(write_config(tmp_path, data_dir, [*RUN, "trainer.max_steps=1000", "trainer.max_time='00:00:00:01'"],
+                                      name="again.yaml"))
     assert f"resuming from {log_dir(tmp_path) / 'checkpoints' / f'step-{stopped_at}'}" in again.stdout
-    assert sorted(losses(again.stdout)) == [stopped_at + 1, stopped_at + 2]
+    assert sorted(losses(again.stdout)) == [stopped_at + 1]
+    assert f"stopping after step={stopped_at + 1}: trainer.max_time 00:00:00:01 reached" in again.stdout
+    assert (log_dir(tmp_path) / "checkpoints" / f"step-{stopped_at + 1}" / "COMPLETE").is_file()
 
 
 def test_global_batch_ramps_up(data_dir, tmp_path):

@@ -59,7 +59,9 @@ class TrainerSection:
                                  "gradient accumulation follows from model.global_batch_size / micro_batch_size")
         if self.gradient_clip_val is not None:
             _non_negative(f"{key}.gradient_clip_val", self.gradient_clip_val)
-        self.precision_name(key)
+        if self.accelerator == "cpu" and self.precision_name(key) != "fp32":
+            raise JobConfigError(f"{key}.precision: {self.precision} needs accelerator gpu (megatron-core's mixed-precision "
+                                 "optimizer only wraps CUDA tensors); use 32 on the CPU")
         self.max_time_seconds(key)
 
     def precision_name(self, key: str = "trainer") -> str:

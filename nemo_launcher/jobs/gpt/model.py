@@ -113,7 +113,8 @@ def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te
         deallocate_pipeline_outputs=on_gpu,
         bias_activation_fusion=fuse_activation,
         bias_dropout_fusion=on_gpu,
-        masked_softmax_fusion=on_gpu,
+        # The fused softmax of the local attention needs Apex kernels; the TE spec has its own attention.
+        masked_softmax_fusion=False,
         gradient_accumulation_fusion=on_gpu and use_te,
         **recompute,
         **fp8,

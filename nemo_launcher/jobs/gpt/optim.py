@@ -79,10 +79,13 @@ def attach_schedule_hooks(config, ddp_chunks: List[torch.nn.Module], optimizer) 
     from megatron.core.distributed import finalize_model_grads
 
     single = len(ddp_chunks) == 1
-    no_sync = [chunk.no_sync for chunk in ddp_chunks]
-    grad_sync = [chunk.start_grad_sync for chunk in ddp_chunks]
-    config.no_sync_func = no_sync[0] if single else no_sync
-    config.grad_sync_func = grad_sync[0] if single else grad_sync
+    if ddp_chunks[0].ddp_config.overlap_grad_reduce:
+        # Only when reductions overlap the backward pass: without overlap, start_grad_sync is a full blocking
+        # all-reduce, and the schedule calling it before finalize_model_grads would reduce everything twice.
+        no_sync = [chunk.no_sync for chunk in ddp_chunks]
+        grad_sync = [chunk.start_grad_sync for chunk in ddp_chunks]
+        config.no_sync_func = no_sync[0] if single else no_sync
+        config.grad_sync_func = grad_sync[0] if single else grad_sync
     # All-reduces data-parallel gradients, and the tied embedding's gradients between first and last stage.
     config.finalize_model_grads_func = finalize_model_grads
     # fp16 scales the loss before backward; bf16 and fp32 return it unchanged (scale 1).
