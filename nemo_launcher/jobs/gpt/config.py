@@ -224,8 +224,8 @@ class ModelSection:
     overlap_p2p_comm: bool = False  # overlap pipeline sends with compute; interleaved schedule only
     transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
     fp8: bool = False  # FP8 GEMMs through Transformer Engine (Hopper)
-    fp8_e4m3: bool = False  # e4m3 everywhere (else hybrid: e4m3 forward, e5m2 gradients)
-    fp8_hybrid: bool = True
+    fp8_e4m3: bool = False  # e4m3 for every FP8 tensor; takes precedence over fp8_hybrid
+    fp8_hybrid: bool = True  # e4m3 forward, e5m2 gradients (the usual recipe)
     fp8_margin: int = 0
     fp8_interval: int = 1
     fp8_amax_history_len: int = 1024
@@ -266,6 +266,9 @@ class ModelSection:
             if self.activations_checkpoint_method is None or not self.activations_checkpoint_num_layers:
                 raise JobConfigError(f"{key}.activations_checkpoint_granularity: full recompute needs "
                                      "activations_checkpoint_method (uniform or block) and activations_checkpoint_num_layers >= 1")
+        if self.fp8 and not (self.fp8_e4m3 or self.fp8_hybrid):
+            raise JobConfigError(f"{key}.fp8: true needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid "
+                                 "(e4m3 forward, e5m2 gradients)")
         if self.rampup_batch_size is not None:
             if len(self.rampup_batch_size) != 3 or any(v <= 0 for v in self.rampup_batch_size):
                 raise JobConfigError(f"{key}.rampup_batch_size: use [start, increment, ramp-up samples] of positive "

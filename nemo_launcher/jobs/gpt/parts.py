@@ -66,6 +66,10 @@ def init_processes(cfg: TrainingConfig, placement: Placement) -> bool:
     if on_gpu:
         if not torch.cuda.is_available():
             raise JobConfigError("trainer.accelerator: gpu, but CUDA is not available on this machine; use cpu")
+        visible = torch.cuda.device_count()
+        if placement.local_rank >= visible:
+            raise JobConfigError(f"trainer.devices: local rank {placement.local_rank} has no GPU of its own ({visible} "
+                                 "visible); every process of a node must see all of the node's GPUs")
         torch.cuda.set_device(placement.local_rank)
     init_process_group(placement, "nccl" if on_gpu else "gloo")
     cfg.data_parallel_size(placement.world_size)  # checks the layout against the processes started
