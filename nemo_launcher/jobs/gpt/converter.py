@@ -37,7 +37,8 @@ def convert(cfg: ConversionConfig) -> None:
         log.info("converting %s (%s, %s rows of vocabulary) to TP=%d PP=%d: %s", checkpoint, precision, vocab, tp, pp, cfg.nemo_path)
     model = build_inference_model(section, vocab, precision)
     load_checkpoint_weights(model, checkpoint)
-    state = {key: value for key, value in model.state_dict().items() if not key.endswith("._extra_state")}
+    # On the host: the .nemo is read on machines without this GPU, and safetensors writes from host memory.
+    state = {key: value.cpu() for key, value in model.state_dict().items() if not key.endswith("._extra_state")}
 
     if tp * pp == 1:
         full = state
@@ -103,7 +104,7 @@ def _write_sharded(cfg: ConversionConfig, model_config: Dict[str, Any], state: D
     _barrier()
     if parallel_state.get_data_parallel_rank() == 0:
         tp_rank, pp_rank = parallel_state.get_tensor_model_parallel_rank(), parallel_state.get_pipeline_model_parallel_rank()
-        torch.save({key: value.cpu() for key, value in state.items()}, staging / _shard_name(tp_rank, pp_rank))
+        torch.save(state, staging / _shard_name(tp_rank, pp_rank))
     _barrier()
     if not rank_zero:
         return None

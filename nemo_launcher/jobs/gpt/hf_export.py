@@ -89,6 +89,7 @@ def export_hf(model: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor], 
     # safetensors refuses views that share storage (the vocab cut, the qkv split): give each its own copy.
     save_file({name: t.detach().to(dtype).contiguous().clone() for name, t in tensors.items()},
               str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "model.safetensors").chmod(0o644)  # safetensors creates it owner-only; the other files are 0644
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return architecture
 
