@@ -38,8 +38,9 @@ def wikitext_rows(folder: Path, count: int) -> List[dict]:
     return [{"page": f" = {p.name} = \n " + " ".join(p.read_text(errors="replace").split()[:400]) + " \n"} for p in files]
 
 
-def write_sample_eval_data(data_dir: Path, lambada_count: int = 200, wikitext_count: int = 4) -> Path:
-    root = data_dir / "eval_harness_data"
+def write_sample_eval_data(data_dir: Path, lambada_count: int = 200, wikitext_count: int = 4, root: Path = None) -> Path:
+    """Writes the files under `root` (default: <data_dir>/eval_harness_data, where evaluation looks)."""
+    root = Path(root) if root is not None else data_dir / "eval_harness_data"
     outputs = {
         "lambada/test.jsonl": lambada_rows(license_documents(), lambada_count),
         "wikitext2/test.jsonl": wikitext_rows(LICENSES_DIR, wikitext_count),
@@ -56,9 +57,11 @@ def write_sample_eval_data(data_dir: Path, lambada_count: int = 200, wikitext_co
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher.jobs.gpt.sample_eval_data", description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", type=Path, required=True, help="the launcher's data_dir")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--data-dir", type=Path, help="the launcher's data_dir (files go to <data_dir>/eval_harness_data)")
+    where.add_argument("--task-data-dir", type=Path, help="the evaluation's run.task_data_dir itself")
     args = parser.parse_args(argv)
-    root = write_sample_eval_data(args.data_dir)
+    root = write_sample_eval_data(args.data_dir, root=args.task_data_dir)
     print(f"sample evaluation data: {root}/{{lambada,wikitext2,wikitext103}}/test.jsonl", flush=True)
     return 0
 

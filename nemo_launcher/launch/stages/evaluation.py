@@ -17,6 +17,9 @@ from ..job_spec import Command, JobSpec
 from .base import Stage, dump_config, parse_dependency, positive_int
 
 
+SAMPLE_DATA_PROGRAM = "nemo_launcher.jobs.gpt.sample_eval_data"
+
+
 class EvaluationStage(Stage):
     kind = "evaluation"
 
@@ -53,12 +56,17 @@ class EvaluationStage(Stage):
         chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
         directory = Path(run["results_dir"])
         config_file = directory / f"{run['name']}_hydra.yaml"
+        commands = (Command(program, ("--config", str(config_file))),)
+        if run.get("prepare_sample_data"):
+            # Smoke-test task files made from local text, for machines that cannot fetch the real task data.
+            sample = Command(SAMPLE_DATA_PROGRAM, ("--task-data-dir", str(run["task_data_dir"])), distributed=False)
+            commands = (sample,) + commands
         return [
             JobSpec(
                 stage=self.kind,
                 name=str(run["name"]),
                 directory=directory,
-                commands=(Command(program, ("--config", str(config_file))),),
+                commands=commands,
                 time_limit=str(run["time_limit"]),
                 nodes=nodes,
                 tasks_per_node=tasks,

@@ -1,0 +1,60 @@
+"""The tiny GPT pipeline on a real Slurm: data preparation then training on two (fake) nodes, and a training job
+cancelled mid-run that resumes from its checkpoint when the same command is submitted again."""
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import plan_rows
+from .test_data_preparation_stage import _wait_for_arrays
+
+SLURM_CPU = ["cluster.gpus_per_node=null", "cluster.exclusive=false", "env_vars.OMP_NUM_THREADS=1"]
+
+
+def _checkpoints(results: Path):
+    root = results / "gpt3_tiny" / "results" / "checkpoints"
+    return sorted(int(p.name.split("-")[1]) for p in root.glob("step-*") if (p / "COMPLETE").exists())
+
+
+def test_tiny_pipeline_on_two_nodes(slurm_cluster, launch, tmp_path):
+    results, data = tmp_path / "results", tmp_path / "data"
+    code, out, err = launch(
+        ["stages=[data_preparation,training]", "data_preparation=gpt3/tiny_pile", "training=gpt3/tiny", f"data_dir={data}",
+         "training.trainer.num_nodes=2", "training.trainer.max_steps=10",
+         "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5", *SLURM_CPU],
+        debug=False, results=results,
+    )
+    assert code == 0, err
+    ids = [row[2] for row in plan_rows(out)]
+    _wait_for_arrays(ids[:3], timeout_s=300)
+    assert slurm_cluster.wait(ids[3], timeout_s=600) == "COMPLETED"
+    assert _checkpoints(results)[-1] == 10
+    (log,) = (results / "gpt3_tiny").glob(f"log-nemo-megatron-gpt3_tiny_{ids[3]}_attempt0.out")
+    assert "step 10" in log.read_text() or "step=10" in log.read_text()
+
+
+def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_path):
+    results, data = tmp_path / "results", tmp_path / "data"
+    prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
+    assert launch(prepare, debug=False, results=results)[0] == 0
+    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=300",
+             "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
+    code, out, err = launch(train, debug=False, results=results)
+    assert code == 0, err
+    first = plan_rows(out)[0][2]
+    deadline = time.monotonic() + 300
+    while not _checkpoints(results):
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(1)
+    subprocess.run(["scancel", first], check=True)
+    assert slurm_cluster.wait(first, timeout_s=120) in ("CANCELLED", "COMPLETED")
+    saved = _checkpoints(results)[-1]
+    assert 0 < saved < 300
+    code, out, err = launch(train, debug=False, results=results)  # the same command again
+    assert code == 0, err
+    second = plan_rows(out)[0][2]
+    assert slurm_cluster.wait(second, timeout_s=600) == "COMPLETED"
+    (log,) = (results / "gpt3_tiny").glob(f"log-nemo-megatron-gpt3_tiny_{second}_attempt0.out")
+    assert f"resuming from {results}/gpt3_tiny/results/checkpoints/step-{saved}" in log.read_text()
+    assert _checkpoints(results)[-1] == 300
