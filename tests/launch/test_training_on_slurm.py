@@ -9,7 +9,7 @@ import pytest
 from .conftest import plan_rows
 from .test_data_preparation_stage import _wait_for_arrays
 
-SLURM_CPU = ["cluster.gpus_per_node=null", "cluster.exclusive=false", "env_vars.OMP_NUM_THREADS=1"]
+SLURM_CPU = ["cluster.gpus_per_node=null", "cluster.exclusive=false", "+env_vars.OMP_NUM_THREADS=1"]
 
 
 def _checkpoints(results: Path):
