@@ -5,9 +5,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from nemo_launcher.launch.fast_yaml import install_fast_yaml_loader
 from nemo_launcher.launch.resolvers import register_resolvers
 
 register_resolvers()
+install_fast_yaml_loader()
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
