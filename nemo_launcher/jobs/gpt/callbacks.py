@@ -131,17 +131,23 @@ class ProgressLogger(pl.Callback):
 
 
 class StopSignals:
-    """Remembers SIGTERM/SIGUSR1 instead of dying on them. Handlers only raise a flag: saving inside a
-    handler could interrupt a collective half way. Installed at program start, so a signal during the
-    slow setup is kept and acted on after the first step."""
+    """Remembers SIGTERM/SIGUSR1 instead of dying on them, while training runs. Handlers only raise a flag:
+    saving inside a handler could interrupt a collective half way. Outside the training loop (setup,
+    the final evaluation) the previous handlers apply, so a job cancelled while it starts simply dies;
+    it has nothing new to save yet."""
 
     def __init__(self):
         self.received: Optional[int] = None
-        self.install()
+        # Taken before Lightning installs anything, so restore() gives back the program's own handlers.
+        self._original = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
     def install(self) -> None:
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_signal)
+
+    def restore(self) -> None:
+        for signum, handler in self._original.items():
+            signal.signal(signum, handler)
 
     def _on_signal(self, signum, frame) -> None:
         self.received = signum
@@ -166,8 +172,11 @@ class CheckpointAndStop(pl.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         # Lightning installs its own SIGTERM handler just before training; it broadcasts from inside the
-        # handler, which can deadlock gloo and NCCL. Ours again, for the whole loop.
+        # handler, which can deadlock gloo and NCCL. Ours replace it for the whole loop.
         self.signals.install()
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self.signals.restore()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         exp = self.parts.cfg.exp_manager
