@@ -38,7 +38,7 @@ def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_
     results, data = tmp_path / "results", tmp_path / "data"
     prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
     assert launch(prepare, debug=False, results=results)[0] == 0
-    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=300",
+    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=150",
              "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
     code, out, err = launch(train, debug=False, results=results)
     assert code == 0, err
@@ -46,15 +46,15 @@ def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_
     deadline = time.monotonic() + 300
     while not _checkpoints(results):
         assert time.monotonic() < deadline, "no checkpoint within 300 s"
-        time.sleep(1)
+        time.sleep(0.2)
     subprocess.run(["scancel", first], check=True)
     assert slurm_cluster.wait(first, timeout_s=120) in ("CANCELLED", "COMPLETED")
     saved = _checkpoints(results)[-1]
-    assert 0 < saved < 300
+    assert 0 < saved < 150
     code, out, err = launch(train, debug=False, results=results)  # the same command again
     assert code == 0, err
     second = plan_rows(out)[0][2]
     assert slurm_cluster.wait(second, timeout_s=600) == "COMPLETED"
     (log,) = (results / "gpt3_tiny").glob(f"log-nemo-megatron-gpt3_tiny_{second}_attempt0.out")
     assert f"resuming from {results}/gpt3_tiny/results/checkpoints/step-{saved}" in log.read_text()
-    assert _checkpoints(results)[-1] == 300
+    assert _checkpoints(results)[-1] == 150

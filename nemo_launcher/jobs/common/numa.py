@@ -97,7 +97,7 @@ def apply_numa_mapping(env: Optional[Mapping[str, str]] = None) -> Optional[List
     if not settings.get("enable", False):
         return None
     local_rank = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", 0)))
-    local_size = int(env.get("LOCAL_WORLD_SIZE", env.get("SLURM_NTASKS_PER_NODE", 1)).split("(")[0])
+    local_size = int(str(env.get("LOCAL_WORLD_SIZE", env.get("SLURM_NTASKS_PER_NODE", "1"))).split("(")[0])
     cpus = cpus_for_process(settings, local_rank, local_size, sorted(os.sched_getaffinity(0)), read_topology())
     os.sched_setaffinity(0, cpus)
     return cpus

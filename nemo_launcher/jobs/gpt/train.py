@@ -30,6 +30,12 @@ def main(argv=None) -> int:
         path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.train")
         placement = placement_from_env()
         _setup_logging(placement.rank)
+        from ..common.numa import apply_numa_mapping
+
+        # Before torch starts its thread pools, which size themselves by the CPUs this process may use.
+        cpus = apply_numa_mapping()
+        if cpus is not None:
+            log.info("numa_mapping: pinned to CPUs %s", ",".join(map(str, cpus)))
         from .config import TrainingConfig
 
         cfg = TrainingConfig.from_dict(load_resolved_config(path))
