@@ -55,6 +55,7 @@ def test_apply_pins_this_process_and_off_means_untouched():
         assert len(chosen) == 1 and os.sched_getaffinity(0) == set(chosen)
         assert apply_numa_mapping({"NEMO_LAUNCHER_NUMA_MAPPING": json.dumps({"enable": False})}) is None
         # A single process with no launcher variables at all takes its share as process 0 of 1.
+        os.sched_setaffinity(0, before)
         assert apply_numa_mapping({"NEMO_LAUNCHER_NUMA_MAPPING": json.dumps({"enable": True, "mode": "all"})}) == sorted(before)
     finally:
         os.sched_setaffinity(0, before)
