@@ -13,7 +13,7 @@ from .backends.base import Backend
 from .context import LaunchContext, read_context
 from .errors import LauncherError, SubmissionError, config_error
 from .job_spec import JobSpec
-from .stages import STAGES
+from .stages import STAGES, stage_class
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
             )
         if name not in STAGES:
             raise config_error("stages", name, f"the {name} stage is not available yet; available stages: {', '.join(STAGES)}")
-        stage = STAGES[name](context, cfg, choices.get(name) or "")
+        stage = stage_class(name)(context, cfg, choices.get(name) or "")
         specs_by_stage.append(stage.job_specs())
     backend.validate(specs_by_stage)
     jobs = [[PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs] for specs in specs_by_stage]

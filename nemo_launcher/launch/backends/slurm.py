@@ -1,7 +1,6 @@
 """Slurm backend (cluster_type=bcm): an sbatch script with one srun per command, submitted with `sbatch --parsable`."""
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -163,6 +162,8 @@ class SlurmBackend(Backend):
             )
 
     def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
+        import subprocess  # only real submissions pay for it, not dry runs
+
         argv = ["sbatch", "--parsable"]
         if dependency:
             # Given on the command line so the script itself stays byte-identical and can be resubmitted by hand.
@@ -185,6 +186,8 @@ class SlurmBackend(Backend):
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
+            import subprocess
+
             subprocess.run(["scancel", *job_ids], capture_output=True, text=True)
 
 
@@ -194,5 +197,7 @@ def _append(path: Path, text: str) -> None:
 
 
 def _srun_has_pyxis() -> bool:
+    import subprocess
+
     result = subprocess.run(["srun", "--help"], capture_output=True, text=True)
     return "--container-image" in result.stdout + result.stderr

@@ -1,13 +1,23 @@
 """Stage kinds by config group name. Adding one is a new module with a Stage subclass and a row here."""
-from .base import Stage
-from .conversion import ConversionStage
-from .data_preparation import DataPreparationStage
-from .evaluation import EvaluationStage
-from .export import ExportStage
-from .fine_tuning import FineTuningStage
-from .peft import PeftStage
-from .training import TrainingStage
+import importlib
 
-STAGES = {stage.kind: stage for stage in (DataPreparationStage, TrainingStage, ConversionStage, FineTuningStage, PeftStage, EvaluationStage, ExportStage)}
+# stage kind (config group) -> (module, class); imported on use, so a run pays only for the stages it lists.
+STAGES = {
+    "data_preparation": ("data_preparation", "DataPreparationStage"),
+    "training": ("training", "TrainingStage"),
+    "conversion": ("conversion", "ConversionStage"),
+    "fine_tuning": ("fine_tuning", "FineTuningStage"),
+    "peft": ("peft", "PeftStage"),
+    "evaluation": ("evaluation", "EvaluationStage"),
+    "export": ("export", "ExportStage"),
+}
 
-__all__ = ["STAGES", "Stage"]
+
+def stage_class(kind: str):
+    module, name = STAGES[kind]
+    stage = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    assert stage.kind == kind, (stage, kind)
+    return stage
+
+
+__all__ = ["STAGES", "stage_class"]
