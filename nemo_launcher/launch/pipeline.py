@@ -1,7 +1,6 @@
 """Orders stages, threads dependencies, writes job directories, submits atomically and prints the plan."""
 import os
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence

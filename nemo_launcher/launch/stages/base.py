@@ -45,6 +45,11 @@ def positive_int(key: str, value) -> int:
     return value
 
 
+def tensor_parallel_env(model: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
+    """Megatron's TP communication overlap needs kernels queued in order on one hardware queue."""
+    return (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if model.get("tensor_model_parallel_size", 1) > 1 else ()
+
+
 def dump_config(config: Dict[str, Any]) -> str:
     # libyaml's emitter when present: the pure-Python one costs more than the rest of a dry run's own work.
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -61,6 +66,12 @@ class Stage(ABC):
 
     def key(self, *parts: str) -> str:
         return ".".join((self.kind,) + parts)
+
+    def check_divisors(self, *keys: str) -> None:
+        """Positive-integer checks on values other keys divide by (run.nodes = ceil(TP x PP / GPUs), ...), made
+        before resolving, so that a 0 is reported as itself and not as a division by zero in a resolver."""
+        for key in keys:
+            positive_int(self.key(key), OmegaConf.select(self.root, self.key(key), default=1))
 
     def resolved(self) -> Dict[str, Any]:
         """This stage's section with every ${...} resolved; a missing `???` value is a ConfigError naming its key."""
@@ -91,6 +102,28 @@ class Stage(ABC):
         if not Path(str(run["results_dir"])).is_absolute():
             raise config_error(self.key("run", "results_dir"), run["results_dir"], "must be an absolute path")
         return run
+
+    def config_file(self, run: Dict[str, Any]) -> Path:
+        """Where the resolved config goes: `<run.results_dir>/<run.name>_hydra.yaml`, beside the script."""
+        return Path(run["results_dir"]) / f"{run['name']}_hydra.yaml"
+
+    def one_job(self, config: Dict[str, Any], run: Dict[str, Any], commands, **resources) -> List[JobSpec]:
+        """The usual stage: one job in run.results_dir that waits as run.dependency says and writes the config."""
+        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
+        config_file = self.config_file(run)
+        return [
+            JobSpec(
+                stage=self.kind,
+                name=str(run["name"]),
+                directory=config_file.parent,
+                commands=tuple(commands),
+                time_limit=str(run["time_limit"]),
+                chain=chain,
+                dependency=dependency,
+                files=((config_file, dump_config(config)),),
+                **resources,
+            )
+        ]
 
     @abstractmethod
     def job_specs(self) -> List[JobSpec]:

@@ -9,12 +9,10 @@ config derives those from cluster.gpus_per_node. Each process reads its slice of
 from pathlib import Path
 from typing import List
 
-from omegaconf import OmegaConf
-
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
-from .base import Stage, dump_config, parse_dependency, positive_int
+from .base import Stage, positive_int
 
 HF_MODES = ("auto", "required", "off")
 HF_DTYPES = ("float32", "bfloat16", "float16")
@@ -24,10 +22,7 @@ class ConversionStage(Stage):
     kind = "conversion"
 
     def job_specs(self) -> List[JobSpec]:
-        # run.nodes and run.ntasks_per_node divide by these: check them first, so a 0 is reported as itself
-        # and not as a division by zero while resolving the run section.
-        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
-            positive_int(self.key("model", name), OmegaConf.select(self.root, self.key("model", name), default=1))
+        self.check_divisors("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size")
         config = self.resolved()
         program = program_for(family_for(self.kind, self.choice), self.kind, self.choice)
         run = self.run_section(config)
@@ -55,20 +50,5 @@ class ConversionStage(Stage):
             raise config_error(self.key("hf", "mode"), hf.get("mode"), f"choose one of {', '.join(HF_MODES)}")
         if hf.get("dtype") is not None and hf["dtype"] not in HF_DTYPES:
             raise config_error(self.key("hf", "dtype"), hf["dtype"], f"choose one of {', '.join(HF_DTYPES)}, or null for as trained")
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
-        directory = Path(run["results_dir"])
-        config_file = directory / f"{run['name']}_hydra.yaml"
-        return [
-            JobSpec(
-                stage=self.kind,
-                name=str(run["name"]),
-                directory=directory,
-                commands=(Command(program, ("--config", str(config_file))),),
-                time_limit=str(run["time_limit"]),
-                nodes=nodes,
-                tasks_per_node=tasks,
-                chain=chain,
-                dependency=dependency,
-                files=((config_file, dump_config(config)),),
-            )
-        ]
+        command = Command(program, ("--config", str(self.config_file(run))))
+        return self.one_job(config, run, [command], nodes=nodes, tasks_per_node=tasks)

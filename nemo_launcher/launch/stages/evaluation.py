@@ -8,13 +8,11 @@ One job of TP processes (model.tensor_model_parallel_size), spread over run.node
 from pathlib import Path
 from typing import List
 
-from omegaconf import OmegaConf
-
 from ..errors import config_error
 from ..eval_tasks import parse_tasks
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
-from .base import Stage, dump_config, parse_dependency, positive_int
+from .base import Stage, positive_int
 
 
 SAMPLE_DATA_PROGRAM = "nemo_launcher.jobs.gpt.sample_eval_data"
@@ -24,10 +22,7 @@ class EvaluationStage(Stage):
     kind = "evaluation"
 
     def job_specs(self) -> List[JobSpec]:
-        # run.nodes and run.ntasks_per_node divide by these: check them first, so a 0 is reported as itself
-        # and not as a division by zero while resolving the run section.
-        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
-            positive_int(self.key("model", name), OmegaConf.select(self.root, self.key("model", name), default=1))
+        self.check_divisors("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size")
         config = self.resolved()
         program = program_for(family_for(self.kind, self.choice), self.kind, self.choice)
         run = self.run_section(config)
@@ -53,25 +48,9 @@ class EvaluationStage(Stage):
         for section, key, value in (("model", "nemo_model", model.get("nemo_model")), ("run", "task_data_dir", run.get("task_data_dir"))):
             if not value or not Path(str(value)).is_absolute():
                 raise config_error(self.key(section, key), value, "must be an absolute path")
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
-        directory = Path(run["results_dir"])
-        config_file = directory / f"{run['name']}_hydra.yaml"
-        commands = (Command(program, ("--config", str(config_file))),)
+        commands = (Command(program, ("--config", str(self.config_file(run)))),)
         if run.get("prepare_sample_data"):
             # Smoke-test task files made from local text, for machines that cannot fetch the real task data.
             sample = Command(SAMPLE_DATA_PROGRAM, ("--task-data-dir", str(run["task_data_dir"])), distributed=False)
             commands = (sample,) + commands
-        return [
-            JobSpec(
-                stage=self.kind,
-                name=str(run["name"]),
-                directory=directory,
-                commands=commands,
-                time_limit=str(run["time_limit"]),
-                nodes=nodes,
-                tasks_per_node=tasks,
-                chain=chain,
-                dependency=dependency,
-                files=((config_file, dump_config(config)),),
-            )
-        ]
+        return self.one_job(config, run, commands, nodes=nodes, tasks_per_node=tasks)

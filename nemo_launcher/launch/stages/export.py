@@ -12,7 +12,7 @@ from typing import List
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
-from .base import Stage, dump_config, parse_dependency, positive_int
+from .base import Stage, positive_int
 
 WEIGHT_TYPES = ("fp32", "fp16", "bf16")
 COMPUTE_TYPES = ("fp32", "fp16", "bf16")
@@ -54,19 +54,5 @@ class ExportStage(Stage):
         model_dir = triton.get("triton_model_dir")
         if not model_dir or not Path(str(model_dir)).is_absolute():
             raise config_error(self.key("triton_deployment", "triton_model_dir"), model_dir, "must be an absolute path")
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
-        directory = Path(run["results_dir"])
-        config_file = directory / f"{run['name']}_hydra.yaml"
-        return [
-            JobSpec(
-                stage=self.kind,
-                name=str(run["name"]),
-                directory=directory,
-                commands=(Command(program, ("--config", str(config_file)), distributed=False),),
-                time_limit=str(run["time_limit"]),
-                uses_gpus=False,
-                chain=chain,
-                dependency=dependency,
-                files=((config_file, dump_config(config)),),
-            )
-        ]
+        command = Command(program, ("--config", str(self.config_file(run))), distributed=False)
+        return self.one_job(config, run, [command], uses_gpus=False)

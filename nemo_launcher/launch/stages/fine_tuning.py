@@ -6,13 +6,12 @@ One job of trainer.num_nodes x trainer.devices processes. When the config has a 
 section, a single-task command first turns the SQuAD v1.1 JSON files into the jsonl the trainer reads
 (it skips files that are already there), so the data is ready before any GPU process starts.
 """
-from pathlib import Path
 from typing import Any, Dict, List
 
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
-from .base import Stage, dump_config, parse_dependency, positive_int
+from .base import Stage, positive_int, tensor_parallel_env
 
 # SQuAD JSON -> prompt/answer jsonl. Standard library only, and the same for every decoder family.
 SQUAD_PROGRAM = "nemo_launcher.jobs.data.squad"
@@ -100,29 +99,9 @@ class FineTuningStage(Stage):
         data_parallel_size(key, model, nodes, devices)
         check_datasets(key, model.get("data") or {})
         self.check_method(config)
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
-        directory = Path(run["results_dir"])
-        config_file = directory / f"{run['name']}_hydra.yaml"
+        config_file = str(self.config_file(run))
         commands = []
         if config.get("squad_preparation"):
-            commands.append(Command(SQUAD_PROGRAM, ("--config", str(config_file)), distributed=False))
-        commands.append(Command(program, ("--config", str(config_file))))
-        env = ()
-        if model.get("tensor_model_parallel_size", 1) > 1:
-            # Megatron's TP overlap needs kernels queued in order on one hardware queue.
-            env = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),)
-        return [
-            JobSpec(
-                stage=self.kind,
-                name=str(run["name"]),
-                directory=directory,
-                commands=tuple(commands),
-                time_limit=str(run["time_limit"]),
-                nodes=nodes,
-                tasks_per_node=devices,
-                chain=chain,
-                dependency=dependency,
-                env=env,
-                files=((config_file, dump_config(config)),),
-            )
-        ]
+            commands.append(Command(SQUAD_PROGRAM, ("--config", config_file), distributed=False))
+        commands.append(Command(program, ("--config", config_file)))
+        return self.one_job(config, run, commands, nodes=nodes, tasks_per_node=devices, env=tensor_parallel_env(model))

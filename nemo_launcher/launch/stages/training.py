@@ -1,11 +1,10 @@
 """Training stage: one job running the family's trainer on nodes x devices processes."""
-from pathlib import Path
 from typing import Any, Dict, List
 
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
-from .base import Stage, dump_config, parse_dependency, positive_int
+from .base import Stage, positive_int, tensor_parallel_env
 
 
 def check_parallelism(model: Dict[str, Any], nodes: int, devices: int, prefix: str = "training") -> None:
@@ -76,26 +75,6 @@ class TrainingStage(Stage):
                 self.key("trainer", "accumulate_grad_batches"), trainer["accumulate_grad_batches"],
                 "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size",
             )
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
-        directory = Path(run["results_dir"])
-        config_file = directory / f"{run['name']}_hydra.yaml"
-        env = ()
-        if model.get("tensor_model_parallel_size", 1) > 1:
-            # Megatron's TP overlap needs kernels queued in order on one hardware queue.
-            env = (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),)
-        return [
-            JobSpec(
-                stage=self.kind,
-                name=str(run["name"]),
-                directory=directory,
-                commands=(Command(program, ("--config", str(config_file))),),
-                time_limit=str(run["time_limit"]),
-                nodes=nodes,
-                tasks_per_node=devices,
-                chain=chain,
-                dependency=dependency,
-                env=env,
-                checkpoint_signal=True,
-                files=((config_file, dump_config(config)),),
-            )
-        ]
+        command = Command(program, ("--config", str(self.config_file(run))))
+        return self.one_job(config, run, [command], nodes=nodes, tasks_per_node=devices, env=tensor_parallel_env(model),
+                            checkpoint_signal=True)
