@@ -181,6 +181,9 @@ ReturnToService=2
 # Keep finished jobs visible to "scontrol show job" for an hour.
 MinJobAge=3600
 KillWait=5
+# A requeued job may start again once its old credential has expired (120 s by default); tests of
+# self-requeueing jobs should not wait that long.
+AuthInfo=cred_expire=15
 SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0

@@ -39,6 +39,8 @@ class JobSpec:
     dependency: Tuple[str, ...] = ()  # fixed dependency items, e.g. ("singleton",) or ("afterok:123",)
     env: Tuple[Tuple[str, str], ...] = ()  # exported in the job, in this order
     checkpoint_signal: bool = False  # ask the scheduler for SIGUSR1 before the time limit
+    # A file the job leaves behind when it stopped early and wants another attempt (Slurm requeues the job).
+    requeue_marker: Optional[Path] = None
     files: Tuple[Tuple[Path, str], ...] = field(default=(), repr=False)  # written into place before submitting
 
     def __post_init__(self):

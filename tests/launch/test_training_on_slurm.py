@@ -46,7 +46,7 @@ def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_
     results, data = tmp_path / "results", tmp_path / "data"
     prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
     assert launch(prepare, debug=False, results=results)[0] == 0
-    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=150",
+    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=40",
              "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
     code, out, err = launch(train, debug=False, results=results)
     assert code == 0, err
@@ -58,11 +58,42 @@ def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_
     subprocess.run(["scancel", first], check=True)
     assert slurm_cluster.wait(first, timeout_s=120) in ("CANCELLED", "COMPLETED")
     saved = _checkpoints(results)[-1]
-    assert 0 < saved < 150
+    assert 0 < saved < 40
     code, out, err = launch(train, debug=False, results=results)  # the same command again
     assert code == 0, err
     second = plan_rows(out)[0][2]
     assert slurm_cluster.wait(second, timeout_s=600) == "COMPLETED"
     (log,) = (results / "gpt3_tiny").glob(f"log-nemo-megatron-gpt3_tiny_{second}_attempt0.out")
     assert f"resuming from {results}/gpt3_tiny/results/checkpoints/step-{saved}" in log.read_text()
-    assert _checkpoints(results)[-1] == 150
+    assert _checkpoints(results)[-1] == 40
+
+
+def test_time_limit_warning_saves_and_the_job_requeues_itself(slurm_cluster, launch, tmp_path):
+    """SIGUSR1 is what Slurm sends cluster.signal_seconds_before_limit before the time limit: the trainer saves,
+    the script requeues the job, and the next attempt resumes and finishes."""
+    results, data = tmp_path / "results", tmp_path / "data"
+    prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
+    assert launch(prepare, debug=False, results=results)[0] == 0
+    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=40",
+             "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
+    code, out, err = launch(train, debug=False, results=results)
+    assert code == 0, err
+    job = plan_rows(out)[0][2]
+    deadline = time.monotonic() + 300
+    while not _checkpoints(results):
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.2)
+    # Signal the job steps only, as the time-limit warning does (not the batch shell).
+    subprocess.run(["scancel", "--signal=USR1", job], check=True)
+    deadline = time.monotonic() + 120
+    while "Restarts=1" not in subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "the job did not requeue itself"
+        time.sleep(0.5)
+    # Slurm holds a requeued job back until its old credential expires (the local cluster sets 15 s).
+    assert slurm_cluster.wait(job, timeout_s=600) == "COMPLETED"
+    first = (results / "gpt3_tiny" / f"log-nemo-megatron-gpt3_tiny_{job}_attempt0.out").read_text()
+    second = (results / "gpt3_tiny" / f"log-nemo-megatron-gpt3_tiny_{job}_attempt1.out").read_text()
+    assert "stopped at step=" in first
+    assert "resuming from" in second and "finished at step=40" in second
+    assert _checkpoints(results)[-1] == 40
+    assert not (results / "gpt3_tiny" / "results" / "RESUME_NEEDED").exists()

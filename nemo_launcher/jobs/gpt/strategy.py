@@ -14,6 +14,7 @@ with three changes:
   them is the LightningModule's business (`sharded_*` methods); this class does the file I/O.
 """
 import logging
+import signal
 from typing import Any, Dict, Optional
 
 from lightning_fabric.plugins.environments import ClusterEnvironment
@@ -108,7 +109,15 @@ class MegatronStrategy(DDPStrategy):
 
         checkpoint = dict(checkpoint)
         checkpoint.update(self.lightning_module.sharded_extra_state())
-        dist_checkpointing.save(checkpoint, str(filepath), sharded_strategy=self._save_strategy())
+        # Slurm's time-limit warning (--signal=USR1@N) and scancel reach every process of the step, including the
+        # helper processes dist_checkpointing starts while saving, which would die on it mid-write. Started with
+        # the stop signals blocked, they inherit the mask and live on; this process gets any signal that came in
+        # meanwhile as soon as the mask is restored, and then saves and stops as usual.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
+        try:
+            dist_checkpointing.save(checkpoint, str(filepath), sharded_strategy=self._save_strategy())
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def load_checkpoint(self, checkpoint_path, weights_only: Optional[bool] = None) -> Dict[str, Any]:
         from megatron.core import dist_checkpointing

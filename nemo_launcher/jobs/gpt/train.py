@@ -103,9 +103,23 @@ def _train(cfg, placement, started: float) -> int:
         writer.finalize("success")
         writer.say(f"{'stopped' if stopped else 'finished'} at step={trainer.global_step}; "
                    f"logs and checkpoints in {cfg.exp_manager.explicit_log_dir}")
+        if rank_zero:
+            _mark_resume_needed(Path(cfg.exp_manager.explicit_log_dir), stopped and trainer.global_step < cfg.trainer.max_steps)
     finally:
         shutdown()
     return 0
+
+
+def _mark_resume_needed(log_dir, needed: bool) -> None:
+    """Tells the Slurm script whether to requeue the job: the run stopped early and saved, or it is done."""
+    from ...contract import RESUME_MARKER
+
+    marker = log_dir / RESUME_MARKER
+    if needed:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text("stopped before trainer.max_steps after saving a checkpoint; the next attempt resumes\n")
+    else:
+        marker.unlink(missing_ok=True)
 
 
 def _loggers(cfg):

@@ -89,6 +89,8 @@ class SlurmBackend(Backend):
             "output": f"{batch_log}.out",
             "error": f"{batch_log}.err",
         }
+        if spec.requeue_marker:
+            parameters["requeue"] = True
         if spec.checkpoint_signal:
             seconds = int(cluster.get("signal_seconds_before_limit") or 300)
             parameters["signal"] = f"USR1@{seconds}"
@@ -146,6 +148,14 @@ class SlurmBackend(Backend):
         ]
         for command in spec.commands:
             lines += ["", self.srun_line(spec, command)]
+        if spec.requeue_marker:
+            lines += [
+                "",
+                "# The job stopped before its last step (time limit, max_time) and saved a checkpoint: queue the next attempt.",
+                f"if [[ -f {quote(str(spec.requeue_marker))} ]]; then",
+                '  scontrol requeue "${SLURM_JOB_ID}"',
+                "fi",
+            ]
         return "\n".join(lines) + "\n"
 
     def check_environment(self) -> None:

@@ -1,6 +1,8 @@
 """Training stage: one job running the family's trainer on nodes x devices processes."""
+from pathlib import Path
 from typing import Any, Dict, List
 
+from ...contract import RESUME_MARKER
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
@@ -76,5 +78,7 @@ class TrainingStage(Stage):
                 "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size",
             )
         command = Command(program, ("--config", str(self.config_file(run))))
+        log_dir = (config.get("exp_manager") or {}).get("explicit_log_dir")
+        marker = Path(str(log_dir)) / RESUME_MARKER if run.get("auto_requeue") and log_dir else None
         return self.one_job(config, run, [command], nodes=nodes, tasks_per_node=devices, env=tensor_parallel_env(model),
-                            checkpoint_signal=True)
+                            checkpoint_signal=True, requeue_marker=marker)

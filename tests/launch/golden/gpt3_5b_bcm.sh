@@ -10,6 +10,7 @@
 #SBATCH --ntasks-per-node=8
 #SBATCH --open-mode=append
 #SBATCH --output=<BRD>/gpt3_5b/log-nemo-megatron-gpt3_5b_%j.out
+#SBATCH --requeue
 #SBATCH --signal=USR1@300
 #SBATCH --time=6-00:00:00
 # Written by nemo_launcher (training stage). Resubmit by hand with: sbatch <this file>
@@ -27,3 +28,8 @@ export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"
 log_stem=<BRD>/gpt3_5b/log-nemo-megatron-gpt3_5b_"${SLURM_JOB_ID}"_attempt"${SLURM_RESTART_COUNT:-0}"
 
 srun --output="${log_stem}.out" --error="${log_stem}.err" --open-mode=append --kill-on-bad-exit=1 "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.gpt.train --config <BRD>/gpt3_5b/gpt3_5b_hydra.yaml
+
+# The job stopped before its last step (time limit, max_time) and saved a checkpoint: queue the next attempt.
+if [[ -f <BRD>/gpt3_5b/results/RESUME_NEEDED ]]; then
+  scontrol requeue "${SLURM_JOB_ID}"
+fi
