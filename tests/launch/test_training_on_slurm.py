@@ -4,7 +4,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
 
 from .conftest import plan_rows
 from .test_data_preparation_stage import _wait_for_arrays
@@ -42,19 +41,29 @@ def test_whole_tiny_pipeline_on_two_nodes(slurm_cluster, launch, tmp_path):
     assert list((results / "gpt3_tiny").glob("export_*/model_repo/*/config.pbtxt"))
 
 
-def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_path):
-    results, data = tmp_path / "results", tmp_path / "data"
+def _train_40_steps(launch, tmp_path):
+    """Prepares the tiny Pile here, then returns the overrides of a 40-step training run that saves every 10."""
+    data = tmp_path / "data"
     prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
-    assert launch(prepare, debug=False, results=results)[0] == 0
-    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=40",
-             "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
+    assert launch(prepare, debug=False, results=tmp_path / "results")[0] == 0
+    return ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=40",
+            "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
+
+
+def _submit_and_wait_for_a_checkpoint(launch, train, results):
     code, out, err = launch(train, debug=False, results=results)
     assert code == 0, err
-    first = plan_rows(out)[0][2]
+    job = plan_rows(out)[0][2]
     deadline = time.monotonic() + 300
     while not _checkpoints(results):
         assert time.monotonic() < deadline, "no checkpoint within 300 s"
         time.sleep(0.2)
+    return job
+
+
+def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_path):
+    results, train = tmp_path / "results", _train_40_steps(launch, tmp_path)
+    first = _submit_and_wait_for_a_checkpoint(launch, train, results)
     subprocess.run(["scancel", first], check=True)
     assert slurm_cluster.wait(first, timeout_s=120) in ("CANCELLED", "COMPLETED")
     saved = _checkpoints(results)[-1]
@@ -71,18 +80,8 @@ def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_
 def test_time_limit_warning_saves_and_the_job_requeues_itself(slurm_cluster, launch, tmp_path):
     """SIGUSR1 is what Slurm sends cluster.signal_seconds_before_limit before the time limit: the trainer saves,
     the script requeues the job, and the next attempt resumes and finishes."""
-    results, data = tmp_path / "results", tmp_path / "data"
-    prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
-    assert launch(prepare, debug=False, results=results)[0] == 0
-    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=40",
-             "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
-    code, out, err = launch(train, debug=False, results=results)
-    assert code == 0, err
-    job = plan_rows(out)[0][2]
-    deadline = time.monotonic() + 300
-    while not _checkpoints(results):
-        assert time.monotonic() < deadline, "no checkpoint within 300 s"
-        time.sleep(0.2)
+    results, train = tmp_path / "results", _train_40_steps(launch, tmp_path)
+    job = _submit_and_wait_for_a_checkpoint(launch, train, results)
     # Signal the job steps only, as the time-limit warning does (not the batch shell).
     subprocess.run(["scancel", "--signal=USR1", job], check=True)
     deadline = time.monotonic() + 120

@@ -32,6 +32,10 @@ class Backend(ABC):
     def job_name(self, spec: JobSpec) -> str:
         return spec.name
 
+    def log_base(self, spec: JobSpec) -> Path:
+        """Logs are `<job dir>/log-<job name>_<attempt tag>.out`; each backend adds its own attempt tag."""
+        return spec.directory / f"log-{self.job_name(spec)}"
+
     def script_path(self, spec: JobSpec) -> Path:
         return spec.directory / f"{self.job_name(spec)}_submission.sh"
 

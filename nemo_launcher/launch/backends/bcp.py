@@ -13,11 +13,8 @@ class BcpBackend(Backend):
     name = "bcp"
     queues_jobs = False
 
-    def _log_base(self, spec: JobSpec) -> Path:
-        return spec.directory / f"log-{spec.name}"
-
     def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
-        return f"{self._log_base(spec)}_<YYYYmmdd_HHMMSS>.out"
+        return f"{self.log_base(spec)}_<YYYYmmdd_HHMMSS>.out"
 
     def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
         stages = [specs[0].stage for specs in specs_by_stage if specs]
@@ -53,7 +50,7 @@ class BcpBackend(Backend):
         ]
         if self.context.wandb_api_key_file:
             lines.append(f'export WANDB_API_KEY="$(head -n 1 {quote(self.context.wandb_api_key_file)})"')
-        lines += ["", f'log_stem={quote(str(self._log_base(spec)))}_"$(date +%m%d_%H%M%S)"']
+        lines += ["", f'log_stem={quote(str(self.log_base(spec)))}_"$(date +%m%d_%H%M%S)"']
         for command in spec.commands:
             lines += ["", f'{self.bcprun_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"

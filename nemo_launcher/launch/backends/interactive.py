@@ -15,11 +15,8 @@ class InteractiveBackend(Backend):
     name = "interactive"
     queues_jobs = False
 
-    def _log_base(self, spec: JobSpec) -> Path:
-        return spec.directory / f"log-{spec.name}"
-
     def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
-        return f"{self._log_base(spec)}_<YYYYmmdd_HHMMSS>_<pid>.out"
+        return f"{self.log_base(spec)}_<YYYYmmdd_HHMMSS>_<pid>.out"
 
     def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
         for specs in specs_by_stage:
@@ -46,7 +43,7 @@ class InteractiveBackend(Backend):
             *self.environment_lines(spec),
             "",
             "# One log per run: a rerun never overwrites an earlier log.",
-            f'log_stem={quote(str(self._log_base(spec)))}_"$(date +%Y%m%d_%H%M%S)_$$"',
+            f'log_stem={quote(str(self.log_base(spec)))}_"$(date +%Y%m%d_%H%M%S)_$$"',
         ]
         for command in spec.commands:
             lines += ["", f'{self.command_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']

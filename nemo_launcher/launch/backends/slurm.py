@@ -53,19 +53,16 @@ class SlurmBackend(Backend):
     def job_name(self, spec: JobSpec) -> str:
         return f"{self.context.cluster.get('job_name_prefix') or ''}{spec.name}"
 
-    def _log_base(self, spec: JobSpec) -> Path:
-        return spec.directory / f"log-{self.job_name(spec)}"
-
     def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
         tag = job_id or "<id>"
         if spec.array:
             tag += "_<index>"
-        return f"{self._log_base(spec)}_{tag}_attempt<n>.out"
+        return f"{self.log_base(spec)}_{tag}_attempt<n>.out"
 
     def sbatch_parameters(self, spec: JobSpec) -> Dict[str, object]:
         """The #SBATCH parameters; True gives a bare flag, None leaves the parameter out."""
         cluster = self.context.cluster
-        base = self._log_base(spec)
+        base = self.log_base(spec)
         batch_log = f"{base}_%A_%a" if spec.array else f"{base}_%j"
         parameters = {
             "job-name": self.job_name(spec),
@@ -144,7 +141,7 @@ class SlurmBackend(Backend):
             'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
             "",
             "# One log per attempt: a requeue (SLURM_RESTART_COUNT) or a new job never overwrites an earlier log.",
-            f'log_stem={quote(str(self._log_base(spec)))}_{job_tag}_attempt"${{SLURM_RESTART_COUNT:-0}}"',
+            f'log_stem={quote(str(self.log_base(spec)))}_{job_tag}_attempt"${{SLURM_RESTART_COUNT:-0}}"',
         ]
         for command in spec.commands:
             lines += ["", self.srun_line(spec, command)]
