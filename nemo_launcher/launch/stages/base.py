@@ -50,6 +50,20 @@ def tensor_parallel_env(model: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
     return (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if model.get("tensor_model_parallel_size", 1) > 1 else ()
 
 
+def check_global_batch(key, model: Dict[str, Any], nodes: int, devices: int, tp: int, pp: int) -> Tuple[int, int]:
+    """(micro batch, global batch), after checking the global batch splits evenly over the data-parallel ranks."""
+    dp = nodes * devices // (tp * pp)
+    mbs = positive_int(key("micro_batch_size"), model.get("micro_batch_size"))
+    gbs = positive_int(key("global_batch_size"), model.get("global_batch_size"))
+    if gbs % (mbs * dp):
+        raise config_error(
+            key("global_batch_size"), gbs,
+            f"must be a multiple of micro_batch_size({mbs}) x data-parallel size({dp}) = {mbs * dp}, where "
+            f"data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))",
+        )
+    return mbs, gbs
+
+
 def dump_config(config: Dict[str, Any]) -> str:
     # libyaml's emitter when present: the pure-Python one costs more than the rest of a dry run's own work.
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
-from .base import Stage, positive_int, tensor_parallel_env
+from .base import Stage, check_global_batch, positive_int, tensor_parallel_env
 
 # SQuAD JSON -> prompt/answer jsonl. Standard library only, and the same for every decoder family.
 SQUAD_PROGRAM = "nemo_launcher.jobs.data.squad"
@@ -38,14 +38,7 @@ def data_parallel_size(key, model: Dict[str, Any], nodes: int, devices: int) -> 
             f"TP({tp}) x PP({pp}) = {tp * pp} does not divide nodes({nodes}) x devices({devices}) = {world}",
         )
     dp = world // tp
-    mbs = positive_int(key("micro_batch_size"), model.get("micro_batch_size"))
-    gbs = positive_int(key("global_batch_size"), model.get("global_batch_size"))
-    if gbs % (mbs * dp):
-        raise config_error(
-            key("global_batch_size"), gbs,
-            f"must be a multiple of micro_batch_size({mbs}) x data-parallel size({dp}) = {mbs * dp}, where "
-            f"data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))",
-        )
+    check_global_batch(key, model, nodes, devices, tp, pp)
     return dp
 
 

@@ -6,7 +6,7 @@ from ...contract import RESUME_MARKER
 from ..errors import config_error
 from ..families import family_for, program_for
 from ..job_spec import Command, JobSpec
-from .base import Stage, positive_int, tensor_parallel_env
+from .base import Stage, check_global_batch, positive_int, tensor_parallel_env
 
 
 def check_parallelism(model: Dict[str, Any], nodes: int, devices: int, prefix: str = "training") -> None:
@@ -39,14 +39,7 @@ def check_parallelism(model: Dict[str, Any], nodes: int, devices: int, prefix: s
             key("num_layers"), layers,
             f"must be divisible by PP({pp}) x virtual PP({vpp}) = {pp * vpp}; change num_layers or the pipeline sizes",
         )
-    mbs = positive_int(key("micro_batch_size"), model.get("micro_batch_size"))
-    gbs = positive_int(key("global_batch_size"), model.get("global_batch_size"))
-    if gbs % (mbs * dp):
-        raise config_error(
-            key("global_batch_size"), gbs,
-            f"must be a multiple of micro_batch_size({mbs}) x data-parallel size({dp}) = {mbs * dp}, where "
-            f"data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))",
-        )
+    mbs, gbs = check_global_batch(key, model, nodes, devices, tp, pp)
     rampup = model.get("rampup_batch_size")
     if rampup is not None:
         if not (isinstance(rampup, list) and len(rampup) == 3 and all(isinstance(v, int) and v > 0 for v in rampup)):
