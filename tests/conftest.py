@@ -1,11 +1,17 @@
-"""Fixtures shared by the whole test suite.
+"""Fixtures and skip rules shared by the whole test suite.
 
 `slurm_cluster` gives tests a real Slurm to submit to: the project's local cluster
 (`sudo .ci/local_slurm/start.sh`: partition `debug`, nodes fakenode1..2, 8 fake GPUs
-each, fake pyxis) or any other that `sbatch` reaches. Without one, Slurm tests skip,
-unless NEMO_LAUNCHER_TEST_SLURM=required (CI sets it in `.ci/run`), where they fail.
+each, fake pyxis) or any other that `sbatch` reaches. Without one, Slurm tests skip.
+
+Strict mode (CI): `.ci/run` exports NEMO_LAUNCHER_TEST_STRICT=1 (NEMO_LAUNCHER_TEST_SLURM=required
+implies it). There a test that would skip fails instead, saying what is missing and how CI provides it:
+use `require_module` instead of `pytest.importorskip` and `skip_or_fail` instead of `pytest.skip`. A skip
+that still happens under strict mode (a new `pytest.skip`, a `skipif` marker) fails the session, unless
+ALLOWED_SKIPS lists it with its reason.
 """
 import dataclasses
+import importlib
 import os
 import shutil
 import subprocess
@@ -15,6 +21,50 @@ import pytest
 
 # Long enough for a slurmctld busy with another worker's jobs on a 2-core machine.
 _SLURM_QUERY_TIMEOUT_S = 20
+
+STRICT_ENV = "NEMO_LAUNCHER_TEST_STRICT"
+INSTALL_FIX = "pip install -r requirements-dev.txt (CI's .ci/run does this first)"
+LOCAL_SLURM_SETUP = ("CI starts the project's cluster with `sudo .ci/local_slurm/start.sh`: 2 nodes, "
+                     "8 fake GPUs each as GPU GRES, fake pyxis")
+
+# The one place where a skip is allowed under strict mode: node id (or a prefix of it) -> why it may skip.
+# Empty: CI's machine has everything the suite needs, so every skip there is a bug.
+ALLOWED_SKIPS = {}
+
+
+def strict_ci() -> bool:
+    """True where skipping is not allowed: under CI (.ci/run), or when the Slurm tests were made mandatory."""
+    return (os.environ.get(STRICT_ENV, "") == "1"
+            or os.environ.get("NEMO_LAUNCHER_TEST_SLURM", "").lower() == "required")
+
+
+def skip_or_fail(missing: str, setup: str) -> None:
+    """Skips the test (or the module) because `missing`; under strict mode fails it instead.
+
+    `setup` says how CI provides what is missing, so the failure tells the reader what to fix.
+    """
+    if strict_ci():
+        pytest.fail(f"{missing}. Under {STRICT_ENV}=1 (CI) this must not skip: {setup}", pytrace=False)
+    pytest.skip(f"{missing}; {setup}", allow_module_level=True)
+
+
+def require_module(name: str):
+    """Imports and returns module `name`; a test module calls it where it would call pytest.importorskip.
+
+    Not importable: skips outside strict mode, fails under it. Installed but raising something other than
+    ImportError while importing (a broken pin) fails everywhere: that is a broken environment, not a missing extra.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        if isinstance(error, ModuleNotFoundError) and error.name == name:
+            missing = f"`{name}` is not installed"
+        else:
+            missing = f"`{name}` is installed but does not import ({type(error).__name__}: {error})"
+        skip_or_fail(missing, INSTALL_FIX)
+    except Exception as error:  # noqa: BLE001  (anything else a broken package raises at import)
+        pytest.fail(f"`{name}` is installed but does not import ({type(error).__name__}: {error}); fix: "
+                    f"{INSTALL_FIX}", pytrace=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,5 +141,62 @@ def slurm_cluster():
                 "`sudo .ci/local_slurm/start.sh` (or unset the variable to skip the Slurm tests).",
                 pytrace=False,
             )
-        pytest.skip(f"{reason}; start one with `sudo .ci/local_slurm/start.sh`")
+        skip_or_fail(reason, LOCAL_SLURM_SETUP)
     yield cluster
+
+
+def require_project_cluster(cluster: SlurmCluster, nodes: int = 2, gpus_per_node: int = 0, pyxis: bool = False) -> None:
+    """Skips (fails under strict mode) a test that needs more than `cluster` offers."""
+    if len(cluster.nodes) < nodes or cluster.gpus_per_node < gpus_per_node or (pyxis and not cluster.has_pyxis):
+        needs = f"{nodes} nodes" + (f", {gpus_per_node} GPUs per node as GRES" if gpus_per_node else "")
+        needs += ", pyxis" if pyxis else ""
+        skip_or_fail(f"needs {needs}; the cluster here has {cluster}", LOCAL_SLURM_SETUP)
+
+
+# ---- strict mode: no skip goes unnoticed --------------------------------------------------------------
+
+
+def _allowed(nodeid: str) -> bool:
+    return any(nodeid == allowed or nodeid.startswith((allowed + "::", allowed + "["))
+               for allowed in ALLOWED_SKIPS)
+
+
+def _skip_reason(report) -> str:
+    if isinstance(report.longrepr, tuple):  # (file, line, "Skipped: reason")
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    return str(report.longrepr)
+
+
+class _StrictSkips:
+    """Under strict mode: records every skip (test or whole module), lists them and fails the session."""
+
+    def __init__(self):
+        self.skipped = []  # (node id, reason)
+
+    def _record(self, report):
+        # xfail outcomes also arrive as "skipped" reports; they carry `wasxfail` and are not skips.
+        if report.skipped and not hasattr(report, "wasxfail") and not _allowed(report.nodeid):
+            self.skipped.append((report.nodeid or "<collection>", _skip_reason(report)))
+
+    def pytest_runtest_logreport(self, report):
+        self._record(report)
+
+    def pytest_collectreport(self, report):
+        self._record(report)
+
+    def pytest_sessionfinish(self, session):
+        if self.skipped and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.skipped:
+            return
+        terminalreporter.section(f"{len(self.skipped)} skipped under {STRICT_ENV}=1 (CI), which fails the run", red=True)
+        for nodeid, reason in self.skipped:
+            terminalreporter.line(f"SKIPPED {nodeid}: {reason}")
+        terminalreporter.line("Make each one run here, or list it with its reason in ALLOWED_SKIPS (tests/conftest.py).")
+
+
+def pytest_configure(config):
+    if strict_ci():
+        config.pluginmanager.register(_StrictSkips(), "nemo_launcher_strict_skips")

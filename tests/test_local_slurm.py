@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+from tests.conftest import require_project_cluster
+
 CONFTEST = pathlib.Path(__file__).with_name("conftest.py")
 
 
@@ -22,8 +24,7 @@ def _sbatch(tmp_path, body: str, *flags: str) -> subprocess.CompletedProcess:
 
 
 def test_two_node_job_with_gpus_and_pyxis_flags_runs(slurm_cluster, tmp_path):
-    if len(slurm_cluster.nodes) < 2 or slurm_cluster.gpus_per_node < 8 or not slurm_cluster.has_pyxis:
-        pytest.skip(f"needs the project's 2-node cluster with fake pyxis, got {slurm_cluster}")
+    require_project_cluster(slurm_cluster, nodes=2, gpus_per_node=8, pyxis=True)
     # The launcher's training scripts look like this: whole nodes, 8 tasks and 8 GPUs each, pyxis flags.
     submitted = _sbatch(
         tmp_path,

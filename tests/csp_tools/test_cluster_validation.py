@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_project_cluster, skip_or_fail
+
 REPO = Path(__file__).resolve().parents[2]
 CSP_TOOLS = REPO / "csp_tools"
 CLOUDS = ("aws", "azure", "oci")
@@ -85,8 +87,7 @@ def _validate(args, env_extra=None, path_first=None, timeout=300):
 
 
 def _two_nodes(cluster):
-    if len(cluster.nodes) < 2:
-        pytest.skip(f"needs a 2-node cluster, got {cluster.nodes}")
+    require_project_cluster(cluster, nodes=2)
     return cluster.nodes[:2]
 
 
@@ -116,8 +117,9 @@ def test_scripts_pass_bash_n():
         assert result.returncode == 0, f"{script}: {result.stderr}"
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt-get install shellcheck)")
 def test_scripts_are_shellcheck_clean():
+    if shutil.which("shellcheck") is None:
+        skip_or_fail("shellcheck is not installed", "`.ci/run` installs it (apt-get install shellcheck)")
     result = subprocess.run(
         ["shellcheck", "-x", *[str(p.relative_to(REPO)) for p in _shell_scripts()]],
         capture_output=True, text=True, cwd=REPO,
@@ -261,7 +263,8 @@ def test_dcgm_only_and_threshold_option(slurm_cluster, tmp_path, fake_bin):
 def test_missing_dcgmi_is_reported_per_node(slurm_cluster, tmp_path, fake_bin):
     (fake_bin / "dcgmi").unlink()
     if shutil.which("dcgmi"):
-        pytest.skip("a real dcgmi is installed here")
+        skip_or_fail(f"a real dcgmi is installed here ({shutil.which('dcgmi')}), so it cannot be missing",
+                     "CI runs on a machine without DCGM, where the fake dcgmi is the only one")
     result = _validate([*_required(slurm_cluster, tmp_path / "results"), "--dcgm"], path_first=fake_bin)
     assert result.returncode == 1
     assert result.stdout.count("FAIL dcgmi is not installed on this node") == 2

@@ -11,8 +11,10 @@ Reference logits come from tests/jobs/checkpoint_logits.py (the trainer's code, 
 import pytest
 import yaml
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from tests.conftest import require_module
+
+torch = require_module("torch")
+transformers = require_module("transformers")
 
 from nemo_launcher.jobs.gpt import nemo_archive  # noqa: E402
 from nemo_launcher.jobs.gpt.shards import ShardLayout, split_state_dict  # noqa: E402

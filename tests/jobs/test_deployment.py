@@ -16,8 +16,10 @@ import pytest
 
 from .sft_support import gpt2_files, tiny_nemo  # noqa: F401  (fixtures)
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("pytriton")
+from tests.conftest import require_module
+
+torch = require_module("torch")
+require_module("pytriton")
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = "The license grants you the right to"

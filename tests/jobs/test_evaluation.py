@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("lm_eval")
+from tests.conftest import require_module
+
+torch = require_module("torch")
+require_module("lm_eval")
 
 from lm_eval.api.instance import Instance  # noqa: E402
 

@@ -4,8 +4,10 @@ transformers is a test-only dependency; the export itself writes config.json + s
 """
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from tests.conftest import require_module
+
+torch = require_module("torch")
+transformers = require_module("transformers")
 
 from nemo_launcher.jobs.gpt.hf_export import GPT2, LLAMA, HFExportError, export_hf, hf_architecture, write_hf_tokenizer  # noqa: E402
 

@@ -5,7 +5,9 @@ import pytest
 
 from .sft_support import gpt2_files, lora_section, qa_jsonl, tiny_nemo  # noqa: F401  (fixtures)
 
-torch = pytest.importorskip("torch")
+from tests.conftest import require_module
+
+torch = require_module("torch")
 
 
 def _logits(model, tokens):
@@ -18,7 +20,7 @@ def test_only_adapters_train_and_merging_keeps_the_function(tmp_path, tiny_nemo,
     from nemo_launcher.jobs.common.distributed import placement_from_env
     from nemo_launcher.jobs.gpt import sft_train
     from nemo_launcher.jobs.gpt.lora import add_lora
-    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+    from nemo_launcher.contract.schemas.gpt_sft import SftConfig
 
     cfg = SftConfig.from_dict(lora_section(tiny_nemo, qa_jsonl, str(tmp_path), target_modules=["attention_qkv", "mlp_fc2"]),
                               stage="peft")
@@ -58,7 +60,7 @@ def test_peft_program_writes_adapter_and_merged_model(tmp_path, tiny_nemo, qa_js
     from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
     from nemo_launcher.jobs.gpt.lora_merge import merge_files
     from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
-    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+    from nemo_launcher.contract.schemas.gpt_sft import SftConfig
 
     cfg = SftConfig.from_dict(lora_section(tiny_nemo, qa_jsonl, str(tmp_path)), stage="peft")
     outputs = peft.lora_tune(cfg, placement_from_env({}))
@@ -108,7 +110,7 @@ def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_
     from nemo_launcher.jobs.gpt import peft
     from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
     from nemo_launcher.jobs.gpt.nemo_archive import load_nemo, save_nemo
-    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+    from nemo_launcher.contract.schemas.gpt_sft import SftConfig
 
     from .gpt_models import model_section, random_model
 

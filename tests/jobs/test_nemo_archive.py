@@ -3,7 +3,9 @@ import tarfile
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.conftest import require_module
+
+torch = require_module("torch")
 
 from nemo_launcher.jobs.common.config import JobConfigError  # noqa: E402
 from nemo_launcher.jobs.gpt import nemo_archive  # noqa: E402

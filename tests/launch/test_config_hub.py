@@ -15,22 +15,48 @@ def test_the_seed_gpt_configs_are_all_there():
     assert expected <= {name.split("/")[1] for name in TRAINING if name.startswith("gpt3/")}
 
 
-@pytest.mark.parametrize("cluster_type", ["bcm", "bcp", "interactive"])
-@pytest.mark.parametrize("choice", TRAINING)
-def test_training_config_renders(choice, cluster_type, launch, tmp_path):
+CLUSTER_TYPES = ("bcm", "bcp", "interactive")
+
+# The shipped configs the launcher refuses on purpose: (training config, cluster_type) -> words the one-line
+# error must hold. On interactive (one node of 8 GPUs) a model parallel group larger than 8 cannot fit.
+REFUSED = {
+    ("gpt3/175b", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(16) = 128",
+                                   "does not divide nodes(1) x devices(8) = 8"),
+    ("gpt3/40b_improved", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(2) = 16",
+                                           "does not divide nodes(1) x devices(8) = 8"),
+}
+
+
+def _launch_training(launch, choice, cluster_type, results):
     overrides = ["stages=[training]", f"training={choice}", f"cluster_type={cluster_type}"]
     if cluster_type == "interactive":
         overrides.append("training.trainer.num_nodes=1")  # interactive runs on one machine
+    return launch(overrides, results=results)
+
+
+@pytest.mark.parametrize("choice, cluster_type",
+                         [(c, t) for c in TRAINING for t in CLUSTER_TYPES if (c, t) not in REFUSED])
+def test_training_config_renders(choice, cluster_type, launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(overrides, results=results)
-    if cluster_type == "interactive" and "TP(" in err:
-        pytest.skip(f"{choice} needs more GPUs than one node has: {err.strip()}")
+    code, out, err = _launch_training(launch, choice, cluster_type, results)
     assert code == 0, err
     (script,) = results.rglob("*_submission.sh")
     subprocess.run(["bash", "-n", str(script)], check=True)
     (config,) = results.rglob("*_hydra.yaml")
     text = config.read_text()
     assert "${" not in text and "???" not in text
+
+
+@pytest.mark.parametrize("choice, cluster_type", sorted(REFUSED))
+def test_refused_on_purpose(choice, cluster_type, launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = _launch_training(launch, choice, cluster_type, results)
+    assert code == 2, f"{choice} on {cluster_type} should be refused as a config error (exit 2), got {code}: {err}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), err
+    for words in REFUSED[choice, cluster_type]:
+        assert words in lines[0], f"expected {words!r} in: {lines[0]}"
+    assert not list(results.rglob("*_submission.sh")), "a refused config must write no script"
 
 
 @pytest.mark.parametrize("choice", [c for c in TRAINING if c != "gpt3/tiny"])
