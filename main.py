@@ -5,6 +5,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from nemo_launcher.launch.cli import check_command_line
 from nemo_launcher.launch.fast_yaml import install_fast_yaml_loader
 from nemo_launcher.launch.resolvers import register_resolvers
 
@@ -22,4 +23,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    check_command_line(sys.argv)
     main()
