@@ -1,5 +1,6 @@
 """Orders stages, threads dependencies, writes job directories, submits atomically and prints the plan."""
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,8 +11,9 @@ from omegaconf import DictConfig, ListConfig
 from .backends import backend_class
 from .backends.base import Backend
 from .context import LaunchContext, read_context
-from .errors import LauncherError, SubmissionError, config_error
+from .errors import LauncherError, StageFailed, SubmissionError, config_error
 from .job_spec import JobSpec
+from .ledger import UNRECORDED, Ledger, array_task_count, open_ledger
 from .stages import STAGES, stage_class
 
 
@@ -97,35 +99,83 @@ def write_plan(plan: Plan, argv: Sequence[str]) -> None:
             _write_atomically(job.spec.directory / "launcher_cmd.log", command_line)
 
 
-def submit_plan(plan: Plan) -> List[Submitted]:
-    """Submits in order; stage k+1 waits for stage k. If any submission fails, cancels what this call submitted."""
+def submit_plan(plan: Plan, ledger: Optional[Ledger] = None) -> List[Submitted]:
+    """Submits in order; stage k+1 waits for stage k. If any submission fails, cancels what this call submitted.
+    With a ledger, records each job as it is submitted (or run here) and closes the record with the outcome."""
+    ledger = ledger or UNRECORDED
     submitted: List[Submitted] = []
     previous_id: Optional[str] = None
     try:
         for jobs in plan.jobs_by_stage:
             for job in jobs:
+                index = len(submitted)
                 dependency = ([f"{job.spec.chain}:{previous_id}"] if previous_id else []) + list(job.spec.dependency)
                 if plan.context.debug:
-                    job_id = f"DRYRUN-{len(submitted) + 1}"
-                else:
+                    job_id = f"DRYRUN-{index + 1}"
+                elif plan.backend.queues_jobs:
                     job_id = plan.backend.submit(job.script_path, job.spec, dependency)
+                    ledger.submitted(index, job_id, dependency)
+                else:
+                    job_id = _run_here(plan, job, dependency, ledger, index)
                 submitted.append(Submitted(job, job_id, dependency))
                 previous_id = job_id if (plan.backend.queues_jobs or plan.context.debug) else None
     except SubmissionError as error:
         queued = [entry.job_id for entry in submitted if entry.job_id]
         plan.backend.cancel(queued)
+        ledger.close("rolled_back")
         cancelled = f"; cancelled the jobs already submitted: {', '.join(queued)}" if queued else ""
         raise SubmissionError(f"{error}{cancelled}") from None
+    except StageFailed:
+        ledger.close("failed")
+        raise
+    ledger.close("submitted" if plan.backend.queues_jobs else "finished")
     return submitted
 
 
+def _run_here(plan: Plan, job: PlannedJob, dependency: List[str], ledger, index: int) -> Optional[str]:
+    """Backends without a queue run the job to completion in submit(); the ledger gets its exit code either way."""
+    ledger.started(index, dependency)
+    try:
+        job_id = plan.backend.submit(job.script_path, job.spec, dependency)
+    except StageFailed as error:
+        ledger.finished(index, _exit_status(error))
+        raise
+    ledger.finished(index, 0)
+    return job_id
+
+
+def _exit_status(error: StageFailed) -> int:
+    # The backends say the status only in the message ("... exited with status 3"); 1 when they do not.
+    match = re.search(r"status (-?\d+)", str(error))
+    return int(match.group(1)) if match else 1
+
+
+def _gpus_per_node(plan: Plan, spec: JobSpec) -> str:
+    if not spec.uses_gpus:
+        return "-"
+    if plan.backend.name == "bcm":
+        return str(plan.context.cluster.get("gpus_per_node") or "-")
+    return str(spec.tasks_per_node)  # one process per GPU where no scheduler hands GPUs out
+
+
+def _array_size(spec: JobSpec) -> str:
+    if not spec.array:
+        return "-"
+    tasks = array_task_count(spec.array)
+    return str(tasks) if tasks else spec.array  # a form only Slurm expands (steps): shown as written
+
+
 def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
-    header = ("stage", "job", "id", "dependency", "script", "log")
+    # Ids and dependencies exist only where a queue chains the jobs (Slurm, and its dry run).
+    queued = plan.backend.queues_jobs
+    header = ("stage", "job") + (("id", "dependency") if queued else ()) + ("nodes", "gpus/node", "time", "array", "script", "log")
     rows = [header]
     for entry in submitted:
         spec = entry.job.spec
+        ids = (entry.job_id or "-", ",".join(entry.dependency) or "-") if queued else ()
         rows.append((
-            spec.stage, plan.backend.job_name(spec), entry.job_id or "-", ",".join(entry.dependency) or "-",
+            spec.stage, plan.backend.job_name(spec), *ids, str(spec.nodes), _gpus_per_node(plan, spec),
+            spec.time_limit, _array_size(spec),
             str(entry.job.script_path), plan.backend.log_pattern(spec, entry.job_id),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -145,8 +195,13 @@ def launch(cfg: DictConfig, choices: Dict[str, Optional[str]], argv: Sequence[st
         if plan.context.preflight and plan.backend.queues_jobs:
             _run_preflight(cfg)
     write_plan(plan, argv)
-    submitted = submit_plan(plan)
+    ledger = None if plan.context.debug else open_ledger(plan, argv)
+    submitted = submit_plan(plan, ledger)
     print(format_plan(plan, submitted), flush=True)
+    if ledger is not None:
+        from .monitor import follow_up_commands
+
+        print(follow_up_commands(ledger.id, plan.context.base_results_dir), flush=True)
     return submitted
 
 

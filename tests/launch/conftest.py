@@ -52,6 +52,8 @@ def _no_inherited_debug(monkeypatch):
 
 
 def plan_rows(out: str):
-    """The rows of the plan table the launcher prints (stage, job, id, dependency, script, log)."""
+    """The rows of the plan table the launcher prints, split on whitespace. Slurm plans (and dry runs):
+    stage, job, id, dependency, nodes, gpus/node, time, array, script, log; interactive and bcp plans have no
+    id and dependency columns."""
     lines = out.split("Pipeline, ", 1)[1].splitlines()[2:]
     return [line.split() for line in lines[: lines.index("")]]

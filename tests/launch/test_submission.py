@@ -93,7 +93,7 @@ def test_dry_run_works_without_slurm(monkeypatch, tmp_path, capsys):
         assert run(cfg, choices, ["main.py"]) == 0
         out = capsys.readouterr().out
         header, row = out.splitlines()[1:3]
-        assert header.split() == ["stage", "job", "id", "dependency", "script", "log"]
+        assert header.split() == ["stage", "job", "id", "dependency", "nodes", "gpus/node", "time", "array", "script", "log"]
         assert row.split()[:4] == ["training", "nemo-megatron-gpt3_5b", "DRYRUN-1", "singleton"]
         assert (tmp_path / f"r{word}" / "gpt3_5b" / "nemo-megatron-gpt3_5b_submission.sh").exists()
 

@@ -1,0 +1,56 @@
+"""Follow and stop recorded pipelines (the logic is in nemo_launcher/launch/monitor.py):
+
+    python3 -m nemo_launcher status [RUN] [--results DIR]
+    python3 -m nemo_launcher logs RUN [STAGE] [-f] [--results DIR]
+    python3 -m nemo_launcher cancel RUN [--results DIR]
+"""
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from nemo_launcher.launch.errors import LauncherError
+
+_RUN_HELP = "a pipeline id (or a unique prefix), or a run or job name: the newest pipeline with it"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher", description="Follow and stop pipelines the launcher submitted.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{status,logs,cancel}")
+    status = commands.add_parser("status", help="the jobs of a pipeline, or one line per recent pipeline")
+    status.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    logs = commands.add_parser("logs", help="print (or follow) the newest log of a pipeline's job")
+    logs.add_argument("run", metavar="RUN", help=_RUN_HELP)
+    logs.add_argument("stage", nargs="?", metavar="STAGE", help="a stage or job name (default: the job active last)")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the job has ended (Ctrl-C stops)")
+    cancel = commands.add_parser("cancel", help="cancel every job of the pipeline still queued or running")
+    cancel.add_argument("run", metavar="RUN", help=_RUN_HELP)
+    for command in (status, logs, cancel):
+        command.add_argument(
+            "--results", type=Path, default=None, metavar="DIR",
+            help="the base_results_dir the pipeline used (default: $NEMO_LAUNCHER_RESULTS, else <repository>/results)",
+        )
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    from nemo_launcher.launch import monitor
+
+    results = args.results or monitor.default_results_dir()
+    try:
+        if args.command == "status":
+            return monitor.status(results, args.run)
+        if args.command == "logs":
+            return monitor.logs(results, args.run, args.stage, args.follow)
+        return monitor.cancel(results, args.run)
+    except LauncherError as error:
+        if os.environ.get("NEMO_LAUNCHER_FULL_ERROR"):
+            raise
+        print(f"Error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

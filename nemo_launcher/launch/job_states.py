@@ -1,0 +1,259 @@
+"""What the jobs of recorded pipelines are doing now, asking the scheduler as few times as it allows.
+
+    states = poll(records)                  # per record, one JobState per job (aligned with record["jobs"])
+    states = poll(records, live_only=True)  # squeue only: enough to tell queued or running from ended
+
+Slurm: ONE `squeue` call covers every job id of every record given, then ONE `sacct` call the jobs squeue no
+longer lists; where accounting is disabled, ONE `scontrol show job -o` (every job the controller still
+remembers) instead. A call per job would cost a controller round trip each, which a busy slurmctld answers in
+seconds, and `status` of all recent pipelines would make hundreds of them.
+Jobs run here (interactive, bcp): from the exit codes the launcher recorded and whether its pid is alive.
+"""
+import os
+import socket
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .errors import LauncherError
+from ..contract.file_numbers import FileNumbersError, parse_file_numbers
+from .ledger import array_task_count, elapsed_since
+
+COMMAND_TIMEOUT_S = 60
+# Slurm states of a job that still holds or waits for resources; anything else has ended.
+LIVE_STATES = frozenset({
+    "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
+    "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
+})
+NO_ACCOUNTING = "ENDED (state unknown: no accounting)"
+
+
+@dataclass(frozen=True)
+class JobState:
+    state: str  # what `status` shows: RUNNING, COMPLETED, "2 RUNNING, 28 PENDING", NOT RUN, ...
+    phase: str  # one word a pipeline summary counts: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, UNKNOWN, ...
+    live: bool  # still queued or running: there is something to cancel or follow
+    detail: str = "-"  # elapsed time while running, the pending reason, or the exit code once ended
+
+
+def run_command(argv: Sequence[str]):
+    """Every scheduler command of `status`, `logs` and `cancel` goes through here (tests count the calls)."""
+    import subprocess  # status of a pipeline run here never pays for it
+
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    except FileNotFoundError:
+        raise LauncherError(f"`{argv[0]}` is not on PATH: run this where Slurm's commands are (the login node)") from None
+    except subprocess.TimeoutExpired:
+        raise LauncherError(f"`{argv[0]}` gave no answer within {COMMAND_TIMEOUT_S} s: the Slurm controller is busy or down; try again") from None
+
+
+def on_slurm(record: dict) -> bool:
+    return record.get("cluster_type") == "bcm"
+
+
+def poll(records: Sequence[dict], live_only: bool = False) -> List[List[JobState]]:
+    slurm_ids = [job["job_id"] for record in records if on_slurm(record) for job in record["jobs"] if job.get("job_id")]
+    tasks, unknown = _slurm_tasks(records, list(dict.fromkeys(slurm_ids)), live_only) if slurm_ids else ({}, "")
+    states = []
+    for record in records:
+        if on_slurm(record):
+            states.append([_slurm_job_state(job, tasks.get(str(job.get("job_id"))), unknown) for job in record["jobs"]])
+        else:
+            states.append(_run_here_states(record))
+    return states
+
+
+# ---- Slurm ---------------------------------------------------------------------------------------------------
+
+# One line of scheduler output about one job or array task: (state, detail, how many tasks the line stands for).
+_Task = Tuple[str, str, int]
+
+
+def _slurm_tasks(records, ids: List[str], live_only: bool) -> Tuple[Dict[str, Dict[Optional[str], _Task]], str]:
+    """job id -> {array task (None for a plain job): task}, and the state shown for jobs found nowhere."""
+    listed = _squeue(ids)
+    if live_only:
+        return listed, "ENDED"
+    expected = {str(job["job_id"]): array_task_count(job.get("array")) for record in records for job in record["jobs"] if job.get("job_id")}
+    # A job squeue lists in full is settled; an array with fewer tasks listed than it has ended in part.
+    missing = [job_id for job_id in ids if job_id not in listed or sum(t[2] for t in listed[job_id].values()) < (expected.get(job_id) or 1)]
+    if not missing:
+        return listed, "UNKNOWN"
+    ended, unknown = _ended(missing, _earliest(records))
+    for job_id, tasks in ended.items():
+        for task, value in tasks.items():
+            listed.setdefault(job_id, {}).setdefault(task, value)  # squeue's view is the fresher one
+    return listed, unknown
+
+
+def _squeue(ids: List[str]) -> Dict[str, Dict[Optional[str], _Task]]:
+    result = run_command(["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T|%M|%r"])
+    if result.returncode != 0:
+        # squeue refuses a single id it no longer knows; several unknown ids just list nothing.
+        if "Invalid job id" in result.stderr:
+            return {}
+        raise LauncherError(f"squeue failed: {(result.stderr or result.stdout).strip()}")
+    found: Dict[str, Dict[Optional[str], _Task]] = {}
+    for line in result.stdout.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 3:
+            continue
+        job_id, task = _split_id(fields[0])
+        state = _state_word(fields[1])
+        if state == "RUNNING":
+            detail = fields[2]
+        else:
+            detail = f"({fields[3]})" if len(fields) > 3 and fields[3] not in ("", "None") else "-"
+        found.setdefault(job_id, {})[task] = (state, detail, _task_count(task))
+    return found
+
+
+def _ended(ids: List[str], since: str) -> Tuple[Dict[str, Dict[Optional[str], _Task]], str]:
+    """What the jobs squeue no longer lists ended as: from sacct, or from scontrol where accounting is off."""
+    result = run_command(["sacct", "-n", "-P", "-X", "-S", since, "-j", ",".join(ids), "-o", "JobID,State,ExitCode,Elapsed"])
+    if result.returncode == 0:
+        found: Dict[str, Dict[Optional[str], _Task]] = {}
+        for line in result.stdout.splitlines():
+            fields = line.strip().split("|")
+            if len(fields) < 3:
+                continue
+            job_id, task = _split_id(fields[0])
+            state = _state_word(fields[1])
+            detail = fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(fields[2])
+            found.setdefault(job_id, {})[task] = (state, detail, _task_count(task))
+        return found, "ENDED (state unknown)"
+    message = (result.stderr or result.stdout).strip()
+    unknown = NO_ACCOUNTING if "disabled" in message.lower() else f"ENDED (state unknown: sacct: {message.splitlines()[0] if message else 'failed'})"
+    return _scontrol_jobs(set(ids)), unknown
+
+
+def _scontrol_jobs(wanted) -> Dict[str, Dict[Optional[str], _Task]]:
+    result = run_command(["scontrol", "show", "job", "-o"])
+    found: Dict[str, Dict[Optional[str], _Task]] = {}
+    if result.returncode != 0:
+        return found
+    for line in result.stdout.splitlines():
+        fields = {}
+        for word in line.split():
+            key, equals, value = word.partition("=")
+            if equals and key not in fields:
+                fields[key] = value
+        job_id = fields.get("ArrayJobId") or fields.get("JobId")
+        if job_id not in wanted or "JobState" not in fields:
+            continue
+        task = fields.get("ArrayTaskId") if fields.get("ArrayJobId") else None
+        state = _state_word(fields["JobState"])
+        detail = fields.get("RunTime", "-") if state in LIVE_STATES else _exit_text(fields.get("ExitCode", ""))
+        found.setdefault(job_id, {})[task] = (state, detail, _task_count(task))
+    return found
+
+
+def _slurm_job_state(job: dict, tasks: Optional[Dict[Optional[str], _Task]], unknown: str) -> JobState:
+    if not job.get("job_id"):
+        return JobState("NOT SUBMITTED", "NOT SUBMITTED", False)
+    if not tasks:
+        return JobState(unknown, "UNKNOWN", False)
+    if len(tasks) == 1 and next(iter(tasks.values()))[2] == 1:
+        state, detail, _ = next(iter(tasks.values()))
+        return JobState(state, state, state in LIVE_STATES, detail)
+    counts = Counter()
+    for state, _, count in tasks.values():
+        counts[state] += count
+    live = [state for state in counts if state in LIVE_STATES]
+    ended = [state for state in counts if state not in LIVE_STATES and state != "COMPLETED"]
+    phase = "RUNNING" if "RUNNING" in counts else live[0] if live else ended[0] if ended else "COMPLETED"
+    order = sorted(counts, key=lambda state: (state != "RUNNING", state not in LIVE_STATES, state))
+    text = ", ".join(f"{counts[state]} {state}" for state in order) if len(counts) > 1 else phase
+    return JobState(text, phase, bool(live), f"{sum(counts.values())} tasks")
+
+
+def _split_id(text: str) -> Tuple[str, Optional[str]]:
+    """'123' -> ('123', None); '123_4' -> ('123', '4'); '123_[5-9%2]' -> ('123', '[5-9%2]'); '123+0' -> ('123', None)."""
+    job_id, _, task = text.strip().partition("_")
+    return job_id.split("+")[0], task or None
+
+
+def _task_count(task: Optional[str]) -> int:
+    """How many array tasks a listed task stands for: pending remainders are listed as one range."""
+    if task is None:
+        return 1
+    try:
+        return len(parse_file_numbers(task.strip("[]").split("%")[0]))
+    except FileNumbersError:
+        return 1
+
+
+def _state_word(text: str) -> str:
+    """'CANCELLED by 1000' -> 'CANCELLED'."""
+    words = text.split()
+    return words[0].rstrip("+").upper() if words else "UNKNOWN"
+
+
+def _exit_text(code: str) -> str:
+    """Slurm's 'status:signal' pair as people read it: 'exit 0', 'exit 3', 'signal 9'."""
+    status, _, signal = code.partition(":")
+    if signal and signal != "0":
+        return f"signal {signal}"
+    return f"exit {status}" if status else "-"
+
+
+def _earliest(records) -> str:
+    """sacct's --starttime: a day before the oldest record, in local time as Slurm reads it (its default start,
+    midnight today, would hide yesterday's pipelines)."""
+    created = []
+    for record in records:
+        try:
+            created.append(datetime.fromisoformat(record["created"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    start = (min(created) if created else datetime.now().astimezone()) - timedelta(days=1)
+    return start.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+
+
+# ---- jobs run here -------------------------------------------------------------------------------------------
+
+
+def launcher_alive(record: dict, job: dict) -> Optional[bool]:
+    """Whether the launcher that runs this job is alive; None when it ran on another host and cannot be asked."""
+    if record.get("host") not in (None, socket.gethostname()):
+        return None
+    pid = job.get("pid")
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _run_here_states(record: dict) -> List[JobState]:
+    states = []
+    stopped = False  # an earlier job failed or was interrupted: the launcher ran nothing after it
+    for job in record["jobs"]:
+        code = job.get("exit_code")
+        alive = launcher_alive(record, job)
+        if code is not None:
+            took = elapsed_since(job.get("started"), job.get("ended"))
+            state = "COMPLETED" if code == 0 else "FAILED"
+            states.append(JobState(state, state, False, f"exit {code} after {took}"))
+            stopped = stopped or code != 0
+        elif stopped:
+            states.append(JobState("NOT RUN", "NOT RUN", False))
+        elif alive is None:
+            states.append(JobState(f"UNKNOWN (ran on {record.get('host')})", "UNKNOWN", False))
+        elif job.get("started"):
+            if alive:
+                states.append(JobState("RUNNING", "RUNNING", True, elapsed_since(job["started"])))
+            else:
+                states.append(JobState("INTERRUPTED", "INTERRUPTED", False, "launcher gone, no exit code"))
+                stopped = True
+        elif alive:
+            states.append(JobState("PENDING", "PENDING", True, "(waiting for the job before)"))
+        else:
+            states.append(JobState("NOT RUN", "NOT RUN", False))
+    return states

@@ -1,0 +1,280 @@
+"""What a recorded pipeline is doing, its logs, and cancelling it: the logic of `python3 -m nemo_launcher`.
+
+    python3 -m nemo_launcher status [RUN]        # one pipeline's jobs, or one line per recent pipeline
+    python3 -m nemo_launcher logs RUN [STAGE] [-f]
+    python3 -m nemo_launcher cancel RUN
+
+RUN is a pipeline id (or a unique prefix of one), or a run or job name: the newest pipeline with it wins.
+Everything is read from the ledger (`<base_results_dir>/.ledger/`) and asked of the scheduler in batches
+(see job_states); nothing here imports Hydra or torch.
+"""
+import os
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from .errors import ConfigError, LauncherError
+from .job_states import JobState, launcher_alive, on_slurm, poll, run_command
+from .ledger import find_pipeline, live_jobs, load_pipelines, log_files, reload
+
+RESULTS_ENV = "NEMO_LAUNCHER_RESULTS"
+MAX_LISTED = 20  # pipelines `status` without RUN shows
+POLL_SECONDS = 3.0  # how often `logs -f` asks whether the job has ended (one squeue call each time)
+READ_SECONDS = 0.25  # how often `logs -f` looks for new output in the log file
+
+
+def default_results_dir() -> Path:
+    """NEMO_LAUNCHER_RESULTS, else the base_results_dir of the default config (`<repository>/results`)."""
+    if os.environ.get(RESULTS_ENV):
+        return Path(os.environ[RESULTS_ENV])
+    from .resolvers import REPO_ROOT
+
+    return REPO_ROOT / "results"
+
+
+def follow_up_commands(pipeline_id: str, base_results_dir: Path) -> str:
+    """The three commands printed after a submission, with --results when the run used another directory."""
+    results = "" if Path(base_results_dir) == default_results_dir() else f" --results {shlex.quote(str(base_results_dir))}"
+    return "\n".join([
+        f"Pipeline {pipeline_id}:",
+        f"  python3 -m nemo_launcher status {pipeline_id}{results}",
+        f"  python3 -m nemo_launcher logs {pipeline_id} [STAGE] [-f]{results}",
+        f"  python3 -m nemo_launcher cancel {pipeline_id}{results}",
+    ])
+
+
+# ---- status --------------------------------------------------------------------------------------------------
+
+
+def status(results: Path, run: Optional[str] = None) -> int:
+    if run is None:
+        print(_pipelines_table(results))
+        return 0
+    record = find_pipeline(results, run)
+    (states,) = poll([record])
+    print(_pipeline_table(record, states))
+    return 0
+
+
+def summary(record: dict, states: Sequence[JobState]) -> str:
+    """The pipeline in a few words: `3/3 COMPLETED`, `1 COMPLETED, 1 RUNNING, 1 PENDING`, `FAILED at training`."""
+    if record.get("state") == "rolled_back":
+        return "ROLLED BACK (a submission failed; its jobs were cancelled)"
+    phases = [state.phase for state in states]
+    if all(phase == "COMPLETED" for phase in phases):
+        return f"{len(phases)}/{len(phases)} COMPLETED"
+    if not any(state.live for state in states):
+        for job, state in zip(record["jobs"], states):
+            if state.phase not in ("COMPLETED", "UNKNOWN"):
+                return f"{state.phase} at {job['stage']}"
+    counts = {}
+    for phase in phases:
+        counts[phase] = counts.get(phase, 0) + 1
+    return ", ".join(f"{count} {phase}" for phase, count in counts.items())
+
+
+def _pipelines_table(results: Path) -> str:
+    records = load_pipelines(results)[:MAX_LISTED]
+    if not records:
+        return f"No pipeline is recorded in {results}/.ledger (pass --results <base_results_dir> or set {RESULTS_ENV})"
+    rows = [("pipeline", "stages", "state", "created")]
+    for record, states in zip(records, poll(records)):
+        rows.append((record["id"], ",".join(record.get("stages", [])), summary(record, states), record.get("created", "-")))
+    return _table(rows)
+
+
+def _pipeline_table(record: dict, states: Sequence[JobState]) -> str:
+    slurm = on_slurm(record)
+    header = ("stage", "job", "id", "state", "elapsed/exit", "log") if slurm else ("stage", "job", "state", "elapsed/exit", "log")
+    rows = [header]
+    for job, state in zip(record["jobs"], states):
+        logs = log_files(job)
+        row = [job["stage"], job["job_name"], job.get("job_id") or "-", state.state, state.detail, str(logs[-1]) if logs else "-"]
+        rows.append(tuple(row if slurm else row[:2] + row[3:]))
+    title = (
+        f"Pipeline {record['id']} ({record.get('cluster_type')}, created {record.get('created')} by "
+        f"{record.get('user')}@{record.get('host')}): {summary(record, states)}"
+    )
+    return title + "\n" + _table(rows)
+
+
+def _table(rows) -> str:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+# ---- logs ----------------------------------------------------------------------------------------------------
+
+
+def logs(results: Path, run: str, stage: Optional[str] = None, follow: bool = False) -> int:
+    record = find_pipeline(results, run)
+    index = _job_for_logs(record, stage)
+    job = record["jobs"][index]
+    files = log_files(job)
+    if not follow:
+        if not files:
+            raise LauncherError(
+                f"{job['job_name']} ({job['stage']}) has no log yet: it appears when the job starts, as {job.get('log_glob')}; "
+                f"add -f to wait for it"
+            )
+        _announce(files[-1])
+        _copy(files[-1], 0)
+        return 0
+    try:
+        return _follow(results, record, index)
+    except KeyboardInterrupt:  # Ctrl-C is how a user stops following; the job itself goes on
+        return 0
+
+
+def _job_for_logs(record: dict, stage: Optional[str]) -> int:
+    """The job whose log to show: of STAGE (or the job so named), else of the whole pipeline, the one whose
+    newest log was written last; the first candidate when none has a log yet."""
+    jobs = record["jobs"]
+    candidates = list(range(len(jobs)))
+    if stage is not None:
+        candidates = [i for i in candidates if stage in (jobs[i]["stage"], jobs[i].get("run_name"), jobs[i].get("job_name"))]
+        if not candidates:
+            stages = ", ".join(dict.fromkeys(job["stage"] for job in jobs))
+            raise ConfigError(f"STAGE={stage!r}: pipeline {record['id']} has no such stage or job; its stages: {stages}")
+
+    def last_written(index: int) -> float:
+        mtimes = []
+        for path in log_files(jobs[index]):
+            try:
+                mtimes.append(path.stat().st_mtime)
+            except OSError:
+                continue
+        return max(mtimes, default=float("-inf"))
+
+    return max(candidates, key=lambda index: (last_written(index), -index))
+
+
+def _announce(path: Path) -> None:
+    # On stderr, so that `logs RUN > file` holds only the log itself.
+    print(f"==> {path}", file=sys.stderr, flush=True)
+
+
+def _copy(path: Path, offset: int) -> int:
+    """Writes the file from `offset` to stdout as bytes (logs need not be valid UTF-8); returns the new offset."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while True:
+            chunk = handle.read(1 << 16)
+            if not chunk:
+                break
+            sys.stdout.buffer.write(chunk)
+            offset += len(chunk)
+    sys.stdout.buffer.flush()
+    return offset
+
+
+def _follow(results: Path, record: dict, index: int) -> int:
+    """Like `tail -f`, moving on to a newer attempt's log when a requeue starts one, until the job has ended."""
+    path: Optional[Path] = None
+    offset = 0
+    next_poll = 0.0
+    waiting_said = False
+    while True:
+        if path is not None:
+            offset = _copy(path, offset)
+        if time.monotonic() < next_poll:
+            time.sleep(READ_SECONDS)
+            continue
+        next_poll = time.monotonic() + POLL_SECONDS
+        live = _is_live(results, record, index)
+        files = log_files(record["jobs"][index])
+        if files and files[-1] != path:
+            if path is not None:
+                _copy(path, offset)
+            path, offset = files[-1], 0
+            _announce(path)
+            continue
+        if not live:
+            if path is None:
+                raise LauncherError(f"{record['jobs'][index]['job_name']} ended without writing a log ({record['jobs'][index].get('log_glob')})")
+            _copy(path, offset)
+            return 0
+        if path is None and not waiting_said:
+            print(f"waiting for {record['jobs'][index]['job_name']} to start and write its log ...", file=sys.stderr, flush=True)
+            waiting_said = True
+
+
+def _is_live(results: Path, record: dict, index: int) -> bool:
+    current = record if on_slurm(record) else reload(results, record)  # the launcher updates a run-here record
+    (states,) = poll([current], live_only=True)
+    if not on_slurm(record):
+        record["jobs"][index].update(current["jobs"][index])
+    return states[index].live
+
+
+# ---- cancel --------------------------------------------------------------------------------------------------
+
+
+def cancel(results: Path, run: str) -> int:
+    record = find_pipeline(results, run)
+    live = live_jobs([record])
+    cancelled = {id(job) for job, _ in live}  # entries, by identity: run-here jobs have no job id
+    if on_slurm(record):
+        ids = list(dict.fromkeys(str(job["job_id"]) for job, _ in live))
+        if ids:
+            # One call for the whole pipeline; an array's id cancels all of its tasks.
+            result = run_command(["scancel", *ids])
+            if result.returncode != 0:
+                raise LauncherError(f"scancel {' '.join(ids)} failed: {(result.stderr or result.stdout).strip()}")
+    elif live:
+        job = live[0][0]
+        if launcher_alive(record, job) is None:
+            raise LauncherError(f"pipeline {record['id']} runs on {record.get('host')}: cancel it there")
+        _terminate(int(job["pid"]))
+    rows = [("", "stage", "job", "id", "state")]
+    for job, state in live:
+        rows.append(("cancelled", job["stage"], job["job_name"], job.get("job_id") or "-", f"was {state}"))
+    for job in record["jobs"]:
+        if id(job) not in cancelled:
+            if on_slurm(record):
+                what = "already ended" if job.get("job_id") else "never submitted"
+            else:
+                what = "already ended" if job.get("exit_code") is not None else "not running"
+            rows.append((what, job["stage"], job["job_name"], job.get("job_id") or "-", ""))
+    print(f"Pipeline {record['id']}: cancelled {len(live)} of {len(record['jobs'])} jobs")
+    print(_table(rows))
+    return 0
+
+
+def _terminate(pid: int) -> None:
+    """SIGTERM to the launcher and everything it started. A launcher started from a terminal leads its own
+    process group; otherwise the group is the caller's (a script, a CI runner), so only its own descendants
+    are signalled."""
+    try:
+        group = os.getpgid(pid)
+    except ProcessLookupError:
+        return
+    if group == pid:
+        os.killpg(group, signal.SIGTERM)
+        return
+    for target in [pid, *_descendants(pid)]:
+        try:
+            os.kill(target, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+
+
+def _descendants(pid: int) -> List[int]:
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
