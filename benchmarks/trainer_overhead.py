@@ -72,7 +72,7 @@ def plain_loop(config: Path, window: int) -> None:
 
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.common.distributed import placement_from_env
-    from nemo_launcher.jobs.gpt.config import TrainingConfig
+    from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
     from nemo_launcher.jobs.gpt.data import StepBatchSampler, make_loader, split_microbatches
     from nemo_launcher.jobs.gpt.module import run_microbatches
     from nemo_launcher.jobs.gpt.optim import set_hyperparameters

@@ -16,7 +16,7 @@ def main(config_path: str, checkpoint: str, tokens_path: str, out_path: str) -> 
 
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.common.distributed import placement_from_env
-    from nemo_launcher.jobs.gpt.config import TrainingConfig
+    from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
     from nemo_launcher.jobs.gpt.parts import build_parts, init_processes, shutdown
 
     cfg = TrainingConfig.from_dict(load_resolved_config(config_path))

@@ -40,7 +40,7 @@ def random_model(section: dict, vocab_size: int = 50304, seed: int = 7):
     import torch
 
     from nemo_launcher.jobs.common.config import bind
-    from nemo_launcher.jobs.gpt.config import ModelSection
+    from nemo_launcher.contract.schemas.gpt_training import ModelSection
     from nemo_launcher.jobs.gpt.standalone import build_inference_model, inference_section, start_model_parallel
 
     start_model_parallel(1, 1)

@@ -2,7 +2,7 @@
 import pytest
 
 from nemo_launcher.jobs.data.config import DataConfigError, StepConfig, this_task_items, worker_count
-from nemo_launcher.launch.file_numbers import FileNumbersError, compress_ranges, parse_file_numbers, slurm_array
+from nemo_launcher.contract.file_numbers import FileNumbersError, compress_ranges, parse_file_numbers, slurm_array
 
 
 @pytest.mark.parametrize("spec, expected", [
@@ -52,7 +52,7 @@ def test_launch_module_needs_no_third_party_import():
     import subprocess
     import sys
 
-    code = ("import sys; import nemo_launcher.launch.file_numbers; "
+    code = ("import sys; import nemo_launcher.contract.file_numbers; "
             "heavy = {'torch', 'numpy', 'tokenizers', 'megatron'} & set(sys.modules); assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True)
 

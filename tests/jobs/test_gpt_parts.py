@@ -12,7 +12,7 @@ from nemo_launcher.jobs.common.config import JobConfigError
 from nemo_launcher.jobs.common.data_blend import auto_blend
 from nemo_launcher.jobs.common.distributed import placement_from_env
 from nemo_launcher.jobs.gpt.checkpoints import MARKER, CheckpointFolder
-from nemo_launcher.jobs.gpt.config import TrainingConfig
+from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
 from nemo_launcher.jobs.gpt.dev_config import training_config, write_training_config
 from nemo_launcher.jobs.gpt.schedule import BatchSchedule, CosineSchedule
 
@@ -33,19 +33,21 @@ def test_every_predefined_config_binds(tmp_path, size):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("trainer.max_epochs=3", "trainer.max_epochs: unknown key; valid keys under trainer: accelerator,"),
-    ("trainer.precision=bf17", "trainer.precision: 'bf17' is not one of"),
-    ("trainer.precision=bf16", "trainer.precision: bf16 needs accelerator gpu"),
-    ("trainer.max_time='1:00:00'", "trainer.max_time: '1:00:00' is not DD:HH:MM:SS"),
-    ("trainer.accumulate_grad_batches=2", "trainer.accumulate_grad_batches: must be 1"),
-    ("model.activation=relu", "model.activation: 'relu' is not one of"),
-    ("model.optim.name=sgd", "model.optim.name: 'sgd' is not one of"),
-    ("model.optim.sched.name=Linear", "model.optim.sched.name: 'Linear' is not one of"),
-    ("model.data.seq_length=64", "model.data.seq_length: 64 differs from model.encoder_seq_length 128"),
-    ("model.rampup_batch_size=[4,3,100]", "model.rampup_batch_size: global_batch_size(8) must be start(4) + k x increment(3)"),
-    ("model.data.data_prefix=[0.5,a,b]", "model.data.data_prefix: expected [weight, prefix"),
-    ("exp_manager.checkpoint_callback_params.save_top_k=0", "save_top_k: must be >= 1 or -1"),
-    ("model.overlap_p2p_comm=true", "model.overlap_p2p_comm: only works with the interleaved schedule"),
+    ("trainer.max_epochs=3", "training.trainer.max_epochs: unknown key; did you mean max_steps? valid keys under training.trainer: num_nodes,"),
+    ("trainer.precision=bf17", "training.trainer.precision='bf17': choose one of bf16, bf16-mixed"),
+    ("trainer.precision=bf16", "training.trainer.precision='bf16': needs accelerator gpu"),
+    ("trainer.max_time='1:00:00'", "training.trainer.max_time='1:00:00': use \"DD:HH:MM:SS\""),
+    ("trainer.accumulate_grad_batches=2", "training.trainer.accumulate_grad_batches=2: must be 1"),
+    ("model.activation=relu", "training.model.activation='relu': choose one of gelu, fast-swiglu, squared-relu"),
+    ("model.optim.name=sgd", "training.model.optim.name='sgd': choose one of"),
+    ("model.optim.sched.name=Linear", "training.model.optim.sched.name='Linear': choose one of CosineAnnealing"),
+    ("model.data.seq_length=64", "training.model.data.seq_length=64: must equal training.model.encoder_seq_length (128)"),
+    ("model.rampup_batch_size=[4,3,100]", "training.model.rampup_batch_size=[4, 3, 100]: global_batch_size(8) must be start(4) + k x increment(3)"),
+    ("model.data.data_prefix=[0.5,a,b]", "training.model.data.data_prefix=[0.5, 'a', 'b']: expected [weight, prefix"),
+    ("exp_manager.checkpoint_callback_params.save_top_k=0", "save_top_k=0: must be >= 1 or -1"),
+    ("model.overlap_p2p_comm=true", "training.model.overlap_p2p_comm=True: only works with the interleaved schedule"),
+    ("trainer.devices=4", "training.model.global_batch_size=8: must be a multiple of micro_batch_size(4) x data-parallel size(4) = 16"),
+    ("model.tensor_model_parallel_size=3", "TP(3) x PP(1) = 3 does not divide nodes(1) x devices(1) = 1"),
 ])
 def test_bad_values_name_the_key(tmp_path, override, message):
     with pytest.raises(JobConfigError) as error:
@@ -54,17 +56,13 @@ def test_bad_values_name_the_key(tmp_path, override, message):
 
 
 def test_layout_checks_show_every_factor(tmp_path):
-    cfg = TrainingConfig.from_dict(tiny(tmp_path, "model.tensor_model_parallel_size=2"))
-    with pytest.raises(JobConfigError, match=r"trainer.num_nodes\(1\) x trainer.devices\(1\) = 1 but 2 processes"):
+    cfg = TrainingConfig.from_dict(tiny(tmp_path))
+    with pytest.raises(JobConfigError, match=r"trainer.num_nodes\(1\) x trainer.devices\(1\) = 1, but 2 processes"):
         cfg.data_parallel_size(2)
-    cfg = TrainingConfig.from_dict(tiny(tmp_path, "trainer.devices=4", "model.global_batch_size=12"))
-    with pytest.raises(JobConfigError, match=r"12 is not a multiple of micro_batch_size\(4\) x data-parallel size\(4\) = 16"):
-        cfg.data_parallel_size(4)
-    cfg = TrainingConfig.from_dict(tiny(tmp_path, "trainer.devices=2", "model.pipeline_model_parallel_size=2",
-                                        "model.virtual_pipeline_model_parallel_size=2", "model.num_layers=4",
-                                        "model.global_batch_size=4"))
     with pytest.raises(JobConfigError, match=r"microbatches \(4 / 4 = 1\) must be a multiple of PP\(2\)"):
-        cfg.data_parallel_size(2)
+        TrainingConfig.from_dict(tiny(tmp_path, "trainer.devices=2", "model.pipeline_model_parallel_size=2",
+                                      "model.virtual_pipeline_model_parallel_size=2", "model.num_layers=4",
+                                      "model.global_batch_size=4"))
 
 
 def test_max_time_is_days_hours_minutes_seconds(tmp_path):
@@ -82,7 +80,7 @@ def test_program_reports_a_config_error_in_one_line_and_exits_2(tmp_path):
     result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.gpt.train", "--config", str(tmp_path / "bad.yaml")],
                             cwd=REPO, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: trainer.val_check_interval: must be > 0, got 0"
+    assert result.stderr.strip() == "error: training.trainer.val_check_interval=0: must be a positive integer"
 
 
 # ---- step arithmetic ----------------------------------------------------------------------------------

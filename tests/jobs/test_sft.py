@@ -86,7 +86,7 @@ def gpt2_tokenizer(gpt2_files):  # noqa: F811
 
 def _section(**overrides):
     from nemo_launcher.jobs.common.config import bind
-    from nemo_launcher.jobs.gpt.sft_config import DatasetSection
+    from nemo_launcher.contract.schemas.gpt_sft import DatasetSection
 
     return bind(DatasetSection, {"file_names": ["x.jsonl"], "prompt_template": TEMPLATE, **overrides}, "train_ds")
 
@@ -151,7 +151,7 @@ def test_mixed_dataset_keeps_proportions_and_order():
     ({"trainer": {"max_step": 3}}, ["fine_tuning.trainer.max_step", "unknown key"]),
 ])
 def test_bad_fine_tuning_config_names_the_key(change, words, tmp_path):
-    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+    from nemo_launcher.contract.schemas.gpt_sft import SftConfig
 
     section = sft_section("m.nemo", "d.jsonl", str(tmp_path))
     _merge(section, change)
@@ -175,7 +175,7 @@ def test_fine_tuning_loss_falls_and_counts_answer_tokens_only(tmp_path, tiny_nem
     from nemo_launcher.jobs.gpt import finetune
     from nemo_launcher.jobs.gpt.module import masked_token_loss
     from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
-    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+    from nemo_launcher.contract.schemas.gpt_sft import SftConfig
     from nemo_launcher.jobs.gpt.sft_data import SampleEncoder, collate, read_jsonl
 
     section = sft_section(tiny_nemo, qa_jsonl, str(tmp_path))

@@ -79,7 +79,7 @@ def test_chain_after_training_waits_for_it(launch, tmp_path):
     (["fine_tuning.model.global_batch_size=20"], ["global_batch_size", "micro_batch_size(4) x data-parallel size(8) = 32"]),
     (["fine_tuning.model.restore_from_path=null"], ["fine_tuning.model.restore_from_path", "conversion stage writes"]),
     (["fine_tuning.model.data.train_ds.prompt_template='{output}: {input}'"], ["prompt_template", "end with {output}"]),
-    (["fine_tuning.model.data.train_ds.concat_sampling_probabilities=[0.5,0.5]"], ["concat_sampling_probabilities", "one probability per training file (1 files)"]),
+    (["fine_tuning.model.data.train_ds.concat_sampling_probabilities=[0.5,0.5]"], ["concat_sampling_probabilities", "one probability >= 0 per file (1 files)"]),
 ])
 def test_bad_fine_tuning_config_is_refused(overrides, words, launch, tmp_path):
     code, out, err = launch(SQUAD + overrides, results=tmp_path / "r")

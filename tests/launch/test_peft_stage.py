@@ -50,7 +50,7 @@ def test_bad_lora_settings_are_refused(overrides, words, launch, tmp_path):
 ])
 def test_the_job_accepts_every_key_the_launcher_writes(stage, choice, extra, launch, tmp_path):
     """The contract between the two sides: the resolved YAML binds to the job's schema (no torch needed)."""
-    from nemo_launcher.jobs.gpt.sft_config import SftConfig
+    from nemo_launcher.contract.schemas.gpt_sft import SftConfig
 
     results = tmp_path / "results"
     assert launch([f"stages=[{stage}]", f"{stage}={choice}", *extra], results=results)[0] == 0

@@ -1,30 +1,29 @@
-"""Schema of the resolved `fine_tuning` and `peft` sections (conf/_family/gpt3_sft.yaml).
+"""Schema of the resolved `fine_tuning` and `peft` sections of the GPT family (conf/_family/gpt3_sft.yaml).
 
-    cfg = SftConfig.from_dict(load_resolved_config(path), stage="fine_tuning")   # model.peft must be absent
-    cfg = SftConfig.from_dict(load_resolved_config(path), stage="peft")          # model.peft is required
+    cfg = SftConfig.from_dict(section, stage="fine_tuning")   # model.peft must be absent
+    cfg = SftConfig.from_dict(section, stage="peft")          # model.peft is required
 
-The architecture is not here: it comes from the `.nemo` named by model.restore_from_path. Keys under
-trainer/exp_manager/model are checked strictly (a typo fails at once, naming the full key); `run` and
-`squad_preparation` belong to the launcher and the SQuAD step, so they are let through.
+The architecture is not here: it comes from the `.nemo` named by model.restore_from_path, so the layout rules
+that need it (heads divisible by TP) are the job's; those that need only the batch sizes are checked at bind.
 """
 import dataclasses
 from typing import Any, Dict, List, Literal, Optional
 
-from ..common.config import JobConfigError, bind
-from .config import OptimSection
+from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
+from .gpt_training import OptimSection, Precision, check_layout, check_world_size, precision_name
+from .run import RunBase
 
 TARGET_MODULES = ("attention_qkv", "attention_dense", "mlp_fc1", "mlp_fc2")
 INIT_METHODS = Literal["xavier", "normal", "zero"]
+STAGES = ("fine_tuning", "peft")
 
 
-def _positive(key: str, value) -> None:
-    if value <= 0:
-        raise JobConfigError(f"{key}: must be > 0, got {value}")
-
-
-@dataclasses.dataclass(frozen=True)
-class SftRun:
-    name: str  # shown in the first log line
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SftRun(RunBase):
+    task_name: str  # names the results folder and the job
+    model_train_name: Optional[str] = None  # the pre-training run whose converted model is tuned
+    convert_name: Optional[str] = None  # the conversion folder under that run
+    convert_dir: Optional[str] = None  # <base_results_dir>/<model_train_name>/<convert_name>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +31,7 @@ class SftTrainer:
     num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
     devices: int  # processes (GPUs) per machine
     accelerator: Literal["gpu", "cpu"]
-    precision: Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16, 32]
+    precision: Precision
     max_steps: int  # optimizer steps
     log_every_n_steps: int = 10
     val_check_interval: int = 200  # steps between validations; validation also runs after the last step
@@ -40,14 +39,12 @@ class SftTrainer:
     gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
 
     def check(self, key: str) -> None:
-        for name in ("num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval"):
-            _positive(f"{key}.{name}", getattr(self, name))
+        positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
         if self.limit_val_batches < 0:
-            raise JobConfigError(f"{key}.limit_val_batches: must be >= 0, got {self.limit_val_batches}")
+            raise config_fault(f"{key}.limit_val_batches", self.limit_val_batches, "must be >= 0 (0 disables validation)")
 
     def precision_name(self) -> str:
-        """'bf16', 'fp16' or 'fp32'."""
-        return {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16"}.get(str(self.precision), "fp32")
+        return precision_name(self.precision)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +60,9 @@ class SftExpManager:
 class MetricSection:
     name: Literal["loss", "exact_string_match"] = "loss"
     tokens_to_generate: int = 32  # exact_string_match: longest answer generated
+
+    def check(self, key: str) -> None:
+        positive(f"{key}.tokens_to_generate", self.tokens_to_generate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,24 +80,24 @@ class DatasetSection:
     metric: MetricSection = MetricSection()
 
     def check(self, key: str) -> None:
-        if not self.file_names:
-            raise JobConfigError(f"{key}.file_names: list at least one jsonl file")
-        _positive(f"{key}.max_seq_length", self.max_seq_length)
+        if not self.file_names or not all(self.file_names):
+            raise config_fault(f"{key}.file_names", self.file_names, "list one or more jsonl files, e.g. [/data/train.jsonl]")
+        positive(f"{key}.max_seq_length", self.max_seq_length)
         if self.num_workers < 0:
-            raise JobConfigError(f"{key}.num_workers: must be >= 0, got {self.num_workers}")
+            raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
         if "{input}" not in self.prompt_template or not self.prompt_template.rstrip().endswith("{output}"):
-            raise JobConfigError(f"{key}.prompt_template: {self.prompt_template!r} must contain {{input}} and end with {{output}}")
+            raise config_fault(f"{key}.prompt_template", self.prompt_template,
+                               'must contain {input} and end with {output}, e.g. "{input} {output}" or "Q: {input}\\nA: {output}"')
         weights = self.concat_sampling_probabilities
         if weights is None:
             if len(self.file_names) > 1:
-                raise JobConfigError(f"{key}.concat_sampling_probabilities: give one probability per file "
-                                     f"({len(self.file_names)} files)")
+                raise config_fault(f"{key}.concat_sampling_probabilities", None,
+                                   f"give one probability per file ({len(self.file_names)} files), summing to 1")
         elif len(weights) != len(self.file_names) or any(w < 0 for w in weights) or abs(sum(weights) - 1.0) > 1e-6:
-            raise JobConfigError(f"{key}.concat_sampling_probabilities: {weights} needs one probability >= 0 per "
-                                 f"file ({len(self.file_names)}), summing to 1")
+            raise config_fault(f"{key}.concat_sampling_probabilities", weights,
+                               f"give one probability >= 0 per file ({len(self.file_names)} files), summing to 1")
         if self.names is not None and len(self.names) != len(self.file_names):
-            raise JobConfigError(f"{key}.names: {len(self.names)} names for {len(self.file_names)} files")
-        _positive(f"{key}.metric.tokens_to_generate", self.metric.tokens_to_generate)
+            raise config_fault(f"{key}.names", self.names, f"give one name per file ({len(self.file_names)} files)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,14 +117,14 @@ class LoraSection:
     layer_selection: Optional[List[int]] = None  # 1-based layer numbers; null = every layer
 
     def check(self, key: str) -> None:
-        _positive(f"{key}.adapter_dim", self.adapter_dim)
-        _positive(f"{key}.alpha", self.alpha)
-        if not 0.0 <= self.adapter_dropout < 1.0:
-            raise JobConfigError(f"{key}.adapter_dropout: must be in [0, 1), got {self.adapter_dropout}")
+        positive(f"{key}.adapter_dim", self.adapter_dim)
+        positive(f"{key}.alpha", self.alpha)
+        fraction(f"{key}.adapter_dropout", self.adapter_dropout)
         unknown = [t for t in self.target_modules if t not in TARGET_MODULES + ("all",)]
         if not self.target_modules or unknown:
-            raise JobConfigError(f"{key}.target_modules: {self.target_modules} must list some of "
-                                 f"{', '.join(TARGET_MODULES)}, or all")
+            raise config_fault(f"{key}.target_modules", self.target_modules, f"list some of {', '.join(TARGET_MODULES)}, or all")
+        if self.layer_selection is not None and any(layer < 1 for layer in self.layer_selection):
+            raise config_fault(f"{key}.layer_selection", self.layer_selection, "layer numbers start at 1")
 
     def targets(self) -> List[str]:
         return list(TARGET_MODULES) if "all" in self.target_modules else list(dict.fromkeys(self.target_modules))
@@ -140,7 +140,7 @@ class PeftSection:
 
 @dataclasses.dataclass(frozen=True)
 class SftModel:
-    restore_from_path: str  # the .nemo to start from
+    restore_from_path: Optional[str]  # the .nemo to start from
     global_batch_size: int
     micro_batch_size: int
     optim: OptimSection
@@ -154,14 +154,28 @@ class SftModel:
     peft: Optional[PeftSection] = None
 
     def check(self, key: str) -> None:
-        for name in ("global_batch_size", "micro_batch_size", "tensor_model_parallel_size"):
-            _positive(f"{key}.{name}", getattr(self, name))
+        if not self.restore_from_path:
+            raise config_fault(f"{key}.restore_from_path", self.restore_from_path,
+                               "name the .nemo to fine-tune (the conversion stage writes <train dir>/convert_nemo/results/megatron_gpt.nemo)")
+        positive_fields(self, key, "global_batch_size", "micro_batch_size", "tensor_model_parallel_size")
         if self.pipeline_model_parallel_size != 1:
-            raise JobConfigError(f"{key}.pipeline_model_parallel_size: fine-tuning runs without pipeline parallelism; "
-                                 f"set 1 (got {self.pipeline_model_parallel_size})")
-        for name in ("hidden_dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise JobConfigError(f"{key}.{name}: must be in [0, 1), got {getattr(self, name)}")
+            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
+                               "fine-tuning runs without pipeline parallelism: set 1 and split a large model with "
+                               "tensor_model_parallel_size")
+        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
+        fraction(f"{key}.attention_dropout", self.attention_dropout)
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadSplit:
+    source: str  # SQuAD v1.1 JSON as published
+    output: str  # the prompt/answer jsonl written from it
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadPreparation:
+    train: Optional[SquadSplit] = None
+    validation: Optional[SquadSplit] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,35 +184,24 @@ class SftConfig:
     trainer: SftTrainer
     exp_manager: SftExpManager
     model: SftModel
+    squad_preparation: Optional[SquadPreparation] = None  # SQuAD JSON -> jsonl before training (jobs/data/squad.py)
+
+    def check(self, key: str) -> None:
+        if key == "peft" and self.model.peft is None:
+            raise config_fault("peft.model.peft", None, "missing: set peft_scheme: lora and lora_tuning")
+        if key == "fine_tuning" and self.model.peft is not None:
+            raise config_fault("fine_tuning.model.peft", "...", "fine-tuning trains every weight; use the peft stage for adapters")
+        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: Literal["fine_tuning", "peft"]) -> "SftConfig":
-        unknown = sorted(set(data) - {"run", "trainer", "exp_manager", "model", "squad_preparation"})
-        if unknown:
-            raise JobConfigError(f"{stage}.{unknown[0]}: unknown section; a {stage} config holds run, trainer, "
-                                 "exp_manager, model (and squad_preparation)")
-        cfg = cls(
-            run=bind(SftRun, data.get("run"), f"{stage}.run", strict=False),
-            trainer=bind(SftTrainer, data.get("trainer"), f"{stage}.trainer"),
-            exp_manager=bind(SftExpManager, data.get("exp_manager"), f"{stage}.exp_manager", strict=False),
-            model=bind(SftModel, data.get("model"), f"{stage}.model"),
-        )
-        if stage == "peft" and cfg.model.peft is None:
-            raise JobConfigError("peft.model.peft: missing; set peft_scheme: lora and lora_tuning")
-        if stage == "fine_tuning" and cfg.model.peft is not None:
-            raise JobConfigError("fine_tuning.model.peft: fine-tuning trains every weight; use the peft stage for adapters")
-        return cfg
+        assert stage in STAGES, stage
+        return bind_stage(cls, data, stage)
+
+    @property
+    def stage(self) -> str:
+        return "peft" if self.model.peft is not None else "fine_tuning"
 
     def data_parallel_size(self, world_size: int) -> int:
-        t, m = self.trainer, self.model
-        if world_size != t.num_nodes * t.devices:
-            raise JobConfigError(f"trainer.num_nodes({t.num_nodes}) x trainer.devices({t.devices}) = "
-                                 f"{t.num_nodes * t.devices} but {world_size} processes were started")
-        if world_size % m.tensor_model_parallel_size:
-            raise JobConfigError(f"model.tensor_model_parallel_size: TP({m.tensor_model_parallel_size}) does not divide "
-                                 f"the {world_size} processes started")
-        dp = world_size // m.tensor_model_parallel_size
-        if m.global_batch_size % (m.micro_batch_size * dp):
-            raise JobConfigError(f"model.global_batch_size: {m.global_batch_size} is not a multiple of micro_batch_size"
-                                 f"({m.micro_batch_size}) x data-parallel size({dp}) = {m.micro_batch_size * dp}")
-        return dp
+        check_world_size(self.trainer, world_size, self.stage)
+        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, self.stage)

@@ -1,35 +1,37 @@
-"""Schema of the resolved `training` section the GPT trainer reads (conf/_family/gpt3_training.yaml).
+"""Schema of the resolved `training` section of the GPT family (conf/_family/gpt3_training.yaml).
 
-    cfg = TrainingConfig.from_dict(load_resolved_config(path))
+    cfg = TrainingConfig.from_dict(section)        # the launcher before submitting; the trainer when it starts
+    dp = cfg.data_parallel_size(world_size)        # the trainer, once it knows how many processes started
 
-Every key the family config holds is declared here with its unit; `bind` rejects any other key under
-trainer/exp_manager/model (a typo fails at once, naming the full key). `run.*` belongs mostly to the
-launcher, so unknown `run` keys are let through. Checks that need the world size (TP x PP x DP,
-batch divisibility) live in `TrainingConfig.check_layout`, called once the process group exists.
+Every key the family config holds is declared here with its unit; `bind` refuses any other key. The layout
+rules (TP x PP dividing the GPUs, heads and layers divisible, the global batch splitting over data-parallel
+ranks, ramp-up steps) are checked against trainer.num_nodes x trainer.devices at bind time, so the launcher
+refuses what Megatron would refuse hours later in the queue.
 """
 import dataclasses
-import re
 from typing import Any, Dict, List, Literal, Optional, Union
 
-from ..common.config import JobConfigError, bind
+from ..binding import bind_stage, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
+from ..durations import WallClock
+from .run import RunBase
 
+STAGE = "training"
 Activation = Literal["gelu", "fast-swiglu", "squared-relu"]
 Normalization = Literal["layernorm", "layernorm1p", "rmsnorm"]
+# What trainer.precision may say, and what each means.
+PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16", "32": "fp32", "32-true": "fp32"}
+Precision = Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16, 32]
 
 
-def _positive(key: str, value: int) -> None:
-    if value <= 0:
-        raise JobConfigError(f"{key}: must be > 0, got {value}")
+def precision_name(precision) -> str:
+    """'bf16', 'fp16' or 'fp32' for a trainer.precision value."""
+    return PRECISIONS[str(precision)]
 
 
-def _non_negative(key: str, value: Union[int, float]) -> None:
-    if value < 0:
-        raise JobConfigError(f"{key}: must be >= 0, got {value}")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSection:
-    name: str  # the run's name; prefixes nothing on the job side, shown in the first log line
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunSection(RunBase):
+    # Slurm: when the trainer stops before max_steps (time limit, max_time), it saves and the job requeues itself.
+    auto_requeue: bool = True
     preprocessed_dir: Optional[str] = None  # folder of .bin/.idx files blended when model.data.data_prefix is null
     blending_alpha: float = 1.0  # weight of a file = size ** alpha (1.0 by size, 0.0 equal)
 
@@ -39,9 +41,9 @@ class TrainerSection:
     num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
     devices: int  # processes (GPUs) per machine
     accelerator: Literal["gpu", "cpu"]  # gpu: NCCL + CUDA; cpu: gloo + the megatron-core CPU shim
-    precision: Union[int, str]  # bf16 (bf16-mixed), 16 (16-mixed, dynamic loss scaling) or 32
+    precision: Precision  # bf16 (bf16-mixed), 16 (16-mixed, dynamic loss scaling) or 32
     max_steps: int  # optimizer steps of the whole run (a resumed run continues towards it)
-    max_time: Optional[str]  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0. null = no limit
+    max_time: Optional[WallClock]  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0. null = no limit
     log_every_n_steps: int  # steps between progress lines and TensorBoard points
     val_check_interval: int  # steps between validations
     limit_val_batches: int  # global batches per validation; 0 disables validation
@@ -50,38 +52,22 @@ class TrainerSection:
     gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
 
     def check(self, key: str) -> None:
-        for name in ("num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval"):
-            _positive(f"{key}.{name}", getattr(self, name))
-        for name in ("limit_val_batches", "limit_test_batches"):
-            _non_negative(f"{key}.{name}", getattr(self, name))
+        positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
+        non_negative_fields(self, key, "limit_val_batches", "limit_test_batches")
         if self.accumulate_grad_batches != 1:
-            raise JobConfigError(f"{key}.accumulate_grad_batches: must be 1, got {self.accumulate_grad_batches}; "
-                                 "gradient accumulation follows from model.global_batch_size / micro_batch_size")
+            raise config_fault(f"{key}.accumulate_grad_batches", self.accumulate_grad_batches,
+                               "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size")
         if self.gradient_clip_val is not None:
-            _non_negative(f"{key}.gradient_clip_val", self.gradient_clip_val)
-        if self.accelerator == "cpu" and self.precision_name(key) != "fp32":
-            raise JobConfigError(f"{key}.precision: {self.precision} needs accelerator gpu (megatron-core's mixed-precision "
-                                 "optimizer only wraps CUDA tensors); use 32 on the CPU")
-        self.max_time_seconds(key)
+            non_negative(f"{key}.gradient_clip_val", self.gradient_clip_val)
+        if self.accelerator == "cpu" and self.precision_name() != "fp32":
+            raise config_fault(f"{key}.precision", self.precision,
+                               "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
 
-    def precision_name(self, key: str = "trainer") -> str:
-        """'bf16', 'fp16' or 'fp32'."""
-        names = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16", "32": "fp32", "32-true": "fp32"}
-        name = names.get(str(self.precision))
-        if name is None:
-            raise JobConfigError(f"{key}.precision: {self.precision!r} is not one of bf16, 16, 32 (or bf16-mixed, 16-mixed, 32-true)")
-        return name
+    def precision_name(self) -> str:
+        return precision_name(self.precision)
 
-    def max_time_seconds(self, key: str = "trainer") -> Optional[float]:
-        if self.max_time is None:
-            return None
-        match = re.fullmatch(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})", str(self.max_time).strip())
-        if not match:
-            raise JobConfigError(f"{key}.max_time: {self.max_time!r} is not DD:HH:MM:SS, e.g. \"00:23:30:00\"")
-        days, hours, minutes, seconds = (int(g) for g in match.groups())
-        if hours > 23 or minutes > 59 or seconds > 59:
-            raise JobConfigError(f"{key}.max_time: {self.max_time!r} has hours > 23, minutes > 59 or seconds > 59")
-        return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+    def max_time_seconds(self) -> Optional[float]:
+        return None if self.max_time is None else float(self.max_time.seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,10 +76,10 @@ class CheckpointParams:
     save_top_k: int  # newest N complete checkpoints are kept; -1 keeps all
 
     def check(self, key: str) -> None:
-        _positive(f"{key}.every_n_train_steps", self.every_n_train_steps)
+        positive(f"{key}.every_n_train_steps", self.every_n_train_steps)
         if self.save_top_k == 0 or self.save_top_k < -1:
-            raise JobConfigError(f"{key}.save_top_k: must be >= 1 or -1 (keep all), got {self.save_top_k}; "
-                                 "to save nothing set exp_manager.create_checkpoint_callback: false")
+            raise config_fault(f"{key}.save_top_k", self.save_top_k,
+                               "must be >= 1 or -1 (keep all); to save nothing set exp_manager.create_checkpoint_callback: false")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +87,7 @@ class ExpManagerSection:
     explicit_log_dir: str  # TensorBoard events here, checkpoints in <explicit_log_dir>/checkpoints/step-<N>
     checkpoint_callback_params: CheckpointParams
     create_tensorboard_logger: bool = True
-    create_wandb_logger: bool = False  # needs the wandb package and a prior `wandb login`
+    create_wandb_logger: bool = False  # needs the wandb package and wandb_api_key_file (or a prior `wandb login`)
     wandb_logger_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger (project, name, ...)
     resume_if_exists: bool = True  # continue from the newest complete checkpoint in explicit_log_dir
     resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
@@ -117,6 +103,12 @@ class TokenizerSection:
     vocab_file: Optional[str] = None  # library megatron: GPT-2 vocab.json
     merge_file: Optional[str] = None  # library megatron: GPT-2 merges.txt
 
+    def check(self, key: str) -> None:
+        needed = {"megatron": ("vocab_file", "merge_file"), "sentencepiece": ("model",), "huggingface": ("model",)}[self.library]
+        for name in needed:
+            if not getattr(self, name):
+                raise config_fault(f"{key}.{name}", getattr(self, name), f"tokenizer library {self.library} needs this file")
+
 
 @dataclasses.dataclass(frozen=True)
 class SchedSection:
@@ -126,9 +118,7 @@ class SchedSection:
     min_lr: float = 0.0  # floor of the cosine decay
 
     def check(self, key: str) -> None:
-        _non_negative(f"{key}.warmup_steps", self.warmup_steps)
-        _non_negative(f"{key}.constant_steps", self.constant_steps)
-        _non_negative(f"{key}.min_lr", self.min_lr)
+        non_negative_fields(self, key, "warmup_steps", "constant_steps", "min_lr")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,12 +130,12 @@ class OptimSection:
     betas: List[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])
 
     def check(self, key: str) -> None:
-        _positive(f"{key}.lr", self.lr)
-        _non_negative(f"{key}.weight_decay", self.weight_decay)
+        positive(f"{key}.lr", self.lr)
+        non_negative(f"{key}.weight_decay", self.weight_decay)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise JobConfigError(f"{key}.betas: expected [beta1, beta2] in [0, 1), got {self.betas}")
+            raise config_fault(f"{key}.betas", self.betas, "expected [beta1, beta2], each in [0, 1)")
         if self.sched.min_lr > self.lr:
-            raise JobConfigError(f"{key}.sched.min_lr: {self.sched.min_lr} is above optim.lr {self.lr}")
+            raise config_fault(f"{key}.sched.min_lr", self.sched.min_lr, f"is above optim.lr ({self.lr}); lower it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,27 +151,27 @@ class DataSection:
     data_prefix: Optional[List[Union[float, str]]] = None  # [weight, prefix, ...]; null = automatic blend
 
     def check(self, key: str) -> None:
-        _positive(f"{key}.seq_length", self.seq_length)
-        _non_negative(f"{key}.num_workers", self.num_workers)
+        positive(f"{key}.seq_length", self.seq_length)
+        non_negative(f"{key}.num_workers", self.num_workers)
         parts = self.splits_string.replace("/", ",").split(",")
         try:
             weights = [float(p) for p in parts]
         except ValueError:
-            raise JobConfigError(f"{key}.splits_string: {self.splits_string!r} is not 'train,validation,test' numbers") from None
+            raise config_fault(f"{key}.splits_string", self.splits_string, "use 'train,validation,test' weights, e.g. '99990,8,2'") from None
         if len(weights) > 3 or any(w < 0 for w in weights) or sum(weights) <= 0:
-            raise JobConfigError(f"{key}.splits_string: {self.splits_string!r} needs up to 3 non-negative weights, not all 0")
+            raise config_fault(f"{key}.splits_string", self.splits_string, "needs up to 3 weights >= 0, not all 0")
         if self.data_prefix is not None:
             self.blend(key)
 
-    def blend(self, key: str = "model.data") -> List[Union[float, str]]:
+    def blend(self, key: str = "training.model.data") -> List[Union[float, str]]:
         prefix = self.data_prefix
+        if len(prefix) == 1 and isinstance(prefix[0], str):
+            return [1.0, prefix[0]]
         pairs_ok = len(prefix) >= 2 and len(prefix) % 2 == 0 and all(
             isinstance(w, float) or (isinstance(w, int) and not isinstance(w, bool)) for w in prefix[0::2]
         ) and all(isinstance(p, str) for p in prefix[1::2])
-        if len(prefix) == 1 and isinstance(prefix[0], str):
-            return [1.0, prefix[0]]
         if not pairs_ok or any(w < 0 for w in prefix[0::2]) or sum(prefix[0::2]) <= 0:
-            raise JobConfigError(f"{key}.data_prefix: expected [weight, prefix, weight, prefix, ...] with weights >= 0, got {prefix}")
+            raise config_fault(f"{key}.data_prefix", prefix, "expected [weight, prefix, weight, prefix, ...] with weights >= 0")
         return list(prefix)
 
 
@@ -232,51 +222,119 @@ class ModelSection:
     fp8_amax_compute_algo: Literal["max", "most_recent"] = "max"
 
     def check(self, key: str) -> None:
-        for name in ("micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
-                     "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-                     "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by",
-                     "fp8_interval", "fp8_amax_history_len"):
-            _positive(f"{key}.{name}", getattr(self, name))
-        for name in ("hidden_dropout", "attention_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise JobConfigError(f"{key}.{name}: must be in [0, 1), got {value}")
+        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
+                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                        "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by",
+                        "fp8_interval", "fp8_amax_history_len")
+        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
+        fraction(f"{key}.attention_dropout", self.attention_dropout)
         if self.data.seq_length != self.encoder_seq_length:
-            raise JobConfigError(f"{key}.data.seq_length: {self.data.seq_length} differs from "
-                                 f"{key}.encoder_seq_length {self.encoder_seq_length}; they must be equal")
+            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
+                               f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")
         if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < self.encoder_seq_length:
-            raise JobConfigError(f"{key}.max_position_embeddings: {self.max_position_embeddings} is below "
-                                 f"encoder_seq_length {self.encoder_seq_length}")
+            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
+                               f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token")
         if not 0.0 < self.rotary_percentage <= 1.0:
-            raise JobConfigError(f"{key}.rotary_percentage: must be in (0, 1], got {self.rotary_percentage}")
+            raise config_fault(f"{key}.rotary_percentage", self.rotary_percentage, "must be in (0, 1]")
         if self.kv_channels is None and self.hidden_size % self.num_attention_heads:
-            raise JobConfigError(f"{key}.hidden_size: {self.hidden_size} is not divisible by num_attention_heads "
-                                 f"{self.num_attention_heads}; set kv_channels")
-        if self.num_query_groups is not None and (self.num_query_groups <= 0 or self.num_attention_heads % self.num_query_groups):
-            raise JobConfigError(f"{key}.num_query_groups: {self.num_query_groups} must divide num_attention_heads {self.num_attention_heads}")
-        if self.virtual_pipeline_model_parallel_size is not None:
-            _positive(f"{key}.virtual_pipeline_model_parallel_size", self.virtual_pipeline_model_parallel_size)
-        if self.num_layers % (self.pipeline_model_parallel_size * (self.virtual_pipeline_model_parallel_size or 1)):
-            raise JobConfigError(f"{key}.num_layers: {self.num_layers} is not divisible by PP({self.pipeline_model_parallel_size}) "
-                                 f"x virtual PP({self.virtual_pipeline_model_parallel_size or 1})")
-        if self.overlap_p2p_comm and not (self.virtual_pipeline_model_parallel_size or 1) > 1:
-            raise JobConfigError(f"{key}.overlap_p2p_comm: only works with the interleaved schedule "
-                                 "(virtual_pipeline_model_parallel_size > 1); set it to false")
+            raise config_fault(f"{key}.hidden_size", self.hidden_size,
+                               f"is not divisible by num_attention_heads ({self.num_attention_heads}); set kv_channels")
+        if self.kv_channels is not None:
+            positive(f"{key}.kv_channels", self.kv_channels)
+        if self.num_query_groups is not None:
+            positive(f"{key}.num_query_groups", self.num_query_groups)
+            if self.num_attention_heads % self.num_query_groups:
+                raise config_fault(f"{key}.num_query_groups", self.num_query_groups,
+                                   f"must divide num_attention_heads ({self.num_attention_heads})")
+        vpp = self.virtual_pipeline_model_parallel_size
+        if vpp is not None:
+            positive(f"{key}.virtual_pipeline_model_parallel_size", vpp)
+        pp = self.pipeline_model_parallel_size
+        if self.num_layers % (pp * (vpp or 1)):
+            raise config_fault(f"{key}.num_layers", self.num_layers,
+                               f"must be divisible by PP({pp}) x virtual PP({vpp or 1}) = {pp * (vpp or 1)}; "
+                               "change num_layers or the pipeline sizes")
+        if (vpp or 1) > 1 and pp < 2:
+            raise config_fault(f"{key}.virtual_pipeline_model_parallel_size", vpp, "needs pipeline_model_parallel_size > 1")
+        if self.overlap_p2p_comm and not (vpp or 1) > 1:
+            raise config_fault(f"{key}.overlap_p2p_comm", True,
+                               "only works with the interleaved schedule (virtual_pipeline_model_parallel_size > 1); set false")
         if self.activations_checkpoint_granularity == "full":
             if self.activations_checkpoint_method is None or not self.activations_checkpoint_num_layers:
-                raise JobConfigError(f"{key}.activations_checkpoint_granularity: full recompute needs "
-                                     "activations_checkpoint_method (uniform or block) and activations_checkpoint_num_layers >= 1")
+                raise config_fault(f"{key}.activations_checkpoint_granularity", "full",
+                                   "full recompute needs activations_checkpoint_method (uniform or block) and "
+                                   "activations_checkpoint_num_layers >= 1")
         if self.fp8 and not (self.fp8_e4m3 or self.fp8_hybrid):
-            raise JobConfigError(f"{key}.fp8: true needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid "
-                                 "(e4m3 forward, e5m2 gradients)")
+            raise config_fault(f"{key}.fp8", True, "needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid (e4m3 forward, e5m2 gradients)")
         if self.rampup_batch_size is not None:
-            if len(self.rampup_batch_size) != 3 or any(v <= 0 for v in self.rampup_batch_size):
-                raise JobConfigError(f"{key}.rampup_batch_size: use [start, increment, ramp-up samples] of positive "
-                                     f"integers, got {self.rampup_batch_size}")
-            start, increment, _ = self.rampup_batch_size
+            ramp = self.rampup_batch_size
+            if len(ramp) != 3 or any(v <= 0 for v in ramp):
+                raise config_fault(f"{key}.rampup_batch_size", ramp, "use [start, increment, ramp-up samples], e.g. [256, 128, 50000000]")
+            start, increment, _ = ramp
             if start > self.global_batch_size or (self.global_batch_size - start) % increment:
-                raise JobConfigError(f"{key}.rampup_batch_size: global_batch_size({self.global_batch_size}) must be "
-                                     f"start({start}) + k x increment({increment})")
+                raise config_fault(f"{key}.rampup_batch_size", ramp,
+                                   f"global_batch_size({self.global_batch_size}) must be start({start}) + k x increment({increment})")
+
+    def batch_sizes(self) -> List[int]:
+        """Every global batch size the run uses: the ramp-up's steps, then global_batch_size."""
+        if self.rampup_batch_size is None:
+            return [self.global_batch_size]
+        start, increment, _ = self.rampup_batch_size
+        return list(range(start, self.global_batch_size + 1, increment))
+
+
+def check_layout(model: ModelSection, nodes: int, devices: int, key: str) -> int:
+    """The process-layout rules of a GPT model on nodes x devices processes, each factor shown; returns DP.
+
+    Shared by pretraining and fine-tuning (whose model section has fewer keys: the architecture comes from a
+    .nemo there, so absent attributes are skipped).
+    """
+    m = f"{key}.model"
+    tp, pp = model.tensor_model_parallel_size, model.pipeline_model_parallel_size
+    world = nodes * devices
+    if world % (tp * pp):
+        raise config_fault(f"{m}.tensor_model_parallel_size", tp,
+                           f"TP({tp}) x PP({pp}) = {tp * pp} does not divide nodes({nodes}) x devices({devices}) = {world}; "
+                           "change the parallel sizes or trainer.num_nodes/trainer.devices")
+    dp = world // (tp * pp)
+    heads = getattr(model, "num_attention_heads", None)
+    if heads is not None:
+        if heads % tp:
+            raise config_fault(f"{m}.num_attention_heads", heads, f"must be divisible by TP({tp}); pick a TP that divides {heads}")
+        groups = model.num_query_groups or heads
+        if groups % tp:
+            raise config_fault(f"{m}.num_query_groups", groups, f"must be divisible by TP({tp})")
+        if model.ffn_hidden_size % tp:
+            raise config_fault(f"{m}.ffn_hidden_size", model.ffn_hidden_size, f"must be divisible by TP({tp})")
+    step = model.micro_batch_size * dp
+    if model.global_batch_size % step:
+        raise config_fault(f"{m}.global_batch_size", model.global_batch_size,
+                           f"must be a multiple of micro_batch_size({model.micro_batch_size}) x data-parallel size({dp}) = {step}, "
+                           f"where data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))")
+    ramp = getattr(model, "rampup_batch_size", None)
+    if ramp is not None:
+        start, increment, _ = ramp
+        if start % step or increment % step:
+            raise config_fault(f"{m}.rampup_batch_size", ramp,
+                               f"start and increment must be multiples of micro_batch_size x data-parallel size = {step}")
+    vpp = getattr(model, "virtual_pipeline_model_parallel_size", None) or 1
+    if vpp > 1:
+        # megatron-core's interleaved schedule runs microbatches in groups of PP.
+        for gbs in model.batch_sizes():
+            if (gbs // step) % pp:
+                raise config_fault(f"{m}.global_batch_size", gbs,
+                                   f"with the interleaved schedule the number of microbatches ({gbs} / {step} = {gbs // step}) "
+                                   f"must be a multiple of PP({pp})")
+    return dp
+
+
+def check_world_size(trainer, world_size: int, key: str) -> None:
+    """The processes actually started must be the ones the config asked for (the job's own check)."""
+    expected = trainer.num_nodes * trainer.devices
+    if world_size != expected:
+        raise config_fault(f"{key}.trainer.devices", trainer.devices,
+                           f"trainer.num_nodes({trainer.num_nodes}) x trainer.devices({trainer.devices}) = {expected}, "
+                           f"but {world_size} processes were started; start one process per device")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,61 +344,14 @@ class TrainingConfig:
     exp_manager: ExpManagerSection
     model: ModelSection
 
+    def check(self, key: str) -> None:
+        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "TrainingConfig":
-        unknown = sorted(set(data) - {"run", "trainer", "exp_manager", "model"})
-        if unknown:
-            raise JobConfigError(f"{unknown[0]}: unknown section; a training config holds run, trainer, exp_manager, model")
-        for section in ("run", "trainer", "exp_manager", "model"):
-            if section not in data:
-                raise JobConfigError(f"{section}: missing section")
-        return cls(
-            run=bind(RunSection, data["run"], "run", strict=False),
-            trainer=bind(TrainerSection, data["trainer"], "trainer"),
-            exp_manager=bind(ExpManagerSection, data["exp_manager"], "exp_manager"),
-            model=bind(ModelSection, data["model"], "model"),
-        )
+    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "TrainingConfig":
+        return bind_stage(cls, data, stage)
 
     def data_parallel_size(self, world_size: int) -> int:
-        """Checks the layout against the processes actually started, showing every factor."""
-        m, t = self.model, self.trainer
-        if world_size != t.num_nodes * t.devices:
-            raise JobConfigError(f"trainer.num_nodes({t.num_nodes}) x trainer.devices({t.devices}) = {t.num_nodes * t.devices} "
-                                 f"but {world_size} processes were started")
-        tp, pp = m.tensor_model_parallel_size, m.pipeline_model_parallel_size
-        if world_size % (tp * pp):
-            raise JobConfigError(f"model.tensor_model_parallel_size: TP({tp}) x PP({pp}) = {tp * pp} does not divide "
-                                 f"the world size {world_size}")
-        dp = world_size // (tp * pp)
-        step = m.micro_batch_size * dp
-        if m.global_batch_size % step:
-            raise JobConfigError(f"model.global_batch_size: {m.global_batch_size} is not a multiple of micro_batch_size"
-                                 f"({m.micro_batch_size}) x data-parallel size({dp}) = {step}")
-        if m.rampup_batch_size is not None:
-            start, increment, _ = m.rampup_batch_size
-            if start % step or increment % step:
-                raise JobConfigError(f"model.rampup_batch_size: start({start}) and increment({increment}) must be multiples "
-                                     f"of micro_batch_size({m.micro_batch_size}) x data-parallel size({dp}) = {step}")
-        heads, groups = m.num_attention_heads, m.num_query_groups or m.num_attention_heads
-        if heads % tp or groups % tp:
-            raise JobConfigError(f"model.tensor_model_parallel_size: TP({tp}) must divide num_attention_heads({heads}) "
-                                 f"and num_query_groups({groups})")
-        if m.ffn_hidden_size % tp:
-            raise JobConfigError(f"model.ffn_hidden_size: {m.ffn_hidden_size} is not divisible by TP({tp})")
-        vpp = m.virtual_pipeline_model_parallel_size or 1
-        if vpp > 1:
-            if pp < 2:
-                raise JobConfigError("model.virtual_pipeline_model_parallel_size: needs pipeline_model_parallel_size > 1")
-            # megatron-core's interleaved schedule runs microbatches in groups of PP.
-            for gbs in _batch_sizes(m):
-                if (gbs // step) % pp:
-                    raise JobConfigError(f"model.global_batch_size: with the interleaved schedule the number of "
-                                         f"microbatches ({gbs} / {step} = {gbs // step}) must be a multiple of PP({pp})")
-        return dp
-
-
-def _batch_sizes(model: ModelSection) -> List[int]:
-    if model.rampup_batch_size is None:
-        return [model.global_batch_size]
-    start, increment, _ = model.rampup_batch_size
-    return list(range(start, model.global_batch_size + 1, increment))
+        """Checks the layout against the processes actually started; returns DP."""
+        check_world_size(self.trainer, world_size, STAGE)
+        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)

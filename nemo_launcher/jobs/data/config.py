@@ -17,7 +17,7 @@ from typing import Any, List, Sequence
 
 import yaml
 
-from nemo_launcher.launch.file_numbers import FileNumbersError, parse_file_numbers
+from nemo_launcher.contract.file_numbers import FileNumbersError, parse_file_numbers
 
 from .errors import DataPrepError
 
@@ -39,8 +39,17 @@ class StepConfig:
 
     @classmethod
     def from_file(cls, path: str) -> "StepConfig":
+        """Reads the file and binds it to the data_preparation schema, as the launcher did before submitting."""
+        from nemo_launcher.contract.binding import JobConfigError
+        from nemo_launcher.contract.schemas.data_preparation import DataPreparation
+
         with open(path) as handle:
-            return cls(yaml.safe_load(handle) or {}, path)
+            values = yaml.safe_load(handle) or {}
+        try:
+            DataPreparation.from_dict(values)
+        except JobConfigError as error:
+            raise DataConfigError(str(error)) from None
+        return cls(values, path)
 
     @classmethod
     def from_argv(cls, step: str, argv: Sequence[str] = None) -> "StepConfig":

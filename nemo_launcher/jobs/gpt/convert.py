@@ -14,84 +14,14 @@ renamed, so a stage chained after this one sees the whole file or none). Exit co
 Only the standard library is imported at module level, as in train.py: megatron's checkpoint code may
 spawn a helper process that re-imports this module.
 """
-import dataclasses
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Dict
+
+from ...contract.schemas.gpt_conversion import ConversionConfig
 
 log = logging.getLogger("nemo_launcher.jobs.gpt.convert")
-
-HF_DTYPES = ("float32", "bfloat16", "float16")
-
-
-@dataclasses.dataclass(frozen=True)
-class ConversionRun:
-    name: str
-    results_dir: str  # the .nemo goes to <results_dir>/results/<nemo_file_name>
-    nemo_file_name: str = "megatron_gpt.nemo"
-
-
-@dataclasses.dataclass(frozen=True)
-class ConversionModel:
-    checkpoint_folder: str  # the training run's checkpoints/ folder, or one step-<N> folder in it
-    hparams_file: str  # the training job's resolved config (<train_dir>/<run.name>_hydra.yaml)
-    checkpoint_name: str = "latest"  # latest: newest complete step-<N>; or a folder name such as step-40
-    model_type: Literal["gpt"] = "gpt"
-    tensor_model_parallel_size: int = 1  # TP of the .nemo (and of this job)
-    pipeline_model_parallel_size: int = 1  # PP of the .nemo
-    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count; checked if set
-    vocab_file: Optional[str] = None  # replaces model.tokenizer.vocab_file of training; null = as trained
-    merge_file: Optional[str] = None  # replaces model.tokenizer.merge_file
-    tokenizer_model: Optional[str] = None  # replaces model.tokenizer.model (SentencePiece or tokenizer.json)
-
-    def check(self, key: str) -> None:
-        from ..common.config import JobConfigError
-
-        tp, pp = self.tensor_model_parallel_size, self.pipeline_model_parallel_size
-        if tp < 1 or pp < 1:
-            raise JobConfigError(f"{key}.tensor_model_parallel_size / pipeline_model_parallel_size: must be >= 1, got {tp} / {pp}")
-        if self.model_parallel_size is not None and self.model_parallel_size != tp * pp:
-            raise JobConfigError(f"{key}.model_parallel_size: {self.model_parallel_size} != TP({tp}) x PP({pp}) = {tp * pp}")
-
-
-@dataclasses.dataclass(frozen=True)
-class HFSection:
-    mode: Literal["auto", "required", "off"] = "auto"  # auto: export if an architecture matches, else say why
-    output_dir: Optional[str] = None  # null = <run.results_dir>/results/hf
-    dtype: Optional[str] = None  # float32, bfloat16 or float16; null = the dtype the model was trained in
-
-    def check(self, key: str) -> None:
-        from ..common.config import JobConfigError
-
-        if self.dtype is not None and self.dtype not in HF_DTYPES:
-            raise JobConfigError(f"{key}.dtype: {self.dtype!r} is not one of {', '.join(HF_DTYPES)} (or null)")
-
-
-@dataclasses.dataclass(frozen=True)
-class ConversionConfig:
-    run: ConversionRun
-    model: ConversionModel
-    hf: HFSection
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "ConversionConfig":
-        from ..common.config import JobConfigError, bind
-
-        unknown = sorted(set(data) - {"run", "model", "hf"})
-        if unknown:
-            raise JobConfigError(f"{unknown[0]}: unknown section; a conversion config holds run, model, hf")
-        return cls(run=bind(ConversionRun, data.get("run"), "run", strict=False),
-                   model=bind(ConversionModel, data.get("model"), "model"),
-                   hf=bind(HFSection, data.get("hf"), "hf"))
-
-    @property
-    def nemo_path(self) -> Path:
-        return Path(self.run.results_dir) / "results" / self.run.nemo_file_name
-
-    @property
-    def hf_dir(self) -> Path:
-        return Path(self.hf.output_dir) if self.hf.output_dir else Path(self.run.results_dir) / "results" / "hf"
 
 
 def find_checkpoint(folder: str, name: str) -> Path:
@@ -119,7 +49,7 @@ def find_checkpoint(folder: str, name: str) -> Path:
 def training_model_section(cfg: ConversionConfig) -> Dict[str, Any]:
     """The training run's `model:` section (with any tokenizer file overrides) and its precision name."""
     from ..common.config import JobConfigError, load_resolved_config
-    from .config import TrainingConfig
+    from ...contract.schemas.gpt_training import TrainingConfig
 
     try:
         training = load_resolved_config(Path(cfg.model.hparams_file))

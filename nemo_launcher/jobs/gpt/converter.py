@@ -8,7 +8,7 @@ from typing import Any, Dict, Mapping, Optional
 import torch
 
 from ..common.config import JobConfigError, bind
-from .config import ModelSection
+from ...contract.schemas.gpt_training import ModelSection
 from .convert import ConversionConfig, find_checkpoint, training_model_section
 from .nemo_archive import load_weights, save_nemo, write_nemo
 from .standalone import build_inference_model, inference_section, start_model_parallel

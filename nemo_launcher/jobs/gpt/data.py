@@ -16,7 +16,7 @@ import torch
 
 from ..common.config import JobConfigError
 from ..common.data_blend import auto_blend
-from .config import TrainingConfig
+from ...contract.schemas.gpt_training import TrainingConfig
 from .schedule import BatchSchedule
 
 log = logging.getLogger(__name__)

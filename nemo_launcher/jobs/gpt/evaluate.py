@@ -3,87 +3,19 @@
     python3 -u -m nemo_launcher.jobs.gpt.evaluate --config <job dir>/<run.name>_hydra.yaml
     torchrun --nproc_per_node=2 -m nemo_launcher.jobs.gpt.evaluate --config ...     (model.tensor_model_parallel_size=2)
 
-Tasks (run.tasks) are lm-eval's built-in ones (launch/eval_tasks.py lists them and the jsonl fields each
+Tasks (run.tasks) are lm-eval's built-in ones (contract/eval_tasks.py lists them and the jsonl fields each
 needs), read from <run.task_data_dir>/<task>/<split>.jsonl. Nothing is downloaded: the Hugging Face
 libraries are put in offline mode, so a missing file is an error, never a 25-second network retry.
 Writes <run.results_dir>/results/lm_eval_results.json and prints lm-eval's table. Exit codes: 0 done,
 2 configuration error (one line on stderr), anything else a crash.
 """
-import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict
 
-RESULTS_FILE = "lm_eval_results.json"
-_PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16", "32": "fp32", "32-true": "fp32"}
-
-
-@dataclasses.dataclass(frozen=True)
-class EvaluationRun:
-    name: str
-    results_dir: str  # results go to <results_dir>/results/
-    task_data_dir: str  # <task>/<split>.jsonl per task
-    tasks: Union[str, List[str]] = "all_tasks"  # all_tasks, a name, a comma-separated string or a list
-
-
-@dataclasses.dataclass(frozen=True)
-class EvaluationModel:
-    nemo_model: str  # the .nemo to evaluate (the conversion stage's output by default)
-    model_type: Literal["nemo-gpt3"] = "nemo-gpt3"
-    tensor_model_parallel_size: int = 1  # processes the model is split over; the .nemo is resharded on load
-    pipeline_model_parallel_size: int = 1  # must be 1
-    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count
-    precision: Optional[Union[int, str]] = None  # bf16, 16 or 32; null = the dtype the .nemo stores
-    eval_batch_size: int = 4  # sequences per forward pass
-    num_fewshot: int = 0  # examples drawn from the task's own split and put before each question
-    limit: Optional[int] = None  # documents per task, for a quick look; null = all
-    bootstrap_iters: int = 1000  # resamples for the standard errors; 0 skips them
-
-    def check(self, key: str) -> None:
-        from ..common.config import JobConfigError
-
-        if self.pipeline_model_parallel_size != 1:
-            raise JobConfigError(f"{key}.pipeline_model_parallel_size: evaluation runs without pipeline parallelism; set 1 "
-                                 "(the .nemo is resharded on load, whatever layout it was converted to)")
-        if self.tensor_model_parallel_size < 1 or self.eval_batch_size < 1:
-            raise JobConfigError(f"{key}.tensor_model_parallel_size and eval_batch_size: must be >= 1")
-        if self.model_parallel_size is not None and self.model_parallel_size != self.tensor_model_parallel_size:
-            raise JobConfigError(f"{key}.model_parallel_size: {self.model_parallel_size} != TP({self.tensor_model_parallel_size}) x PP(1)")
-        if self.num_fewshot < 0 or self.bootstrap_iters < 0 or (self.limit is not None and self.limit < 1):
-            raise JobConfigError(f"{key}: num_fewshot and bootstrap_iters must be >= 0, limit >= 1 or null")
-        if self.precision is not None and str(self.precision) not in _PRECISIONS:
-            raise JobConfigError(f"{key}.precision: {self.precision!r} is not one of bf16, 16, 32 (or null: as stored)")
-
-    def precision_name(self) -> Optional[str]:
-        return None if self.precision is None else _PRECISIONS[str(self.precision)]
-
-
-@dataclasses.dataclass(frozen=True)
-class EvaluationConfig:
-    run: EvaluationRun
-    model: EvaluationModel
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "EvaluationConfig":
-        from nemo_launcher.launch.eval_tasks import parse_tasks
-
-        from ..common.config import JobConfigError, bind
-
-        unknown = sorted(set(data) - {"run", "model"})
-        if unknown:
-            raise JobConfigError(f"{unknown[0]}: unknown section; an evaluation config holds run and model")
-        cfg = cls(run=bind(EvaluationRun, data.get("run"), "run", strict=False), model=bind(EvaluationModel, data.get("model"), "model"))
-        try:
-            parse_tasks(cfg.run.tasks)
-        except ValueError as error:
-            raise JobConfigError(f"run.tasks: {error}") from None
-        return cfg
-
-    @property
-    def results_file(self) -> Path:
-        return Path(self.run.results_dir) / "results" / RESULTS_FILE
+from ...contract.schemas.gpt_evaluation import RESULTS_FILE, EvaluationConfig
 
 
 def _offline(cfg: EvaluationConfig) -> None:
@@ -102,7 +34,7 @@ def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import handle_non_serializable, make_table
 
-    from nemo_launcher.launch.eval_tasks import parse_tasks
+    from nemo_launcher.contract.eval_tasks import parse_tasks
 
     from .lm_adapter import MegatronGPTLM
     from .lm_eval_tasks import local_task_configs

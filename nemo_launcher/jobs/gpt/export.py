@@ -12,60 +12,16 @@ The model name is the folder's name. A TP/PP-sharded `.nemo` is merged into one 
 built beside its final place and swapped in when complete, so a server never sees half an export.
 Needs no GPU. Exit codes: 0 done, 2 configuration error, anything else a crash.
 """
-import dataclasses
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, Literal
 
-from ..common.config import JobConfigError, bind, config_path_from_argv, load_resolved_config
+from ...contract.schemas.gpt_export import ExportConfig, TritonDeployment
+from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
 from .serving import INPUTS, MODEL_FILE, OUTPUTS
 
 TEMPLATE = Path(__file__).with_name("triton_model.py")
 VERSION = "1"
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportModel:
-    checkpoint_path: str  # the .nemo to export
-    weight_data_type: Literal["fp32", "fp16", "bf16"]  # dtype of the stored weights
-    tensor_model_parallel_size: int = 1  # must be 1: the Python backend runs a model in one process
-
-
-@dataclasses.dataclass(frozen=True)
-class TritonDeployment:
-    triton_model_dir: str  # <model_repo>/<model name>
-    data_type: Literal["fp32", "fp16", "bf16"]  # dtype the model computes in while serving
-    max_batch_size: int = 1  # prompts per request
-    tokens_to_generate: int = 32  # new tokens per prompt when a request does not say
-    instance_count: int = 1  # model copies per device
-    instance_kind: Literal["KIND_AUTO", "KIND_GPU", "KIND_CPU"] = "KIND_AUTO"
-    pipeline_model_parallel_size: int = 1  # must be 1
-    int8_mode: bool = False  # FasterTransformer option; must be false
-    enable_custom_all_reduce: bool = False  # FasterTransformer option; must be false
-
-    def check(self, key: str) -> None:
-        for name in ("max_batch_size", "tokens_to_generate", "instance_count"):
-            if getattr(self, name) < 1:
-                raise JobConfigError(f"{key}.{name}: must be >= 1, got {getattr(self, name)}")
-        if self.pipeline_model_parallel_size != 1:
-            raise JobConfigError(f"{key}.pipeline_model_parallel_size: the Python backend runs a model in one process; set 1")
-        if self.int8_mode or self.enable_custom_all_reduce:
-            raise JobConfigError(f"{key}.int8_mode / enable_custom_all_reduce: FasterTransformer options; set false")
-
-
-@dataclasses.dataclass(frozen=True)
-class ExportConfig:
-    model: ExportModel
-    triton_deployment: TritonDeployment
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "ExportConfig":
-        cfg = cls(model=bind(ExportModel, data.get("model"), "export.model"),
-                  triton_deployment=bind(TritonDeployment, data.get("triton_deployment"), "export.triton_deployment"))
-        if cfg.model.tensor_model_parallel_size != 1:
-            raise JobConfigError("export.model.tensor_model_parallel_size: the Python backend runs a model in one process; set 1")
-        return cfg
 
 
 def config_pbtxt(name: str, deployment: TritonDeployment, launcher_path: str) -> str:
@@ -94,9 +50,7 @@ def export(cfg: ExportConfig) -> Path:
 
     from .nemo_archive import load_nemo, save_nemo
 
-    target = Path(cfg.triton_deployment.triton_model_dir)
-    if not target.name:
-        raise JobConfigError("export.triton_deployment.triton_model_dir: must end in the model's name")
+    target = Path(cfg.triton_deployment.triton_model_dir)  # the schema made sure it ends in the model's name
     config, state_dict = load_nemo(cfg.model.checkpoint_path)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[cfg.model.weight_data_type]
     state_dict = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state_dict.items()}

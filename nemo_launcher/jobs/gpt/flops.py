@@ -11,7 +11,7 @@ not counted: MFU measures useful work, which is what makes it comparable across 
 """
 from typing import Optional
 
-from .config import ModelSection
+from ...contract.schemas.gpt_training import ModelSection
 
 # Dense bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets (SXM parts unless the name says).
 _PEAK_BF16 = (

@@ -1,4 +1,4 @@
-"""lm-eval task configs that read local jsonl files (no network) for the names in launch/eval_tasks.py.
+"""lm-eval task configs that read local jsonl files (no network) for the names in contract/eval_tasks.py.
 
     configs = local_task_configs(["lambada", "piqa"], "/data/eval_harness_data")
     lm_eval.simple_evaluate(model=lm, tasks=configs, task_manager=TaskManager(include_defaults=False))
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List
 
-from nemo_launcher.launch.eval_tasks import EVAL_TASKS
+from nemo_launcher.contract.eval_tasks import EVAL_TASKS
 
 from ..common.config import JobConfigError
 

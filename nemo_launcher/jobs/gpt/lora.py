@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 import torch
 
 from ..common.config import JobConfigError
-from .sft_config import LoraSection
+from ...contract.schemas.gpt_sft import LoraSection
 
 # target name -> (attribute path inside a transformer layer, parallel kind)
 TARGETS = {

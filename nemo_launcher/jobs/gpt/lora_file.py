@@ -14,7 +14,7 @@ from typing import Any, Dict, Tuple
 import torch
 
 from ..common.config import JobConfigError
-from .sft_config import LoraSection
+from ...contract.schemas.gpt_sft import LoraSection
 
 _SUFFIX_A, _SUFFIX_B = ".lora.a", ".lora.b"
 

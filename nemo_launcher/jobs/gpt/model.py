@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ..common.config import JobConfigError
-from .config import ModelSection
+from ...contract.schemas.gpt_training import ModelSection
 
 log = logging.getLogger(__name__)
 

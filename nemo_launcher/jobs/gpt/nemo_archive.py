@@ -194,7 +194,7 @@ def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 
 
     from ..common.config import bind
     from ..common.tokenizer import load_tokenizer
-    from .config import ModelSection
+    from ...contract.schemas.gpt_training import ModelSection
     from .shards import ShardLayout, split_state_dict
     from .standalone import build_inference_model, inference_section, precision_of, start_model_parallel
 

@@ -15,7 +15,7 @@ from typing import List, Tuple
 
 import torch
 
-from .config import TrainingConfig
+from ...contract.schemas.gpt_training import TrainingConfig
 
 log = logging.getLogger(__name__)
 

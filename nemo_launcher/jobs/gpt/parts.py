@@ -17,7 +17,7 @@ import torch
 from ..common.config import JobConfigError
 from ..common.distributed import Placement, init_process_group
 from ..common.tokenizer import load_tokenizer
-from .config import ModelSection, TrainingConfig
+from ...contract.schemas.gpt_training import ModelSection, TrainingConfig
 from .schedule import BatchSchedule, CosineSchedule
 
 log = logging.getLogger(__name__)

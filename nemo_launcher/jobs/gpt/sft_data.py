@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..common.config import JobConfigError
-from .sft_config import DatasetSection
+from ...contract.schemas.gpt_sft import DatasetSection
 
 Example = Dict[str, str]
 

@@ -16,7 +16,7 @@ def run_program(argv, stage: str, module: str, body: Callable) -> int:
         from .train import _setup_logging  # the trainer's log format and warning filters, for one look across jobs
 
         _setup_logging(placement.rank)
-        from .sft_config import SftConfig
+        from ...contract.schemas.gpt_sft import SftConfig
 
         cfg = SftConfig.from_dict(load_resolved_config(path), stage=stage)
         if placement.rank == 0:

@@ -24,7 +24,7 @@ import torch
 
 from ..common.config import JobConfigError
 from ..common.distributed import Placement
-from .sft_config import DatasetSection, SftConfig
+from ...contract.schemas.gpt_sft import DatasetSection, SftConfig
 from .sft_data import EncodedDataset, MixedDataset, SampleEncoder, collate, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def start(cfg: SftConfig, placement: Placement) -> Session:
 
     from ..common.config import bind
     from ..common.tokenizer import load_tokenizer
-    from .config import ModelSection
+    from ...contract.schemas.gpt_training import ModelSection
     from .nemo_archive import layout_of, load_nemo, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
     from .shards import ShardLayout, split_state_dict
     from .standalone import build_inference_model, inference_section, on_gpu, start_model_parallel

@@ -15,7 +15,7 @@ import torch
 
 from ..common.config import JobConfigError
 from ..common.distributed import Placement, init_process_group, placement_from_env
-from .config import ModelSection
+from ...contract.schemas.gpt_training import ModelSection
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
         cpus = apply_numa_mapping()
         if cpus is not None:
             log.info("numa_mapping: pinned to CPUs %s", ",".join(map(str, cpus)))
-        from .config import TrainingConfig
+        from ...contract.schemas.gpt_training import TrainingConfig
 
         cfg = TrainingConfig.from_dict(load_resolved_config(path))
         return _train(cfg, placement, started)

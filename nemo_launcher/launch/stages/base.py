@@ -8,6 +8,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 
+from ...contract.binding import JobConfigError
 from ..context import LaunchContext
 from ..errors import ConfigError, config_error
 from ..job_spec import CHAIN_TYPES, JobSpec
@@ -45,23 +46,17 @@ def positive_int(key: str, value) -> int:
     return value
 
 
-def tensor_parallel_env(model: Dict[str, Any]) -> Tuple[Tuple[str, str], ...]:
+def tensor_parallel_env(tensor_model_parallel_size: int) -> Tuple[Tuple[str, str], ...]:
     """Megatron's TP communication overlap needs kernels queued in order on one hardware queue."""
-    return (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if model.get("tensor_model_parallel_size", 1) > 1 else ()
+    return (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if tensor_model_parallel_size > 1 else ()
 
 
-def check_global_batch(key, model: Dict[str, Any], nodes: int, devices: int, tp: int, pp: int) -> Tuple[int, int]:
-    """(micro batch, global batch), after checking the global batch splits evenly over the data-parallel ranks."""
-    dp = nodes * devices // (tp * pp)
-    mbs = positive_int(key("micro_batch_size"), model.get("micro_batch_size"))
-    gbs = positive_int(key("global_batch_size"), model.get("global_batch_size"))
-    if gbs % (mbs * dp):
-        raise config_error(
-            key("global_batch_size"), gbs,
-            f"must be a multiple of micro_batch_size({mbs}) x data-parallel size({dp}) = {mbs * dp}, where "
-            f"data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))",
-        )
-    return mbs, gbs
+def load_schema(path: str):
+    """`module:Class` -> the class; schemas are imported on use, so a run pays only for the stages it lists."""
+    import importlib
+
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def dump_config(config: Dict[str, Any]) -> str:
@@ -103,35 +98,30 @@ class Stage(ABC):
         key = getattr(error, "full_key", None) or "?"
         return key if key.startswith(self.kind) else f"{self.kind}.{key}"
 
-    def run_section(self, config: Dict[str, Any]) -> Dict[str, Any]:
-        run = config.get("run")
-        if not isinstance(run, dict):
-            raise config_error(self.key("run"), run, "every stage config needs a run: section (name, results_dir, time_limit)")
-        for field in ("name", "results_dir", "time_limit"):
-            if not run.get(field):
-                raise config_error(self.key("run", field), run.get(field), "must be set")
-        name = str(run["name"])
-        if "/" in name or name in (".", ".."):
-            raise config_error(self.key("run", "name"), name, "a run name is one path component: no slashes")
-        if not Path(str(run["results_dir"])).is_absolute():
-            raise config_error(self.key("run", "results_dir"), run["results_dir"], "must be an absolute path")
-        return run
+    def bind(self, schema_path: str) -> Tuple[Dict[str, Any], Any]:
+        """(resolved section, the section bound to its job program's schema). Every rule of the schema is
+        checked here, before anything is written: the job binds the same file to the same schema when it starts."""
+        config = self.resolved()
+        try:
+            return config, load_schema(schema_path).from_dict(config, self.kind)
+        except JobConfigError as error:
+            raise ConfigError(str(error)) from None
 
-    def config_file(self, run: Dict[str, Any]) -> Path:
+    def config_file(self, run) -> Path:
         """Where the resolved config goes: `<run.results_dir>/<run.name>_hydra.yaml`, beside the script."""
-        return Path(run["results_dir"]) / f"{run['name']}_hydra.yaml"
+        return Path(run.results_dir) / f"{run.name}_hydra.yaml"
 
-    def one_job(self, config: Dict[str, Any], run: Dict[str, Any], commands, **resources) -> List[JobSpec]:
+    def one_job(self, config: Dict[str, Any], run, commands, **resources) -> List[JobSpec]:
         """The usual stage: one job in run.results_dir that waits as run.dependency says and writes the config."""
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.get("dependency"))
+        chain, dependency = parse_dependency(self.key("run", "dependency"), run.dependency)
         config_file = self.config_file(run)
         return [
             JobSpec(
                 stage=self.kind,
-                name=str(run["name"]),
+                name=run.name,
                 directory=config_file.parent,
                 commands=tuple(commands),
-                time_limit=str(run["time_limit"]),
+                time_limit=str(run.time_limit),
                 chain=chain,
                 dependency=dependency,
                 files=((config_file, dump_config(config)),),

@@ -1,0 +1,93 @@
+"""Schema of the resolved `evaluation` section of the GPT family (conf/evaluation/gpt3/*.yaml).
+
+One job of TP processes over run.nodes x run.ntasks_per_node; tasks are lm-eval's, read from local files
+(`nemo_launcher/contract/eval_tasks.py`).
+"""
+import dataclasses
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Union
+
+from ..binding import bind_stage, config_fault, non_negative_fields, positive, positive_fields
+from ..eval_tasks import parse_tasks
+from .gpt_training import precision_name
+from .run import RunBase
+
+STAGE = "evaluation"
+RESULTS_FILE = "lm_eval_results.json"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EvaluationRun(RunBase):
+    task_data_dir: str  # <task>/<split>.jsonl per task
+    tasks: Union[str, List[str]] = "all_tasks"  # all_tasks, a name, a comma-separated string or a list
+    nodes: int = 1  # the config derives it from TP and cluster.gpus_per_node
+    ntasks_per_node: int = 1
+    prepare_sample_data: bool = False  # first write smoke-test lambada/wikitext files from local text
+    eval_name: Optional[str] = None  # folder under the training run's directory
+    model_train_name: Optional[str] = None  # the training run whose converted model is evaluated
+    train_dir: Optional[str] = None
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        positive_fields(self, key, "nodes", "ntasks_per_node")
+        try:
+            parse_tasks(self.tasks)
+        except ValueError as error:
+            raise config_fault(f"{key}.tasks", self.tasks, str(error)) from None
+        if not Path(self.task_data_dir).is_absolute():
+            raise config_fault(f"{key}.task_data_dir", self.task_data_dir, "must be an absolute path")
+
+    def task_names(self) -> List[str]:
+        return parse_tasks(self.tasks)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationModel:
+    nemo_model: str  # the .nemo to evaluate (the conversion stage's output by default)
+    model_type: Literal["nemo-gpt3"] = "nemo-gpt3"
+    tensor_model_parallel_size: int = 1  # processes the model is split over; the .nemo is resharded on load
+    pipeline_model_parallel_size: int = 1  # must be 1
+    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count
+    precision: Optional[Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16, 32]] = None  # null = as stored
+    eval_batch_size: int = 4  # sequences per forward pass
+    num_fewshot: int = 0  # examples drawn from the task's own split and put before each question
+    limit: Optional[int] = None  # documents per task, for a quick look; null = all
+    bootstrap_iters: int = 1000  # resamples for the standard errors; 0 skips them
+
+    def check(self, key: str) -> None:
+        if self.pipeline_model_parallel_size != 1:
+            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
+                               "evaluation runs without pipeline parallelism: set 1 (the .nemo is resharded on load)")
+        positive_fields(self, key, "tensor_model_parallel_size", "eval_batch_size")
+        tp = self.tensor_model_parallel_size
+        if self.model_parallel_size is not None and self.model_parallel_size != tp:
+            raise config_fault(f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}")
+        non_negative_fields(self, key, "num_fewshot", "bootstrap_iters")
+        if self.limit is not None:
+            positive(f"{key}.limit", self.limit)
+        if not Path(self.nemo_model).is_absolute():
+            raise config_fault(f"{key}.nemo_model", self.nemo_model, "must be an absolute path")
+
+    def precision_name(self) -> Optional[str]:
+        return None if self.precision is None else precision_name(self.precision)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+    run: EvaluationRun
+    model: EvaluationModel
+
+    def check(self, key: str) -> None:
+        processes, tp = self.run.nodes * self.run.ntasks_per_node, self.model.tensor_model_parallel_size
+        if processes % tp:
+            raise config_fault(f"{key}.run.ntasks_per_node", self.run.ntasks_per_node,
+                               f"nodes({self.run.nodes}) x ntasks_per_node({self.run.ntasks_per_node}) = {processes} processes "
+                               f"cannot hold TP({tp}) ranks evenly; make it a multiple")
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "EvaluationConfig":
+        return bind_stage(cls, data, stage)
+
+    @property
+    def results_file(self) -> Path:
+        return Path(self.run.results_dir) / "results" / RESULTS_FILE

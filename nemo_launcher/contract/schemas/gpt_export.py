@@ -1,0 +1,73 @@
+"""Schema of the resolved `export` section of the GPT family (conf/export/gpt3/export_gpt3.yaml): a Triton
+model repository whose Python backend serves the model in one process per instance."""
+import dataclasses
+from pathlib import Path
+from typing import Any, Dict, Literal, Optional
+
+from ..binding import bind_stage, config_fault, positive_fields
+from .run import RunBase
+
+STAGE = "export"
+DataType = Literal["fp32", "fp16", "bf16"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportRun(RunBase):
+    model_train_name: Optional[str] = None  # the training run whose converted model is exported
+    training_dir: Optional[str] = None
+    convert_name: Optional[str] = None
+    config_summary: Optional[str] = None  # tp<TP>_pp<PP>_<weights>_<compute>, names the results folder
+    model_type: Literal["gpt3"] = "gpt3"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportModel:
+    checkpoint_path: str  # the .nemo to export
+    weight_data_type: DataType  # dtype of the stored weights
+    tensor_model_parallel_size: int = 1  # must be 1: the Python backend runs a model in one process
+
+    def check(self, key: str) -> None:
+        if self.tensor_model_parallel_size != 1:
+            raise config_fault(f"{key}.tensor_model_parallel_size", self.tensor_model_parallel_size,
+                               "the Triton Python backend serves a model in one process per instance: set 1")
+        if not Path(self.checkpoint_path).is_absolute():
+            raise config_fault(f"{key}.checkpoint_path", self.checkpoint_path,
+                               "name the .nemo to export by absolute path (the conversion stage writes "
+                               "<train dir>/convert_nemo/results/megatron_gpt.nemo)")
+
+
+@dataclasses.dataclass(frozen=True)
+class TritonDeployment:
+    triton_model_dir: str  # <model_repo>/<model name>
+    data_type: DataType  # dtype the model computes in while serving
+    max_batch_size: int = 1  # prompts per request
+    tokens_to_generate: int = 32  # new tokens per prompt when a request does not say
+    instance_count: int = 1  # model copies per device
+    instance_kind: Literal["KIND_AUTO", "KIND_GPU", "KIND_CPU"] = "KIND_AUTO"
+    pipeline_model_parallel_size: int = 1  # must be 1
+    int8_mode: bool = False  # FasterTransformer option; must be false
+    enable_custom_all_reduce: bool = False  # FasterTransformer option; must be false
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "max_batch_size", "tokens_to_generate", "instance_count")
+        if self.pipeline_model_parallel_size != 1:
+            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
+                               "the Triton Python backend serves a model in one process per instance: set 1")
+        for name in ("int8_mode", "enable_custom_all_reduce"):
+            if getattr(self, name):
+                raise config_fault(f"{key}.{name}", True, "is a FasterTransformer option; the Python backend has no such kernels: set false")
+        path = Path(self.triton_model_dir)
+        if not path.is_absolute() or not path.name:
+            raise config_fault(f"{key}.triton_model_dir", self.triton_model_dir,
+                               "an absolute path ending in the served model's name, e.g. /results/model_repo/gpt3_5b")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+    run: ExportRun
+    model: ExportModel
+    triton_deployment: TritonDeployment
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ExportConfig":
+        return bind_stage(cls, data, stage)
