@@ -1,6 +1,5 @@
 """main.py as users run it: Hydra's --help, --cfg job, -m sweeps and a dry run on a machine without Slurm."""
 import os
-import re
 import subprocess
 import sys
 
@@ -15,8 +14,9 @@ def _main(args, tmp_path, **env):
 def test_help_lists_groups(tmp_path):
     result = _main(["--help"], tmp_path)
     assert result.returncode == 0
-    assert re.search(r"^  training +gpt3: 126m, 175b, ", result.stdout, re.M)
-    assert re.search(r"^  env_preset +aws, azure, none\*, oci$", result.stdout, re.M)
+    rows = [line.split() for line in result.stdout.splitlines()]
+    assert ["training", "gpt3:", "126m,", "175b,"] in [row[:4] for row in rows]
+    assert ["env_preset", "aws,", "azure,", "none*,", "oci"] in rows
     assert "_family" not in result.stdout
 
 
