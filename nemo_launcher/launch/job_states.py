@@ -67,8 +67,8 @@ def poll(records: Sequence[dict], live_only: bool = False) -> List[List[JobState
 
 # ---- Slurm ---------------------------------------------------------------------------------------------------
 
-# One line of scheduler output about one job or array task: (state, detail, how many tasks the line stands for).
-_Task = Tuple[str, str, int]
+# What the scheduler says of one job or array task: (state, detail).
+_Task = Tuple[str, str]
 
 
 def _slurm_tasks(records, ids: List[str], live_only: bool) -> Tuple[Dict[str, Dict[Optional[str], _Task]], str]:
@@ -78,7 +78,7 @@ def _slurm_tasks(records, ids: List[str], live_only: bool) -> Tuple[Dict[str, Di
         return listed, "ENDED"
     expected = {str(job["job_id"]): array_task_count(job.get("array")) for record in records for job in record["jobs"] if job.get("job_id")}
     # A job squeue lists in full is settled; an array with fewer tasks listed than it has ended in part.
-    missing = [job_id for job_id in ids if job_id not in listed or sum(t[2] for t in listed[job_id].values()) < (expected.get(job_id) or 1)]
+    missing = [job_id for job_id in ids if len(listed.get(job_id, ())) < (expected.get(job_id) or 1)]
     if not missing:
         return listed, "UNKNOWN"
     ended, unknown = _ended(missing, _earliest(records))
@@ -106,8 +106,16 @@ def _squeue(ids: List[str]) -> Dict[str, Dict[Optional[str], _Task]]:
             detail = fields[2]
         else:
             detail = f"({fields[3]})" if len(fields) > 3 and fields[3] not in ("", "None") else "-"
-        found.setdefault(job_id, {})[task] = (state, detail, _task_count(task))
+        _add(found, job_id, task, (state, detail))
     return found
+
+
+def _add(found: Dict[str, Dict[Optional[str], _Task]], job_id: str, task: Optional[str], value: _Task) -> None:
+    """Records a job, or each task of an array range (pending tasks are listed as one range, `[2-5%2]` or
+    `2-5%2`), so that two sources listing the same task count it once."""
+    tasks = found.setdefault(job_id, {})
+    for key in _task_keys(task):
+        tasks.setdefault(key, value)
 
 
 def _ended(ids: List[str], since: str) -> Tuple[Dict[str, Dict[Optional[str], _Task]], str]:
@@ -121,8 +129,8 @@ def _ended(ids: List[str], since: str) -> Tuple[Dict[str, Dict[Optional[str], _T
                 continue
             job_id, task = _split_id(fields[0])
             state = _state_word(fields[1])
-            detail = fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(fields[2])
-            found.setdefault(job_id, {})[task] = (state, detail, _task_count(task))
+            detail = fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(state, fields[2])
+            _add(found, job_id, task, (state, detail))
         return found, "ENDED (state unknown)"
     message = (result.stderr or result.stdout).strip()
     unknown = NO_ACCOUNTING if "disabled" in message.lower() else f"ENDED (state unknown: sacct: {message.splitlines()[0] if message else 'failed'})"
@@ -145,8 +153,8 @@ def _scontrol_jobs(wanted) -> Dict[str, Dict[Optional[str], _Task]]:
             continue
         task = fields.get("ArrayTaskId") if fields.get("ArrayJobId") else None
         state = _state_word(fields["JobState"])
-        detail = fields.get("RunTime", "-") if state in LIVE_STATES else _exit_text(fields.get("ExitCode", ""))
-        found.setdefault(job_id, {})[task] = (state, detail, _task_count(task))
+        detail = fields.get("RunTime", "-") if state in LIVE_STATES else _exit_text(state, fields.get("ExitCode", ""))
+        _add(found, job_id, task, (state, detail))
     return found
 
 
@@ -155,12 +163,10 @@ def _slurm_job_state(job: dict, tasks: Optional[Dict[Optional[str], _Task]], unk
         return JobState("NOT SUBMITTED", "NOT SUBMITTED", False)
     if not tasks:
         return JobState(unknown, "UNKNOWN", False)
-    if len(tasks) == 1 and next(iter(tasks.values()))[2] == 1:
-        state, detail, _ = next(iter(tasks.values()))
+    if list(tasks) == [None]:
+        state, detail = tasks[None]
         return JobState(state, state, state in LIVE_STATES, detail)
-    counts = Counter()
-    for state, _, count in tasks.values():
-        counts[state] += count
+    counts = Counter(state for state, _ in tasks.values())
     live = [state for state in counts if state in LIVE_STATES]
     ended = [state for state in counts if state not in LIVE_STATES and state != "COMPLETED"]
     phase = "RUNNING" if "RUNNING" in counts else live[0] if live else ended[0] if ended else "COMPLETED"
@@ -175,14 +181,13 @@ def _split_id(text: str) -> Tuple[str, Optional[str]]:
     return job_id.split("+")[0], task or None
 
 
-def _task_count(task: Optional[str]) -> int:
-    """How many array tasks a listed task stands for: pending remainders are listed as one range."""
-    if task is None:
-        return 1
+def _task_keys(task: Optional[str]) -> List[Optional[str]]:
+    if task is None or task.isdigit():
+        return [task]
     try:
-        return len(parse_file_numbers(task.strip("[]").split("%")[0]))
-    except FileNumbersError:
-        return 1
+        return [str(number) for number in parse_file_numbers(task.strip("[]").split("%")[0])]
+    except FileNumbersError:  # a form we do not expand (steps): one entry
+        return [task]
 
 
 def _state_word(text: str) -> str:
@@ -191,12 +196,15 @@ def _state_word(text: str) -> str:
     return words[0].rstrip("+").upper() if words else "UNKNOWN"
 
 
-def _exit_text(code: str) -> str:
-    """Slurm's 'status:signal' pair as people read it: 'exit 0', 'exit 3', 'signal 9'."""
+def _exit_text(state: str, code: str) -> str:
+    """Slurm's 'status:signal' pair as people read it: 'exit 0', 'exit 3', 'signal 9'; nothing for a job
+    cancelled before it ran (Slurm reports 0:0 for it)."""
     status, _, signal = code.partition(":")
     if signal and signal != "0":
         return f"signal {signal}"
-    return f"exit {status}" if status else "-"
+    if not status or (state == "CANCELLED" and status == "0"):
+        return "-"
+    return f"exit {status}"
 
 
 def _earliest(records) -> str:

@@ -173,10 +173,15 @@ def _copy(path: Path, offset: int) -> int:
 
 def _follow(results: Path, record: dict, index: int) -> int:
     """Like `tail -f`, moving on to a newer attempt's log when a requeue starts one, until the job has ended."""
-    path: Optional[Path] = None
+    job = record["jobs"][index]
+    files = log_files(job)
+    path: Optional[Path] = files[-1] if files else None
     offset = 0
+    if path is None:
+        print(f"waiting for {job['job_name']} to start and write its log ...", file=sys.stderr, flush=True)
+    else:
+        _announce(path)
     next_poll = 0.0
-    waiting_said = False
     while True:
         if path is not None:
             offset = _copy(path, offset)
@@ -185,7 +190,7 @@ def _follow(results: Path, record: dict, index: int) -> int:
             continue
         next_poll = time.monotonic() + POLL_SECONDS
         live = _is_live(results, record, index)
-        files = log_files(record["jobs"][index])
+        files = log_files(job)
         if files and files[-1] != path:
             if path is not None:
                 _copy(path, offset)
@@ -194,12 +199,9 @@ def _follow(results: Path, record: dict, index: int) -> int:
             continue
         if not live:
             if path is None:
-                raise LauncherError(f"{record['jobs'][index]['job_name']} ended without writing a log ({record['jobs'][index].get('log_glob')})")
+                raise LauncherError(f"{job['job_name']} ended without writing a log ({job.get('log_glob')})")
             _copy(path, offset)
             return 0
-        if path is None and not waiting_said:
-            print(f"waiting for {record['jobs'][index]['job_name']} to start and write its log ...", file=sys.stderr, flush=True)
-            waiting_said = True
 
 
 def _is_live(results: Path, record: dict, index: int) -> bool:
