@@ -13,6 +13,7 @@ def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
     from .pipeline import launch
 
     try:
+        _name_sweep_point(cfg, choices, argv)
         launch(cfg, choices, argv)
         return 0
     except LauncherError as error:
@@ -26,3 +27,18 @@ def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
     except OmegaConfBaseException as error:
         print(f"Error: {getattr(error, 'full_key', '') or 'config'}: {error.msg.splitlines()[0]}", file=sys.stderr)
         return 2
+
+
+def _name_sweep_point(cfg: DictConfig, choices, argv: Sequence[str]) -> None:
+    """In a `-m` sweep, gives this point its own run names; the first point checks the whole sweep first."""
+    from .sweeps import check_points, current_sweep, name_point
+
+    sweep = current_sweep(argv, groups=list(choices))
+    if sweep is None:
+        return
+    from hydra.core.hydra_config import HydraConfig
+
+    stages = [str(stage) for stage in cfg.get("stages") or []]
+    if sweep.number == 0:
+        check_points(sweep, stages)
+    name_point(cfg, stages, sweep.suffix(list(HydraConfig.get().overrides.task)))
