@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .errors import LauncherError
 from ..contract.file_numbers import FileNumbersError, parse_file_numbers
+from .errors import LauncherError
 from .ledger import array_task_count, elapsed_since
 
 COMMAND_TIMEOUT_S = 60

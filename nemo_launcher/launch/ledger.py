@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .errors import ConfigError
 from ..contract.file_numbers import FileNumbersError, parse_file_numbers
+from .errors import ConfigError
 
 LEDGER_DIR = ".ledger"
 # What a record's `state` may be: queued backends go submitting -> submitted | rolled_back, backends that run
@@ -284,17 +284,34 @@ def find_pipeline(base_results_dir, run: str) -> dict:
 
 
 def log_files(job: dict) -> List[Path]:
-    """The job's existing log files, oldest first: by attempt number, then by modification time."""
+    """The job's existing log files, oldest first: by attempt number, then by modification time. For a job run
+    here the names carry no id, so files written outside its recorded run (other runs of the same job
+    directory) are left out."""
     pattern = job.get("log_glob")
     if not pattern:
         return []
+    window = _run_window(job)
     paths = []
     for name in glob.glob(pattern):
         try:
-            paths.append((_attempt(name), os.path.getmtime(name), Path(name)))
+            mtime = os.path.getmtime(name)
         except OSError:  # removed while we looked
             continue
+        if window is None or window[0] <= mtime <= window[1]:
+            paths.append((_attempt(name), mtime, Path(name)))
     return [path for _, _, path in sorted(paths)]
+
+
+def _run_window(job: dict) -> Optional[Tuple[float, float]]:
+    if job.get("job_id") or not job.get("started"):
+        return None
+    slack = 2.0  # file times and the recorded times come from different clocks' roundings
+    try:
+        start = datetime.fromisoformat(job["started"]).timestamp() - slack
+        end = datetime.fromisoformat(job["ended"]).timestamp() + slack if job.get("ended") else float("inf")
+    except ValueError:
+        return None
+    return start, end
 
 
 def _attempt(name: str) -> int:

@@ -8,6 +8,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -382,6 +383,8 @@ def test_interactive_status_from_exit_codes(tmp_path, capsys, monkeypatch):
     states = [line.split()[2:4] for line in out.splitlines()[2:]]
     assert states == [["COMPLETED", "exit"], ["FAILED", "exit"], ["NOT", "RUN"]]
     assert "exit 3" in out.splitlines()[3]
+    # A later run of the same job directory writes a log matching the same glob: it is not this pipeline's.
+    _log(Path(record["jobs"][0]["directory"]) / "log-s0_20990101_000000_1.out", "a later run\n", time.time() + 3600)
     code, out, err = _run(capsys, "logs", record["id"], "s0", "--results", results)
     assert code == 0 and "probe s0" in out
 
@@ -409,6 +412,26 @@ def test_interactive_running_and_interrupted(tmp_path, capsys):
     assert code == 0, err
     assert [line.split()[2] for line in out.splitlines()[2:]] == ["COMPLETED", "INTERRUPTED", "NOT"]
     assert out.splitlines()[0].endswith("INTERRUPTED at s1")
+
+
+def test_cancel_stops_a_pipeline_running_here(tmp_path, capsys):
+    results = tmp_path / "results"
+    # Stands in for a launcher started from a terminal: it leads its own process group, its job is a child.
+    launcher = subprocess.Popen(["bash", "-c", "sleep 60 & wait"], start_new_session=True)
+    try:
+        record = _write_record(results, "20260101-000000-a-aaaa", "2026-01-01T00:00:00+00:00",
+                               [("s0", "a", None), ("s1", "b", None)], cluster_type="interactive", host=os.uname().nodename)
+        for entry, started in zip(record["jobs"], ["2026-01-01T00:00:00+00:00", None]):
+            entry.update(exit_code=None, started=started, ended=None, pid=launcher.pid)
+        (results / ".ledger" / f"{record['id']}.json").write_text(json.dumps(record))
+        code, out, err = _run(capsys, "cancel", "a", "--results", results)
+        assert code == 0, err
+        assert launcher.wait(timeout=20) == -15
+        assert re.search(r"cancelled +s0 +nemo-megatron-a +- +was RUNNING", out)
+        assert re.search(r"cancelled +s1 +nemo-megatron-b +- +was PENDING", out)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, 9)
 
 
 # ---- the plan table ------------------------------------------------------------------------------------------
