@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .backends import BACKENDS
+from .cluster_settings import check_cluster
 from .errors import config_error
 
 CLUSTER_TYPES = tuple(BACKENDS)
@@ -34,17 +35,39 @@ class LaunchContext:
     debug: bool
 
 
-def _mounts(raw, preset, fixed_paths) -> Tuple[str, ...]:
+MOUNT_FORM = "each entry is /abs/path, /src:/dst or /src:/dst:ro|rw, with no commas"
+_MOUNT_FLAGS = ("ro", "rw")
+
+
+def _mount(key: str, entry: str) -> str:
+    """One container_mounts entry as pyxis's `src:dst[:flags]`. Pyxis splits the list on commas and each entry
+    on colons, so a comma would silently make two mounts and a stray colon a wrong one."""
+    parts = entry.split(":")
+    paths, flags = parts[:2], parts[2:]
+    well_formed = (
+        "," not in entry
+        and len(parts) <= 3
+        and all(path.startswith("/") for path in paths)
+        and all(flag in _MOUNT_FLAGS for flag in flags)
+    )
+    if not well_formed:
+        raise config_error(key, entry, MOUNT_FORM)
+    return entry if len(parts) > 1 else f"{entry}:{entry}"
+
+
+def _mounts(raw, preset, fixed_paths, container: bool) -> Tuple[str, ...]:
     if not isinstance(raw, (list, ListConfig)):
         raise config_error("container_mounts", raw, "must be a list, e.g. container_mounts=[/data,/lustre:/mnt/lustre]")
-    mounts = [f"{path}:{path}" for path in fixed_paths]
-    for entry in list(raw) + list(preset):
+    mounts = []
+    for key, path in fixed_paths.items():
+        if container and ("," in path or ":" in path):
+            raise config_error(key, path, "is mounted into the container, where pyxis splits mounts on ',' and ':'; use a path without them")
+        mounts.append(f"{path}:{path}")
+    entries = [("container_mounts", entry) for entry in raw] + [("env_preset.container_mounts", entry) for entry in preset]
+    for key, entry in entries:
         if entry is None:
             continue
-        entry = str(entry)
-        if not entry or entry.count(":") > 2 or entry.startswith(":"):
-            raise config_error("container_mounts", entry, "each entry is /path or /src:/dst (optionally :ro)")
-        mount = entry if ":" in entry else f"{entry}:{entry}"
+        mount = _mount(key, str(entry))
         if mount not in mounts:
             mounts.append(mount)
     return tuple(mounts)
@@ -103,6 +126,7 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
             raise config_error(key, str(path), "use an absolute path; compute nodes do not share your working directory")
     cluster = cfg.get("cluster")
     cluster = OmegaConf.to_container(cluster, resolve=True) if cluster is not None else {}
+    check_cluster(cluster)
     wandb = cfg.get("wandb_api_key_file")
     # A cloud preset (conf/env_preset/) supplies defaults: the user's non-null env_vars win, its mounts are added.
     preset = cfg.get("env_preset") or {}
@@ -112,7 +136,8 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
         data_dir=paths["data_dir"],
         base_results_dir=paths["base_results_dir"],
         container=str(cfg.container) if cfg.get("container") else None,
-        mounts=_mounts(cfg.get("container_mounts", []), preset.get("container_mounts") or [], [str(p) for p in paths.values()]),
+        mounts=_mounts(cfg.get("container_mounts", []), preset.get("container_mounts") or [],
+                       {key: str(path) for key, path in paths.items()}, container=bool(cfg.get("container"))),
         env=_merged_env(preset.get("env_vars"), cfg.get("env_vars")) + _numa_env(cfg.get("numa_mapping")),
         cluster=cluster,
         wandb_api_key_file=str(wandb) if wandb else None,

@@ -6,16 +6,16 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from ..cluster_settings import CLUSTER_SETTINGS
 from ..errors import LauncherError, SubmissionError, config_error
 from ..job_spec import JobSpec
 from ..shell import join, quote
 from .base import Backend, python_words
 
 # Keys of conf/cluster/bcm.yaml that the launcher itself interprets; any other key is passed to sbatch as is.
-KNOWN_CLUSTER_KEYS = (
-    "partition", "account", "exclusive", "gpus_per_task", "gpus_per_node", "mem", "overcommit",
-    "job_name_prefix", "srun_args", "signal_seconds_before_limit",
-)
+KNOWN_CLUSTER_KEYS = tuple(CLUSTER_SETTINGS)
+# Where a stage's processes per node come from, for the message when they outnumber the GPUs of a node.
+_PROCESSES_PER_NODE_KEY = {"training": "trainer.devices", "fine_tuning": "trainer.devices", "peft": "trainer.devices"}
 # sbatch failures worth retrying: the controller was busy or briefly unreachable.
 TRANSIENT_SBATCH_ERRORS = re.compile(
     r"(Socket timed out|temporarily unavailable|Unable to contact slurm controller|try again|"
@@ -34,12 +34,17 @@ def sbatch_word(value) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def slurm_filename(path) -> str:
+    """A path as a literal part of a Slurm filename pattern: Slurm expands `%j`, `%A`, `%x`, ... in --output and
+    reads `%%` as one `%`. (A backslash would turn every pattern off and vanish: validate refuses it.)"""
+    return str(path).replace("%", "%%")
+
+
 def slurm_memory(mem) -> Optional[str]:
-    """0 means all the memory of the node; an integer N means N GB; text is passed through."""
+    """0 means all the memory of the node; an integer N means N GB; text is passed through (cluster_settings
+    has checked the value)."""
     if mem is None:
         return None
-    if isinstance(mem, bool):
-        raise config_error("cluster.mem", mem, "use 0 (all memory), an integer number of GB, or text like 500G")
     if isinstance(mem, int):
         return "0" if mem == 0 else f"{mem}G"
     return str(mem)
@@ -62,7 +67,7 @@ class SlurmBackend(Backend):
     def sbatch_parameters(self, spec: JobSpec) -> Dict[str, object]:
         """The #SBATCH parameters; True gives a bare flag, None leaves the parameter out."""
         cluster = self.context.cluster
-        base = self.log_base(spec)
+        base = slurm_filename(self.log_base(spec))
         batch_log = f"{base}_%A_%a" if spec.array else f"{base}_%j"
         parameters = {
             "job-name": self.job_name(spec),
@@ -107,8 +112,42 @@ class SlurmBackend(Backend):
             lines.append(f"--{key}" if value is True else f"--{key}={sbatch_word(value)}")
         return lines
 
+    def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
+        for specs in specs_by_stage:
+            for spec in specs:
+                self._check_log_path(spec)
+                self._check_processes_fit_gpus(spec)
+
+    def _check_log_path(self, spec: JobSpec) -> None:
+        # (cluster.job_name_prefix, the rest of every log name, is checked with the cluster section.)
+        for key, value in (("name", spec.name), ("results_dir", str(spec.directory))):
+            if re.search(r"[\n\r\0\\]", value):
+                raise config_error(
+                    f"{spec.stage}.run.{key}", value,
+                    "Slurm cannot write a log to a path holding a line break or a backslash (it drops backslashes "
+                    "from --output and then expands nothing); remove it",
+                )
+
+    def _check_processes_fit_gpus(self, spec: JobSpec) -> None:
+        """One process per GPU: a job that starts more processes on a node than the node has GPUs would share
+        GPUs between ranks (or fail to find its device). Fewer is fine: conversion and evaluation start
+        ceil(TP x PP / nodes) processes, and a small run may use part of a node."""
+        gpus = self.context.cluster.get("gpus_per_node")
+        if not spec.uses_gpus or gpus is None or spec.tasks_per_node <= gpus:
+            return
+        source = _PROCESSES_PER_NODE_KEY.get(spec.stage, "run.ntasks_per_node")
+        key = f"{spec.stage}.{source}"
+        if source == "trainer.devices":
+            fix = f"{key} must equal cluster.gpus_per_node (one process per GPU); set one to the other"
+        else:
+            fix = f"{key} must be at most cluster.gpus_per_node (one process per GPU); lower it or raise cluster.gpus_per_node"
+        raise config_error(
+            key, spec.tasks_per_node,
+            f"the {spec.stage} job starts {spec.tasks_per_node} processes per node, but cluster.gpus_per_node={gpus}; {fix}",
+        )
+
     def srun_line(self, spec: JobSpec, command) -> str:
-        words = ["srun", '--output="${log_stem}.out"', '--error="${log_stem}.err"', "--open-mode=append", "--kill-on-bad-exit=1"]
+        words = ["srun", "--kill-on-bad-exit=1"]
         if not command.distributed:
             words += ["--nodes=1", "--ntasks=1"]
         if self.context.container:
@@ -120,14 +159,12 @@ class SlurmBackend(Backend):
             ]
         words.append(join(self.context.cluster.get("srun_args") or []))
         words.append(python_words(command))
+        # The shell writes the step's logs, not srun --output: srun would read a `%` of the path as a filename
+        # pattern, and it does not keep `%%` literal either.
+        words.append('>>"${log_stem}.out" 2>>"${log_stem}.err"')
         return " ".join(word for word in words if word)
 
     def render(self, spec: JobSpec) -> str:
-        for key in ("name", "directory"):
-            value = str(getattr(spec, key))
-            if "\n" in value or "\r" in value or "\0" in value:
-                raise config_error(f"{spec.stage}.run.{'name' if key == 'name' else 'results_dir'}", value,
-                                   "Slurm cannot carry a line break in a job name or log path; remove it")
         job_tag = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' if spec.array else '"${SLURM_JOB_ID}"'
         lines = ["#!/bin/bash"]
         lines += [f"#SBATCH {line}" for line in self.sbatch_lines(spec)]

@@ -25,4 +25,4 @@ export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"
 # One log per attempt: a requeue (SLURM_RESTART_COUNT) or a new job never overwrites an earlier log.
 log_stem=<BRD>/download_gpt3_pile/preprocess/log-nemo-megatron-download_gpt3_pile_preprocess_"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"_attempt"${SLURM_RESTART_COUNT:-0}"
 
-srun --output="${log_stem}.out" --error="${log_stem}.err" --open-mode=append --kill-on-bad-exit=1 --nodes=1 --ntasks=1 "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.data.preprocess --config <BRD>/download_gpt3_pile/download_gpt3_pile_hydra.yaml
+srun --kill-on-bad-exit=1 --nodes=1 --ntasks=1 "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.data.preprocess --config <BRD>/download_gpt3_pile/download_gpt3_pile_hydra.yaml >>"${log_stem}.out" 2>>"${log_stem}.err"
