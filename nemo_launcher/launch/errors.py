@@ -28,3 +28,9 @@ class StageFailed(LauncherError):
     """A stage run on this machine (interactive) exited non-zero; later stages were not run."""
 
     exit_code = 4
+
+
+class RunInProgress(LauncherError):
+    """Jobs of a run this command would submit again are still queued or running; nothing was written."""
+
+    exit_code = 5

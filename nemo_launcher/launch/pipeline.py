@@ -15,6 +15,7 @@ from .errors import LauncherError, StageFailed, SubmissionError, config_error
 from .job_spec import JobSpec
 from .ledger import UNRECORDED, Ledger, array_task_count, open_ledger
 from .stages import STAGES, stage_class
+from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
 
 
 @dataclass(frozen=True)
@@ -79,24 +80,21 @@ def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
     return Plan(context, backend, jobs)
 
 
-def _write_atomically(path: Path, text: str, mode: int = 0o644) -> None:
-    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    os.chmod(temporary, mode)
-    os.replace(temporary, path)
-
-
-def write_plan(plan: Plan, argv: Sequence[str]) -> None:
-    """Creates each job directory with its resolved config, its script and the launcher command line."""
+def write_plan(plan: Plan, argv: Sequence[str], root: Optional[Path] = None) -> None:
+    """Creates each job directory with its resolved config, its script and the launcher command line. Files
+    whose bytes would not change are left untouched; with `root`, everything goes to that mirror instead."""
     command_line = " \\\n  ".join(shlex.quote(word) for word in argv) + "\n"
+    base = plan.context.base_results_dir
     for jobs in plan.jobs_by_stage:
         for job in jobs:
-            job.spec.directory.mkdir(parents=True, exist_ok=True)
+            directory = mirrored(job.spec.directory, root, base)
+            directory.mkdir(parents=True, exist_ok=True)
             for path, text in job.spec.files:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                _write_atomically(path, text)
-            _write_atomically(job.script_path, job.script, 0o755)
-            _write_atomically(job.spec.directory / "launcher_cmd.log", command_line)
+                target = mirrored(path, root, base)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_if_changed(target, text)
+            write_if_changed(mirrored(job.script_path, root, base), job.script, 0o755)
+            write_if_changed(directory / "launcher_cmd.log", command_line)
 
 
 def submit_plan(plan: Plan, ledger: Optional[Ledger] = None) -> List[Submitted]:
@@ -190,11 +188,18 @@ def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
 
 def launch(cfg: DictConfig, choices: Dict[str, Optional[str]], argv: Sequence[str]) -> List[Submitted]:
     plan = build_plan(cfg, choices)
-    if not plan.context.debug:
+    if plan.context.debug:
+        root = dry_run_root(plan)
+        if root is not None:
+            print(f"Dry run: these directories belong to a submitted run and stay untouched; the dry run's files "
+                  f"are in {root}", flush=True)
+        write_plan(plan, argv, root)
+    else:
         plan.backend.check_environment()
         if plan.context.preflight and plan.backend.queues_jobs:
             _run_preflight(cfg)
-    write_plan(plan, argv)
+        guard_live_runs(plan, bool(cfg.get("resubmit_while_running", False)))
+        write_plan(plan, argv)
     ledger = None if plan.context.debug else open_ledger(plan, argv)
     submitted = submit_plan(plan, ledger)
     print(format_plan(plan, submitted), flush=True)

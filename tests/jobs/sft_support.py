@@ -44,7 +44,7 @@ def sft_section(nemo: str, data: str, log_dir: str, **model_overrides) -> dict:
     """A resolved fine_tuning section for the tiny model: 16 steps of 8 samples on the CPU."""
     dataset = {"file_names": [data], "prompt_template": TEMPLATE, "max_seq_length": 64}
     section = {
-        "run": {"name": "colors_tiny", "results_dir": log_dir},
+        "run": {"name": "colors_tiny", "results_dir": log_dir, "time_limit": "0:30:00", "task_name": "colors"},
         "trainer": {"num_nodes": 1, "devices": 1, "accelerator": "cpu", "precision": 32, "max_steps": 16,
                     "log_every_n_steps": 4, "val_check_interval": 8, "limit_val_batches": 1, "gradient_clip_val": 1.0},
         "exp_manager": {"explicit_log_dir": log_dir, "name": "megatron_gpt_sft"},

@@ -1,0 +1,109 @@
+"""Immutable submissions: the files a submitted job reads are never rewritten.
+
+- A real submission whose job directories hold a run with jobs still queued or running is refused, naming their
+  ids (`resubmit_while_running=true` submits anyway; then a file those jobs read may only be written again
+  with the same bytes).
+- A file whose bytes would not change is not written at all (its inode and time stay), so resubmitting the
+  same command after a cancel leaves what the first submission wrote as it was, and resumes from its checkpoints.
+- A dry run never writes into the directories of a submitted run: its files go to a mirror under
+  `<base_results_dir>/.dryrun/<time>/`.
+
+The ledger (`ledger.py`) says which directories belong to submitted runs.
+"""
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional
+
+from .errors import RunInProgress
+
+DRY_RUN_DIR = ".dryrun"
+
+
+def planned_files(plan) -> Dict[Path, str]:
+    """Every file the plan writes that a job reads: resolved configs and scripts."""
+    files: Dict[Path, str] = {}
+    for jobs in plan.jobs_by_stage:
+        for job in jobs:
+            files.update({Path(path): text for path, text in job.spec.files})
+            files[Path(job.script_path)] = job.script
+    return files
+
+
+def records_touching(base_results_dir: Path, directories: Iterable[Path]) -> List[dict]:
+    """Ledger records of earlier submissions with a job in one of `directories`."""
+    from .ledger import ledger_dir, load_pipelines
+
+    if not ledger_dir(base_results_dir).is_dir():  # the usual first run: no ledger, nothing to read
+        return []
+    wanted = {str(directory) for directory in directories}
+    return [record for record in load_pipelines(base_results_dir) if any(job.get("directory") in wanted for job in record["jobs"])]
+
+
+def guard_live_runs(plan, resubmit_while_running: bool) -> None:
+    """Refuses a submission into directories whose earlier jobs are still live (one squeue call on Slurm)."""
+    directories = [job.spec.directory for jobs in plan.jobs_by_stage for job in jobs]
+    records = records_touching(plan.context.base_results_dir, directories)
+    if not records:
+        return
+    from .ledger import live_jobs
+
+    live = live_jobs(records)
+    if not live:
+        return
+    described = ", ".join(f"{job.get('job_id') or 'pid ' + str(job.get('pid'))} ({job['stage']} {job['job_name']}, {state})"
+                          for job, state in live)
+    owners = ", ".join(dict.fromkeys(record["id"] for record in records))
+    if not resubmit_while_running:
+        raise RunInProgress(
+            f"jobs of this run are still queued or running: {described}. Wait for them, cancel them "
+            f"(python3 -m nemo_launcher cancel {records[0]['id']}), or set resubmit_while_running=true to queue more "
+            f"behind them (pipelines: {owners})"
+        )
+    files = planned_files(plan)
+    live_directories = {job["directory"] for job, _ in live}
+    for path, text in files.items():
+        if str(path.parent) in live_directories and path.is_file() and path.read_bytes() != text.encode("utf-8"):
+            raise RunInProgress(
+                f"{path}: live jobs read this file ({described}) and this submission would change it; "
+                "submit under another run name, or cancel them first"
+            )
+
+
+def dry_run_root(plan) -> Optional[Path]:
+    """Where a dry run writes instead of the job directories: None when no submitted run owns them."""
+    directories = [job.spec.directory for jobs in plan.jobs_by_stage for job in jobs]
+    if not records_touching(plan.context.base_results_dir, directories):
+        return None
+    return plan.context.base_results_dir / DRY_RUN_DIR / datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+
+
+def mirrored(path: Path, root: Optional[Path], base_results_dir: Path) -> Path:
+    """`path` as a dry run writes it: unchanged, or at the same place under the mirror `root`."""
+    if root is None:
+        return path
+    try:
+        return root / path.relative_to(base_results_dir)
+    except ValueError:
+        return root / "outside_base_results_dir" / path.relative_to(path.anchor)
+
+
+def write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
+    """Writes `text` atomically unless the file already holds exactly these bytes and mode; returns whether it
+    wrote. A temporary file beside the target is renamed over it, so a reader sees the old file or the new."""
+    data = text.encode("utf-8")
+    try:
+        if path.read_bytes() == data and (path.stat().st_mode & 0o777) == mode:
+            return False
+    except OSError:
+        pass
+    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    return True
