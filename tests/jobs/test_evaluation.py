@@ -160,7 +160,7 @@ def test_evaluation_job_on_the_converted_model(tiny_pipeline):
 
     # Tensor parallel: the TP=1 archive resharded on load, logits gathered over the two ranks: same numbers.
     config["model"].update(tensor_model_parallel_size=2, model_parallel_size=2)
-    config["run"]["results_dir"] = config["run"]["results_dir"] + "_tp2"
+    config["run"].update(results_dir=config["run"]["results_dir"] + "_tp2", ntasks_per_node=2)
     tp2_file = config_file.with_name("eval_tp2_hydra.yaml")
     tp2_file.write_text(yaml.safe_dump(config))
     run_job(tp2_file, "nemo_launcher.jobs.gpt.evaluate", processes=2)
