@@ -95,7 +95,7 @@ def test_step_errors_are_one_line_and_exit_2(tmp_path):
                             capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: data_preparation.file_numbers='0,2-1': range '2-1' ends before it starts")
+        "Error: data_preparation.file_numbers='0,2-1': range '2-1' ends before it starts")
     config = resolved("gpt3/tiny_pile", tmp_path, "progress=false", "file_numbers=7")
     result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.data.download", "--config", str(config)],
                             capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -80,7 +80,7 @@ def test_program_reports_a_config_error_in_one_line_and_exits_2(tmp_path):
     result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.gpt.train", "--config", str(tmp_path / "bad.yaml")],
                             cwd=REPO, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: training.trainer.val_check_interval=0: must be a positive integer"
+    assert result.stderr.strip() == "Error: training.trainer.val_check_interval=0: must be a positive integer"
 
 
 # ---- step arithmetic ----------------------------------------------------------------------------------

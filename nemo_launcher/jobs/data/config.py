@@ -10,9 +10,9 @@ The launcher resolved every interpolation before writing the file, so this modul
 Errors name the key as the user writes it on the command line (`data_preparation.<key>`).
 """
 import argparse
-import logging
 import os
 import sys
+import time
 from typing import Any, List, Sequence
 
 import yaml
@@ -151,18 +151,20 @@ def worker_count(cfg: StepConfig, env=None) -> int:
     return max(1, available // processes_on_this_node(env))
 
 
-def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(name)s: %(message)s")
-
-
 def run_step(main) -> None:
-    """Runs a step's main(); user errors print one line and exit 2 (full traceback with NEMO_LAUNCHER_FULL_ERROR=1)."""
-    setup_logging()
+    """Runs a step's main() and prints the summary of the StepReport it returns. User errors print one line
+    and exit 2 (full traceback with NEMO_LAUNCHER_FULL_ERROR=1)."""
+    from ..common.quiet import start_job
+    from ..common.report import print_error
+
+    # Each process of a data step works alone (an array task, or its share of the items on BCP).
+    start_job(accelerators=False)
+    started = time.monotonic()
     try:
-        main()
+        report = main()
     except DataPrepError as error:
         if os.environ.get("NEMO_LAUNCHER_FULL_ERROR", "").lower() in ("1", "true"):
             raise
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-
+        sys.exit(print_error(error))
+    if report is not None:
+        report.summary(time.monotonic() - started).show(rank=None)

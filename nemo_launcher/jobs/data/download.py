@@ -11,25 +11,31 @@ import os
 from .config import StepConfig, run_step, this_task_items
 from .fetch import fetch
 from .pile_layout import PileLayout, ensure_tokenizer_files, fetch_policy
+from .step_report import StepReport
 
 log = logging.getLogger("data.download")
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("download", argv)
     layout = PileLayout(cfg)
     policy = fetch_policy(cfg)
     ensure_tokenizer_files(cfg)
+    report = StepReport("download")
     for number in this_task_items(cfg.file_numbers()):
         shard = layout.shard(number)
         if shard.is_preprocessed():
             log.info("shard %d: %s is complete; nothing to download", number, shard.output_prefix)
+            report.kept(number)
             continue
         if os.path.isfile(shard.extracted):
             log.info("shard %d: %s is extracted; nothing to download", number, shard.extracted)
+            report.kept(number)
             continue
         log.info("shard %d: %s -> %s", number, shard.url, shard.downloaded)
         fetch(shard.url, shard.downloaded, sha256=layout.checksum(shard), policy=policy)
+        report.done(number, output=shard.downloaded, size_bytes=os.path.getsize(shard.downloaded))
+    return report
 
 
 if __name__ == "__main__":

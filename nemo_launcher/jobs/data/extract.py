@@ -14,6 +14,7 @@ from tqdm import tqdm
 from .config import StepConfig, run_step, this_task_items
 from .errors import DataPrepError
 from .pile_layout import PileLayout
+from .step_report import StepReport
 
 log = logging.getLogger("data.extract")
 _BLOCK = 16 << 20
@@ -47,26 +48,32 @@ def decompress(source: str, dest: str, progress: bool = True) -> None:
             os.remove(temporary)
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("extract", argv)
     layout = PileLayout(cfg)
     remove_source = cfg.flag("rm_downloaded", False)
     progress = bool(cfg.get("progress", True))
+    report = StepReport("extract")
     for number in this_task_items(cfg.file_numbers()):
         shard = layout.shard(number)
         if shard.is_preprocessed():
             log.info("shard %d: %s is complete; nothing to extract", number, shard.output_prefix)
+            report.kept(number)
             continue
         if os.path.isfile(shard.extracted):
             log.info("shard %d: %s already extracted", number, shard.extracted)
+            report.kept(number, output=shard.extracted)
         elif not os.path.isfile(shard.downloaded):
             raise DataPrepError(f"shard {number}: {shard.downloaded} not found; run the download step "
                                 f"(data_preparation.download_the_pile=True)")
         else:
             log.info("shard %d: %s -> %s", number, shard.downloaded, shard.extracted)
+            compressed = os.path.getsize(shard.downloaded)
             decompress(shard.downloaded, shard.extracted, progress)
+            report.done(number, output=shard.extracted, size_bytes=compressed)
         if remove_source and os.path.isfile(shard.downloaded):
             os.remove(shard.downloaded)
+    return report
 
 
 if __name__ == "__main__":

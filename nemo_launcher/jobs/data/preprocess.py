@@ -20,12 +20,23 @@ from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files
 from .errors import DataPrepError
 from .indexed_format import complete_dataset
 from .pile_layout import PileLayout, ensure_tokenizer_files, shard_job, tokenizer_spec
-from .shard_builder import build_shard
+from .shard_builder import ShardSummary, build_shard
+from .step_report import StepReport
 
 log = logging.getLogger("data.preprocess")
 
 
-def preprocess_pile(cfg: StepConfig) -> None:
+def _record(report: StepReport, item, built: ShardSummary) -> None:
+    if built.skipped:
+        report.kept(item, output=built.output_prefix, documents=built.documents, tokens=built.tokens)
+    else:
+        report.done(item, output=built.output_prefix, size_bytes=built.bytes, documents=built.documents,
+                    tokens=built.tokens)
+        if built.malformed:
+            report.note("malformed lines", f"{built.malformed} skipped in {built.output_prefix}")
+
+
+def preprocess_pile(cfg: StepConfig, report: StepReport) -> None:
     layout = PileLayout(cfg)
     ensure_tokenizer_files(cfg)
     spec = tokenizer_spec(cfg)
@@ -37,12 +48,12 @@ def preprocess_pile(cfg: StepConfig) -> None:
         if not shard.is_preprocessed() and not os.path.isfile(shard.extracted):
             raise DataPrepError(f"shard {number}: {shard.extracted} not found; run the download and extract steps "
                                 f"(data_preparation.download_the_pile=True)")
-        build_shard(shard_job(cfg, shard.extracted, shard.output_prefix), spec, workers, progress)
+        _record(report, number, build_shard(shard_job(cfg, shard.extracted, shard.output_prefix), spec, workers, progress))
         if remove_input and os.path.isfile(shard.extracted):
             os.remove(shard.extracted)
 
 
-def preprocess_custom(cfg: StepConfig) -> None:
+def preprocess_custom(cfg: StepConfig, report: StepReport) -> None:
     files = raw_files(cfg)
     nodes = cfg.positive_int("run.node_array_size")
     assignment = balance_by_size(files, nodes)
@@ -63,7 +74,7 @@ def preprocess_custom(cfg: StepConfig) -> None:
             source = path
             if complete_dataset(prefix) is None:
                 source = plain_jsonl(path, scratch)
-            build_shard(shard_job(cfg, source, prefix), spec, workers, progress)
+            _record(report, path, build_shard(shard_job(cfg, source, prefix), spec, workers, progress))
             if source != path:
                 os.remove(source)
     if os.path.isdir(scratch) and not os.listdir(scratch):
@@ -73,9 +84,12 @@ def preprocess_custom(cfg: StepConfig) -> None:
 DATASETS = {"pile": preprocess_pile, "custom_dataset": preprocess_custom}
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("preprocess", argv)
-    DATASETS[cfg.choice("dataset", tuple(DATASETS))](cfg)
+    dataset = cfg.choice("dataset", tuple(DATASETS))
+    report = StepReport("preprocess", unit="shard" if dataset == "pile" else "file")
+    DATASETS[dataset](cfg, report)
+    return report
 
 
 if __name__ == "__main__":

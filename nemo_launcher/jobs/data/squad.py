@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -106,13 +107,21 @@ def prepare(section: Optional[Dict[str, Any]], key: str = "squad_preparation") -
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from ..common.quiet import start_job
+    from ..common.report import Summary, duration, print_error
+
+    started = time.monotonic()
+    start_job(accelerators=False)
     try:
         config = load_resolved_config(config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.data.squad"))
-        prepare(config.get("squad_preparation"))
+        section = config.get("squad_preparation")
+        counts = prepare(section)
     except JobConfigError as error:
-        print(f"Error: {error}", file=sys.stderr)
-        return 2
+        return print_error(error)
+    summary = Summary(f"squad preparation finished: {len(counts)} splits")
+    for split, samples in counts.items():
+        summary.add(split, f"{section[split]['output']} ({samples} samples)")
+    summary.add("time", duration(time.monotonic() - started)).show(rank=None)
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import Iterator, List
 
 from .config import DataConfigError, StepConfig, run_step
 from .custom_layout import plain_jsonl, raw_files
+from .step_report import StepReport
 
 log = logging.getLogger("data.train_tokenizer")
 
@@ -90,21 +91,26 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str, save_dir:
 TRAINERS = {"sentencepiece": train_sentencepiece, "huggingface": train_byte_level_bpe}
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("train_tokenizer", argv)
+    report = StepReport("train_tokenizer", unit="tokenizer")
     if not cfg.flag("train_tokenizer"):
         log.info("train_tokenizer is false; nothing to do")
-        return
+        return report
     library = cfg.choice("tokenizer_library", tuple(TRAINERS))
     model_path = cfg.text("tokenizer_model")
     if os.path.isfile(model_path):
         log.info("%s exists; kept (delete it to train again)", model_path)
-        return
+        report.kept(library, output=model_path)
+        return report
     args = dict(cfg.get("train_tokenizer_args") or {})
     save_dir = cfg.text("bpe_save_dir")
     os.makedirs(save_dir, exist_ok=True)
     TRAINERS[library](cfg, args, model_path, save_dir)
     log.info("trained %s tokenizer: %s", library, model_path)
+    report.done(library, output=model_path)
+    report.note("model", f"{model_path} ({library}, vocabulary {args.get('vocab_size') or 'default'})")
+    return report
 
 
 if __name__ == "__main__":

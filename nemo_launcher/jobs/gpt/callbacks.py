@@ -13,6 +13,7 @@ from typing import Dict, List, Optional
 import pytorch_lightning as pl
 import torch
 
+from ..common.report import eta, remaining_seconds
 from .checkpoints import CheckpointFolder
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,9 @@ class MetricsWriter:
 
 
 class ProgressLogger(pl.Callback):
+    """Prints one line per log point, ending with the time left at the window's step time, and keeps the
+    totals of this attempt for the closing summary."""
+
     def __init__(self, parts, writer: MetricsWriter, clock: StepClock, flops_per_token: Optional[float],
                  peak_flops: Optional[float]):
         self.parts = parts
@@ -85,8 +89,14 @@ class ProgressLogger(pl.Callback):
         self.flops_per_token = flops_per_token
         self.peak_flops = peak_flops  # per GPU; None off GPUs or for GPUs missing from the table
         self._validation_started = 0.0
+        self.first_step = 0  # the global step this attempt started from (the resumed checkpoint's)
+        self.tokens = 0  # trained this attempt, all ranks together
+        self.train_seconds = 0.0  # step time of this attempt's logged windows, pauses excluded
+        self.last_loss: Optional[float] = None  # of the newest logged window
+        self.last_loss_step = 0
 
     def on_train_start(self, trainer, pl_module) -> None:
+        self.first_step = trainer.global_step
         self.clock.restart()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -98,6 +108,9 @@ class ProgressLogger(pl.Callback):
         loss = self.parts.reduce_last_stage_mean(record.loss)  # every rank takes part
         seconds, steps, tokens = self.clock.take()
         tokens_per_sec = tokens / seconds
+        self.tokens += tokens
+        self.train_seconds += seconds
+        self.last_loss, self.last_loss_step = loss, record.step
         metrics = {
             "reduced_train_loss": loss,
             "lr": record.lr,
@@ -116,6 +129,7 @@ class ProgressLogger(pl.Callback):
             mfu = tokens_per_sec * self.flops_per_token / (self.parts.placement.world_size * self.peak_flops)
             metrics["mfu"] = mfu
             line += f" mfu={100 * mfu:.1f}%"
+        line += f" eta={eta(remaining_seconds(seconds / steps, record.step, cfg.trainer.max_steps))}"
         self.writer.write(metrics, record.step)
         self.writer.say(line)
 
@@ -169,6 +183,8 @@ class CheckpointAndStop(pl.Callback):
         self.signals = signals
         self.started_at = started_at
         self.max_time_s = max_time_s
+        self.stop_reason: Optional[str] = None  # why training stopped before max_steps, once it has
+        self.saved: Optional[Path] = None  # the newest checkpoint this attempt wrote
 
     def on_train_start(self, trainer, pl_module) -> None:
         # Lightning installs its own SIGTERM handler just before training; it broadcasts from inside the
@@ -186,6 +202,7 @@ class CheckpointAndStop(pl.Callback):
         if exp.create_checkpoint_callback and (due or reason):
             self.save(trainer, step)
         if reason and step < self.parts.cfg.trainer.max_steps:
+            self.stop_reason = reason
             self.writer.say(f"stopping after step={step}: {reason}")
             raise StopTraining(reason)
 
@@ -220,6 +237,7 @@ class CheckpointAndStop(pl.Callback):
             self.folder.prune(self.parts.cfg.exp_manager.checkpoint_callback_params.save_top_k)
         elapsed = time.perf_counter() - started
         self.clock.exclude(elapsed)
+        self.saved = target
         self.writer.say(f"checkpoint step={step} saved to {target} in {elapsed:.1f}s")
 
 

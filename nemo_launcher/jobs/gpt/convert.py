@@ -70,21 +70,38 @@ def training_model_section(cfg: ConversionConfig) -> Dict[str, Any]:
 
 
 def main(argv=None) -> int:
-    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+    import time
 
+    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+    from ..common.distributed import placement_from_env
+    from ..common.quiet import start_job
+    from ..common.report import print_error
+
+    started = time.monotonic()
     try:
         path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.convert")
+        rank = placement_from_env().rank
+        start_job(rank)
         cfg = ConversionConfig.from_dict(load_resolved_config(path))
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout)
-        for noisy in ("megatron", "torch.distributed"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
         from .converter import convert
 
-        convert(cfg)
+        result = convert(cfg)
+        conversion_summary(result, time.monotonic() - started).show(rank)
         return 0
     except JobConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
+        return print_error(error)
+
+
+def conversion_summary(result, seconds: float):
+    from ..common.report import Summary, duration, size, size_of
+
+    summary = Summary(f"conversion finished: {result.checkpoint}")
+    summary.add(".nemo", f"{result.nemo_path} ({size(size_of(result.nemo_path))})")
+    if result.hf_dir is not None:
+        summary.add("Hugging Face", f"{result.hf_dir} ({result.hf_note}, {size(size_of(result.hf_dir))})")
+    else:
+        summary.add("Hugging Face", result.hf_note)
+    return summary.add("time", duration(seconds))
 
 
 if __name__ == "__main__":

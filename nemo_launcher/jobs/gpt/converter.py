@@ -1,9 +1,10 @@
 """The work of the conversion job (see convert.py for the program and its config): read the distributed
 checkpoint into the target TP x PP layout, write the .nemo, export to Hugging Face where possible."""
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -18,7 +19,17 @@ log = logging.getLogger("nemo_launcher.jobs.gpt.convert")
 _EMBEDDING = "embedding.word_embeddings.weight"
 
 
-def convert(cfg: ConversionConfig) -> None:
+@dataclasses.dataclass(frozen=True)
+class ConversionResult:
+    """What rank 0 wrote, for the job's summary."""
+
+    checkpoint: Path  # the training checkpoint read
+    nemo_path: Path
+    hf_dir: Optional[Path]  # None when no Hugging Face checkpoint was written
+    hf_note: str  # the architecture written, or why nothing was
+
+
+def convert(cfg: ConversionConfig) -> ConversionResult:
     from megatron.core import parallel_state
 
     checkpoint = find_checkpoint(cfg.model.checkpoint_folder, cfg.model.checkpoint_name)
@@ -46,11 +57,13 @@ def convert(cfg: ConversionConfig) -> None:
             save_nemo(cfg.nemo_path, model_config, state)
     else:
         full = _write_sharded(cfg, model_config, state, parallel_state, rank_zero)
+    hf_dir, hf_note = None, "hf.mode: off"
     if rank_zero:
         log.info("wrote %s", cfg.nemo_path)
         if cfg.hf.mode != "off":
-            _export_hf(cfg, model_config, full)
+            hf_dir, hf_note = _export_hf(cfg, model_config, full)
     _barrier()
+    return ConversionResult(checkpoint, cfg.nemo_path, hf_dir, hf_note)
 
 
 def checkpoint_vocab_size(checkpoint: Path) -> int:
@@ -123,7 +136,9 @@ def _shard_name(tp_rank: int, pp_rank: int) -> str:
     return f"tp{tp_rank}_pp{pp_rank}.pt"
 
 
-def _export_hf(cfg: ConversionConfig, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> None:
+def _export_hf(cfg: ConversionConfig, model_config: Mapping[str, Any],
+               full: Mapping[str, torch.Tensor]) -> Tuple[Optional[Path], str]:
+    """(the folder written or None, the architecture or why there is none)."""
     from ..common.tokenizer import GPT2_EOD, load_tokenizer
     from .hf_export import HFExportError, export_hf, hf_architecture, write_hf_tokenizer
 
@@ -133,7 +148,7 @@ def _export_hf(cfg: ConversionConfig, model_config: Mapping[str, Any], full: Map
         if cfg.hf.mode == "required":
             raise JobConfigError(f"hf.mode: required, but {error}") from None
         log.warning("no Hugging Face export (hf.mode: auto): %s", error)
-        return
+        return None, f"not written (hf.mode: auto): {error}"
     spec = model_config["tokenizer"]
     tokenizer = load_tokenizer(spec["library"], spec.get("type"), spec.get("model"), spec.get("vocab_file"), spec.get("merge_file"))
     dtype = getattr(torch, cfg.hf.dtype) if cfg.hf.dtype else None
@@ -141,6 +156,7 @@ def _export_hf(cfg: ConversionConfig, model_config: Mapping[str, Any], full: Map
     eod_token = GPT2_EOD if spec["library"] == "megatron" else _token_of(spec, tokenizer.eod)
     write_hf_tokenizer(spec, cfg.hf_dir, eod_token, max_length=int(model_config["encoder_seq_length"]))
     log.info("wrote Hugging Face %s checkpoint to %s", architecture, cfg.hf_dir)
+    return cfg.hf_dir, architecture
 
 
 def _token_of(spec: Mapping[str, Any], token_id: int) -> Optional[str]:

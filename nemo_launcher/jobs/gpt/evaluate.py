@@ -6,14 +6,14 @@
 Tasks (run.tasks) are lm-eval's built-in ones (contract/eval_tasks.py lists them and the jsonl fields each
 needs), read from <run.task_data_dir>/<task>/<split>.jsonl. Nothing is downloaded: the Hugging Face
 libraries are put in offline mode, so a missing file is an error, never a 25-second network retry.
-Writes <run.results_dir>/results/lm_eval_results.json and prints lm-eval's table. Exit codes: 0 done,
+Writes <run.results_dir>/results/lm_eval_results.json, prints lm-eval's table and a summary. Exit codes: 0 done,
 2 configuration error (one line on stderr), anything else a crash.
 """
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from ...contract.schemas.gpt_evaluation import RESULTS_FILE, EvaluationConfig
 
@@ -41,14 +41,17 @@ def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
     from .nemo_archive import load_gpt_from_nemo, read_nemo_config
 
     names = parse_tasks(cfg.run.tasks)
-    tasks = local_task_configs(names, cfg.run.task_data_dir)  # checks the files before the model is loaded
+    # num_fewshot goes into each task's config: passed to simple_evaluate, lm-eval warns that it overrides
+    # the task's default on every task.
+    tasks = local_task_configs(names, cfg.run.task_data_dir, cfg.model.num_fewshot)  # files checked before the model loads
+    _quiet_lm_eval()
     model, tokenizer = load_gpt_from_nemo(cfg.model.nemo_model, cfg.model.tensor_model_parallel_size, 1,
                                           cfg.model.precision_name())
     max_length = int(read_nemo_config(cfg.model.nemo_model)["encoder_seq_length"])
     lm = MegatronGPTLM(model, tokenizer, max_length=max_length, batch_size=cfg.model.eval_batch_size)
     results = lm_eval.simple_evaluate(
         model=lm, tasks=tasks, task_manager=TaskManager(include_defaults=False),  # the default index costs ~5 s
-        num_fewshot=cfg.model.num_fewshot, limit=cfg.model.limit, bootstrap_iters=cfg.model.bootstrap_iters,
+        limit=cfg.model.limit, bootstrap_iters=cfg.model.bootstrap_iters,
         log_samples=False,
     )
     if _rank() == 0:
@@ -61,8 +64,48 @@ def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
         temporary.write_text(json.dumps(record, indent=2, default=handle_non_serializable) + "\n")
         os.replace(temporary, cfg.results_file)
         print(make_table(results), flush=True)
-        print(f"results: {cfg.results_file}", flush=True)
     return results
+
+
+def _quiet_lm_eval() -> None:
+    """lm-eval records the git commit of the working directory by running `git describe`, which prints
+    `fatal: not a git repository` into the log wherever a job runs outside one (compute nodes, job folders).
+    Same answer, without the stderr line; `datasets` draws a progress bar for each small local file."""
+    import subprocess
+
+    import datasets
+    import lm_eval.evaluator
+
+    def git_commit() -> Optional[str]:
+        try:
+            found = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if found.returncode != 0:
+            return None
+        return found.stdout.strip() or None
+
+    if hasattr(lm_eval.evaluator, "get_git_commit_hash"):
+        lm_eval.evaluator.get_git_commit_hash = git_commit
+    datasets.disable_progress_bars()
+
+
+def evaluation_summary(cfg: EvaluationConfig, results: Dict[str, Any], seconds: float):
+    """One line per task with its metrics (value ± stderr), then the results file."""
+    from ..common.report import Summary, duration
+
+    summary = Summary(f"evaluation finished: {cfg.model.nemo_model}")
+    for task, metrics in results["results"].items():
+        shown = []
+        for key, value in metrics.items():
+            name, _, filter_name = key.partition(",")
+            if name.endswith("_stderr") or name == "alias" or not isinstance(value, (int, float)):
+                continue
+            error = metrics.get(f"{name}_stderr,{filter_name}")
+            spread = f" ± {error:.4g}" if isinstance(error, (int, float)) else ""
+            shown.append(f"{name} {value:.4g}{spread}")
+        summary.add(task, ", ".join(shown) or "no metrics")
+    return summary.add("results", cfg.results_file).add("time", duration(seconds))
 
 
 def _rank() -> int:
@@ -72,15 +115,24 @@ def _rank() -> int:
 
 
 def main(argv=None) -> int:
-    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+    import time
 
+    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+    from ..common.distributed import placement_from_env
+    from ..common.quiet import start_job
+    from ..common.report import print_error
+
+    started = time.monotonic()
     try:
         path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.evaluate")
-        evaluate(EvaluationConfig.from_dict(load_resolved_config(path)))
+        start_job(placement_from_env().rank)
+        cfg = EvaluationConfig.from_dict(load_resolved_config(path))
+        results = evaluate(cfg)
+        if results is not None:
+            evaluation_summary(cfg, results, time.monotonic() - started).show(_rank())
         return 0
     except JobConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
+        return print_error(error)
 
 
 if __name__ == "__main__":

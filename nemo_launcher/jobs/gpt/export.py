@@ -68,16 +68,32 @@ def export(cfg: ExportConfig) -> Path:
 
 
 def main(argv=None) -> int:
+    import time
+
+    from ..common.quiet import start_job
+    from ..common.report import print_error
+
+    started = time.monotonic()
+    start_job(accelerators=False)  # one process, plain torch: megatron-core is not imported
     try:
         cfg = ExportConfig.from_dict(load_resolved_config(config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.export")))
         target = export(cfg)
     except JobConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
-    print(f"Triton model repository: {target.parent} (model {target.name!r}); serve it with "
-          f"tritonserver --model-repository {target.parent}, or python3 deployment/serve_pytriton.py --model-repository {target.parent}",
-          flush=True)
+        return print_error(error)
+    export_summary(cfg, target, time.monotonic() - started).show()
     return 0
+
+
+def export_summary(cfg: ExportConfig, target: Path, seconds: float):
+    from ..common.report import Summary, duration, size, size_of
+
+    repository = target.parent
+    summary = Summary(f"export finished: {cfg.model.checkpoint_path}")
+    summary.add("model repository", f"{repository} (model {target.name!r}, {size(size_of(target))}, "
+                                    f"{cfg.model.weight_data_type} weights)")
+    summary.add("serve it with", f"tritonserver --model-repository {repository}")
+    summary.add("or", f"python3 deployment/serve_pytriton.py --model-repository {repository}")
+    return summary.add("time", duration(seconds))
 
 
 if __name__ == "__main__":

@@ -17,11 +17,10 @@ def fine_tune(cfg, placement) -> str:
     from . import sft_train
 
     session = sft_train.start(cfg, placement)
-    sft_train.train(session)
+    history = sft_train.train(session)
     path = cfg.exp_manager.nemo_path()
     sft_train.save_model(session, session.model, path)
-    if placement.rank == 0:
-        print(f"fine-tuned model: {path}", flush=True)
+    sft_train.training_summary(session, history, {"fine-tuned model": path}).show(placement.rank)
     return path
 
 

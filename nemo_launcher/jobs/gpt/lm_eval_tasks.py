@@ -10,7 +10,7 @@ module of lm-eval, hence the pinned version (lm-eval==0.4.13).
 """
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from nemo_launcher.contract.eval_tasks import EVAL_TASKS
 
@@ -19,11 +19,13 @@ from ..common.config import JobConfigError
 _SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
 
 
-def local_task_configs(names: List[str], data_dir: str) -> List[Dict[str, Any]]:
-    return [local_task_config(name, Path(data_dir)) for name in names]
+def local_task_configs(names: List[str], data_dir: str, num_fewshot: Optional[int] = None) -> List[Dict[str, Any]]:
+    return [local_task_config(name, Path(data_dir), num_fewshot) for name in names]
 
 
-def local_task_config(name: str, data_dir: Path) -> Dict[str, Any]:
+def local_task_config(name: str, data_dir: Path, num_fewshot: Optional[int] = None) -> Dict[str, Any]:
+    """The task's built-in config reading `data_dir`; num_fewshot (None: the task's default) is set here,
+    where lm-eval takes it silently, rather than passed to simple_evaluate, which warns for every task."""
     import lm_eval
     from lm_eval.tasks._yaml_loader import load_yaml
 
@@ -38,6 +40,8 @@ def local_task_config(name: str, data_dir: Path) -> Dict[str, Any]:
     for key in _SPLIT_KEYS:
         config[key] = None
     config[f"{task.split}_split"] = task.split
+    if num_fewshot is not None:
+        config["num_fewshot"] = num_fewshot
     return config
 
 

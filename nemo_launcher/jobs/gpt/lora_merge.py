@@ -22,17 +22,19 @@ def merge_files(base: str, adapter: str, output: str) -> str:
 
 def main(argv=None) -> int:
     from ..common.config import JobConfigError
+    from ..common.quiet import start_job
+    from ..common.report import print_error
 
     parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher.jobs.gpt.lora_merge", description=__doc__.split("\n")[0])
     parser.add_argument("--base", required=True, help="the .nemo the adapters were trained on")
     parser.add_argument("--adapter", required=True, help="the adapter file the peft job wrote")
     parser.add_argument("--output", required=True, help="where to write the merged .nemo")
     args = parser.parse_args(argv)
+    start_job(accelerators=False)
     try:
-        print(f"merged model: {merge_files(args.base, args.adapter, args.output)}")
+        print(f"merged model: {merge_files(args.base, args.adapter, args.output)}", flush=True)
     except JobConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return print_error(error)
     return 0
 
 

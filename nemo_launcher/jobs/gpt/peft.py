@@ -30,18 +30,18 @@ def lora_tune(cfg, placement) -> dict:
         total = sum(p.numel() for p in session.model.parameters())
         print(f"LoRA r={peft.lora_tuning.adapter_dim} alpha={peft.lora_tuning.alpha} on {', '.join(peft.lora_tuning.targets())}: "
               f"{len(adapters.modules)} adapters, {count:,} trainable of {total:,} parameters on this rank", flush=True)
-    sft_train.train(session, trainable=adapters.parameters())
+    history = sft_train.train(session, trainable=adapters.parameters())
     outputs = {"adapter": cfg.exp_manager.nemo_path()}
     state = adapters.state_dict()  # a TP collective: every rank takes part
     if placement.rank == 0:
         save_adapter_file(outputs["adapter"], peft.lora_tuning, state, cfg.model.restore_from_path)
-        print(f"adapter file: {outputs['adapter']}", flush=True)
     if peft.merge:
         adapters.merge()
         outputs["merged"] = cfg.exp_manager.nemo_path("_merged")
         sft_train.save_model(session, session.model, outputs["merged"])
-        if placement.rank == 0:
-            print(f"merged model: {outputs['merged']}", flush=True)
+    labels = {"adapter": "adapter file", "merged": "merged model"}
+    written = {labels[key]: path for key, path in outputs.items()}
+    sft_train.training_summary(session, history, written).show(placement.rank)
     return outputs
 
 

@@ -61,8 +61,18 @@ def main(argv=None) -> int:
     where.add_argument("--data-dir", type=Path, help="the launcher's data_dir (files go to <data_dir>/eval_harness_data)")
     where.add_argument("--task-data-dir", type=Path, help="the evaluation's run.task_data_dir itself")
     args = parser.parse_args(argv)
+    from ..common.quiet import start_job
+    from ..common.report import Summary, size, size_of
+
+    start_job(accelerators=False)
     root = write_sample_eval_data(args.data_dir, root=args.task_data_dir)
-    print(f"sample evaluation data: {root}/{{lambada,wikitext2,wikitext103}}/test.jsonl", flush=True)
+    summary = Summary(f"sample evaluation data written (smoke-test files, not the published benchmarks): {root}")
+    for task in sorted(p.name for p in root.iterdir() if (p / "test.jsonl").is_file()):
+        path = root / task / "test.jsonl"
+        with open(path, encoding="utf-8") as handle:
+            rows = sum(1 for _ in handle)
+        summary.add(task, f"{path} ({rows} rows, {size(size_of(path))})")
+    summary.show(rank=None)
     return 0
 
 

@@ -1,21 +1,21 @@
 """The entry point shared by the fine-tuning and PEFT programs: config, logging, exit codes, shutdown.
+The body ends with the job's summary (sft_train.training_summary).
 
 Exit codes: 0 done, 2 configuration error (one line on stderr), anything else a crash with its traceback.
 """
-import sys
 from typing import Callable
 
 
 def run_program(argv, stage: str, module: str, body: Callable) -> int:
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
     from ..common.distributed import placement_from_env
+    from ..common.quiet import start_job
+    from ..common.report import print_error
 
     try:
         path = config_path_from_argv(argv, prog=f"python3 -m {module}")
         placement = placement_from_env()
-        from .train import _setup_logging  # the trainer's log format and warning filters, for one look across jobs
-
-        _setup_logging(placement.rank)
+        start_job(placement.rank)
         from ...contract.schemas.gpt_sft import SftConfig
 
         cfg = SftConfig.from_dict(load_resolved_config(path), stage=stage)
@@ -29,7 +29,6 @@ def run_program(argv, stage: str, module: str, body: Callable) -> int:
 
             shutdown()
     except JobConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
+        return print_error(error)
     return 0
 

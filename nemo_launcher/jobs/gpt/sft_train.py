@@ -42,6 +42,7 @@ class Session:
     tp_rank: int
     dp_rank: int
     dp_size: int
+    started: float = dataclasses.field(default_factory=time.monotonic)  # for the closing summary's time
 
 
 def start(cfg: SftConfig, placement: Placement) -> Session:
@@ -203,6 +204,7 @@ def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None
 
     trainable: the parameters to update (default: all of the model's); the rest must not require grad.
     """
+    from ..common.report import eta, remaining_seconds
     from .data import split_microbatches
     from .module import run_microbatches
     from .optim import attach_schedule_hooks, build_optimizer, set_hyperparameters, wrap_chunks
@@ -230,13 +232,17 @@ def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None
         metrics_file.parent.mkdir(parents=True, exist_ok=True)
     history: List[Dict[str, float]] = []
 
-    def record(step: int, values: Dict[str, float]) -> None:
+    def record(step: int, values: Dict[str, float], eta_text: Optional[str] = None) -> None:
         entry = {"step": step, **values}
         history.append(entry)
         if rank_zero:
             with open(metrics_file, "a") as handle:
                 handle.write(json.dumps(entry) + "\n")
-            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()), flush=True)
+            fields = [f"step={step}/{cfg.trainer.max_steps}"]
+            fields += [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()]
+            if eta_text is not None:
+                fields.append(f"eta={eta_text}")
+            print(" ".join(fields), flush=True)
 
     window_start, window_losses = time.perf_counter(), []
     for step, batch in enumerate(_train_loader(session)):
@@ -256,7 +262,7 @@ def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None
             values = {"train_loss": mean, "lr": lr, "step_time": seconds / len(window_losses)}
             if grad_norm is not None:
                 values["grad_norm"] = float(grad_norm)
-            record(done, values)
+            record(done, values, eta(remaining_seconds(values["step_time"], done, cfg.trainer.max_steps)))
             window_start, window_losses = time.perf_counter(), []
         if validate is not None and (done % cfg.trainer.val_check_interval == 0 or done == cfg.trainer.max_steps):
             values = validate(ddp_model)
@@ -265,6 +271,29 @@ def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None
             window_start = time.perf_counter()
     session.model.eval()
     return history
+
+
+def training_summary(session: Session, history: List[Dict[str, float]], outputs: Dict[str, str]):
+    """The closing lines of a fine-tuning or PEFT job: steps, time, the last losses, the files written."""
+    from ..common.report import Summary, duration, size, size_of
+
+    cfg = session.cfg
+    steps = max((entry["step"] for entry in history), default=0)
+    summary = Summary(f"{cfg.stage} finished: {steps} of {cfg.trainer.max_steps} steps from {cfg.model.restore_from_path}")
+    summary.add("time", duration(time.monotonic() - session.started))
+    last = {}
+    for entry in history:
+        last.update({key: (entry["step"], value) for key, value in entry.items() if key != "step"})
+    for key in ("train_loss", "validation_loss"):
+        if key in last:
+            summary.add(key.replace("_", " "), f"{last[key][1]:.4f} (step {last[key][0]})")
+    for key, (step, value) in last.items():
+        if key.startswith("validation_exact_string_match"):
+            summary.add(key.replace("validation_", "").replace("_", " "), f"{value:.3f} (step {step})")
+    for label, path in outputs.items():
+        summary.add(label, f"{path} ({size(size_of(path))})")
+    summary.add("metrics", Path(cfg.exp_manager.explicit_log_dir) / "metrics.jsonl")
+    return summary
 
 
 def save_model(session: Session, model: torch.nn.Module, path: str) -> None:

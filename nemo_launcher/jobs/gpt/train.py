@@ -13,10 +13,12 @@ and exit 0, so a requeued job goes on where it stopped. Exit codes: 0 done or st
 Only the standard library is imported at module level: dist_checkpointing starts a helper process by
 spawning, which re-imports this module; it must not pay for torch and megatron a second time.
 """
+import dataclasses
 import logging
 import sys
 import time
-import warnings
+from pathlib import Path
+from typing import Optional
 
 log = logging.getLogger("nemo_launcher.jobs.gpt")
 
@@ -25,11 +27,13 @@ def main(argv=None) -> int:
     started = time.monotonic()
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
     from ..common.distributed import placement_from_env
+    from ..common.quiet import start_job
+    from ..common.report import print_error
 
     try:
         path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.train")
         placement = placement_from_env()
-        _setup_logging(placement.rank)
+        start_job(placement.rank)
         from ..common.numa import apply_numa_mapping
 
         # Before torch starts its thread pools, which size themselves by the CPUs this process may use.
@@ -41,40 +45,10 @@ def main(argv=None) -> int:
         cfg = TrainingConfig.from_dict(load_resolved_config(path))
         return _train(cfg, placement, started)
     except JobConfigError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        return 2
-
-
-def _setup_logging(rank: int) -> None:
-    logging.basicConfig(
-        level=logging.INFO if rank == 0 else logging.WARNING,
-        format=f"%(asctime)s rank{rank} %(levelname)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
-    # megatron-core logs every dataset index and optimizer group at INFO; Lightning repeats what we print.
-    for noisy in ("megatron", "pytorch_lightning", "lightning_fabric", "lightning"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # Import-time notices that megatron-core falls back to PyTorch kernels without TE/Apex: expected here,
-    # and the first log lines say which layer spec and optimizer were chosen.
-    warnings.filterwarnings("ignore", message=".*Transformer Engine and Apex are not installed.*")
-    warnings.filterwarnings("ignore", message=".*Apex is not installed.*")
-    # We pad with the end-of-document id on purpose (GPT-2 has no pad token), as NeMo and Megatron-LM do.
-    warnings.filterwarnings("ignore", message=".*pad token id in the tokenizer collides.*")
-    # Lightning's hint to use srun: the launcher does, or runs us without Slurm on purpose.
-    warnings.filterwarnings("ignore", message=".*`srun` command is available on your system but is not used.*")
-    # Deprecations inside megatron-core and Lightning themselves, nothing our config can change.
-    warnings.filterwarnings("ignore", message=".*full scope is deprecated.*")
-    warnings.filterwarnings("ignore", message=".*Please use DTensor instead and we are deprecating ShardedTensor.*")
-    warnings.filterwarnings("ignore", message=".*`load_state_dict` is deprecated and will be removed.*")
-    warnings.filterwarnings("ignore", message=".*isinstance\\(treespec, LeafSpec\\)` is deprecated.*")
-    # The sampler derives its position from the restored global step, so mid-run checkpoints are resumable
-    # although the DataLoader carries no state of its own.
-    warnings.filterwarnings("ignore", message=".*resuming from a checkpoint that ended before the epoch ended.*")
+        return print_error(error)
 
 
 def _train(cfg, placement, started: float) -> int:
-    from pathlib import Path
-
     from .callbacks import MetricsWriter, StopSignals, StopTraining, resume_path
     from .checkpoints import CheckpointFolder
     from .parts import build_parts, init_processes, shutdown
@@ -89,25 +63,75 @@ def _train(cfg, placement, started: float) -> int:
         on_gpu = init_processes(cfg, placement)
         parts = build_parts(cfg, placement, on_gpu, resume)
         _announce(parts, writer, resume)
-        trainer, module = _lightning(parts, writer, folder, signals, started, max_time_s)
+        trainer, module, progress, stopper = _lightning(parts, writer, folder, signals, started, max_time_s)
         stopped = False
         try:
             trainer.fit(module, ckpt_path=str(resume) if resume else None)
         except StopTraining:
             stopped = True
+        test_loss = None
         if not stopped and trainer.global_step >= cfg.trainer.max_steps:
             test_loss = module.evaluate_test_split()
             if test_loss is not None:
                 writer.write({"test_loss": test_loss}, trainer.global_step)
                 writer.say(f"test step={trainer.global_step} test_loss={test_loss:.4f}")
         writer.finalize("success")
-        writer.say(f"{'stopped' if stopped else 'finished'} at step={trainer.global_step}; "
-                   f"logs and checkpoints in {cfg.exp_manager.explicit_log_dir}")
         if rank_zero:
             _mark_resume_needed(Path(cfg.exp_manager.explicit_log_dir), stopped and trainer.global_step < cfg.trainer.max_steps)
+        outcome = TrainingOutcome(step=trainer.global_step, first_step=progress.first_step, tokens=progress.tokens,
+                                  train_seconds=progress.train_seconds, seconds=time.monotonic() - started,
+                                  train_loss=progress.last_loss, train_loss_step=progress.last_loss_step,
+                                  val_loss=module.last_val_loss, test_loss=test_loss,
+                                  stop_reason=stopper.stop_reason if stopped else None, newest_checkpoint=folder.newest_complete())
+        training_summary(cfg, outcome).show(placement.rank)
     finally:
         shutdown()
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOutcome:
+    """What one attempt did, for its closing summary."""
+
+    step: int  # the global step reached
+    first_step: int  # the step this attempt resumed from (0: from scratch)
+    tokens: int  # trained this attempt, all ranks together
+    train_seconds: float  # spent in training steps (validation and saving excluded)
+    seconds: float  # this attempt's wall time, start-up included
+    train_loss: Optional[float]
+    train_loss_step: int
+    val_loss: Optional[float]
+    test_loss: Optional[float]
+    stop_reason: Optional[str]  # set when a signal or max_time stopped it before max_steps
+    newest_checkpoint: Optional[Path]
+
+
+def training_summary(cfg, outcome: TrainingOutcome):
+    from ..common.report import Summary, count, duration
+
+    exp = cfg.exp_manager
+    max_steps = cfg.trainer.max_steps
+    if outcome.stop_reason:
+        follow_up = ("the next attempt resumes from its checkpoint" if exp.create_checkpoint_callback
+                     else "no checkpoint was saved (exp_manager.create_checkpoint_callback: false), so a rerun starts over")
+        title = f"training stopped at step={outcome.step} of {max_steps}: {outcome.stop_reason}; {follow_up}"
+    else:
+        title = f"training finished at step={outcome.step} of {max_steps}"
+    done = outcome.step - outcome.first_step
+    steps = f"{done} this attempt" + (f" (resumed from step {outcome.first_step})" if outcome.first_step else "")
+    rate = f" ({count(outcome.tokens / outcome.train_seconds)} tokens/s)" if outcome.train_seconds > 0 else ""
+    summary = Summary(title).add("steps", steps).add("tokens", f"{count(outcome.tokens)}{rate}")
+    summary.add("time", duration(outcome.seconds))
+    if outcome.train_loss is not None:
+        summary.add("train loss", f"{outcome.train_loss:.4f} (step {outcome.train_loss_step})")
+    summary.add("val loss", None if outcome.val_loss is None else f"{outcome.val_loss:.4f}")
+    summary.add("test loss", None if outcome.test_loss is None else f"{outcome.test_loss:.4f}")
+    if exp.create_checkpoint_callback:
+        newest = outcome.newest_checkpoint
+        summary.add("checkpoints", f"{Path(exp.explicit_log_dir) / 'checkpoints'}"
+                    + (f" (newest: {newest.name})" if newest is not None else " (none complete)"))
+    summary.add("TensorBoard", exp.explicit_log_dir if exp.create_tensorboard_logger else None)
+    return summary
 
 
 def _mark_resume_needed(log_dir, needed: bool) -> None:
@@ -164,11 +188,6 @@ def _lightning(parts, writer, folder, signals, started: float, max_time_s):
     import pytorch_lightning as pl
     import torch
 
-    # Lightning sets its loggers to INFO when imported; what it says at INFO (devices found, tips) our
-    # first lines already cover.
-    for name in ("pytorch_lightning", "lightning_fabric", "lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
     from .callbacks import CheckpointAndStop, ProgressLogger, StepClock
     from .flops import model_flops_per_token, peak_bf16_flops
     from .module import GPTModule
@@ -206,7 +225,7 @@ def _lightning(parts, writer, folder, signals, started: float, max_time_s):
         default_root_dir=cfg.exp_manager.explicit_log_dir,
         callbacks=[progress, stopper],
     )
-    return trainer, GPTModule(parts)
+    return trainer, GPTModule(parts), progress, stopper
 
 
 if __name__ == "__main__":
