@@ -38,10 +38,20 @@ def check_command_line(argv: list[str], conf_dir: str = CONF_DIR) -> None:
 
         print_help_page(conf_dir)
         sys.exit(0)
-    problem = command_line_problem(options.get("--config-name"), overrides, conf_dir)
+    problem = command_line_problem(options.get("--config-name"), overrides, conf_dir) or _secret_problem(overrides)
     if problem is not None:
         print(f"Error: {problem}", file=sys.stderr)
         sys.exit(problem.exit_code)
+
+
+def _secret_problem(overrides: list[str]):
+    """A secret given as an env value on the command line is refused before Hydra runs, because Hydra itself
+    writes the overrides of a sweep into <sweep dir>/multirun.yaml."""
+    if not any("env_vars." in override for override in overrides):
+        return None
+    from .secrets import secret_override
+
+    return secret_override(overrides)
 
 
 def read_command_line(args: list[str]) -> tuple[dict[str, str | None], list[str]]:

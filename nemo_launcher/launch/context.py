@@ -3,13 +3,15 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 from .backends import BACKENDS
 from .cluster_settings import check_cluster
 from .errors import config_error
+from .secrets import refuse_secret_values, secret_files
 
 CLUSTER_TYPES = tuple(BACKENDS)
 _TRUE_WORDS = ("1", "true", "t", "yes", "y")
@@ -30,7 +32,9 @@ class LaunchContext:
     mounts: Tuple[str, ...]  # "src:dst" pairs, always including the three paths above
     env: Tuple[Tuple[str, str], ...]  # global env_vars without nulls, in config order
     cluster: dict  # the resolved `cluster` group (Slurm settings)
-    wandb_api_key_file: Optional[str]
+    # NAME -> file whose first line is the value, read on the node when the job starts (secret_files and
+    # wandb_api_key_file); values never reach a script.
+    secret_files: Tuple[Tuple[str, str], ...]
     preflight: bool
     debug: bool
 
@@ -74,8 +78,11 @@ def _mounts(raw, preset, fixed_paths, container: bool) -> Tuple[str, ...]:
 
 
 def _merged_env(preset, user) -> Tuple[Tuple[str, str], ...]:
-    merged = dict(_env(preset, "env_preset.env_vars"))
-    merged.update(_env(user))
+    preset_pairs, user_pairs = _env(preset, "env_preset.env_vars"), _env(user)
+    refuse_secret_values(preset_pairs, "env_preset.env_vars")
+    refuse_secret_values(user_pairs, "env_vars")
+    merged = dict(preset_pairs)
+    merged.update(user_pairs)
     return tuple(merged.items())
 
 
@@ -116,31 +123,52 @@ def _numa_env(raw) -> Tuple[Tuple[str, str], ...]:
     return (("NEMO_LAUNCHER_NUMA_MAPPING", json.dumps(settings, sort_keys=True, separators=(",", ":"))),)
 
 
+# The top-level settings the launcher reads. Each is resolved on its own, so a `???` left in one of them is
+# refused by name, while the config groups of stages that do not run are never resolved at all.
+_SETTINGS = ("cluster_type", "launcher_scripts_path", "data_dir", "base_results_dir", "container", "container_mounts",
+             "env_vars", "numa_mapping", "wandb_api_key_file", "secret_files", "preflight", "cluster", "env_preset")
+
+
+def _resolved_settings(cfg: DictConfig) -> Dict[str, Any]:
+    settings = {}
+    for key in _SETTINGS:
+        try:
+            value = OmegaConf.select(cfg, key, throw_on_missing=True)
+            if isinstance(value, (DictConfig, ListConfig)):
+                value = OmegaConf.to_container(value, resolve=True, throw_on_missing=True)
+        except MissingMandatoryValue as error:
+            full_key = getattr(error, "full_key", None) or key
+            full_key = full_key if full_key.startswith(key) else f"{key}.{full_key}"
+            raise config_error(full_key, "???", "this value is mandatory: set it in the YAML or on the command line") from None
+        settings[key] = value
+    return settings
+
+
 def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
-    cluster_type = cfg.get("cluster_type")
+    settings = _resolved_settings(cfg)
+    cluster_type = settings["cluster_type"]
     if cluster_type not in CLUSTER_TYPES:
         raise config_error("cluster_type", cluster_type, f"choose one of {', '.join(CLUSTER_TYPES)}")
-    paths = {key: Path(str(cfg[key])) for key in ("launcher_scripts_path", "data_dir", "base_results_dir")}
+    paths = {key: Path(str(settings[key])) for key in ("launcher_scripts_path", "data_dir", "base_results_dir")}
     for key, path in paths.items():
         if not path.is_absolute():
             raise config_error(key, str(path), "use an absolute path; compute nodes do not share your working directory")
-    cluster = cfg.get("cluster")
-    cluster = OmegaConf.to_container(cluster, resolve=True) if cluster is not None else {}
+    cluster = settings["cluster"] or {}
     check_cluster(cluster)
-    wandb = cfg.get("wandb_api_key_file")
     # A cloud preset (conf/env_preset/) supplies defaults: the user's non-null env_vars win, its mounts are added.
-    preset = cfg.get("env_preset") or {}
+    preset = settings["env_preset"] or {}
+    container = settings["container"]
     return LaunchContext(
         cluster_type=cluster_type,
         launcher_scripts_path=paths["launcher_scripts_path"],
         data_dir=paths["data_dir"],
         base_results_dir=paths["base_results_dir"],
-        container=str(cfg.container) if cfg.get("container") else None,
-        mounts=_mounts(cfg.get("container_mounts", []), preset.get("container_mounts") or [],
-                       {key: str(path) for key, path in paths.items()}, container=bool(cfg.get("container"))),
-        env=_merged_env(preset.get("env_vars"), cfg.get("env_vars")) + _numa_env(cfg.get("numa_mapping")),
+        container=str(container) if container else None,
+        mounts=_mounts(settings["container_mounts"] if "container_mounts" in cfg else [], preset.get("container_mounts") or [],
+                       {key: str(path) for key, path in paths.items()}, container=bool(container)),
+        env=_merged_env(preset.get("env_vars"), settings["env_vars"]) + _numa_env(settings["numa_mapping"]),
         cluster=cluster,
-        wandb_api_key_file=str(wandb) if wandb else None,
-        preflight=bool(cfg.get("preflight", False)),
+        secret_files=tuple(secret_files(settings["secret_files"], settings["wandb_api_key_file"]).items()),
+        preflight=bool(settings["preflight"]),
         debug=debug_requested(environ),
     )

@@ -16,11 +16,21 @@ CASES = {
     "gpt3_5b_bcm_container.sh": [
         "stages=[training]", "training=gpt3/5b", "cluster_type=bcm", "container=nvcr.io/example/launcher:1.0",
         "container_mounts=[/lustre,/scratch:/mnt/scratch,null]", "cluster.partition=batch", "cluster.account=llm",
-        "wandb_api_key_file=/home/me/.wandb_key",
+        "wandb_api_key_file=<BRD>/wandb.key",
     ],
     "gpt3_5b_bcp.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=bcp"],
     "gpt3_5b_interactive.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=interactive", "training.trainer.num_nodes=1"],
 }
+
+
+def _overrides(golden_name: str, results: Path):
+    """The case's overrides with <BRD> made real; the W&B key file they name is created first, since the launcher
+    checks secret files before it writes anything."""
+    key_file = results / "wandb.key"
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    key_file.write_text("0123abcd\n")
+    key_file.chmod(0o600)
+    return FIXED + [word.replace("<BRD>", str(results)) for word in CASES[golden_name]]
 
 
 def _script(results: Path) -> Path:
@@ -32,7 +42,7 @@ def _script(results: Path) -> Path:
 @pytest.mark.parametrize("golden_name", sorted(CASES))
 def test_rendered_script_matches_golden(golden_name, launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(FIXED + CASES[golden_name], results=results)
+    code, out, err = launch(_overrides(golden_name, results), results=results)
     assert code == 0, err
     script = _script(results)
     text = script.read_text().replace(str(results), "<BRD>")
@@ -49,7 +59,7 @@ def test_rendered_script_matches_golden(golden_name, launch, tmp_path):
 
 def test_rerendering_is_byte_identical(launch, tmp_path):
     results = tmp_path / "results"
-    overrides = FIXED + CASES["gpt3_5b_bcm_container.sh"]
+    overrides = _overrides("gpt3_5b_bcm_container.sh", results)
     assert launch(overrides, results=results)[0] == 0
     first = {p: p.read_bytes() for p in results.rglob("*") if p.is_file() and p.name != "launcher_cmd.log"}
     assert launch(overrides, results=results)[0] == 0
@@ -68,7 +78,7 @@ def test_resolved_config_has_no_interpolations_left(launch, tmp_path):
 
 def test_cloud_preset_adds_env_and_mount_and_user_values_win(launch, tmp_path):
     results = tmp_path / "results"
-    overrides = FIXED + CASES["gpt3_5b_bcm_container.sh"] + ["env_preset=azure", "env_vars.NCCL_DEBUG=WARN"]
+    overrides = _overrides("gpt3_5b_bcm_container.sh", results) + ["env_preset=azure", "env_vars.NCCL_DEBUG=WARN"]
     assert launch(overrides, results=results)[0] == 0
     text = _script(results).read_text()
     assert "export NCCL_TOPO_FILE=/nccl/topo.xml\n" in text and "export NCCL_IB_TIMEOUT=22\n" in text

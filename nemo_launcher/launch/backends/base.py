@@ -5,6 +5,7 @@ from typing import List, Optional, Sequence
 
 from ..context import LaunchContext
 from ..job_spec import Command, JobSpec
+from ..secrets import export_lines
 from ..shell import join, quote
 
 # Scripts are built as line lists in Python (as submitit does): importing a template engine would cost more
@@ -66,14 +67,11 @@ class Backend(ABC):
         pairs.update(spec.env)
         lines = [f"export {name}={quote(value)}" for name, value in pairs.items()]
         lines.append(f"export PYTHONPATH={quote(str(self.context.launcher_scripts_path))}" + '"${PYTHONPATH:+:${PYTHONPATH}}"')
-        if self.context.wandb_api_key_file:
-            # Read on the node when the job starts, so the key never lands in a script or a log.
-            lines.append(f'export WANDB_API_KEY="$(head -n 1 {quote(self.context.wandb_api_key_file)})"')
-        return lines
+        # Read on the node when the job starts, so no secret lands in a script or a log.
+        return lines + export_lines(dict(self.context.secret_files), quote)
 
     def exported_names(self, spec: JobSpec) -> List[str]:
         names = [name for name, _ in self.context.env] + [name for name, _ in spec.env]
         names.append("PYTHONPATH")
-        if self.context.wandb_api_key_file:
-            names.append("WANDB_API_KEY")
+        names += [name for name, _ in self.context.secret_files]
         return list(dict.fromkeys(names))

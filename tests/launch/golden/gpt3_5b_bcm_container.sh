@@ -22,7 +22,9 @@ export TRANSFORMERS_OFFLINE=1
 export TORCH_NCCL_AVOID_RECORD_STREAMS=1
 export NEMO_LAUNCHER_NUMA_MAPPING='{"balanced":true,"cores":"all_logical","enable":true,"max_cores":8,"min_cores":1,"mode":"unique_contiguous","scope":"node"}'
 export PYTHONPATH=/opt/launcher"${PYTHONPATH:+:${PYTHONPATH}}"
-export WANDB_API_KEY="$(head -n 1 /home/me/.wandb_key)"
+WANDB_API_KEY="$(head -n 1 <BRD>/wandb.key)"
+[[ -n "${WANDB_API_KEY}" ]] || { echo 'WANDB_API_KEY: <BRD>/wandb.key is empty or unreadable on this node' >&2; exit 1; }
+export WANDB_API_KEY
 MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"
 export MASTER_ADDR
 export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"
