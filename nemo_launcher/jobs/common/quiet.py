@@ -100,7 +100,9 @@ def child_warning_options() -> List[str]:
     options = []
     for entry in NOISY_WARNINGS:
         if entry.message and not re.search(r"[,:]", entry.message) and entry.category.__module__ == "builtins":
-            options.append(f"ignore:{entry.message}:{entry.category.__name__}")
+            option = f"ignore:{entry.message}:{entry.category.__name__}"
+            if option not in options:
+                options.append(option)
     return options
 
 

@@ -43,6 +43,8 @@ class StepConfig:
         from nemo_launcher.contract.binding import JobConfigError
         from nemo_launcher.contract.schemas.data_preparation import DataPreparation
 
+        if not os.path.isfile(path):
+            raise DataConfigError(f"--config {path}: no such file")
         with open(path) as handle:
             values = yaml.safe_load(handle) or {}
         try:

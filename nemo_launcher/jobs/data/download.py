@@ -21,7 +21,7 @@ def main(argv=None) -> StepReport:
     layout = PileLayout(cfg)
     policy = fetch_policy(cfg)
     ensure_tokenizer_files(cfg)
-    report = StepReport("download")
+    report = StepReport("download", size_label="fetched")
     for number in this_task_items(cfg.file_numbers()):
         shard = layout.shard(number)
         if shard.is_preprocessed():

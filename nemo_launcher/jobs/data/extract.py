@@ -53,7 +53,7 @@ def main(argv=None) -> StepReport:
     layout = PileLayout(cfg)
     remove_source = cfg.flag("rm_downloaded", False)
     progress = bool(cfg.get("progress", True))
-    report = StepReport("extract")
+    report = StepReport("extract", size_label="compressed input")
     for number in this_task_items(cfg.file_numbers()):
         shard = layout.shard(number)
         if shard.is_preprocessed():

@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nemo_launcher.jobs.data.squad")  # not __name__: run as a program, that is __main__
 SPLITS = ("train", "validation")
 
 

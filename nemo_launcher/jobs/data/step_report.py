@@ -19,9 +19,10 @@ from ..common.report import Summary, count, duration, size
 
 
 class StepReport:
-    def __init__(self, step: str, unit: str = "shard"):
+    def __init__(self, step: str, unit: str = "shard", size_label: str = "input"):
         self.step = step
-        self.unit = unit  # what one item is: a shard, a file, a node's files
+        self.unit = unit  # what one item is: a shard, a file, a tokenizer
+        self.size_label = size_label  # what the counted bytes are: the input read, the bytes fetched
         self.finished: List[str] = []
         self.complete_before: List[str] = []
         self.outputs: List[str] = []
@@ -59,7 +60,7 @@ class StepReport:
             summary.add("documents", count(self.documents)).add("tokens", count(self.tokens))
         if self.size_bytes:
             rate = f" ({size(self.size_bytes / seconds)}/s)" if seconds > 0 else ""
-            summary.add("input", f"{size(self.size_bytes)}{rate}")
+            summary.add(self.size_label, f"{size(self.size_bytes)}{rate}")
         for key, value in self.notes:
             summary.add(key, value)
         folders = sorted({os.path.dirname(os.path.abspath(path)) for path in self.outputs})

@@ -95,16 +95,19 @@ def evaluation_summary(cfg: EvaluationConfig, results: Dict[str, Any], seconds: 
     from ..common.report import Summary, duration
 
     summary = Summary(f"evaluation finished: {cfg.model.nemo_model}")
+    samples = results.get("n-samples") or {}
     for task, metrics in results["results"].items():
         shown = []
         for key, value in metrics.items():
-            name, _, filter_name = key.partition(",")
-            if name.endswith("_stderr") or name == "alias" or not isinstance(value, (int, float)):
+            name, comma, filter_name = key.partition(",")  # lm-eval names metrics "<metric>,<filter>"
+            if not comma or name.endswith("_stderr") or not isinstance(value, (int, float)):
                 continue
             error = metrics.get(f"{name}_stderr,{filter_name}")
             spread = f" ± {error:.4g}" if isinstance(error, (int, float)) else ""
             shown.append(f"{name} {value:.4g}{spread}")
-        summary.add(task, ", ".join(shown) or "no metrics")
+        effective = (samples.get(task) or {}).get("effective")
+        counted = f" ({effective} samples)" if effective is not None else ""
+        summary.add(task, (", ".join(shown) or "no metrics") + counted)
     return summary.add("results", cfg.results_file).add("time", duration(seconds))
 
 

@@ -239,7 +239,8 @@ def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None
             with open(metrics_file, "a") as handle:
                 handle.write(json.dumps(entry) + "\n")
             fields = [f"step={step}/{cfg.trainer.max_steps}"]
-            fields += [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()]
+            fields += [f"{k}={v:.4g}{'s' if k == 'step_time' else ''}" if isinstance(v, float) else f"{k}={v}"
+                       for k, v in values.items()]
             if eta_text is not None:
                 fields.append(f"eta={eta_text}")
             print(" ".join(fields), flush=True)
