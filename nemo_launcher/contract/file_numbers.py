@@ -75,3 +75,14 @@ def slurm_array(numbers: Iterable[int], max_parallel: Optional[int] = None) -> s
             raise FileNumbersError(f"run.node_array_size={max_parallel!r}: must be a positive integer")
         text += f"%{max_parallel}"
     return text
+
+
+def array_task_count(array: Optional[str]) -> Optional[int]:
+    """Tasks in a Slurm array spec ("0-29%30" -> 30); None when the job is not an array or the spec has a form
+    (steps such as "0-15:4") that only Slurm itself expands."""
+    if not array:
+        return None
+    try:
+        return len(parse_file_numbers(str(array).split("%", 1)[0]))
+    except FileNumbersError:
+        return None

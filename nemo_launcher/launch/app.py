@@ -31,12 +31,14 @@ def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
 
 def _name_sweep_point(cfg: DictConfig, choices, argv: Sequence[str]) -> None:
     """In a `-m` sweep, gives this point its own run names; the first point checks the whole sweep first."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return  # single runs do not pay for the sweep machinery
     from .sweeps import check_points, current_sweep, name_point
 
     sweep = current_sweep(argv, groups=list(choices))
-    if sweep is None:
-        return
-    from hydra.core.hydra_config import HydraConfig
 
     stages = [str(stage) for stage in cfg.get("stages") or []]
     if sweep.number == 0:

@@ -18,7 +18,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..contract.file_numbers import FileNumbersError, parse_file_numbers
 from .errors import LauncherError
-from .ledger import array_task_count, elapsed_since
+from ..contract.file_numbers import array_task_count
+from .ledger import elapsed_since
 
 COMMAND_TIMEOUT_S = 60
 # Slurm states of a job that still holds or waits for resources; anything else has ended.

@@ -21,7 +21,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from ..contract.file_numbers import FileNumbersError, parse_file_numbers
 from .errors import ConfigError
 
 LEDGER_DIR = ".ledger"
@@ -34,17 +33,6 @@ _PLACEHOLDER = re.compile(r"<[^>]*>")
 
 def ledger_dir(base_results_dir) -> Path:
     return Path(base_results_dir) / LEDGER_DIR
-
-
-def array_task_count(array: Optional[str]) -> Optional[int]:
-    """Tasks in a Slurm array spec ("0-29%30" -> 30); None when the job is not an array or the spec has a form
-    (steps such as "0-15:4") that only Slurm itself expands."""
-    if not array:
-        return None
-    try:
-        return len(parse_file_numbers(str(array).split("%", 1)[0]))
-    except FileNumbersError:
-        return None
 
 
 def _sha256(text: str) -> str:
@@ -151,27 +139,6 @@ class Ledger:
 
     def _save(self) -> None:
         _write_json_atomically(self.path, self.record)
-
-
-class _Unrecorded:
-    """Stands in for a ledger where none is kept (dry runs, tests that submit a plan directly)."""
-
-    id = None
-
-    def submitted(self, index, job_id, dependency):
-        pass
-
-    def started(self, index, dependency):
-        pass
-
-    def finished(self, index, exit_code):
-        pass
-
-    def close(self, state):
-        pass
-
-
-UNRECORDED = _Unrecorded()
 
 
 def open_ledger(plan, argv: Sequence[str]) -> Ledger:

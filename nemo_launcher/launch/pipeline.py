@@ -13,7 +13,7 @@ from .backends.base import Backend
 from .context import LaunchContext, read_context
 from .errors import LauncherError, StageFailed, SubmissionError, config_error
 from .job_spec import JobSpec
-from .ledger import UNRECORDED, Ledger, array_task_count, open_ledger
+from ..contract.file_numbers import array_task_count
 from .stages import STAGES, stage_class
 from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
 
@@ -97,10 +97,9 @@ def write_plan(plan: Plan, argv: Sequence[str], root: Optional[Path] = None) -> 
             write_if_changed(directory / "launcher_cmd.log", command_line)
 
 
-def submit_plan(plan: Plan, ledger: Optional[Ledger] = None) -> List[Submitted]:
+def submit_plan(plan: Plan, ledger=None) -> List[Submitted]:
     """Submits in order; stage k+1 waits for stage k. If any submission fails, cancels what this call submitted.
     With a ledger, records each job as it is submitted (or run here) and closes the record with the outcome."""
-    ledger = ledger or UNRECORDED
     submitted: List[Submitted] = []
     previous_id: Optional[str] = None
     try:
@@ -112,7 +111,7 @@ def submit_plan(plan: Plan, ledger: Optional[Ledger] = None) -> List[Submitted]:
                     job_id = f"DRYRUN-{index + 1}"
                 elif plan.backend.queues_jobs:
                     job_id = plan.backend.submit(job.script_path, job.spec, dependency)
-                    ledger.submitted(index, job_id, dependency)
+                    _record(ledger, "submitted", index, job_id, dependency)
                 else:
                     job_id = _run_here(plan, job, dependency, ledger, index)
                 submitted.append(Submitted(job, job_id, dependency))
@@ -120,25 +119,31 @@ def submit_plan(plan: Plan, ledger: Optional[Ledger] = None) -> List[Submitted]:
     except SubmissionError as error:
         queued = [entry.job_id for entry in submitted if entry.job_id]
         plan.backend.cancel(queued)
-        ledger.close("rolled_back")
+        _record(ledger, "close", "rolled_back")
         cancelled = f"; cancelled the jobs already submitted: {', '.join(queued)}" if queued else ""
         raise SubmissionError(f"{error}{cancelled}") from None
     except StageFailed:
-        ledger.close("failed")
+        _record(ledger, "close", "failed")
         raise
-    ledger.close("submitted" if plan.backend.queues_jobs else "finished")
+    _record(ledger, "close", "submitted" if plan.backend.queues_jobs else "finished")
     return submitted
+
+
+def _record(ledger, event: str, *args) -> None:
+    """Tells the ledger, when one is kept (real runs; not dry runs nor tests that submit a plan directly)."""
+    if ledger is not None:
+        getattr(ledger, event)(*args)
 
 
 def _run_here(plan: Plan, job: PlannedJob, dependency: List[str], ledger, index: int) -> Optional[str]:
     """Backends without a queue run the job to completion in submit(); the ledger gets its exit code either way."""
-    ledger.started(index, dependency)
+    _record(ledger, "started", index, dependency)
     try:
         job_id = plan.backend.submit(job.script_path, job.spec, dependency)
     except StageFailed as error:
-        ledger.finished(index, _exit_status(error))
+        _record(ledger, "finished", index, _exit_status(error))
         raise
-    ledger.finished(index, 0)
+    _record(ledger, "finished", index, 0)
     return job_id
 
 
@@ -200,7 +205,11 @@ def launch(cfg: DictConfig, choices: Dict[str, Optional[str]], argv: Sequence[st
             _run_preflight(cfg)
         guard_live_runs(plan, bool(cfg.get("resubmit_while_running", False)))
         write_plan(plan, argv)
-    ledger = None if plan.context.debug else open_ledger(plan, argv)
+    ledger = None
+    if not plan.context.debug:
+        from .ledger import open_ledger  # dry runs record nothing and do not pay for it
+
+        ledger = open_ledger(plan, argv)
     submitted = submit_plan(plan, ledger)
     print(format_plan(plan, submitted), flush=True)
     if ledger is not None:

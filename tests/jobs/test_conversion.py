@@ -130,7 +130,7 @@ def test_pp2_archive_of_a_tied_model_matches_our_merge_and_split_rules(classic, 
     config = yaml.safe_load(run.configs["conversion"].read_text())
     config["model"]["pipeline_model_parallel_size"] = 2
     config["model"]["model_parallel_size"] = 2
-    config["run"]["nemo_file_name"] = "megatron_gpt_pp2.nemo"
+    config["run"].update(nemo_file_name="megatron_gpt_pp2.nemo", ntasks_per_node=2)
     config["hf"]["mode"] = "off"
     pp2_config = tmp_path / "convert_pp2_hydra.yaml"
     pp2_config.write_text(yaml.safe_dump(config))
