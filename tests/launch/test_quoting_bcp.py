@@ -42,8 +42,8 @@ subprocess.run(["sh", "-c", options["--cmd"]], env=environment, check=True)
 """
 # A run name is one path component with no line break (the run schema refuses those on every backend).
 run_names = hostile.filter(lambda s: "\n" not in s)
-# The first line of the key file is the key.
-keys = hostile.map(lambda s: s.split("\n")[0]).filter(bool)
+# The first line of the key file is the key; the launcher refuses a blank one.
+keys = hostile.map(lambda s: s.split("\n")[0]).filter(lambda s: s.strip())
 
 
 def _fake_tools(tmp: Path) -> dict:

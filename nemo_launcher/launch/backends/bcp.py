@@ -5,6 +5,7 @@ from typing import List, Optional, Sequence
 
 from ..errors import StageFailed, config_error
 from ..job_spec import Command, JobSpec
+from ..secrets import export_lines
 from ..shell import join, quote
 from .base import Backend
 
@@ -48,8 +49,8 @@ class BcpBackend(Backend):
             f"# Written by nemo_launcher ({spec.stage} stage) for Base Command Platform: bash <this file> inside the NGC job.",
             "set -euo pipefail",
         ]
-        if self.context.wandb_api_key_file:
-            lines.append(f'export WANDB_API_KEY="$(head -n 1 {quote(self.context.wandb_api_key_file)})"')
+        # Read on the node when the job starts, so no secret lands in a script or a log.
+        lines += export_lines(dict(self.context.secret_files), quote)
         lines += ["", f'log_stem={quote(str(self.log_base(spec)))}_"$(date +%m%d_%H%M%S)"']
         for command in spec.commands:
             lines += ["", f'{self.bcprun_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
