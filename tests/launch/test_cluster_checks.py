@@ -40,7 +40,8 @@ REFUSED = [
     (TRAINING + ["cluster.signal_seconds_before_limit=0"], ["cluster.signal_seconds_before_limit=0", ">= 1"]),
     (TRAINING + ["cluster.signal_seconds_before_limit=null"], ["cluster.signal_seconds_before_limit=None"]),
     # More processes on a node than it has GPUs: training (trainer.devices) and a stage with run.ntasks_per_node.
-    (TRAINING + ["cluster.gpus_per_node=4"], [
+    # trainer.devices follows cluster.gpus_per_node unless set: the user's case sets both.
+    (TRAINING + ["training.trainer.devices=8", "cluster.gpus_per_node=4"], [
         "training.trainer.devices=8", "starts 8 processes per node, but cluster.gpus_per_node=4",
         "training.trainer.devices must equal cluster.gpus_per_node (one process per GPU); set one to the other",
     ]),
@@ -91,8 +92,10 @@ def test_launcher_path_with_a_comma_is_refused_only_with_a_container(launch, tmp
     (["cluster.mem=500G"], "#SBATCH --mem=500G\n"),
     (["cluster.mem='64000'"], "#SBATCH --mem=64000\n"),
     (["cluster.partition=batch", "cluster.account=llm-team"], "#SBATCH --partition=batch\n"),
-    (["cluster.gpus_per_node=null"], "#SBATCH --ntasks-per-node=8\n"),  # no GPUs asked for: nothing to compare
-    (["cluster.gpus_per_node=16"], "#SBATCH --gpus-per-node=16\n"),  # fewer processes than GPUs is allowed
+    # No GPUs asked for: nothing to compare with.
+    (["cluster.gpus_per_node=null", "training.trainer.devices=8"], "#SBATCH --ntasks-per-node=8\n"),
+    # Fewer processes than GPUs is allowed.
+    (["cluster.gpus_per_node=16", "training.trainer.devices=8"], "#SBATCH --gpus-per-node=16\n"),
     (["cluster.job_name_prefix=''"], "#SBATCH --job-name=gpt3_5b\n"),
     (["cluster.srun_args=['--mpi=pmix']"], "srun --kill-on-bad-exit=1 --mpi=pmix "),
 ])
