@@ -72,7 +72,7 @@ def test_training_summary_says_why_it_stopped_and_that_it_resumes(tmp_path):
     from nemo_launcher.jobs.gpt.train import TrainingOutcome, training_summary
 
     cfg = TrainingConfig.from_dict(training_config(tmp_path / "data", tmp_path / "results"))
-    outcome = TrainingOutcome(step=20, first_step=10, tokens=10_240, train_seconds=8.0, seconds=31.0, train_loss=5.83,
+    outcome = TrainingOutcome(step=20, first_step=10, tokens=10_240, tokens_per_sec=1280.0, seconds=31.0, train_loss=5.83,
                               train_loss_step=20, val_loss=5.91, test_loss=None, stop_reason="signal SIGUSR1 received",
                               newest_checkpoint=tmp_path / "checkpoints" / "step-20")
     text = training_summary(cfg, outcome).text()

@@ -91,6 +91,7 @@ class ProgressLogger(pl.Callback):
         self._validation_started = 0.0
         self.first_step = 0  # the global step this attempt started from (the resumed checkpoint's)
         self.tokens = 0  # trained this attempt, all ranks together
+        self.timed_tokens = 0  # the part of them in logged windows, which train_seconds times
         self.train_seconds = 0.0  # step time of this attempt's logged windows, pauses excluded
         self.last_loss: Optional[float] = None  # of the newest logged window
         self.last_loss_step = 0
@@ -102,13 +103,15 @@ class ProgressLogger(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         record = pl_module.last_step
         cfg = self.parts.cfg
-        self.clock.count(record.global_batch_size * cfg.model.encoder_seq_length)
+        step_tokens = record.global_batch_size * cfg.model.encoder_seq_length
+        self.clock.count(step_tokens)
+        self.tokens += step_tokens
         if record.step % cfg.trainer.log_every_n_steps and record.step != cfg.trainer.max_steps:
             return
         loss = self.parts.reduce_last_stage_mean(record.loss)  # every rank takes part
         seconds, steps, tokens = self.clock.take()
         tokens_per_sec = tokens / seconds
-        self.tokens += tokens
+        self.timed_tokens += tokens
         self.train_seconds += seconds
         self.last_loss, self.last_loss_step = loss, record.step
         metrics = {

@@ -78,8 +78,9 @@ def _train(cfg, placement, started: float) -> int:
         writer.finalize("success")
         if rank_zero:
             _mark_resume_needed(Path(cfg.exp_manager.explicit_log_dir), stopped and trainer.global_step < cfg.trainer.max_steps)
+        rate = progress.timed_tokens / progress.train_seconds if progress.train_seconds > 0 else None
         outcome = TrainingOutcome(step=trainer.global_step, first_step=progress.first_step, tokens=progress.tokens,
-                                  train_seconds=progress.train_seconds, seconds=time.monotonic() - started,
+                                  tokens_per_sec=rate, seconds=time.monotonic() - started,
                                   train_loss=progress.last_loss, train_loss_step=progress.last_loss_step,
                                   val_loss=module.last_val_loss, test_loss=test_loss,
                                   stop_reason=stopper.stop_reason if stopped else None, newest_checkpoint=folder.newest_complete())
@@ -96,7 +97,7 @@ class TrainingOutcome:
     step: int  # the global step reached
     first_step: int  # the step this attempt resumed from (0: from scratch)
     tokens: int  # trained this attempt, all ranks together
-    train_seconds: float  # spent in training steps (validation and saving excluded)
+    tokens_per_sec: Optional[float]  # over the training steps alone (validation and saving excluded)
     seconds: float  # this attempt's wall time, start-up included
     train_loss: Optional[float]
     train_loss_step: int
@@ -119,7 +120,7 @@ def training_summary(cfg, outcome: TrainingOutcome):
         title = f"training finished at step={outcome.step} of {max_steps}"
     done = outcome.step - outcome.first_step
     steps = f"{done} this attempt" + (f" (resumed from step {outcome.first_step})" if outcome.first_step else "")
-    rate = f" ({count(outcome.tokens / outcome.train_seconds)} tokens/s)" if outcome.train_seconds > 0 else ""
+    rate = f" ({count(outcome.tokens_per_sec)} tokens/s)" if outcome.tokens_per_sec else ""
     summary = Summary(title).add("steps", steps).add("tokens", f"{count(outcome.tokens)}{rate}")
     summary.add("time", duration(outcome.seconds))
     if outcome.train_loss is not None:
