@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import warnings
+from types import SimpleNamespace
 
 import pytest
 
@@ -67,11 +68,11 @@ def test_data_step_report_counts_done_and_kept_items():
 
 
 def test_training_summary_says_why_it_stopped_and_that_it_resumes(tmp_path):
-    from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
-    from nemo_launcher.jobs.gpt.dev_config import training_config
     from nemo_launcher.jobs.gpt.train import TrainingOutcome, training_summary
 
-    cfg = TrainingConfig.from_dict(training_config(tmp_path / "data", tmp_path / "results"))
+    # The keys of the training section the summary reads.
+    cfg = SimpleNamespace(trainer=SimpleNamespace(max_steps=40), exp_manager=SimpleNamespace(
+        explicit_log_dir=str(tmp_path), create_checkpoint_callback=True, create_tensorboard_logger=True))
     outcome = TrainingOutcome(step=20, first_step=10, tokens=10_240, tokens_per_sec=1280.0, seconds=31.0, train_loss=5.83,
                               train_loss_step=20, val_loss=5.91, test_loss=None, stop_reason="signal SIGUSR1 received",
                               newest_checkpoint=tmp_path / "checkpoints" / "step-20")
@@ -80,7 +81,7 @@ def test_training_summary_says_why_it_stopped_and_that_it_resumes(tmp_path):
                                     "the next attempt resumes from its checkpoint")
     assert "10 this attempt (resumed from step 10)" in text and "10.2k (1.28k tokens/s)" in text
     assert "0:00:31" in text and "5.8300 (step 20)" in text and "(newest: step-20)" in text
-    assert "test loss" not in text
+    assert "test loss" not in text and f"TensorBoard  {tmp_path}" in text
     finished = training_summary(cfg, TrainingOutcome(**{**outcome.__dict__, "stop_reason": None, "first_step": 0}))
     assert finished.text().splitlines()[0] == f"training finished at step=20 of {cfg.trainer.max_steps}"
 
