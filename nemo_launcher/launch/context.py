@@ -36,6 +36,7 @@ class LaunchContext:
     # wandb_api_key_file); values never reach a script.
     secret_files: Tuple[Tuple[str, str], ...]
     preflight: bool
+    check_inputs: bool  # refuse missing input files (data, tokenizer, checkpoints) before submitting
     debug: bool
 
 
@@ -126,7 +127,8 @@ def _numa_env(raw) -> Tuple[Tuple[str, str], ...]:
 # The top-level settings the launcher reads. Each is resolved on its own, so a `???` left in one of them is
 # refused by name, while the config groups of stages that do not run are never resolved at all.
 _SETTINGS = ("cluster_type", "launcher_scripts_path", "data_dir", "base_results_dir", "container", "container_mounts",
-             "env_vars", "numa_mapping", "wandb_api_key_file", "secret_files", "preflight", "cluster", "env_preset")
+             "env_vars", "numa_mapping", "wandb_api_key_file", "secret_files", "preflight", "cluster", "env_preset",
+             "check_inputs")
 
 
 def _resolved_settings(cfg: DictConfig) -> Dict[str, Any]:
@@ -170,5 +172,6 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
         cluster=cluster,
         secret_files=tuple(secret_files(settings["secret_files"], settings["wandb_api_key_file"]).items()),
         preflight=bool(settings["preflight"]),
+        check_inputs=settings["check_inputs"] is not False,
         debug=debug_requested(environ),
     )

@@ -42,6 +42,10 @@ class JobSpec:
     # A file the job leaves behind when it stopped early and wants another attempt (Slurm requeues the job).
     requeue_marker: Optional[Path] = None
     files: Tuple[Tuple[Path, str], ...] = field(default=(), repr=False)  # written into place before submitting
+    # Inputs as (config key, path or glob pattern), checked at launch unless an earlier job of the pipeline writes
+    # them; and the paths (files or directories) this job writes, which later jobs may read.
+    reads: Tuple[Tuple[str, str], ...] = ()
+    writes: Tuple[str, ...] = ()
 
     def __post_init__(self):
         assert self.chain in CHAIN_TYPES, self.chain

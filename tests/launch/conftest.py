@@ -16,7 +16,12 @@ register_resolvers()
 
 
 def compose_config(overrides: List[str], config_name: str = "config"):
-    """Composes like `python3 main.py <overrides>`; returns (cfg, choices)."""
+    """Composes like `python3 main.py <overrides>`; returns (cfg, choices).
+
+    Most tests are about something other than input files and name data that does not exist here, so the input
+    check is off unless the overrides set check_inputs (tests/launch/test_inputs.py turns it on)."""
+    if not any(str(o).startswith("check_inputs=") for o in overrides):
+        overrides = [*overrides, "check_inputs=false"]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)

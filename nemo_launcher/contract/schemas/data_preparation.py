@@ -6,7 +6,7 @@
 file_numbers. `custom_dataset`: train_tokenizer (optional) -> preprocess, an array over run.node_array_size.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, non_negative, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
@@ -118,6 +118,17 @@ class PileConfig(_Tokenizing):
         except FileNumbersError as error:
             raise config_fault(f"{key}.file_numbers", self.file_numbers, str(error).split(": ", 1)[-1]) from None
 
+    def reads(self) -> List[Tuple[str, str]]:
+        """Shards served from this filesystem (file:// URLs) are inputs; http(s) ones are fetched by the job."""
+        if not (self.download_the_pile and self.the_pile_url.startswith("file://")):
+            return []
+        base = self.the_pile_url[len("file://"):]
+        return [(f"{STAGE}.the_pile_url", f"{base}{self.shard_name.format(file_number=n)}") for n in self.shard_numbers()]
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir, self.preprocessed_dir, self.raw_dir, self.extracted_dir] + [
+            path for path in (self.vocab_file, self.merge_file, self.tokenizer_model) if path]
+
     def steps(self) -> List[str]:
         """The job programs this config runs, in order (each an array over the shards)."""
         return (["download", "extract"] if self.download_the_pile else []) + (["preprocess"] if self.preprocess_data else [])
@@ -150,6 +161,15 @@ class CustomDatasetConfig(_Tokenizing):
 
     def files(self) -> List[str]:
         return [f for f in self.raw_dataset_files if f is not None]
+
+    def reads(self) -> List[Tuple[str, str]]:
+        paths = [(f"{STAGE}.raw_dataset_files", path) for path in self.files()]
+        if not self.train_tokenizer and self.tokenizer_model:
+            paths.append((f"{STAGE}.tokenizer_model", self.tokenizer_model))
+        return paths
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir, self.preprocessed_dir, self.bpe_save_dir] + ([self.tokenizer_model] if self.tokenizer_model else [])
 
     def steps(self) -> List[str]:
         """train_tokenizer is one task; preprocess is an array over run.node_array_size nodes."""

@@ -4,7 +4,7 @@ One job of TP x PP processes (the layout of the .nemo it writes) over run.nodes 
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, positive_fields
 from .run import RunBase
@@ -72,6 +72,13 @@ class ConversionConfig:
             raise config_fault(f"{key}.run.ntasks_per_node", self.run.ntasks_per_node,
                                f"nodes({self.run.nodes}) x ntasks_per_node({self.run.ntasks_per_node}) = {processes} processes "
                                f"cannot hold TP({tp}) x PP({pp}) = {tp * pp} ranks evenly; make it a multiple")
+
+    def reads(self) -> List[Tuple[str, str]]:
+        return [(f"{STAGE}.model.checkpoint_folder", self.model.checkpoint_folder),
+                (f"{STAGE}.model.hparams_file", self.model.hparams_file)]
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir, str(self.hf_dir)]
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ConversionConfig":

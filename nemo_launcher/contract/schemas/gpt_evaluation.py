@@ -5,10 +5,10 @@ One job of TP processes over run.nodes x run.ntasks_per_node; tasks are lm-eval'
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, non_negative_fields, positive, positive_fields
-from ..eval_tasks import parse_tasks
+from ..eval_tasks import EVAL_TASKS, parse_tasks
 from .gpt_training import precision_name
 from .run import RunBase
 
@@ -83,6 +83,16 @@ class EvaluationConfig:
             raise config_fault(f"{key}.run.ntasks_per_node", self.run.ntasks_per_node,
                                f"nodes({self.run.nodes}) x ntasks_per_node({self.run.ntasks_per_node}) = {processes} processes "
                                f"cannot hold TP({tp}) ranks evenly; make it a multiple")
+
+    def reads(self) -> List[Tuple[str, str]]:
+        paths = [(f"{STAGE}.model.nemo_model", self.model.nemo_model)]
+        if not self.run.prepare_sample_data:  # else this job writes the task files itself first
+            paths += [(f"{STAGE}.run.task_data_dir", f"{self.run.task_data_dir}/{EVAL_TASKS[name].data_file(name)}")
+                      for name in self.run.task_names()]
+        return paths
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir] + ([self.run.task_data_dir] if self.run.prepare_sample_data else [])
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "EvaluationConfig":

@@ -2,7 +2,7 @@
 model repository whose Python backend serves the model in one process per instance."""
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, positive_fields
 from .run import RunBase
@@ -67,6 +67,12 @@ class ExportConfig:
     run: ExportRun
     model: ExportModel
     triton_deployment: TritonDeployment
+
+    def reads(self) -> List[Tuple[str, str]]:
+        return [(f"{STAGE}.model.checkpoint_path", self.model.checkpoint_path)]
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir, str(Path(self.triton_deployment.triton_model_dir).parent)]
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ExportConfig":

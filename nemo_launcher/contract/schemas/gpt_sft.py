@@ -7,7 +7,7 @@ The architecture is not here: it comes from the `.nemo` named by model.restore_f
 that need it (heads divisible by TP) are the job's; those that need only the batch sizes are checked at bind.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
 from .gpt_training import OptimSection, Precision, check_layout, check_world_size, precision_name
@@ -192,6 +192,24 @@ class SftConfig:
         if key == "fine_tuning" and self.model.peft is not None:
             raise config_fault("fine_tuning.model.peft", "...", "fine-tuning trains every weight; use the peft stage for adapters")
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+
+    def reads(self) -> List[Tuple[str, str]]:
+        key = f"{self.stage}.model"
+        paths = [(f"{key}.restore_from_path", self.model.restore_from_path)]
+        if self.model.peft is not None and self.model.peft.restore_from_path:
+            paths.append((f"{key}.peft.restore_from_path", self.model.peft.restore_from_path))
+        for split in ("train_ds", "validation_ds"):
+            paths += [(f"{key}.data.{split}.file_names", name) for name in getattr(self.model.data, split).file_names]
+        if self.squad_preparation is not None:  # this job's first step converts these into the jsonl files above
+            paths += [(f"{self.stage}.squad_preparation.{name}.source", split.source)
+                      for name, split in (("train", self.squad_preparation.train), ("validation", self.squad_preparation.validation))
+                      if split is not None]
+        return paths
+
+    def writes(self) -> List[str]:
+        squad = self.squad_preparation
+        outputs = [split.output for split in (squad.train, squad.validation) if split is not None] if squad else []
+        return [self.exp_manager.explicit_log_dir] + outputs
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: Literal["fine_tuning", "peft"]) -> "SftConfig":

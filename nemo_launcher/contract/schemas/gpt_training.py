@@ -9,7 +9,7 @@ ranks, ramp-up steps) are checked against trainer.num_nodes x trainer.devices at
 refuses what Megatron would refuse hours later in the queue.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
 from ..durations import WallClock
@@ -283,6 +283,11 @@ class ModelSection:
         return list(range(start, self.global_batch_size + 1, increment))
 
 
+def tokenizer_files(tokenizer: TokenizerSection, key: str) -> List[Tuple[str, str]]:
+    names = ("vocab_file", "merge_file") if tokenizer.library == "megatron" else ("model",)
+    return [(f"{key}.{name}", getattr(tokenizer, name)) for name in names if getattr(tokenizer, name)]
+
+
 def check_layout(model: ModelSection, nodes: int, devices: int, key: str) -> int:
     """The process-layout rules of a GPT model on nodes x devices processes, each factor shown; returns DP.
 
@@ -345,7 +350,24 @@ class TrainingConfig:
     model: ModelSection
 
     def check(self, key: str) -> None:
+        if self.model.data.data_prefix is None and not self.run.preprocessed_dir:
+            raise config_fault(f"{key}.run.preprocessed_dir", None,
+                               "model.data.data_prefix is null, so the data is every .bin/.idx pair in run.preprocessed_dir: set one of them")
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+
+    def reads(self) -> List[Tuple[str, str]]:
+        """(key, path or glob) of the files the trainer opens: tokenizer files and data."""
+        paths = tokenizer_files(self.model.tokenizer, f"{STAGE}.model.tokenizer")
+        data = self.model.data
+        if data.data_prefix is None:
+            paths.append((f"{STAGE}.run.preprocessed_dir", f"{self.run.preprocessed_dir}/*.idx"))
+        else:
+            for prefix in data.blend()[1::2]:
+                paths += [(f"{STAGE}.model.data.data_prefix", f"{prefix}{suffix}") for suffix in (".bin", ".idx")]
+        return paths
+
+    def writes(self) -> List[str]:
+        return [self.exp_manager.explicit_log_dir]
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "TrainingConfig":

@@ -107,6 +107,11 @@ class Stage(ABC):
         except JobConfigError as error:
             raise ConfigError(str(error)) from None
 
+    @staticmethod
+    def files_of(cfg) -> Dict[str, Any]:
+        """The job spec fields that declare what a job reads and writes, from its bound config."""
+        return {"reads": tuple(cfg.reads()), "writes": tuple(str(path) for path in cfg.writes())}
+
     def config_file(self, run) -> Path:
         """Where the resolved config goes: `<run.results_dir>/<run.name>_hydra.yaml`, beside the script."""
         return Path(run.results_dir) / f"{run.name}_hydra.yaml"

@@ -23,4 +23,5 @@ class ConversionStage(Stage):
         program = program_for(family, self.kind, self.choice)
         config, cfg = self.bind(schema_for(family, self.kind))
         command = Command(program, ("--config", str(self.config_file(cfg.run))))
-        return self.one_job(config, cfg.run, [command], nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node)
+        return self.one_job(config, cfg.run, [command], nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node,
+                            **self.files_of(cfg))

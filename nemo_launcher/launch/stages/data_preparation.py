@@ -30,6 +30,7 @@ class DataPreparationStage(Stage):
         directory = Path(run.results_dir)
         config_file = self.config_file(run)
         specs: List[JobSpec] = []
+        files = self.files_of(cfg)
         for step in cfg.steps():
             is_array = step in ARRAY_STEPS
             previous: Optional[JobSpec] = specs[-1] if specs else None
@@ -48,5 +49,7 @@ class DataPreparationStage(Stage):
                 chain=chain if previous is None else ("aftercorr" if previous.array and is_array else "afterok"),
                 dependency=dependency,
                 files=((config_file, dump_config(config)),) if previous is None else (),
+                reads=files["reads"] if previous is None else (),
+                writes=files["writes"],
             ))
         return specs

@@ -27,4 +27,5 @@ class EvaluationStage(Stage):
             # Smoke-test task files made from local text, for machines that cannot fetch the real task data.
             sample = Command(SAMPLE_DATA_PROGRAM, ("--task-data-dir", cfg.run.task_data_dir), distributed=False)
             commands = (sample,) + commands
-        return self.one_job(config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node)
+        return self.one_job(config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node,
+                            **self.files_of(cfg))

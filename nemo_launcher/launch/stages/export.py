@@ -21,4 +21,4 @@ class ExportStage(Stage):
         program = program_for(family, self.kind, self.choice)
         config, cfg = self.bind(schema_for(family, self.kind))
         command = Command(program, ("--config", str(self.config_file(cfg.run))), distributed=False)
-        return self.one_job(config, cfg.run, [command], uses_gpus=False)
+        return self.one_job(config, cfg.run, [command], uses_gpus=False, **self.files_of(cfg))

@@ -29,4 +29,4 @@ class FineTuningStage(Stage):
             commands.append(Command(SQUAD_PROGRAM, ("--config", config_file), distributed=False))
         commands.append(Command(program, ("--config", config_file)))
         return self.one_job(config, cfg.run, commands, nodes=cfg.trainer.num_nodes, tasks_per_node=cfg.trainer.devices,
-                            env=tensor_parallel_env(cfg.model.tensor_model_parallel_size))
+                            env=tensor_parallel_env(cfg.model.tensor_model_parallel_size), **self.files_of(cfg))

@@ -23,4 +23,4 @@ class TrainingStage(Stage):
         marker = Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER if cfg.run.auto_requeue else None
         return self.one_job(config, cfg.run, [command], nodes=cfg.trainer.num_nodes, tasks_per_node=cfg.trainer.devices,
                             env=tensor_parallel_env(cfg.model.tensor_model_parallel_size),
-                            checkpoint_signal=True, requeue_marker=marker)
+                            checkpoint_signal=True, requeue_marker=marker, **self.files_of(cfg))

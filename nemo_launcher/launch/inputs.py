@@ -1,0 +1,76 @@
+"""Input files checked at launch: a data prefix, a tokenizer file, a checkpoint or a .nemo that a job would open
+must exist, unless an earlier job of the same pipeline (or the job itself, in an earlier step) writes it.
+
+Each job spec declares what it reads, as (config key, path or glob), and the paths it writes (its schema's
+`reads()`/`writes()`; every job also writes its own directory). The check looks from the launch host: compute
+nodes may mount filesystems this host does not see, so the message says so, and `check_inputs=false` turns the
+check off for such clusters (the preflight then checks the data directory from a compute node). A dry run reports
+what a real run would refuse as warnings, so that it still works on a laptop without the data.
+"""
+import glob
+import os
+import sys
+from pathlib import PurePosixPath
+from typing import List, Sequence, Tuple
+
+from .errors import ConfigError
+from .job_spec import JobSpec
+
+Missing = Tuple[JobSpec, str, str]  # (job, config key, path or pattern)
+
+
+def _fixed_part(pattern: str) -> PurePosixPath:
+    """The leading part of a path that holds no glob character."""
+    parts = []
+    for part in PurePosixPath(pattern).parts:
+        if glob.has_magic(part):
+            break
+        parts.append(part)
+    return PurePosixPath(*parts)
+
+
+def _written_before(pattern: str, written: Sequence[str]) -> bool:
+    path = _fixed_part(pattern)
+    return any(path == PurePosixPath(w) or PurePosixPath(w) in path.parents for w in written)
+
+
+def _exists(pattern: str) -> bool:
+    return bool(glob.glob(pattern)) if glob.has_magic(pattern) else os.path.exists(pattern)
+
+
+def missing_inputs(specs_by_stage: Sequence[Sequence[JobSpec]]) -> List[Missing]:
+    """Every declared input that no earlier job writes and that this host cannot see, in pipeline order."""
+    written: List[str] = []
+    missing: List[Missing] = []
+    for specs in specs_by_stage:
+        for spec in specs:
+            own = [str(spec.directory), *spec.writes]
+            for key, pattern in spec.reads:
+                if not _written_before(pattern, written + own) and not _exists(pattern):
+                    missing.append((spec, key, pattern))
+            written += own
+    return missing
+
+
+def _describe(item: Missing) -> str:
+    spec, key, pattern = item
+    what = "nothing matches" if glob.has_magic(pattern) else "no such file or directory"
+    return f"{key}={pattern!r}: {what} on this host, and no earlier stage of this pipeline writes it ({spec.stage} job {spec.name})"
+
+
+FIX = ("fix the path, or add the stage that makes it (e.g. stages=[data_preparation,training]). Checked from this "
+       "launch host: if the file exists only where the compute nodes mount it, set check_inputs=false "
+       "(python3 -m nemo_launcher.launch.preflight checks data_dir from a compute node)")
+
+
+def check_inputs(specs_by_stage: Sequence[Sequence[JobSpec]], dry_run: bool) -> None:
+    """Raises ConfigError for the first missing input of a real run; a dry run warns about each instead."""
+    missing = missing_inputs(specs_by_stage)
+    if not missing:
+        return
+    if dry_run:
+        for item in missing:
+            print(f"Warning: a real run would refuse {_describe(item)}", file=sys.stderr)
+        return
+    more = f" ({len(missing) - 1} more input(s) missing; a dry run lists them)" if len(missing) > 1 else ""
+    raise ConfigError(f"{_describe(missing[0])}; {FIX}{more}")
