@@ -12,6 +12,7 @@ from .backends import backend_class
 from .backends.base import Backend
 from .context import LaunchContext, read_context
 from .errors import LauncherError, StageFailed, SubmissionError, config_error
+from .inputs import check_inputs
 from .job_spec import JobSpec
 from ..contract.file_numbers import array_task_count
 from .stages import STAGES, stage_class
@@ -76,6 +77,8 @@ def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
         stage = stage_class(name)(context, cfg, choices.get(name) or "")
         specs_by_stage.append(stage.job_specs())
     backend.validate(specs_by_stage)
+    if context.check_inputs:
+        check_inputs(specs_by_stage, dry_run=context.debug)
     jobs = [[PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs] for specs in specs_by_stage]
     return Plan(context, backend, jobs)
 
