@@ -6,7 +6,7 @@ from typing import Sequence
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from .errors import LauncherError
+from .errors import LauncherError, WriteError
 
 
 def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
@@ -21,6 +21,17 @@ def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
             raise
         print(f"Error: {error}", file=sys.stderr)
         return error.exit_code
+    except KeyboardInterrupt:
+        # Before the submission began (composing, writing job directories): nothing is queued or running.
+        print("Error: interrupted (Ctrl-C) before anything was submitted; nothing is queued", file=sys.stderr)
+        return 130
+    except OSError as error:
+        # Every write of the launcher reports itself (writes.py); this is a read, or a write that slipped past.
+        if os.environ.get("NEMO_LAUNCHER_FULL_ERROR"):
+            raise
+        where = f"{os.fsdecode(error.filename)}: " if error.filename is not None else ""
+        print(f"Error: {where}{error.strerror or error} (NEMO_LAUNCHER_FULL_ERROR=1 shows where)", file=sys.stderr)
+        return WriteError.exit_code
     except MissingMandatoryValue as error:
         print(f"Error: {error.full_key}='???': this value is mandatory: set it in the YAML or on the command line", file=sys.stderr)
         return 2

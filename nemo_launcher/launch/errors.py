@@ -1,4 +1,18 @@
-"""User-facing errors: one base class, printed as a single line (full traceback with NEMO_LAUNCHER_FULL_ERROR=1)."""
+"""User-facing errors: one base class, printed as a single line (full traceback with NEMO_LAUNCHER_FULL_ERROR=1).
+
+Exit codes of `python3 main.py`:
+    0    submitted (or, on cluster_type=interactive, every stage finished)
+    1    a problem the user can fix (LauncherError): Slurm missing, preflight failed, ...
+    2    the configuration is invalid (ConfigError); nothing was written
+    3    the submission failed or was interrupted (Ctrl-C, SIGTERM, an I/O error, any error) after it began:
+         every job this command had queued was cancelled and its ledger record closed as rolled_back
+    4    a stage run here (interactive) exited non-zero; later stages were not run
+    5    jobs of this run are still queued or running; nothing was written
+    6    the launcher cannot write where it must: a write failed (disk full, read-only, no permission), or a run
+         directory belongs to another user or is not writable; nothing is left half-written
+    130  (143 for SIGTERM) a stage run here was stopped by Ctrl-C; later stages were not run
+"""
+import os
 
 
 class LauncherError(Exception):
@@ -19,7 +33,8 @@ def config_error(key: str, value, fix: str) -> ConfigError:
 
 
 class SubmissionError(LauncherError):
-    """A job could not be submitted; jobs this command already submitted have been cancelled."""
+    """A job could not be submitted, or the submission was interrupted; jobs this command already submitted
+    have been cancelled."""
 
     exit_code = 3
 
@@ -34,3 +49,26 @@ class RunInProgress(LauncherError):
     """Jobs of a run this command would submit again are still queued or running; nothing was written."""
 
     exit_code = 5
+
+
+class WriteError(LauncherError):
+    """A file or directory of the launcher's own (job directories, configs, scripts, logs, the ledger) cannot be
+    written. Raised before anything is queued, or turned into a rollback (exit 3) once something is."""
+
+    exit_code = 6
+
+
+def write_error(path, error: OSError) -> WriteError:
+    """`cannot write <path>: <strerror>`; the path is the one the system refused when it names one."""
+    where = error.filename if error.filename is not None else path
+    reason = error.strerror or str(error)
+    return WriteError(f"cannot write {os.fsdecode(where)}: {reason}")
+
+
+class StageInterrupted(LauncherError):
+    """A stage run on this machine was stopped by a signal (Ctrl-C, SIGTERM); later stages were not run. The
+    exit code follows the shell's convention, 128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
+
+    def __init__(self, message: str, signal_number: int):
+        super().__init__(message)
+        self.exit_code = 128 + signal_number

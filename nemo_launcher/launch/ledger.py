@@ -3,7 +3,7 @@
     ledger = open_ledger(plan, argv)        # before the first submission; real runs only
     ledger.submitted(index, job_id, dependency)    # queued backends (Slurm)
     ledger.started(index, dependency); ledger.finished(index, exit_code)   # backends that run jobs here
-    ledger.close("submitted")               # or rolled_back, finished, failed
+    ledger.close("submitted")               # or rolled_back, finished, failed, interrupted
 
     record = find_pipeline(base_results_dir, "gpt3_5b")   # what `status`, `logs` and `cancel` read
 
@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError
+from .writes import make_directories, write_atomically
 
 LEDGER_DIR = ".ledger"
 # What a record's `state` may be: queued backends go submitting -> submitted | rolled_back, backends that run
-# the jobs here go running -> finished | failed.
-STATES = ("submitting", "submitted", "rolled_back", "running", "finished", "failed")
+# the jobs here go running -> finished | failed | interrupted (Ctrl-C or SIGTERM stopped the launcher).
+STATES = ("submitting", "submitted", "rolled_back", "running", "finished", "failed", "interrupted")
 _UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _PLACEHOLDER = re.compile(r"<[^>]*>")
 
@@ -94,11 +95,8 @@ def _now() -> str:
 
 
 def _write_json_atomically(path: Path, record: dict) -> None:
-    # Readers (`status` in another shell) must never see half a record.
-    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, path)
+    # Readers (`status` in another shell) must never see half a record; a failed write leaves the last whole one.
+    write_atomically(path, (json.dumps(record, indent=1) + "\n").encode("utf-8"), 0o644)
 
 
 class Ledger:
@@ -114,13 +112,15 @@ class Ledger:
     def id(self) -> str:
         return self.record["id"]
 
-    def submitted(self, index: int, job_id: Optional[str], dependency: Sequence[str]) -> None:
-        """Job `index` is queued as `job_id` (Slurm)."""
+    def submitted(self, index: int, job_id: Optional[str], dependency: Sequence[str], save: bool = True) -> None:
+        """Job `index` is queued as `job_id` (Slurm). A rollback that finds a job only now records it without
+        saving, and then saves once as it closes the record."""
         job = self.record["jobs"][index]
         job.update(job_id=job_id, dependency=list(dependency))
         if self._log_glob_of is not None and job_id:
             job["log_glob"] = self._log_glob_of(index, job_id)
-        self._save()
+        if save:
+            self._save()
 
     def started(self, index: int, dependency: Sequence[str]) -> None:
         """Job `index` starts running here (interactive, bcp)."""
@@ -136,6 +136,17 @@ class Ledger:
         assert state in STATES, state
         self.record["state"] = state
         self._save()
+
+    def discard(self) -> bool:
+        """Removes the record (a rollback that cannot close it must not leave it saying `submitting`); returns
+        whether it is gone."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+        return True
 
     def _save(self) -> None:
         _write_json_atomically(self.path, self.record)
@@ -184,7 +195,7 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
         "jobs": entries,
     }
     directory = ledger_dir(context.base_results_dir)
-    directory.mkdir(parents=True, exist_ok=True)
+    make_directories(directory)
     ledger = Ledger(directory / f"{pipeline_id}.json", record, lambda index, job_id: _log_glob(backend, jobs[index].spec, job_id))
     ledger._save()
     return ledger

@@ -11,12 +11,14 @@ from omegaconf import DictConfig, ListConfig
 from .backends import backend_class
 from .backends.base import Backend
 from .context import LaunchContext, read_context
-from .errors import LauncherError, StageFailed, SubmissionError, config_error
+from .errors import LauncherError, StageFailed, StageInterrupted, config_error
 from .inputs import check_inputs
 from .job_spec import JobSpec
 from ..contract.file_numbers import array_task_count
 from .stages import STAGES, stage_class
+from .run_directories import check_run_directories
 from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
+from .writes import make_directories
 
 
 @dataclass(frozen=True)
@@ -91,44 +93,64 @@ def write_plan(plan: Plan, argv: Sequence[str], root: Optional[Path] = None) -> 
     for jobs in plan.jobs_by_stage:
         for job in jobs:
             directory = mirrored(job.spec.directory, root, base)
-            directory.mkdir(parents=True, exist_ok=True)
+            make_directories(directory)
             for path, text in job.spec.files:
                 target = mirrored(path, root, base)
-                target.parent.mkdir(parents=True, exist_ok=True)
+                make_directories(target.parent)
                 write_if_changed(target, text)
             write_if_changed(mirrored(job.script_path, root, base), job.script, 0o755)
             write_if_changed(directory / "launcher_cmd.log", command_line)
 
 
 def submit_plan(plan: Plan, ledger=None) -> List[Submitted]:
-    """Submits in order; stage k+1 waits for stage k. If any submission fails, cancels what this call submitted.
-    With a ledger, records each job as it is submitted (or run here) and closes the record with the outcome."""
+    """Submits in order; stage k+1 waits for stage k. All or nothing: if anything stops a real submission after
+    it began (a failed sbatch, Ctrl-C, SIGTERM, a failed write, any error), every job it queued is cancelled
+    (rollback.py) and SubmissionError says what stopped it. With a ledger, records each job as it is submitted
+    (or run here) and closes the record with the outcome."""
+    if plan.context.debug:
+        return _placeholders(plan)
+    from .interrupts import signals_raised  # real runs only: a dry run leaves the signal handlers alone
+
+    submission_id = ledger.id if ledger is not None else f"unrecorded-{os.urandom(4).hex()}"
     submitted: List[Submitted] = []
+    with signals_raised():
+        try:
+            _submit_each(plan, ledger, submission_id, submitted)
+            _record(ledger, "close", "submitted" if plan.backend.queues_jobs else "finished")
+        except BaseException as cause:
+            from .rollback import roll_back, stop_here
+
+            if plan.backend.queues_jobs:
+                raise roll_back(plan, submitted, ledger, cause) from None
+            raise stop_here(plan, submitted, ledger, cause) from None
+    return submitted
+
+
+def _submit_each(plan: Plan, ledger, submission_id: str, submitted: List[Submitted]) -> None:
+    from .rollback import submission_tag
+
     previous_id: Optional[str] = None
-    try:
-        for jobs in plan.jobs_by_stage:
-            for job in jobs:
-                index = len(submitted)
-                dependency = ([f"{job.spec.chain}:{previous_id}"] if previous_id else []) + list(job.spec.dependency)
-                if plan.context.debug:
-                    job_id = f"DRYRUN-{index + 1}"
-                elif plan.backend.queues_jobs:
-                    job_id = plan.backend.submit(job.script_path, job.spec, dependency)
-                    _record(ledger, "submitted", index, job_id, dependency)
-                else:
-                    job_id = _run_here(plan, job, dependency, ledger, index)
-                submitted.append(Submitted(job, job_id, dependency))
-                previous_id = job_id if (plan.backend.queues_jobs or plan.context.debug) else None
-    except SubmissionError as error:
-        queued = [entry.job_id for entry in submitted if entry.job_id]
-        plan.backend.cancel(queued)
-        _record(ledger, "close", "rolled_back")
-        cancelled = f"; cancelled the jobs already submitted: {', '.join(queued)}" if queued else ""
-        raise SubmissionError(f"{error}{cancelled}") from None
-    except StageFailed:
-        _record(ledger, "close", "failed")
-        raise
-    _record(ledger, "close", "submitted" if plan.backend.queues_jobs else "finished")
+    for jobs in plan.jobs_by_stage:
+        for job in jobs:
+            index = len(submitted)
+            dependency = ([f"{job.spec.chain}:{previous_id}"] if previous_id else []) + list(job.spec.dependency)
+            if plan.backend.queues_jobs:
+                job_id = plan.backend.submit(job.script_path, job.spec, dependency, tag=submission_tag(submission_id, index))
+                _record(ledger, "submitted", index, job_id, dependency)
+            else:
+                job_id = _run_here(plan, job, dependency, ledger, index)
+            submitted.append(Submitted(job, job_id, dependency))
+            previous_id = job_id if plan.backend.queues_jobs else None
+
+
+def _placeholders(plan: Plan) -> List[Submitted]:
+    """A dry run's plan: DRYRUN-<n> ids, chained as a queue would chain them."""
+    submitted: List[Submitted] = []
+    for jobs in plan.jobs_by_stage:
+        for job in jobs:
+            previous = submitted[-1].job_id if submitted else None
+            dependency = ([f"{job.spec.chain}:{previous}"] if previous else []) + list(job.spec.dependency)
+            submitted.append(Submitted(job, f"DRYRUN-{len(submitted) + 1}", dependency))
     return submitted
 
 
@@ -145,6 +167,9 @@ def _run_here(plan: Plan, job: PlannedJob, dependency: List[str], ledger, index:
         job_id = plan.backend.submit(job.script_path, job.spec, dependency)
     except StageFailed as error:
         _record(ledger, "finished", index, _exit_status(error))
+        raise
+    except StageInterrupted as error:
+        _record(ledger, "finished", index, error.exit_code)
         raise
     _record(ledger, "finished", index, 0)
     return job_id
@@ -201,12 +226,15 @@ def launch(cfg: DictConfig, choices: Dict[str, Optional[str]], argv: Sequence[st
         if root is not None:
             print(f"Dry run: these directories belong to a submitted run and stay untouched; the dry run's files "
                   f"are in {root}", flush=True)
+        else:
+            check_run_directories(plan, real_run=False)
         write_plan(plan, argv, root)
     else:
         plan.backend.check_environment()
         if plan.context.preflight and plan.backend.queues_jobs:
             _run_preflight(cfg)
         guard_live_runs(plan, bool(cfg.get("resubmit_while_running", False)))
+        check_run_directories(plan, real_run=True)
         write_plan(plan, argv)
     ledger = None
     if not plan.context.debug:

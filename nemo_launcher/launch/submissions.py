@@ -10,12 +10,12 @@
 
 The ledger (`ledger.py`) says which directories belong to submitted runs.
 """
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
 from .errors import RunInProgress
+from .writes import write_atomically
 
 DRY_RUN_DIR = ".dryrun"
 
@@ -90,20 +90,12 @@ def mirrored(path: Path, root: Optional[Path], base_results_dir: Path) -> Path:
 
 def write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
     """Writes `text` atomically unless the file already holds exactly these bytes and mode; returns whether it
-    wrote. A temporary file beside the target is renamed over it, so a reader sees the old file or the new."""
+    wrote. A failed write raises WriteError naming `path` and leaves no temporary file (writes.py)."""
     data = text.encode("utf-8")
     try:
         if path.read_bytes() == data and (path.stat().st_mode & 0o777) == mode:
             return False
     except OSError:
         pass
-    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    write_atomically(path, data, mode)
     return True

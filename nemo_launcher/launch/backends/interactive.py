@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from ..errors import StageFailed, config_error
+from ..errors import StageFailed, StageInterrupted, config_error
 from ..job_spec import Command, JobSpec
 from ..shell import join, quote
 from .base import PYTHON, Backend
@@ -14,6 +14,8 @@ from .base import PYTHON, Backend
 class InteractiveBackend(Backend):
     name = "interactive"
     queues_jobs = False
+    # Seconds a stage stopped by Ctrl-C or SIGTERM may take to exit (save, flush its log) before it is killed.
+    stop_grace_s = 30.0
 
     def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
         return f"{self.log_base(spec)}_<YYYYmmdd_HHMMSS>_<pid>.out"
@@ -52,10 +54,48 @@ class InteractiveBackend(Backend):
     def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
         environ = dict(os.environ, NEMO_LAUNCHER_PYTHON=sys.executable)
         print(f"Running {spec.stage} job {spec.name} here: bash {script}", flush=True)
-        result = subprocess.run(["bash", str(script)], cwd=str(spec.directory), env=environ)
-        if result.returncode != 0:
+        # Its own session, so that the launcher alone decides how the job is stopped (a SIGTERM sent to the
+        # launcher would otherwise leave it running) and can still stop all of it: torchrun, its workers, tee.
+        process = subprocess.Popen(["bash", str(script)], cwd=str(spec.directory), env=environ, start_new_session=True)
+        try:
+            returncode = process.wait()
+        except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM (interrupts.Interrupted)
+            import signal
+
+            from ..interrupts import describe
+
+            signal_number = getattr(interrupt, "signal_number", signal.SIGINT)
+            self._stop(process, signal_number)
+            raise StageInterrupted(
+                f"stage {spec.stage!r} (job {spec.name}) was stopped by {describe(signal_number)}; later stages were "
+                f"not run. Its log is {self.log_pattern(spec, None)}", signal_number,
+            ) from None
+        if returncode != 0:
             raise StageFailed(
-                f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}; "
+                f"stage {spec.stage!r} (job {spec.name}) exited with status {returncode}; "
                 f"later stages were not run. Its log is {self.log_pattern(spec, None)}"
             )
         return None
+
+    def _stop(self, process: subprocess.Popen, signal_number: int) -> None:
+        """Passes the signal on to every process of the job, and kills what is left after `stop_grace_s`."""
+        import signal
+
+        from ..interrupts import signals_deferred
+
+        with signals_deferred(f"stopping the running stage (at most {self.stop_grace_s:.0f} s)"):
+            try:
+                os.killpg(process.pid, signal_number)
+                process.wait(timeout=self.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(process.pid, signal.SIGKILL)
+                process.wait()
+            except ProcessLookupError:  # it had ended already
+                process.wait()
+
+
+def _signal_group(pid: int, signal_number: int) -> None:
+    try:
+        os.killpg(pid, signal_number)
+    except ProcessLookupError:  # every process of the group has ended
+        pass

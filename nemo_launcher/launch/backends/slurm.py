@@ -1,15 +1,17 @@
 """Slurm backend (cluster_type=bcm): an sbatch script with one srun per command, submitted with `sbatch --parsable`."""
+import os
 import re
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..cluster_settings import CLUSTER_SETTINGS
 from ..errors import LauncherError, SubmissionError, config_error
 from ..job_spec import JobSpec
 from ..shell import join, quote
+from ..writes import append_text
 from .base import Backend, python_words
 
 # Keys of conf/cluster/bcm.yaml that the launcher itself interprets; any other key is passed to sbatch as is.
@@ -54,6 +56,19 @@ class SlurmBackend(Backend):
     name = "bcm"
     queues_jobs = True
     retry_delays = (2.0, 5.0, 10.0)  # seconds to wait before each retry of a transient sbatch failure
+    # Seconds one sbatch (or the squeue of a tag look-up) may take; sbatch retries a busy controller itself
+    # for about a minute, so a call that has not answered by then is counted as a transient failure.
+    sbatch_timeout_s = 120.0
+    # Seconds an interrupted launcher waits for a running sbatch to say which job it queued.
+    finish_grace_s = 10.0
+
+    def __init__(self, context):
+        super().__init__(context)
+        # What this command queued, for the rollback: submission tag -> job id (submitted or adopted).
+        self.queued: Dict[str, str] = {}
+        # Tags of sbatch calls that ended without saying whether they queued their job (interrupted, timed out,
+        # or the look-up failed).
+        self.unsettled: Set[str] = set()
 
     def job_name(self, spec: JobSpec) -> str:
         return f"{self.context.cluster.get('job_name_prefix') or ''}{spec.name}"
@@ -205,39 +220,168 @@ class SlurmBackend(Backend):
                 "on the nodes' own Python."
             )
 
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
-        import subprocess  # only real submissions pay for it, not dry runs
-
-        argv = ["sbatch", "--parsable"]
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
+        """`sbatch --parsable`, retried on transient failures. The call carries `tag` (unique to this command and
+        job: `nemo-launcher:<ledger id>:<job index>`) in --comment, on the command line so that the script stays
+        byte-identical to its dry run. When sbatch fails ambiguously, times out or prints no id, one `squeue`
+        looks the tag up before anything is retried, and a job that did get queued is adopted instead of being
+        submitted a second time. --comment because every Slurm keeps it for every job and shows it in squeue
+        (%k), and nothing enforces it; a --wckey is checked against accounting where TrackWCKey is on."""
+        tag = tag or f"nemo-launcher:{os.urandom(4).hex()}:0"
+        argv = ["sbatch", "--parsable", f"--comment={self._comment(tag)}"]
         if dependency:
             # Given on the command line so the script itself stays byte-identical and can be resubmitted by hand.
             argv.append(f"--dependency={','.join(dependency)}")
         argv.append(str(script))
-        for attempt, delay in enumerate((0.0,) + tuple(self.retry_delays)):
-            time.sleep(delay)
-            result = subprocess.run(argv, capture_output=True, text=True, cwd=str(spec.directory))
-            output = (result.stdout + result.stderr).strip()
-            if result.returncode == 0:
-                job_id = result.stdout.strip().split(";")[0]
-                if not job_id.isdigit():
-                    raise SubmissionError(f"sbatch printed no job id for {script}: {output!r}")
-                _append(spec.directory / "launcher.log", f"{join(argv)}\nSubmitted batch job {job_id}\n")
-                return job_id
-            if not TRANSIENT_SBATCH_ERRORS.search(output) or attempt == len(self.retry_delays):
+        attempts = len(self.retry_delays) + 1
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(self.retry_delays[attempt - 1])
+                adopted = self._adopt(tag, argv, spec, output)
+                if adopted:
+                    return adopted
+            self.unsettled.add(tag)  # until sbatch says how it went
+            returncode, stdout, output = self._run_sbatch(argv, spec, tag)
+            if returncode == 0:
+                job_id = _parsed_job_id(stdout)
+                if job_id:
+                    return self._queued(tag, job_id, argv, spec)
+                adopted = self._adopt(tag, argv, spec, output)
+                if adopted:
+                    return adopted
+                raise SubmissionError(f"sbatch printed no job id for {script}: {output!r}, and squeue lists no job tagged {tag}")
+            if returncode is not None and not TRANSIENT_SBATCH_ERRORS.search(output):
+                self.unsettled.discard(tag)  # the controller refused the job: nothing was queued
                 raise SubmissionError(f"sbatch failed for stage {spec.stage!r} ({script}): {output}")
-            print(f"sbatch failed ({output}); retrying in {self.retry_delays[attempt]:.0f} s", file=sys.stderr)
-        raise AssertionError("unreachable")
+            if attempt + 1 < attempts:
+                print(f"sbatch failed ({output}); retrying in {self.retry_delays[attempt]:.0f} s", file=sys.stderr)
+        adopted = self._adopt(tag, argv, spec, output)
+        if adopted:
+            return adopted
+        raise SubmissionError(f"sbatch failed for stage {spec.stage!r} ({script}) {attempts} times: {output}")
+
+    def _comment(self, tag: str) -> str:
+        # On the command line, --comment replaces the script's #SBATCH --comment: keep a user's own comment in front.
+        own = self.context.cluster.get("comment")
+        return f"{own} {tag}" if own not in (None, "") else tag
+
+    def _run_sbatch(self, argv: List[str], spec: JobSpec, tag: str) -> Tuple[Optional[int], str, str]:
+        """(exit code or None when sbatch did not answer in time, stdout, stdout and stderr)."""
+        import subprocess
+
+        # Its own session: a Ctrl-C meant for the launcher does not kill sbatch halfway through talking to the
+        # controller; the launcher decides (below) what to do with a job sbatch is queueing.
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   cwd=str(spec.directory), start_new_session=True)
+        try:
+            stdout, stderr = process.communicate(timeout=self.sbatch_timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_session(process)
+            return None, "", f"sbatch gave no answer within {self.sbatch_timeout_s:.0f} s"
+        except BaseException:
+            self._finish_interrupted(process, argv, spec, tag)
+            raise
+        return process.returncode, stdout, (stdout + stderr).strip()
+
+    def _finish_interrupted(self, process, argv: List[str], spec: JobSpec, tag: str) -> None:
+        """Interrupted (Ctrl-C, SIGTERM) while sbatch runs: let it finish so that the job it may be queueing
+        has a known id the rollback cancels. One that does not finish in time stays unsettled: the rollback
+        looks its tag up."""
+        import subprocess
+
+        from ..interrupts import signals_deferred
+
+        with signals_deferred("waiting for sbatch to finish, then cancelling what this command submitted"):
+            try:
+                stdout, _ = process.communicate(timeout=self.finish_grace_s)
+            except subprocess.TimeoutExpired:
+                _kill_session(process)
+                return
+            job_id = _parsed_job_id(stdout) if process.returncode == 0 else None
+            if job_id:
+                self.queued[tag] = job_id
+                self.unsettled.discard(tag)
+
+    def _queued(self, tag: str, job_id: str, argv: List[str], spec: JobSpec, note: str = "") -> str:
+        # Remembered before anything else can fail (launcher.log on a full disk): the rollback cancels it.
+        self.queued[tag] = job_id
+        self.unsettled.discard(tag)
+        append_text(spec.directory / "launcher.log", f"{join(argv)}\nSubmitted batch job {job_id}{note}\n")
+        return job_id
+
+    def _adopt(self, tag: str, argv: List[str], spec: JobSpec, output: str) -> Optional[str]:
+        """The id of the job queued under `tag` despite what sbatch said, or None when none is (one squeue)."""
+        found = self.look_up([tag])
+        job_id = found.get(tag)
+        if job_id is None:
+            return None
+        print(f"sbatch reported a failure ({output}), but it did queue job {job_id} ({tag}); keeping that job "
+              "instead of submitting a second copy", file=sys.stderr)
+        return self._queued(tag, job_id, argv, spec, f" (adopted: sbatch said {output!r})")
+
+    def look_up(self, tags: Sequence[str]) -> Dict[str, str]:
+        """tag -> job id of this user's jobs carrying one of `tags`, with ONE squeue call (ended jobs the
+        controller still remembers included). Tags found or confirmed absent are settled; when squeue fails
+        they stay unsettled and SubmissionError says so: submitting again could queue a second copy."""
+        import subprocess
+
+        argv = ["squeue", "--me", "--noheader", "--states=all", "--format=%F|%k"]
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=self.sbatch_timeout_s)
+            problem = "" if result.returncode == 0 else (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+        except (OSError, subprocess.TimeoutExpired) as error:
+            result, problem = None, str(error)
+        if problem:
+            raise SubmissionError(f"cannot tell whether sbatch queued the job tagged {', '.join(tags)} (squeue failed: "
+                                  f"{problem}), so it is not submitted again")
+        wanted = set(tags)
+        found: Dict[str, str] = {}
+        for line in result.stdout.splitlines():
+            job_id, _, comment = line.strip().partition("|")
+            tag = comment.rsplit(" ", 1)[-1]
+            if tag in wanted and job_id.isdigit():
+                found.setdefault(tag, job_id)
+        for tag in wanted:
+            self.unsettled.discard(tag)
+            if tag in found:
+                self.queued[tag] = found[tag]
+        return found
+
+    def settle(self) -> Optional[str]:
+        """Before a rollback: looks up the tags whose sbatch call ended without saying whether it queued its job,
+        so that `queued` holds every job this command queued. Returns why that failed, or None."""
+        if not self.unsettled:
+            return None
+        try:
+            self.look_up(sorted(self.unsettled))
+        except SubmissionError as error:
+            return str(error)
+        return None
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             import subprocess
 
-            subprocess.run(["scancel", *job_ids], capture_output=True, text=True)
+            result = subprocess.run(["scancel", *job_ids], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise SubmissionError(f"scancel {' '.join(job_ids)} failed: {(result.stderr or result.stdout).strip()}")
 
 
-def _append(path: Path, text: str) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(text)
+def _kill_session(process) -> None:
+    """Kills sbatch and anything it started (a site's wrapper script), which would otherwise hold its output open."""
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.communicate()
+
+
+def _parsed_job_id(stdout: str) -> Optional[str]:
+    """`sbatch --parsable` prints `<id>` or `<id>;<cluster>`."""
+    job_id = stdout.strip().split(";")[0]
+    return job_id if job_id.isdigit() else None
 
 
 def _srun_has_pyxis() -> bool:

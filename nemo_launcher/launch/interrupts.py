@@ -1,0 +1,85 @@
+"""Ctrl-C and SIGTERM while the launcher submits or runs jobs.
+
+    with signals_raised():        # around the submission of a real run only
+        ...                       # SIGINT or SIGTERM raises Interrupted here
+    with signals_deferred() as noted:
+        ...                       # a rollback: signals are noted, not acted on; `noted` lists them
+
+Python turns SIGINT into KeyboardInterrupt, but SIGTERM (what `kill` and most schedulers send) kills the process
+outright: jobs already queued would stay queued and the ledger would say `submitting` for ever. Both become
+`Interrupted`, which the pipeline answers with a rollback. Once the first one has arrived, later ones are only
+noted, so that pressing Ctrl-C again cannot abandon the rollback halfway. The previous handlers come back when
+the block ends. Signal handlers can only be set in the main thread; elsewhere these blocks change nothing.
+"""
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator, List
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived while a real submission was under way."""
+
+    def __init__(self, signal_number: int):
+        super().__init__(signal_number)
+        self.signal_number = signal_number
+
+    @property
+    def signal_name(self) -> str:
+        return describe(self.signal_number)
+
+
+def describe(signal_number: int) -> str:
+    name = signal.Signals(signal_number).name
+    return f"{name} (Ctrl-C)" if signal_number == signal.SIGINT else name
+
+
+def _note(noted: List[int], message: str) -> Callable:
+    def handler(signal_number, frame):
+        noted.append(signal_number)
+        print(f"{describe(signal_number)} received: {message}", file=sys.stderr, flush=True)
+
+    return handler
+
+
+@contextmanager
+def _handlers(handler: Callable) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, handler) for number in SIGNALS}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+@contextmanager
+def signals_raised() -> Iterator[List[int]]:
+    """The first SIGINT or SIGTERM raises Interrupted; any later one is noted in the list yielded (what follows
+    the first is a rollback or a stop, which must finish)."""
+    noted: List[int] = []
+    later = _note(noted, "already stopping; wait for the jobs submitted so far to be cancelled")
+    fired = []
+
+    def handler(signal_number, frame):
+        if fired:
+            later(signal_number, frame)
+            return
+        fired.append(signal_number)
+        raise Interrupted(signal_number)
+
+    with _handlers(handler):
+        yield noted
+
+
+@contextmanager
+def signals_deferred(message: str = "rolling back first; wait for the jobs submitted so far to be cancelled") -> Iterator[List[int]]:
+    """SIGINT and SIGTERM are noted (and the user told why nothing happens) instead of acted on."""
+    noted: List[int] = []
+    with _handlers(_note(noted, message)):
+        yield noted
