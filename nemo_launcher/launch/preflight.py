@@ -7,7 +7,7 @@ Prints one line per check, PASS or FAIL, with the fix for each failure, and exit
 fails. With `preflight: true` in conf/config.yaml the launcher runs the same checks before its first
 sbatch. The failures caught here are the ones users otherwise meet hours later, when the job starts:
 pyxis missing, a partition or account that does not exist, no GPU GRES, a results directory that
-the compute nodes cannot write.
+the compute nodes cannot write or that has no room for the next checkpoint.
 
 Launch side: standard library and omegaconf only (never torch).
 """
@@ -19,9 +19,10 @@ import shutil
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import List, Optional, Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 # Oldest Slurm the launcher's scripts are known to work with: pyxis 0.9 and `--gpus-per-node` both
 # need 20.11 or newer.
@@ -30,6 +31,11 @@ MIN_SLURM_VERSION = (20, 11)
 QUERY_TIMEOUT_S = 30
 # Seconds the write test may wait for a compute node, queueing included (NEMO_LAUNCHER_PREFLIGHT_WAIT overrides).
 WRITE_TEST_WAIT_S = 120
+# Free space under base_results_dir below which the preflight fails when the run has no checkpoint yet. A run that
+# has one needs room for one more of the same size (the next save is written before an older one is pruned);
+# without one, this floor covers configs, logs and the first checkpoints of models up to about a billion
+# parameters, and catches the usual failure: a file system that is full or nearly so.
+MIN_FREE_BYTES = 5 * 2**30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,6 +283,65 @@ def check_writable_from_node(folders: Sequence[tuple], partition: Optional[str],
     return results
 
 
+def _size_text(size: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _newest_checkpoint(root: Optional[Path]) -> Optional[Path]:
+    """The newest complete `step-<N>` folder under `root` (the training job's layout: a `COMPLETE` marker is
+    written last), or None."""
+    if root is None or not root.is_dir():
+        return None
+    steps = [(int(p.name[5:]), p) for p in root.glob("step-*") if p.name[5:].isdigit() and (p / "COMPLETE").is_file()]
+    return max(steps)[1] if steps else None
+
+
+def _folder_size(folder: Path) -> int:
+    total = 0
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(parent, name)).st_size
+            except OSError:  # pruned while we looked
+                pass
+    return total
+
+
+def checkpoint_root(cfg: DictConfig) -> Optional[Path]:
+    """Where the training stage of `cfg` keeps its checkpoints, when the config says (else None)."""
+    try:
+        log_dir = OmegaConf.select(cfg, "training.exp_manager.explicit_log_dir", throw_on_missing=True)
+    except Exception:  # noqa: BLE001  (a ??? or a broken interpolation: the size is then just unknown)
+        return None
+    return Path(str(log_dir)) / "checkpoints" if log_dir else None
+
+
+def check_free_space(base_results_dir, checkpoints: Optional[Path]) -> CheckResult:
+    """Free space where base_results_dir is (or would be created) against what the next checkpoint needs."""
+    name = "base_results_dir free space"
+    where = Path(str(base_results_dir))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError as error:
+        return CheckResult(name, False, f"cannot read the free space of {where}: {error.strerror}",
+                           "set base_results_dir to a folder you may read")
+    newest = _newest_checkpoint(checkpoints)
+    if newest is not None:
+        needed, why = _folder_size(newest), f"the size of the newest checkpoint, {newest}"
+    else:
+        needed, why = MIN_FREE_BYTES, "no checkpoint of this run yet: the launcher's floor"
+    detail = f"{_size_text(free)} free in {where}, {_size_text(needed)} needed ({why})"
+    if free < needed:
+        return CheckResult(name, False, detail, "free some space there, or set base_results_dir to a file system with room")
+    return CheckResult(name, True, detail)
+
+
 def run_preflight(cfg: DictConfig) -> List[CheckResult]:
     """All checks for the cluster `cfg` points at, in order. Slurm checks stop early when no controller answers."""
     if cfg.get("cluster_type", "bcm") != "bcm":
@@ -306,6 +371,7 @@ def run_preflight(cfg: DictConfig) -> List[CheckResult]:
         names = (["gpus per node"] if not partition_ok else []) + ["base_results_dir writable", "data_dir writable"]
         results.extend(CheckResult(name, True, "not checked: fix the partition or account above first", skipped=True)
                        for name in names)
+    results.append(check_free_space(cfg.base_results_dir, checkpoint_root(cfg)))
     return results
 
 

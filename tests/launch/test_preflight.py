@@ -4,6 +4,7 @@ Failures are made with config overrides, or with PATH shims that wrap the real S
 (a `srun` whose --help hides pyxis, an `scontrol`/`sacctmgr` pair that reports accounting).
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def run(slurm_cluster, tmp_path, capsys):
 
 def lines_names():
     return ("slurm version", "slurm controller", "partition", "account", "container (pyxis)", "mpi plugins",
-            "gpus per node", "base_results_dir writable", "data_dir writable")
+            "gpus per node", "base_results_dir writable", "data_dir writable", "base_results_dir free space")
 
 
 def _shim(bin_dir: Path, name: str, body: str) -> None:
@@ -58,11 +59,13 @@ def test_passes_on_the_local_cluster(run, slurm_cluster, tmp_path):
                            f"cluster.gpus_per_node={slurm_cluster.gpus_per_node or 'null'}")
     assert code == 0, out
     assert all(status == "PASS" for status, _ in lines.values()), out
-    assert len(lines) == 9, out
+    assert len(lines) == 10, out
     assert lines["slurm version"][1] == f"slurm-wlm {slurm_cluster.version}" or slurm_cluster.version in lines["slurm version"][1]
     assert "pmix" in lines["mpi plugins"][1]
     assert f"base_results_dir={tmp_path / 'results'} is writable from a compute node" in lines["base_results_dir writable"][1]
-    assert out.rstrip().endswith("all 9 checks passed")
+    assert out.rstrip().endswith("all 10 checks passed")
+    assert re.fullmatch(r"[0-9.]+ [KMGT]iB free in \S+, 5\.0 GiB needed \(no checkpoint of this run yet: the launcher's floor\)",
+                        lines["base_results_dir free space"][1]), out
     # The test job cleaned up after itself.
     assert not list((tmp_path / "results").glob(".nemo-launcher-preflight-*"))
 
@@ -75,7 +78,7 @@ def test_nonexistent_partition(run, slurm_cluster):
     assert text == f"cluster.partition='no_such_partition' does not exist. Fix: set cluster.partition to one of: {slurm_cluster.partition}"
     assert lines["gpus per node"] == ("SKIP", "not checked: fix the partition or account above first")
     assert lines["base_results_dir writable"][0] == lines["data_dir writable"][0] == "SKIP"
-    assert out.rstrip().endswith("1 of 9 checks failed, 3 skipped")
+    assert out.rstrip().endswith("1 of 10 checks failed, 3 skipped")
 
 
 def test_container_without_pyxis(run, slurm_cluster, tmp_path, monkeypatch):
@@ -199,3 +202,62 @@ def test_command_line_never_imports_torch(slurm_cluster, tmp_path):
     help_text = subprocess.run([sys.executable, "-m", "nemo_launcher.launch.preflight", "--help"], cwd=REPO,
                                capture_output=True, text=True, timeout=120)
     assert "python3 -m nemo_launcher.launch.preflight" in help_text.stdout
+
+
+# ---- free space (no Slurm needed) ----------------------------------------------------------------------------
+
+
+def _checkpoint(root: Path, step: int, size: int, complete: bool = True) -> Path:
+    """A step folder whose one file claims `size` bytes (sparse: the disk holds none of them)."""
+    folder = root / f"step-{step}"
+    folder.mkdir(parents=True)
+    with open(folder / "weights.distcp", "wb") as handle:
+        handle.truncate(size)
+    if complete:
+        (folder / "COMPLETE").write_text("{}")
+    return folder
+
+
+def test_free_space_is_measured_against_the_newest_complete_checkpoint(tmp_path):
+    free = shutil.disk_usage(tmp_path).free
+    checkpoints = tmp_path / "results" / "run" / "results" / "checkpoints"
+    _checkpoint(checkpoints, 10, 2**20)
+    newest = _checkpoint(checkpoints, 20, free * 2)  # a next save of this size cannot fit
+    _checkpoint(checkpoints, 30, 2**20, complete=False)  # half written: says nothing about the next one
+    result = preflight.check_free_space(tmp_path / "results", checkpoints)
+    assert not result.ok
+    assert f"needed (the size of the newest checkpoint, {newest})" in result.detail
+    assert f" free in {tmp_path / 'results'}, " in result.detail
+    assert result.line().endswith("Fix: free some space there, or set base_results_dir to a file system with room")
+
+
+def test_free_space_passes_with_room_for_the_next_checkpoint(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    _checkpoint(checkpoints, 5, 3 * 2**20)
+    result = preflight.check_free_space(tmp_path / "not" / "made" / "yet", checkpoints)
+    assert result.ok, result.line()
+    assert f" free in {tmp_path}, 3.0 MiB needed (the size of the newest checkpoint, " in result.detail
+
+
+def test_free_space_floor_without_a_checkpoint(tmp_path):
+    if os.geteuid() != 0:
+        skip_or_fail("mounting a small tmpfs needs root", "CI runs as root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], check=True)
+    try:
+        result = preflight.check_free_space(mount / "results", None)
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+    assert not result.ok
+    assert result.detail == f"1.0 MiB free in {mount}, 5.0 GiB needed (no checkpoint of this run yet: the launcher's floor)"
+
+
+def test_checkpoint_root_follows_the_training_config():
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"base_results_dir": "/r", "training": {"run": {"name": "x", "results_dir": "${base_results_dir}/${.name}"},
+                                                                   "exp_manager": {"explicit_log_dir": "${training.run.results_dir}/results"}}})
+    assert preflight.checkpoint_root(cfg) == Path("/r/x/results/checkpoints")
+    cfg.training.run.name = "???"
+    assert preflight.checkpoint_root(cfg) is None
