@@ -123,13 +123,13 @@ def main() -> int:
         parser.error("--steps must be a multiple of --window and larger than it")
 
     from nemo_launcher.jobs.common.sample_data import build_sample_data
-    from nemo_launcher.jobs.gpt.dev_config import write_training_config
+    from nemo_launcher.launch.stage_config import write_stage_config
 
     with tempfile.TemporaryDirectory(prefix="trainer_overhead_") as scratch:
         work = Path(scratch)
         build_sample_data(work / "data")
-        config = write_training_config(work / "gpt3_tiny_hydra.yaml", data_dir=work / "data", results_dir=work / "results",
-                                       overrides=_overrides(args.steps, args.window))
+        config = write_stage_config(work / "gpt3_tiny_hydra.yaml", "training", "gpt3/tiny", data_dir=work / "data",
+                                    base_results_dir=work / "results", overrides=_overrides(args.steps, args.window))
         best_ours, best_plain = 0.0, 0.0
         for round_ in range(1, args.rounds + 1):
             measured_plain = plain(config, args.window)

@@ -30,10 +30,10 @@ FAST = [
 
 
 def write_config(work: Path, data_dir: Path, overrides: Sequence[str] = (), name: str = "cfg.yaml") -> Path:
-    from nemo_launcher.jobs.gpt.dev_config import write_training_config
+    from nemo_launcher.launch.stage_config import write_stage_config
 
-    return write_training_config(work / name, data_dir=data_dir, results_dir=work / "results",
-                                 overrides=[*FAST, *overrides])
+    return write_stage_config(work / name, "training", "gpt3/tiny", data_dir=data_dir, base_results_dir=work / "results",
+                              overrides=[*FAST, *overrides])
 
 
 def log_dir(work: Path) -> Path:

@@ -13,21 +13,38 @@ from nemo_launcher.jobs.common.data_blend import auto_blend
 from nemo_launcher.jobs.common.distributed import placement_from_env
 from nemo_launcher.jobs.gpt.checkpoints import MARKER, CheckpointFolder
 from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
-from nemo_launcher.jobs.gpt.dev_config import training_config, write_training_config
+from nemo_launcher.launch.stage_config import stage_config, write_stage_config
 from nemo_launcher.jobs.gpt.schedule import BatchSchedule, CosineSchedule
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+def training_config(tmp_path, size: str = "tiny") -> dict:
+    """The training section the launcher writes for conf/training/gpt3/<size>.yaml."""
+    return stage_config("training", f"gpt3/{size}", tmp_path / "data", tmp_path / "results")
+
+
 def tiny(tmp_path, *overrides) -> dict:
-    return training_config(tmp_path / "data", tmp_path / "results", overrides=overrides)
+    """The tiny section as the launcher writes it, then edited by hand (`key=yaml value`): bad values reach the
+    job's own binding, as they would in a file edited after launch."""
+    import yaml
+
+    section = training_config(tmp_path)
+    for override in overrides:
+        dotted, text = override.split("=", 1)
+        *parents, leaf = dotted.split(".")
+        node = section
+        for part in parents:
+            node = node[part]
+        node[leaf] = yaml.safe_load(text)
+    return section
 
 
 # ---- config -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", ["tiny", "126m", "400m_improved", "1b_improved", "5b", "7b_improved", "20b", "40b",
                                   "40b_improved", "175b"])
 def test_every_predefined_config_binds(tmp_path, size):
-    cfg = TrainingConfig.from_dict(training_config(tmp_path / "data", tmp_path / "results", size))
+    cfg = TrainingConfig.from_dict(training_config(tmp_path, size))
     world = cfg.trainer.num_nodes * cfg.trainer.devices
     assert cfg.data_parallel_size(world) >= 1
 
@@ -235,7 +252,7 @@ def test_huggingface_and_sentencepiece_tokenizers_load(tmp_path):
 def test_model_flops_per_token_is_6n_plus_attention(tmp_path):
     from nemo_launcher.jobs.gpt.flops import model_flops_per_token, peak_bf16_flops
 
-    model = TrainingConfig.from_dict(training_config(tmp_path, tmp_path, "126m")).model
+    model = TrainingConfig.from_dict(training_config(tmp_path, "126m")).model
     h, layers, seq, vocab = 768, 12, 2048, 50304
     n = layers * 12 * h * h + vocab * h  # qkv 3h^2 + proj h^2 + mlp 8h^2 per layer, plus the output layer
     assert model_flops_per_token(model, vocab) == 6 * n + 12 * layers * seq * h
@@ -243,10 +260,11 @@ def test_model_flops_per_token_is_6n_plus_attention(tmp_path):
     assert peak_bf16_flops("Tesla T4") is None
 
 
-def test_dev_config_writes_what_the_program_reads(tmp_path):
+def test_stage_config_writes_what_the_program_reads(tmp_path):
     from nemo_launcher.jobs.common.config import load_resolved_config
 
-    path = write_training_config(tmp_path / "cfg.yaml", tmp_path / "data", tmp_path / "results", overrides=["trainer.max_steps=3"])
+    path = write_stage_config(tmp_path / "cfg.yaml", "training", "gpt3/tiny", tmp_path / "data", tmp_path / "results",
+                              overrides=["trainer.max_steps=3"])
     cfg = TrainingConfig.from_dict(load_resolved_config(path))
     assert cfg.trainer.max_steps == 3 and cfg.run.preprocessed_dir == str(tmp_path / "data" / "tiny_pile" / "preprocessed")
     assert cfg.exp_manager.explicit_log_dir == str(tmp_path / "results" / "gpt3_tiny" / "results")

@@ -17,6 +17,5 @@ The pre-training modules:
 | callbacks     | saving on schedule / max_time / signals, metrics and the progress line      |
 | flops         | model FLOPs per token and the GPU's peak, for MFU                           |
 | train         | the program: wires the above together                                       |
-| dev_config    | resolved training configs without the launcher (tests, benchmarks)         |
 The other modules here (conversion, fine-tuning, PEFT, export, serving) reuse these parts.
 """
