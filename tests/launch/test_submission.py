@@ -28,6 +28,7 @@ def _fake_slurm(bin_dir: Path, sbatch_body: str = QUEUE_AND_PRINT, scancel_body:
     `scancel_body`. Returns calls.log."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     log, queue = bin_dir / "calls.log", bin_dir / "queue.txt"
+    log.touch()
     record = f'#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\n'
     bodies = {
         "sbatch": (f'n=$(grep -c "^sbatch " "{log}")\n'
