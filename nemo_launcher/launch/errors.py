@@ -59,10 +59,8 @@ class WriteError(LauncherError):
 
 
 def write_error(path, error: OSError) -> WriteError:
-    """`cannot write <path>: <strerror>`; the path is the one the system refused when it names one."""
-    where = error.filename if error.filename is not None else path
-    reason = error.strerror or str(error)
-    return WriteError(f"cannot write {os.fsdecode(where)}: {reason}")
+    """`cannot write <path>: <strerror>`."""
+    return WriteError(f"cannot write {os.fsdecode(path)}: {error.strerror or error}")
 
 
 class StageInterrupted(LauncherError):

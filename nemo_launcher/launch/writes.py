@@ -14,7 +14,7 @@ from .errors import write_error
 
 @contextmanager
 def writing(path: Path):
-    """Turns an OSError raised inside into a WriteError naming `path` (or the path the system names)."""
+    """Turns an OSError raised inside into a WriteError naming `path`."""
     try:
         yield
     except OSError as error:
@@ -23,8 +23,10 @@ def writing(path: Path):
 
 def make_directories(path: Path) -> None:
     """`mkdir -p`; the error names the first directory that could not be made."""
-    with writing(path):
+    try:
         path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise write_error(error.filename if error.filename is not None else path, error) from None
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:

@@ -362,7 +362,10 @@ class SlurmBackend(Backend):
         if job_ids:
             import subprocess
 
-            result = subprocess.run(["scancel", *job_ids], capture_output=True, text=True)
+            try:
+                result = subprocess.run(["scancel", *job_ids], capture_output=True, text=True, timeout=self.sbatch_timeout_s)
+            except (OSError, subprocess.TimeoutExpired) as error:
+                raise SubmissionError(f"scancel {' '.join(job_ids)} failed: {error}") from None
             if result.returncode != 0:
                 raise SubmissionError(f"scancel {' '.join(job_ids)} failed: {(result.stderr or result.stdout).strip()}")
 
