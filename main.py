@@ -7,6 +7,7 @@ from omegaconf import DictConfig
 
 from nemo_launcher.launch.cli import check_command_line
 from nemo_launcher.launch.fast_yaml import install_fast_yaml_loader
+from nemo_launcher.launch.hydra_mode import skip_mode_probe
 from nemo_launcher.launch.resolvers import register_resolvers
 
 register_resolvers()
@@ -24,4 +25,5 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     check_command_line(sys.argv)
+    skip_mode_probe(sys.argv)
     main()

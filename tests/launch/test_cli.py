@@ -50,7 +50,7 @@ def test_dry_run_without_slurm_and_error_exit_code(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().startswith("Error: training.model.tensor_model_parallel_size=3")
     assert not (tmp_path / "bad").exists()
-    no_slurm = _main(["stages=[training]", "training=gpt3/5b", f"base_results_dir={tmp_path}/n"], tmp_path, PATH=path)
+    no_slurm = _main(["stages=[training]", "training=gpt3/5b", "check_inputs=false", f"base_results_dir={tmp_path}/n"], tmp_path, PATH=path)
     assert no_slurm.returncode == 1 and "NEMO_LAUNCHER_DEBUG=1" in no_slurm.stderr
 
 
