@@ -14,7 +14,6 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 
 from nemo_launcher.launch.resolvers import REPO_ROOT
 from tests.conftest import skip_or_fail

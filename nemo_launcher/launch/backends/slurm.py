@@ -233,7 +233,7 @@ class SlurmBackend(Backend):
             # Given on the command line so the script itself stays byte-identical and can be resubmitted by hand.
             argv.append(f"--dependency={','.join(dependency)}")
         argv.append(str(script))
-        attempts = len(self.retry_delays) + 1
+        attempts, output = len(self.retry_delays) + 1, ""
         for attempt in range(attempts):
             if attempt:
                 time.sleep(self.retry_delays[attempt - 1])
