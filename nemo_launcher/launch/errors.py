@@ -33,8 +33,9 @@ def config_error(key: str, value, fix: str) -> ConfigError:
 
 
 class SubmissionError(LauncherError):
-    """A job could not be submitted, or the submission was interrupted; jobs this command already submitted
-    have been cancelled."""
+    """A submission failed or was interrupted after it began; every job it had queued was cancelled. Whatever
+    stopped it (a failed sbatch, Ctrl-C, SIGTERM, a failed write, any error), the message says what it was and
+    lists the cancelled job ids."""
 
     exit_code = 3
 
@@ -52,8 +53,9 @@ class RunInProgress(LauncherError):
 
 
 class WriteError(LauncherError):
-    """A file or directory of the launcher's own (job directories, configs, scripts, logs, the ledger) cannot be
-    written. Raised before anything is queued, or turned into a rollback (exit 3) once something is."""
+    """The launcher cannot write its own files (disk full, read-only, permission, another user's run dir). It is
+    raised before anything is queued, or turned into a rollback (exit 3) once something is. The message names
+    the path; nothing is left half-written."""
 
     exit_code = 6
 
@@ -66,6 +68,8 @@ def write_error(path, error: OSError) -> WriteError:
 class StageInterrupted(LauncherError):
     """A stage run on this machine was stopped by a signal (Ctrl-C, SIGTERM); later stages were not run. The
     exit code follows the shell's convention, 128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
+
+    exit_code = 130
 
     def __init__(self, message: str, signal_number: int):
         super().__init__(message)
