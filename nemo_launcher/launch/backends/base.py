@@ -1,7 +1,7 @@
 """A backend renders a job spec into a script and runs or submits it. It knows nothing about models."""
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ..context import LaunchContext
 from ..job_spec import Command, JobSpec
@@ -29,6 +29,8 @@ class Backend(ABC):
 
     def __init__(self, context: LaunchContext):
         self.context = context
+        # What this command queued, for a rollback: submission tag -> job id. Backends without a queue leave it empty.
+        self.queued: Dict[str, str] = {}
 
     def job_name(self, spec: JobSpec) -> str:
         return spec.name
@@ -55,8 +57,15 @@ class Backend(ABC):
         """Refuses to start when the tools this backend needs are missing (skipped in dry runs)."""
 
     @abstractmethod
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
-        """Submits (or runs) the script; returns a job id when the backend queues jobs."""
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
+        """Submits (or runs) the script; returns a job id when the backend queues jobs. `tag` is unique to this
+        submission of this job: a queueing backend records it with the job, so that an ambiguous failure can be
+        looked up instead of queueing the job twice."""
+
+    def settle(self) -> Optional[str]:
+        """Before a rollback: makes `queued` complete (a queueing backend looks up the submissions whose outcome
+        it does not know). Returns why that failed, or None."""
+        return None
 
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancels jobs this command submitted (atomic submission rolls back with it)."""

@@ -56,7 +56,7 @@ class BcpBackend(Backend):
             lines += ["", f'{self.bcprun_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
 
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
         result = subprocess.run(["bash", str(script)], cwd=str(spec.directory))
         if result.returncode != 0:
             raise StageFailed(f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}")

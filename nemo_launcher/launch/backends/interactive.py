@@ -51,7 +51,7 @@ class InteractiveBackend(Backend):
             lines += ["", f'{self.command_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
 
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str]) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
         environ = dict(os.environ, NEMO_LAUNCHER_PYTHON=sys.executable)
         print(f"Running {spec.stage} job {spec.name} here: bash {script}", flush=True)
         # Its own session, so that the launcher alone decides how the job is stopped (a SIGTERM sent to the

@@ -63,9 +63,7 @@ class SlurmBackend(Backend):
     finish_grace_s = 10.0
 
     def __init__(self, context):
-        super().__init__(context)
-        # What this command queued, for the rollback: submission tag -> job id (submitted or adopted).
-        self.queued: Dict[str, str] = {}
+        super().__init__(context)  # self.queued: submission tag -> job id, submitted or adopted
         # Tags of sbatch calls that ended without saying whether they queued their job (interrupted, timed out,
         # or the look-up failed).
         self.unsettled: Set[str] = set()
