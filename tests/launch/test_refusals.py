@@ -71,6 +71,17 @@ CASES = [
     (TRAIN, ["+env_vars.HF_TOKEN=abc123"], ["env_vars.HF_TOKEN", "secret_files.HF_TOKEN"]),
     (TRAIN, ["wandb_api_key_file=/nonexistent/wandb.key"], ["wandb_api_key_file='/nonexistent/wandb.key'", "no such file"]),
     (TRAIN, ["numa_mapping.mode=fastest"], ["numa_mapping.mode='fastest'", "unique_contiguous"]),
+    # the pipeline
+    (TRAIN, ["stages=[trainin]"], ["stages", "trainin", "known stages", "training"]),
+    (TRAIN, ["stages=[bcp_test]"], ["unknown stage"]),
+    (TRAIN, ["stages=[training,fine_tuning]"], ["fine_tuning", "null", "fine_tuning=<choice>"]),
+    (TRAIN, ["cluster_type=bcp", "stages=[training,training]"], ["stages", "each stage once"]),
+    (TRAIN, ["cluster_type=interactive"], ["nodes", "16", "interactive", "1 node"]),
+    (TRAIN, ["training.trainer.max_steps=???"], ["training.trainer.max_steps", "mandatory"]),
+    (TRAIN, ["container_mounts=/data"], ["container_mounts", "/data", "must be a list"]),
+    (TRAIN, ["training.model.rampup_batch_size=[512,256,1000]"], ["rampup_batch_size", "multiples", "512"]),
+    (TRAIN, ["training.model.tensor_model_parallel_size=8", "training.model.num_attention_heads=4"],
+     ["num_attention_heads=4", "TP(8)"]),
     # other stages
     (CONVERT, ["conversion.hf.mode=sometimes"], ["conversion.hf.mode='sometimes'", "auto, required, off"]),
     (CONVERT, ["conversion.run.nemo_file_name=a/b.nemo"], ["conversion.run.nemo_file_name='a/b.nemo'", "a file name"]),
