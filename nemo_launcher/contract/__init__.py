@@ -10,3 +10,17 @@ only: login nodes have no torch, and job programs import this before anything he
 # trainer.max_time, SIGTERM/SIGUSR1) after saving a checkpoint, and removed when it reaches max_steps. The
 # Slurm script requeues the job while it exists (run.auto_requeue), so a long run goes on by itself.
 RESUME_MARKER = "RESUME_NEEDED"
+
+# A job program that writes into a run directory (training, fine-tuning, PEFT, conversion, evaluation, export)
+# holds this lock file there while it runs: one writer per directory. It records who holds it (user, host, pid,
+# Slurm job id, start time) as JSON; a second writer reads it to say whose job is in the way.
+RUN_LOCK_FILE = ".nemo_launcher.lock"
+
+# Exit status of a job program that found its run directory in use by another live job and stopped before
+# writing anything (sysexits' EX_TEMPFAIL: try again once the other job has ended).
+RUN_DIRECTORY_IN_USE_EXIT_CODE = 75
+
+# Exit status of a job program that stopped because it could not write its results: the file system is full
+# (or its quota is), or the job may not write there. The newest complete checkpoint is kept and RESUME_MARKER
+# removed, so the Slurm script does not requeue a job that would hit the same wall (sysexits' EX_IOERR).
+STORAGE_FAULT_EXIT_CODE = 74
