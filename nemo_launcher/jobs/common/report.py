@@ -102,7 +102,27 @@ class Summary:
             print(self.text(), file=stream or sys.stdout, flush=True)
 
 
+class JobFault(Exception):
+    """A job stopped for a reason its user fixes outside the config (the run directory is in use, the disk is
+    full): one `Error:` line and an exit status of its own, documented in nemo_launcher.contract."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, echo: bool = True):
+        super().__init__(message)
+        # False on the ranks of a collective job that stop only because rank 0 found the fault and says so.
+        self.echo = echo
+
+
 def print_error(error: BaseException, stream=None) -> int:
-    """The one line a job program prints for an error the user fixes from its text; returns exit status 2."""
-    print(f"Error: {error}", file=stream or sys.stderr, flush=True)
-    return 2
+    """The one line a job program prints for an error the user fixes from its text; returns the exit status:
+    the JobFault's own, else 2 (a configuration error).
+
+    A failing stream (the log is on the file system that is full) must not turn an orderly stop into a
+    traceback: the exit status still tells what happened."""
+    if getattr(error, "echo", True):
+        try:
+            print(f"Error: {error}", file=stream or sys.stderr, flush=True)
+        except OSError:
+            pass
+    return getattr(error, "exit_code", 2)

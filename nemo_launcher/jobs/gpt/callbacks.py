@@ -14,6 +14,7 @@ import pytorch_lightning as pl
 import torch
 
 from ..common.report import eta, remaining_seconds
+from .checkpoint_space import CheckpointSpace
 from .checkpoints import CheckpointFolder
 
 log = logging.getLogger(__name__)
@@ -188,6 +189,7 @@ class CheckpointAndStop(pl.Callback):
         self.max_time_s = max_time_s
         self.stop_reason: Optional[str] = None  # why training stopped before max_steps, once it has
         self.saved: Optional[Path] = None  # the newest checkpoint this attempt wrote
+        self.space = CheckpointSpace(folder, parts)
 
     def on_train_start(self, trainer, pl_module) -> None:
         # Lightning installs its own SIGTERM handler just before training; it broadcasts from inside the
@@ -224,29 +226,29 @@ class CheckpointAndStop(pl.Callback):
         return None
 
     def save(self, trainer, step: int) -> None:
+        """Every rank. A save that fails for lack of space or permission raises StorageFault (checkpoint_space.py);
+        the complete checkpoints stay as they were."""
         started = time.perf_counter()
         rank_zero = self.parts.placement.rank == 0
+        target = self.space.prepare(step)  # collective: also the barrier before anyone writes
+        try:
+            trainer.save_checkpoint(target, weights_only=False)  # every rank writes its shards; ends with a barrier
+            if rank_zero:
+                self.folder.mark_complete(step, {
+                    "step": step,
+                    "consumed_samples": self.parts.batches.consumed_samples(step),
+                    "parallel_layout": dict(self.parts.layout),
+                })
+        except Exception as error:
+            self.space.failed(step, error)
+            raise
         if rank_zero:
-            self.folder.prepare(step)
-        _barrier()
-        target = self.folder.path(step)
-        trainer.save_checkpoint(target, weights_only=False)  # every rank writes its shards; ends with a barrier
-        if rank_zero:
-            self.folder.mark_complete(step, {
-                "step": step,
-                "consumed_samples": self.parts.batches.consumed_samples(step),
-                "parallel_layout": dict(self.parts.layout),
-            })
+            self.space.saved(step)
             self.folder.prune(self.parts.cfg.exp_manager.checkpoint_callback_params.save_top_k)
         elapsed = time.perf_counter() - started
         self.clock.exclude(elapsed)
         self.saved = target
         self.writer.say(f"checkpoint step={step} saved to {target} in {elapsed:.1f}s")
-
-
-def _barrier() -> None:
-    if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
-        torch.distributed.barrier()
 
 
 def resume_path(folder: CheckpointFolder, resume_if_exists: bool, ignore_missing: bool) -> Optional[Path]:

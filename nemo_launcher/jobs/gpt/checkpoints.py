@@ -65,6 +65,17 @@ class CheckpointFolder:
         with open(Path(path) / MARKER) as handle:
             return json.load(handle)
 
+    def remove_incomplete(self) -> List[Path]:
+        """Deletes every step folder without the marker: saves that failed or were killed. One rank only, and only
+        by the run directory's lock holder (no other job can be writing one). Returns what was deleted."""
+        complete = set(self.steps())
+        removed = []
+        for step in self.steps(complete=False):
+            if step not in complete:
+                shutil.rmtree(self.path(step), ignore_errors=True)
+                removed.append(self.path(step))
+        return removed
+
     def prune(self, keep: int) -> List[Path]:
         """Deletes all but the newest `keep` complete checkpoints (keep -1: none), and incomplete folders
         older than the newest complete one (failed saves). Returns what was deleted. One rank only."""

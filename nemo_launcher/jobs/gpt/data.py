@@ -190,8 +190,12 @@ class EvalBatchSampler(torch.utils.data.Sampler):
 
 
 def make_loader(dataset, batch_sampler, num_workers: int, pin_memory: bool, seed: int) -> torch.utils.data.DataLoader:
+    from ..common.helper_processes import ignore_stop_signals
+
     return torch.utils.data.DataLoader(
         dataset, batch_sampler=batch_sampler, num_workers=num_workers, pin_memory=pin_memory,
+        # scancel signals the workers too; they must outlive it until the rank has saved (helper_processes.py).
+        worker_init_fn=ignore_stop_signals,
         # Workers outlive one pass, so each validation does not pay for starting them again.
         persistent_workers=num_workers > 0,
         # Starting an iterator draws a seed from this generator; from the global one it would shift the

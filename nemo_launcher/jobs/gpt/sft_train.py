@@ -88,8 +88,11 @@ def start(cfg: SftConfig, placement: Placement) -> Session:
 
 
 def _loader(dataset, sampler, section: DatasetSection, session: Session) -> torch.utils.data.DataLoader:
+    from ..common.helper_processes import ignore_stop_signals
+
     return torch.utils.data.DataLoader(
         dataset, batch_sampler=sampler, num_workers=section.num_workers, pin_memory=session.device.type == "cuda",
+        worker_init_fn=ignore_stop_signals,  # scancel signals workers too; the job ends them (helper_processes.py)
         collate_fn=partial(collate, pad_id=session.tokenizer.eod, answer_only_loss=session.cfg.model.answer_only_loss),
     )
 

@@ -14,7 +14,6 @@ with three changes:
   them is the LightningModule's business (`sharded_*` methods); this class does the file I/O.
 """
 import logging
-import signal
 from typing import Any, Dict, Optional
 
 from lightning_fabric.plugins.environments import ClusterEnvironment
@@ -107,17 +106,15 @@ class MegatronStrategy(DDPStrategy):
     def save_checkpoint(self, checkpoint: Dict[str, Any], filepath, storage_options: Optional[Any] = None) -> None:
         from megatron.core import dist_checkpointing
 
+        from ..common.helper_processes import stop_signals_held
+
         checkpoint = dict(checkpoint)
         checkpoint.update(self.lightning_module.sharded_extra_state())
         # Slurm's time-limit warning (--signal=USR1@N) and scancel reach every process of the step, including the
-        # helper processes dist_checkpointing starts while saving, which would die on it mid-write. Started with
-        # the stop signals blocked, they inherit the mask and live on; this process gets any signal that came in
-        # meanwhile as soon as the mask is restored, and then saves and stops as usual.
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGUSR1})
-        try:
+        # helper processes dist_checkpointing starts while saving: started inside this block they ignore both for
+        # good. This process gets a signal that came in meanwhile once the block ends, and saves and stops as usual.
+        with stop_signals_held():
             dist_checkpointing.save(checkpoint, str(filepath), sharded_strategy=self._save_strategy())
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def load_checkpoint(self, checkpoint_path, weights_only: Optional[bool] = None) -> Dict[str, Any]:
         from megatron.core import dist_checkpointing

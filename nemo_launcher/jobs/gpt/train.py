@@ -7,8 +7,11 @@
 Reads the resolved `training` section the launcher wrote, trains to trainer.max_steps, and writes
 TensorBoard events and checkpoints under exp_manager.explicit_log_dir. A rerun of the same command
 continues from the newest complete checkpoint. SIGTERM/SIGUSR1 and trainer.max_time save a checkpoint
-and exit 0, so a requeued job goes on where it stopped. Exit codes: 0 done or stopped cleanly,
-2 configuration error (one line on stderr), anything else a crash.
+and exit 0, so a requeued job goes on where it stopped. Rank 0 holds explicit_log_dir's lock while the
+job runs (common/run_directory.py): one writer per run. Exit codes: 0 done or stopped cleanly,
+2 configuration error, 74 a checkpoint could not be written (disk full, no permission: nothing is requeued,
+the newest complete checkpoint is kept), 75 explicit_log_dir is in use by another job (nothing was
+written); each of these prints one `Error:` line on stderr. Anything else is a crash.
 
 Only the standard library is imported at module level: dist_checkpointing starts a helper process by
 spawning, which re-imports this module; it must not pay for torch and megatron a second time.
@@ -28,23 +31,25 @@ def main(argv=None) -> int:
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
     from ..common.distributed import placement_from_env
     from ..common.quiet import start_job
-    from ..common.report import print_error
+    from ..common.report import JobFault, print_error
+    from ..common.run_directory import claimed
 
     try:
         path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.train")
         placement = placement_from_env()
         start_job(placement.rank)
-        from ..common.numa import apply_numa_mapping
-
-        # Before torch starts its thread pools, which size themselves by the CPUs this process may use.
-        cpus = apply_numa_mapping()
-        if cpus is not None:
-            log.info("numa_mapping: pinned to CPUs %s", ",".join(map(str, cpus)))
         from ...contract.schemas.gpt_training import TrainingConfig
 
         cfg = TrainingConfig.from_dict(load_resolved_config(path))
-        return _train(cfg, placement, started)
-    except JobConfigError as error:
+        with claimed(cfg.exp_manager.explicit_log_dir, placement.rank):
+            from ..common.numa import apply_numa_mapping
+
+            # Before torch starts its thread pools, which size themselves by the CPUs this process may use.
+            cpus = apply_numa_mapping()
+            if cpus is not None:
+                log.info("numa_mapping: pinned to CPUs %s", ",".join(map(str, cpus)))
+            return _train(cfg, placement, started)
+    except (JobConfigError, JobFault) as error:
         return print_error(error)
 
 

@@ -1,0 +1,86 @@
+"""What every job program that writes into a run directory does around its work.
+
+    with claimed(Path(cfg.exp_manager.explicit_log_dir), placement.rank):
+        ...train, convert, evaluate or export...
+
+- Global rank 0 takes the directory's lock (run_lock.py) before anything is written, and gives it back on the
+  way out, whatever the way out: a return, an exception, or SIGTERM/SIGUSR1 outside the training loop, which
+  here raise SystemExit(128 + signal) so that the `finally` blocks run. (Only SIGKILL leaves a lock behind; the
+  next job recognises it as stale.) A second writer stops with RunDirectoryInUse (exit 75) before touching
+  anything.
+- The other ranks never take the lock. When rank 0 is refused it exits at once and srun (--kill-on-bad-exit)
+  or torchrun stops them with SIGTERM; a rank that then finds the lock held by another live job exits 75 as
+  well, so srun reports 75 rather than 143 for the whole step.
+- An OSError about space or permission that escapes the block becomes a StorageFault (exit 74), one line
+  naming the path instead of a traceback.
+
+Standard library only: it runs before torch is imported.
+"""
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import Iterator
+
+from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE
+from .run_lock import RunDirectoryLock
+from .storage import storage_errno, write_fault
+
+log = logging.getLogger(__name__)
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+@contextlib.contextmanager
+def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
+    lock = RunDirectoryLock(Path(directory))
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+
+    def stop(signum, frame):
+        if rank != 0 and lock.held_by_another_live_job():
+            raise SystemExit(RUN_DIRECTORY_IN_USE_EXIT_CODE)
+        raise SystemExit(128 + signum)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, stop)
+    try:
+        if rank == 0:
+            _acquire(lock)
+        try:
+            yield lock
+        except OSError as error:
+            cause = storage_errno(error)
+            if cause is None:
+                raise
+            raise write_fault(cause, lock.directory) from error
+        finally:
+            if rank == 0:
+                with _stop_signals_blocked():
+                    lock.release()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _acquire(lock: RunDirectoryLock) -> None:
+    # Blocked meanwhile: a SystemExit between renaming a stale lock aside and putting back one that turned out to
+    # be live would lose another job's lock. A signal that arrives is delivered once the lock is settled.
+    with _stop_signals_blocked():
+        try:
+            taken_over = lock.acquire()
+        except OSError as error:
+            cause = storage_errno(error)
+            if cause is None:
+                raise
+            raise write_fault(cause, lock.directory) from error
+    if taken_over is not None:
+        log.info("took over %s from %s, which has ended", lock.path, taken_over.describe())
+
+
+@contextlib.contextmanager
+def _stop_signals_blocked():
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
