@@ -60,7 +60,10 @@ def test_hostile_job_name_and_log_paths_on_slurm(slurm_cluster, tmp_path):
     backend = _backend(tmp_path)
     job_id, spec, record = _submit(backend, tmp_path)
     job_name = f"nemo-megatron-{HOSTILE_NAME}"
-    assert _scontrol_show_job(job_id) == {"JobName": job_name, "Comment": HOSTILE_COMMENT}
+    shown = _scontrol_show_job(job_id)
+    # The launcher adds its submission tag (nemo-launcher:<pipeline>:<n>) after the user's own comment.
+    assert shown["JobName"] == job_name
+    assert shown["Comment"].startswith(HOSTILE_COMMENT + " nemo-launcher:"), shown
     assert slurm_cluster.wait(job_id, timeout_s=120) == "COMPLETED"
     stem = spec.directory / f"log-{job_name}"
     batch_out, batch_err = Path(f"{stem}_{job_id}.out"), Path(f"{stem}_{job_id}.err")
