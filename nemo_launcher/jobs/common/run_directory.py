@@ -74,7 +74,7 @@ def _acquire(lock: RunDirectoryLock) -> None:
                 raise
             raise write_fault(cause, lock.directory) from error
     if taken_over is not None:
-        log.info("took over %s from %s, which has ended", lock.path, taken_over.describe())
+        log.info("took over %s, stale: %s", lock.path, taken_over)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """One writer per run directory: a lock file that names its holder, and the rules for a lock left behind.
 
     lock = RunDirectoryLock(Path(cfg.exp_manager.explicit_log_dir))
-    taken_over = lock.acquire()       # raises RunDirectoryInUse naming the other job; returns a stale holder or None
+    taken_over = lock.acquire()       # raises RunDirectoryInUse naming the other job; says why a stale lock was taken
     ...                               # write into the directory
     lock.release()                    # removes the file only while it is still ours
 
@@ -176,9 +176,9 @@ class RunDirectoryLock:
         self.job_is_live = job_is_live
         self.held = False
 
-    def acquire(self) -> Optional[Holder]:
-        """Takes the lock, or raises RunDirectoryInUse. Returns the holder of a stale lock it took over, else None.
-        Creates the directory if needed (an OSError from that, e.g. permission denied, is the caller's)."""
+    def acquire(self) -> Optional[str]:
+        """Takes the lock, or raises RunDirectoryInUse. Returns why the stale lock it took over was stale (naming
+        its holder), else None. Creates the directory if needed (an OSError from that is the caller's)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         content = self.me.to_json().encode()
         taken_over = None
@@ -201,7 +201,7 @@ class RunDirectoryLock:
                 if reason is None:
                     raise RunDirectoryInUse(self.directory, holder)
             if self._remove_if_unchanged(raw):
-                taken_over = holder
+                taken_over = reason
         raise RunDirectoryInUse(self.directory, holder)
 
     def release(self) -> None:

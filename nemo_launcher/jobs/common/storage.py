@@ -1,8 +1,10 @@
 """Writes that fail for lack of space or permission: said in one line with the path and the sizes, exit 74.
 
     free_bytes(folder)                                   -> bytes this user may still write there
-    check_room(folder, needed, "checkpoint step-40")     # raises StorageFault when free < needed
-    fault = storage_fault(error, folder, needed, "checkpoint step-40")   # after a failed write: StorageFault or None
+    check_room(folder, needed, "checkpoint step-40", advice)     # raises StorageFault when free < needed
+    fault = storage_fault(error, folder, needed, "checkpoint step-40", advice)   # after a failed write, or None
+    with guarded_write(folder, needed, "the fine-tuned model", advice):          # both around one write
+        ...
 
 A full disk rarely says so by the time the error reaches the job: torch.save reports ENOSPC as
 `[enforce fail at inline_container.cc:672] unexpected pos 704 vs 598`, and dist_checkpointing's writer
@@ -11,6 +13,7 @@ its chain says so, or when the file system has next to nothing left right after 
 
 Standard library only.
 """
+import contextlib
 import errno
 import os
 from pathlib import Path
@@ -113,3 +116,19 @@ def write_fault(cause: OSError, folder) -> StorageFault:
     return StorageFault(f"cannot write {where}: {_SPACE_ERRNOS[cause.errno]} ({size(free_bytes(folder))} free). "
                         f"Free space there, or write elsewhere (another base_results_dir), then submit the same "
                         f"command again.")
+
+
+@contextlib.contextmanager
+def guarded_write(folder, needed: int, what: str, advice: str):
+    """check_room before the block; a failure inside it that space or permission explains becomes that
+    StorageFault. The block must leave no partial result behind (write under a temporary name, then rename)."""
+    check_room(folder, needed, what, advice)
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as error:  # torch.distributed.checkpoint's CheckpointException is no Exception
+        fault = storage_fault(error, folder, needed, what, advice)
+        if fault is None:
+            raise
+        raise fault from error

@@ -239,7 +239,7 @@ class CheckpointAndStop(pl.Callback):
                     "consumed_samples": self.parts.batches.consumed_samples(step),
                     "parallel_layout": dict(self.parts.layout),
                 })
-        except Exception as error:
+        except BaseException as error:  # torch.distributed.checkpoint's CheckpointException is no Exception
             self.space.failed(step, error)
             raise
         if rank_zero:

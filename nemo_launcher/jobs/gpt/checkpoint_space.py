@@ -4,7 +4,7 @@
     space.prepare(step)              # collective: rank 0 clears failed saves, checks free space, makes step-<N>
     try:
         ...every rank writes...
-    except Exception as error:
+    except BaseException as error:   # torch.distributed.checkpoint's CheckpointException is no Exception
         space.failed(step, error)    # raises StorageFault when space or permission was the cause
         raise
 
@@ -107,10 +107,16 @@ class CheckpointSpace:
     def failed(self, step: int, error: BaseException) -> None:
         """Any rank whose save raised: a StorageFault when space or permission was the cause (the incomplete
         folder is removed, so the error line can still be written to a log on the same disk), else returns."""
-        fault = storage_fault(error, self.folder.root, self.needed or self._estimate or 0, f"checkpoint step-{step}",
-                              self.advice())
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            return
+        # What was asked for came from the last checkpoint, which a changed model may have outgrown.
+        needed = max(self.needed, with_margin(self._estimate) if self._estimate else 0)
+        fault = storage_fault(error, self.folder.root, needed, f"checkpoint step-{step}", self.advice())
         if fault is None:
             return
+        # torch.distributed.checkpoint gathers every rank's write failures and raises them on all ranks: rank 0
+        # speaks for them. A failure of this rank alone is said by this rank.
+        fault.echo = self.parts.placement.rank == 0 or not hasattr(error, "failures")
         shutil.rmtree(self.folder.path(step), ignore_errors=True)
         self._forget_resume()
         raise fault from error

@@ -8,8 +8,10 @@ One process per rank of the target layout (model.tensor_model_parallel_size x pi
 more processes are allowed and idle). Each builds its part of the model and lets dist_checkpointing read
 its slice of the checkpoint, whatever TP/PP the checkpoint was trained with: that is the resharding.
 The result goes to <run.results_dir>/results/<run.nemo_file_name> (written under a temporary name and
-renamed, so a stage chained after this one sees the whole file or none). Exit codes: 0 done,
-2 configuration error (one line on stderr), anything else a crash.
+renamed, so a stage chained after this one sees the whole file or none). Rank 0 holds run.results_dir's
+lock while it runs. Exit codes: 0 done, 2 configuration error, 74 a write failed for lack of space or
+permission, 75 run.results_dir is in use by another job (one `Error:` line on stderr for each), anything
+else a crash.
 
 Only the standard library is imported at module level, as in train.py: megatron's checkpoint code may
 spawn a helper process that re-imports this module.
@@ -75,7 +77,8 @@ def main(argv=None) -> int:
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
     from ..common.distributed import placement_from_env
     from ..common.quiet import start_job
-    from ..common.report import print_error
+    from ..common.report import JobFault, print_error
+    from ..common.run_directory import claimed
 
     started = time.monotonic()
     try:
@@ -83,12 +86,13 @@ def main(argv=None) -> int:
         rank = placement_from_env().rank
         start_job(rank)
         cfg = ConversionConfig.from_dict(load_resolved_config(path))
-        from .converter import convert
+        with claimed(cfg.writes()[0], rank):
+            from .converter import convert
 
-        result = convert(cfg)
-        conversion_summary(result, time.monotonic() - started).show(rank)
+            result = convert(cfg)
+            conversion_summary(result, time.monotonic() - started).show(rank)
         return 0
-    except JobConfigError as error:
+    except (JobConfigError, JobFault) as error:
         return print_error(error)
 
 

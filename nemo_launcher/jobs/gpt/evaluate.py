@@ -6,8 +6,10 @@
 Tasks (run.tasks) are lm-eval's built-in ones (contract/eval_tasks.py lists them and the jsonl fields each
 needs), read from <run.task_data_dir>/<task>/<split>.jsonl. Nothing is downloaded: the Hugging Face
 libraries are put in offline mode, so a missing file is an error, never a 25-second network retry.
-Writes <run.results_dir>/results/lm_eval_results.json, prints lm-eval's table and a summary. Exit codes: 0 done,
-2 configuration error (one line on stderr), anything else a crash.
+Writes <run.results_dir>/results/lm_eval_results.json, prints lm-eval's table and a summary; rank 0 holds
+run.results_dir's lock while it runs. Exit codes: 0 done, 2 configuration error, 74 a write failed for lack
+of space or permission, 75 run.results_dir is in use by another job (one `Error:` line on stderr for each),
+anything else a crash.
 """
 import json
 import os
@@ -123,18 +125,21 @@ def main(argv=None) -> int:
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
     from ..common.distributed import placement_from_env
     from ..common.quiet import start_job
-    from ..common.report import print_error
+    from ..common.report import JobFault, print_error
+    from ..common.run_directory import claimed
 
     started = time.monotonic()
     try:
         path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.evaluate")
-        start_job(placement_from_env().rank)
+        rank = placement_from_env().rank
+        start_job(rank)
         cfg = EvaluationConfig.from_dict(load_resolved_config(path))
-        results = evaluate(cfg)
-        if results is not None:
-            evaluation_summary(cfg, results, time.monotonic() - started).show(_rank())
+        with claimed(cfg.writes()[0], rank):
+            results = evaluate(cfg)
+            if results is not None:
+                evaluation_summary(cfg, results, time.monotonic() - started).show(_rank())
         return 0
-    except JobConfigError as error:
+    except (JobConfigError, JobFault) as error:
         return print_error(error)
 
 

@@ -10,7 +10,9 @@ Reads the resolved `export` section and writes triton_deployment.triton_model_di
 
 The model name is the folder's name. A TP/PP-sharded `.nemo` is merged into one model. The folder is
 built beside its final place and swapped in when complete, so a server never sees half an export.
-Needs no GPU. Exit codes: 0 done, 2 configuration error, anything else a crash.
+Holds run.results_dir's lock while it runs. Needs no GPU. Exit codes: 0 done, 2 configuration error, 74 a
+write failed for lack of space or permission, 75 run.results_dir is in use by another job (one `Error:` line
+on stderr for each), anything else a crash.
 """
 import shutil
 import sys
@@ -71,16 +73,18 @@ def main(argv=None) -> int:
     import time
 
     from ..common.quiet import start_job
-    from ..common.report import print_error
+    from ..common.report import JobFault, print_error
+    from ..common.run_directory import claimed
 
     started = time.monotonic()
     start_job(accelerators=False)  # one process, plain torch: megatron-core is not imported
     try:
         cfg = ExportConfig.from_dict(load_resolved_config(config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.export")))
-        target = export(cfg)
-    except JobConfigError as error:
+        with claimed(cfg.writes()[0], rank=0):
+            target = export(cfg)
+            export_summary(cfg, target, time.monotonic() - started).show()
+    except (JobConfigError, JobFault) as error:
         return print_error(error)
-    export_summary(cfg, target, time.monotonic() - started).show()
     return 0
 
 

@@ -34,7 +34,8 @@ def lora_tune(cfg, placement) -> dict:
     outputs = {"adapter": cfg.exp_manager.nemo_path()}
     state = adapters.state_dict()  # a TP collective: every rank takes part
     if placement.rank == 0:
-        save_adapter_file(outputs["adapter"], peft.lora_tuning, state, cfg.model.restore_from_path)
+        with sft_train.saving(outputs["adapter"], 2 * sum(t.numel() * t.element_size() for t in state.values()), cfg.stage):
+            save_adapter_file(outputs["adapter"], peft.lora_tuning, state, cfg.model.restore_from_path)
     if peft.merge:
         adapters.merge()
         outputs["merged"] = cfg.exp_manager.nemo_path("_merged")

@@ -15,6 +15,7 @@ short and restarts from its `.nemo`; it keeps no resumable checkpoints.
 import dataclasses
 import json
 import logging
+import shutil
 import time
 from functools import partial
 from pathlib import Path
@@ -302,27 +303,44 @@ def training_summary(session: Session, history: List[Dict[str, float]], outputs:
 
 def save_model(session: Session, model: torch.nn.Module, path: str) -> None:
     """Writes `model` as a .nemo with the base model's config: one state dict for TP=1, one shard per TP
-    rank otherwise (the layout the model was trained in). Collective: every rank calls it."""
+    rank otherwise (the layout the model was trained in). Collective: every rank calls it. A write that fails
+    for lack of space or permission raises StorageFault; an earlier file at `path` is then unchanged."""
     from .nemo_archive import save_nemo, write_nemo
 
     tp = session.cfg.model.tensor_model_parallel_size
     world = session.placement.world_size
     # Host copies: a .nemo must load on machines without this job's GPUs.
     state = {k: v.cpu() for k, v in model.state_dict().items() if not k.endswith("._extra_state")}
+    # The weights are written twice before the archive is renamed into place: saved, then packed.
+    needed = 2 * tp * sum(t.numel() * t.element_size() for t in state.values())
     if tp == 1:
         if session.placement.rank == 0:
-            save_nemo(path, session.nemo_config, state)
+            with saving(path, needed, session.cfg.stage):
+                save_nemo(path, session.nemo_config, state)
     else:
         staging = Path(path).parent / f".{Path(path).name}.shards"
         if session.dp_rank == 0:
-            staging.mkdir(parents=True, exist_ok=True)
-            torch.save(state, staging / f"tp{session.tp_rank}.pt")
+            with saving(path, needed, session.cfg.stage):
+                staging.mkdir(parents=True, exist_ok=True)
+                torch.save(state, staging / f"tp{session.tp_rank}.pt")
         torch.distributed.barrier()
         if session.placement.rank == 0:
             config = dict(session.nemo_config, tensor_model_parallel_size=tp, pipeline_model_parallel_size=1)
-            write_nemo(path, config, {(t, 0): staging / f"tp{t}.pt" for t in range(tp)})
-            for t in range(tp):
-                (staging / f"tp{t}.pt").unlink()
-            staging.rmdir()
+            try:
+                with saving(path, 0, session.cfg.stage):  # the room was checked before the shards were written
+                    write_nemo(path, config, {(t, 0): staging / f"tp{t}.pt" for t in range(tp)})
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
     if world > 1:
         torch.distributed.barrier()
+
+
+def saving(path: str, needed: int, stage: str):
+    """Around one write of a fine-tuning result: room checked first, a failure for lack of space or permission
+    said in one line (exit 74) instead of a traceback."""
+    from ..common.storage import guarded_write, with_margin
+
+    folder = Path(path).parent
+    advice = (f"Nothing was written to {path} (an earlier file there is unchanged). Free space there, or point "
+              f"exp_manager.explicit_log_dir (or base_results_dir) at a larger file system, then run the {stage} job again.")
+    return guarded_write(folder, with_margin(needed) if needed else 0, f"the {stage} result {Path(path).name}", advice)
