@@ -39,6 +39,7 @@ def repository(tmp_path_factory, tiny_nemo):  # noqa: F811
 
     root = tmp_path_factory.mktemp("export")
     cfg = ExportConfig.from_dict({
+        "run": {"name": "export_tiny", "results_dir": str(root), "time_limit": "0:10:00"},
         "model": {"checkpoint_path": tiny_nemo, "tensor_model_parallel_size": 1, "weight_data_type": "fp32"},
         "triton_deployment": {"triton_model_dir": str(root / "model_repo" / MODEL), "max_batch_size": 2,
                               "data_type": "fp32", "tokens_to_generate": 4, "instance_kind": "KIND_CPU"},

@@ -180,7 +180,7 @@ def test_missing_task_file_names_the_path_and_fields(tiny_pipeline, tmp_path, mo
         monkeypatch.setenv(name, "1" if "OFFLINE" in name else str(tmp_path / "cache"))
     with pytest.raises(JobConfigError, match=r"task boolq reads .*empty/boolq/validation.jsonl, which does not exist; .*passage, question, label"):
         evaluate(EvaluationConfig.from_dict(config))
-    with pytest.raises(JobConfigError, match="run.tasks: unknown task 'mmlu'"):
+    with pytest.raises(JobConfigError, match="run.tasks='mmlu': unknown task 'mmlu'"):
         EvaluationConfig.from_dict({**config, "run": {**config["run"], "tasks": "mmlu"}})
 
 
