@@ -156,3 +156,17 @@ def test_squeue_answers_are_read_as_listed_gone_or_unknown(tmp_path, monkeypatch
     assert [squeue_lists(job) for job in ("1", "2", "3", "4")] == [True, False, False, None]
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert squeue_lists("1") is None
+
+
+def test_other_ranks_wait_until_rank_zero_holds_the_lock(tmp_path):
+    import threading
+
+    rank1 = RunDirectoryLock(tmp_path, me=holder(job_id="10"), job_is_live=never_asked)
+    plant(tmp_path, holder(job_id="11"))  # another job's
+    assert rank1.wait_for_own_job(timeout_s=0.3, poll_s=0.05) is False
+    later = threading.Timer(0.2, plant, (tmp_path, holder(job_id="10", pid=1)))  # rank 0 takes over
+    later.start()
+    assert rank1.wait_for_own_job(timeout_s=30, poll_s=0.05) is True
+    later.join()
+    alone = RunDirectoryLock(tmp_path, me=holder(), job_is_live=never_asked)  # neither Slurm nor torchrun
+    assert alone.wait_for_own_job(timeout_s=30) is None

@@ -8,9 +8,11 @@
   here raise SystemExit(128 + signal) so that the `finally` blocks run. (Only SIGKILL leaves a lock behind; the
   next job recognises it as stale.) A second writer stops with RunDirectoryInUse (exit 75) before touching
   anything.
-- The other ranks never take the lock. When rank 0 is refused it exits at once and srun (--kill-on-bad-exit)
-  or torchrun stops them with SIGTERM; a rank that then finds the lock held by another live job exits 75 as
-  well, so srun reports 75 rather than 143 for the whole step.
+- The other ranks never take the lock; they wait until it names their job (rank 0 has it), so no rank writes
+  before rank 0 holds the directory. When rank 0 is refused it exits at once and srun (--kill-on-bad-exit) or
+  torchrun stops the others with SIGTERM; a rank that then finds the lock held by another live job exits 75
+  as well, so srun reports 75 for the whole step. They wait in Python, where the signal handler runs at once:
+  in the process group's rendezvous it would wait for a C++ call that never returns, until Slurm's SIGKILL.
 - An OSError about space or permission that escapes the block becomes a StorageFault (exit 74), one line
   naming the path instead of a traceback.
 
@@ -29,6 +31,9 @@ from .storage import storage_errno, write_fault
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+# How long ranks other than 0 wait for rank 0 to take the lock (on NFS, seeing a file created on another node can
+# take the attribute cache's time, up to a minute); after that they go on, and the rendezvous waits for rank 0.
+RANK_ZERO_WAIT_S = 300.0
 
 
 @contextlib.contextmanager
@@ -46,6 +51,8 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
     try:
         if rank == 0:
             _acquire(lock)
+        elif lock.wait_for_own_job(RANK_ZERO_WAIT_S) is False:
+            log.warning("rank 0 has not taken %s within %.0f s; going on", lock.path, RANK_ZERO_WAIT_S)
         try:
             yield lock
         except OSError as error:

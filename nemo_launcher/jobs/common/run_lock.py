@@ -224,6 +224,21 @@ class RunDirectoryLock:
             return False
         return stale_reason(holder, self.me, job_is_live=lambda job_id: None) is None
 
+    def wait_for_own_job(self, timeout_s: float, poll_s: float = 0.1) -> Optional[bool]:
+        """For ranks other than 0: waits until the lock names this job (rank 0 has taken it); False after
+        `timeout_s`; None at once when this process cannot tell its job's lock from another's (neither Slurm nor
+        torchrun started it). Sleeps in Python, so a SIGTERM handler runs at once; inside the process group's
+        rendezvous it would wait for a C++ call to return, and Slurm's SIGKILL would come first."""
+        if not (self.me.job_id or self.me.process_group):
+            return None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            _, holder = self._read()
+            if holder is not None and holder.same_job(self.me):
+                return True
+            time.sleep(poll_s)
+        return False
+
     # ---- file operations ----------------------------------------------------------------------------
     def _create(self, content: bytes) -> bool:
         """Puts our lock in place whole; False when a lock exists."""
