@@ -140,20 +140,28 @@ def test_every_writing_job_refuses_a_directory_in_use(data_dir, tmp_path, stage,
 # ---- a disk that fills ---------------------------------------------------------------------------------
 
 
-def test_a_checkpoint_that_does_not_fit_stops_the_job_and_keeps_the_last_one(data_dir, tmp_path):
+@pytest.mark.parametrize("processes", [1, 2], ids=["one-process", "two-processes"])
+def test_a_checkpoint_that_does_not_fit_stops_the_job_and_keeps_the_last_one(data_dir, tmp_path, processes):
     # The tiny model's checkpoint is ~39 MiB, and a save asks for 10% + 16 MiB more than the last one took:
-    # 80 MiB hold step-2; step-4 does not fit beside it.
+    # 80 MiB hold step-2; step-4 does not fit beside it. With two processes (data parallel) both stop, and
+    # rank 0 alone says why.
     with small_filesystem(tmp_path / "disk", "80m") as disk:
         run = disk / "run"
-        config = write_config(tmp_path, data_dir, [*SAVE_EVERY_2, "trainer.max_steps=6",
+        config = write_config(tmp_path, data_dir, [*SAVE_EVERY_2, "trainer.max_steps=6", f"trainer.devices={processes}",
                                                    f"exp_manager.explicit_log_dir={run}"])
         run.mkdir()
         (run / RESUME_MARKER).write_text("left by an earlier attempt that stopped on SIGUSR1\n")
-        result = run_training(config, expect_rc=74)
-        error = result.stderr.strip().splitlines()[-1]
-        assert error.startswith(f"Error: no space for checkpoint step-4 in {run / 'checkpoints'}: it needs about "), error
-        assert "MB, the file system has " in error and "MB free." in error
-        assert "The newest complete checkpoint, step-2, is kept and the job does not requeue itself" in error
+        result = subprocess.run(command(config, processes), cwd=REPO, env=environment(), capture_output=True,
+                                text=True, timeout=300)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1, result.stderr[-3000:]
+        assert errors[0].startswith(f"Error: no space for checkpoint step-4 in {run / 'checkpoints'}: it needs about "), errors
+        assert "MB, the file system has " in errors[0] and "MB free." in errors[0]
+        assert "The newest complete checkpoint, step-2, is kept and the job does not requeue itself" in errors[0]
+        if processes == 1:
+            assert result.returncode == 74
+        else:
+            assert result.returncode != 0 and result.stderr.count("exitcode  : 74") == 2, result.stderr[-3000:]
         assert sorted(losses(result.stdout)) == [1, 2, 3, 4]
         assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2"]
         assert not (run / RESUME_MARKER).exists() and not (run / RUN_LOCK_FILE).exists()

@@ -67,7 +67,9 @@ def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_
     results = tmp_path / "results"
     train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={_prepared_data(launch, tmp_path)}", *SHORT,
              f"training.trainer.max_steps={STEPS}", "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10",
-             "training.exp_manager.checkpoint_callback_params.save_top_k=-1", *SLURM_CPU]
+             "training.exp_manager.checkpoint_callback_params.save_top_k=-1",
+             "training.model.data.num_workers=1",  # scancel signals the DataLoader worker too
+             *SLURM_CPU]
     run = results / "gpt3_tiny" / "results"
     first = _submit(launch, train, results)
     _wait_for_text(_log(results, first), r"^run gpt3_tiny: ", slurm_cluster, first)  # it holds the lock by now

@@ -6,7 +6,8 @@
 Reads the resolved `fine_tuning` section, starts from model.restore_from_path, trains trainer.max_steps
 steps with the loss on answer tokens (model.answer_only_loss), logs to <explicit_log_dir>/metrics.jsonl
 and writes the result to <explicit_log_dir>/checkpoints/<exp_manager.name>.nemo, which the export and
-evaluation stages read like any converted model. Exit codes: 0 done, 2 configuration error, else a crash.
+evaluation stages read like any converted model. Exit codes: 0 done, 2 configuration error, 74 the model
+could not be saved (no space or permission), 75 explicit_log_dir is in use by another job, else a crash.
 """
 import sys
 

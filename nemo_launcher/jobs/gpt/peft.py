@@ -7,7 +7,8 @@ Reads the resolved `peft` section. Writes to <explicit_log_dir>/checkpoints/:
   (merge it later with `python3 -m nemo_launcher.jobs.gpt.lora_merge`);
 - <name>_merged.nemo (model.peft.merge: true): the base model with every update added into its weights,
   a plain GPT .nemo that export and evaluation read like any other.
-Exit codes: 0 done, 2 configuration error, anything else a crash.
+Exit codes: 0 done, 2 configuration error, 74 a file could not be saved (no space or permission),
+75 explicit_log_dir is in use by another job, anything else a crash.
 """
 import sys
 
