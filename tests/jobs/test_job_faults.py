@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -129,7 +130,7 @@ def test_every_writing_job_refuses_a_directory_in_use(data_dir, tmp_path, stage,
                      else section["run"]["results_dir"])
     plant_lock(directory, job_id="777", job_label="777", user="alice")
     before = sorted(p.name for p in directory.iterdir())
-    result = subprocess.run(["python3", "-u", "-m", f"nemo_launcher.jobs.gpt.{module}", "--config", str(config)],
+    result = subprocess.run([sys.executable, "-u", "-m", f"nemo_launcher.jobs.gpt.{module}", "--config", str(config)],
                             cwd=REPO, env=environment(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 75, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1].startswith(

@@ -4,6 +4,7 @@ CPU of the fake GPU nodes) and judges the jobs by their state, exit code, logs a
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_
     (tmp_path / "reference.yaml").write_text(yaml.safe_dump(config))
 
     second = _submit(launch, train, results)  # the same command again, now that the first job has ended
-    uninterrupted = subprocess.run(["python3", "-u", "-m", "nemo_launcher.jobs.gpt.train", "--config",
+    uninterrupted = subprocess.run([sys.executable, "-u", "-m", "nemo_launcher.jobs.gpt.train", "--config",
                                     str(tmp_path / "reference.yaml")], cwd=REPO, env=environment(), capture_output=True,
                                    text=True, timeout=600)
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]

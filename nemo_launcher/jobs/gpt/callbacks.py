@@ -206,6 +206,9 @@ class CheckpointAndStop(pl.Callback):
         due = step % exp.checkpoint_callback_params.every_n_train_steps == 0 or step == self.parts.cfg.trainer.max_steps
         if exp.create_checkpoint_callback and (due or reason):
             self.save(trainer, step)
+            # A signal that came in during a scheduled save (stop signals wait while saving) stops the run now: the
+            # checkpoint just written serves, and Slurm's KillWait leaves no time for another step and save.
+            reason = reason or self._agreed_stop_reason()
         if reason and step < self.parts.cfg.trainer.max_steps:
             self.stop_reason = reason
             self.writer.say(f"stopping after step={step}: {reason}")
