@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, non_negative_fields, positive, positive_fields
 from ..eval_tasks import EVAL_TASKS, parse_tasks
-from .gpt_training import precision_name
+from .common_training import precision_name
 from .run import RunBase
 
 STAGE = "evaluation"

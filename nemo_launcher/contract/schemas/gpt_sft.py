@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
-from .gpt_training import OptimSection, Precision, check_layout, check_world_size, precision_name
+from .common_training import OptimSection, Precision, check_layout, check_world_size, precision_name
 from .run import RunBase
 
 TARGET_MODULES = ("attention_qkv", "attention_dense", "mlp_fc1", "mlp_fc2")

@@ -11,88 +11,13 @@ refuses what Megatron would refuse hours later in the queue.
 import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
-from ..durations import WallClock
-from .run import RunBase
+from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
+from .common_training import (ExpManagerSection, OptimSection, RunSection, TrainerSection, blend, check_data_source,
+                              check_heads, check_layout, check_recompute, check_splits, check_world_size, data_reads)
 
 STAGE = "training"
 Activation = Literal["gelu", "fast-swiglu", "squared-relu"]
 Normalization = Literal["layernorm", "layernorm1p", "rmsnorm"]
-# What trainer.precision may say, and what each means.
-PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16", "32": "fp32", "32-true": "fp32"}
-Precision = Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16, 32]
-
-
-def precision_name(precision) -> str:
-    """'bf16', 'fp16' or 'fp32' for a trainer.precision value."""
-    return PRECISIONS[str(precision)]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunSection(RunBase):
-    # Slurm: when the trainer stops before max_steps (time limit, max_time), it saves and the job requeues itself.
-    auto_requeue: bool = True
-    preprocessed_dir: Optional[str] = None  # folder of .bin/.idx files blended when model.data.data_prefix is null
-    blending_alpha: float = 1.0  # weight of a file = size ** alpha (1.0 by size, 0.0 equal)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainerSection:
-    num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
-    devices: int  # processes (GPUs) per machine
-    accelerator: Literal["gpu", "cpu"]  # gpu: NCCL + CUDA; cpu: gloo + the megatron-core CPU shim
-    precision: Precision  # bf16 (bf16-mixed), 16 (16-mixed, dynamic loss scaling) or 32
-    max_steps: int  # optimizer steps of the whole run (a resumed run continues towards it)
-    max_time: Optional[WallClock]  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0. null = no limit
-    log_every_n_steps: int  # steps between progress lines and TensorBoard points
-    val_check_interval: int  # steps between validations
-    limit_val_batches: int  # global batches per validation; 0 disables validation
-    limit_test_batches: int  # global batches of the test split evaluated after the last step; 0 skips it
-    accumulate_grad_batches: int = 1  # must be 1: accumulation comes from global_batch_size / micro_batch_size
-    gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
-
-    def check(self, key: str) -> None:
-        positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
-        non_negative_fields(self, key, "limit_val_batches", "limit_test_batches")
-        if self.accumulate_grad_batches != 1:
-            raise config_fault(f"{key}.accumulate_grad_batches", self.accumulate_grad_batches,
-                               "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size")
-        if self.gradient_clip_val is not None:
-            non_negative(f"{key}.gradient_clip_val", self.gradient_clip_val)
-        if self.accelerator == "cpu" and self.precision_name() != "fp32":
-            raise config_fault(f"{key}.precision", self.precision,
-                               "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
-
-    def precision_name(self) -> str:
-        return precision_name(self.precision)
-
-    def max_time_seconds(self) -> Optional[float]:
-        return None if self.max_time is None else float(self.max_time.seconds)
-
-
-@dataclasses.dataclass(frozen=True)
-class CheckpointParams:
-    every_n_train_steps: int  # steps between checkpoints; also saved at the end, at max_time and on SIGTERM/SIGUSR1
-    save_top_k: int  # newest N complete checkpoints are kept; -1 keeps all
-
-    def check(self, key: str) -> None:
-        positive(f"{key}.every_n_train_steps", self.every_n_train_steps)
-        if self.save_top_k == 0 or self.save_top_k < -1:
-            raise config_fault(f"{key}.save_top_k", self.save_top_k,
-                               "must be >= 1 or -1 (keep all); to save nothing set exp_manager.create_checkpoint_callback: false")
-
-
-@dataclasses.dataclass(frozen=True)
-class ExpManagerSection:
-    explicit_log_dir: str  # TensorBoard events here, checkpoints in <explicit_log_dir>/checkpoints/step-<N>
-    checkpoint_callback_params: CheckpointParams
-    create_tensorboard_logger: bool = True
-    create_wandb_logger: bool = False  # needs the wandb package and wandb_api_key_file (or a prior `wandb login`)
-    wandb_logger_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger (project, name, ...)
-    resume_if_exists: bool = True  # continue from the newest complete checkpoint in explicit_log_dir
-    resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
-    create_checkpoint_callback: bool = True  # false: never save (signals and max_time then just stop)
-    log_step_timing: bool = True  # log train_step_timing (seconds per step)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,34 +36,6 @@ class TokenizerSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class SchedSection:
-    name: Literal["CosineAnnealing"]
-    warmup_steps: int = 0  # linear warm-up from lr / (warmup_steps + 1) to lr
-    constant_steps: int = 0  # steps held at min_lr at the end of the run
-    min_lr: float = 0.0  # floor of the cosine decay
-
-    def check(self, key: str) -> None:
-        non_negative_fields(self, key, "warmup_steps", "constant_steps", "min_lr")
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimSection:
-    name: Literal["distributed_fused_adam", "fused_adam", "adamw"]  # all Adam with decoupled weight decay
-    lr: float  # peak learning rate
-    sched: SchedSection
-    weight_decay: float = 0.0  # not applied to biases and norm weights
-    betas: List[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])
-
-    def check(self, key: str) -> None:
-        positive(f"{key}.lr", self.lr)
-        non_negative(f"{key}.weight_decay", self.weight_decay)
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise config_fault(f"{key}.betas", self.betas, "expected [beta1, beta2], each in [0, 1)")
-        if self.sched.min_lr > self.lr:
-            raise config_fault(f"{key}.sched.min_lr", self.sched.min_lr, f"is above optim.lr ({self.lr}); lower it")
-
-
-@dataclasses.dataclass(frozen=True)
 class DataSection:
     seq_length: int  # tokens per sample; must equal model.encoder_seq_length
     splits_string: str = "99990,8,2"  # train,validation,test weights of each file's documents
@@ -153,26 +50,12 @@ class DataSection:
     def check(self, key: str) -> None:
         positive(f"{key}.seq_length", self.seq_length)
         non_negative(f"{key}.num_workers", self.num_workers)
-        parts = self.splits_string.replace("/", ",").split(",")
-        try:
-            weights = [float(p) for p in parts]
-        except ValueError:
-            raise config_fault(f"{key}.splits_string", self.splits_string, "use 'train,validation,test' weights, e.g. '99990,8,2'") from None
-        if len(weights) > 3 or any(w < 0 for w in weights) or sum(weights) <= 0:
-            raise config_fault(f"{key}.splits_string", self.splits_string, "needs up to 3 weights >= 0, not all 0")
+        check_splits(f"{key}.splits_string", self.splits_string)
         if self.data_prefix is not None:
             self.blend(key)
 
     def blend(self, key: str = "training.model.data") -> List[Union[float, str]]:
-        prefix = self.data_prefix
-        if len(prefix) == 1 and isinstance(prefix[0], str):
-            return [1.0, prefix[0]]
-        pairs_ok = len(prefix) >= 2 and len(prefix) % 2 == 0 and all(
-            isinstance(w, float) or (isinstance(w, int) and not isinstance(w, bool)) for w in prefix[0::2]
-        ) and all(isinstance(p, str) for p in prefix[1::2])
-        if not pairs_ok or any(w < 0 for w in prefix[0::2]) or sum(prefix[0::2]) <= 0:
-            raise config_fault(f"{key}.data_prefix", prefix, "expected [weight, prefix, weight, prefix, ...] with weights >= 0")
-        return list(prefix)
+        return blend(self.data_prefix, f"{key}.data_prefix")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,11 +119,7 @@ class ModelSection:
                                f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token")
         if not 0.0 < self.rotary_percentage <= 1.0:
             raise config_fault(f"{key}.rotary_percentage", self.rotary_percentage, "must be in (0, 1]")
-        if self.kv_channels is None and self.hidden_size % self.num_attention_heads:
-            raise config_fault(f"{key}.hidden_size", self.hidden_size,
-                               f"is not divisible by num_attention_heads ({self.num_attention_heads}); set kv_channels")
-        if self.kv_channels is not None:
-            positive(f"{key}.kv_channels", self.kv_channels)
+        check_heads(self, key)
         if self.num_query_groups is not None:
             positive(f"{key}.num_query_groups", self.num_query_groups)
             if self.num_attention_heads % self.num_query_groups:
@@ -259,11 +138,7 @@ class ModelSection:
         if self.overlap_p2p_comm and not (vpp or 1) > 1:
             raise config_fault(f"{key}.overlap_p2p_comm", True,
                                "only works with the interleaved schedule (virtual_pipeline_model_parallel_size > 1); set false")
-        if self.activations_checkpoint_granularity == "full":
-            if self.activations_checkpoint_method is None or not self.activations_checkpoint_num_layers:
-                raise config_fault(f"{key}.activations_checkpoint_granularity", "full",
-                                   "full recompute needs activations_checkpoint_method (uniform or block) and "
-                                   "activations_checkpoint_num_layers >= 1")
+        check_recompute(self, key)
         if self.fp8 and not (self.fp8_e4m3 or self.fp8_hybrid):
             raise config_fault(f"{key}.fp8", True, "needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid (e4m3 forward, e5m2 gradients)")
         if self.rampup_batch_size is not None:
@@ -288,60 +163,6 @@ def tokenizer_files(tokenizer: TokenizerSection, key: str) -> List[Tuple[str, st
     return [(f"{key}.{name}", getattr(tokenizer, name)) for name in names if getattr(tokenizer, name)]
 
 
-def check_layout(model: ModelSection, nodes: int, devices: int, key: str) -> int:
-    """The process-layout rules of a GPT model on nodes x devices processes, each factor shown; returns DP.
-
-    Shared by pretraining and fine-tuning (whose model section has fewer keys: the architecture comes from a
-    .nemo there, so absent attributes are skipped).
-    """
-    m = f"{key}.model"
-    tp, pp = model.tensor_model_parallel_size, model.pipeline_model_parallel_size
-    world = nodes * devices
-    if world % (tp * pp):
-        raise config_fault(f"{m}.tensor_model_parallel_size", tp,
-                           f"TP({tp}) x PP({pp}) = {tp * pp} does not divide nodes({nodes}) x devices({devices}) = {world}; "
-                           "change the parallel sizes or trainer.num_nodes/trainer.devices")
-    dp = world // (tp * pp)
-    heads = getattr(model, "num_attention_heads", None)
-    if heads is not None:
-        if heads % tp:
-            raise config_fault(f"{m}.num_attention_heads", heads, f"must be divisible by TP({tp}); pick a TP that divides {heads}")
-        groups = model.num_query_groups or heads
-        if groups % tp:
-            raise config_fault(f"{m}.num_query_groups", groups, f"must be divisible by TP({tp})")
-        if model.ffn_hidden_size % tp:
-            raise config_fault(f"{m}.ffn_hidden_size", model.ffn_hidden_size, f"must be divisible by TP({tp})")
-    step = model.micro_batch_size * dp
-    if model.global_batch_size % step:
-        raise config_fault(f"{m}.global_batch_size", model.global_batch_size,
-                           f"must be a multiple of micro_batch_size({model.micro_batch_size}) x data-parallel size({dp}) = {step}, "
-                           f"where data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))")
-    ramp = getattr(model, "rampup_batch_size", None)
-    if ramp is not None:
-        start, increment, _ = ramp
-        if start % step or increment % step:
-            raise config_fault(f"{m}.rampup_batch_size", ramp,
-                               f"start and increment must be multiples of micro_batch_size x data-parallel size = {step}")
-    vpp = getattr(model, "virtual_pipeline_model_parallel_size", None) or 1
-    if vpp > 1:
-        # megatron-core's interleaved schedule runs microbatches in groups of PP.
-        for gbs in model.batch_sizes():
-            if (gbs // step) % pp:
-                raise config_fault(f"{m}.global_batch_size", gbs,
-                                   f"with the interleaved schedule the number of microbatches ({gbs} / {step} = {gbs // step}) "
-                                   f"must be a multiple of PP({pp})")
-    return dp
-
-
-def check_world_size(trainer, world_size: int, key: str) -> None:
-    """The processes actually started must be the ones the config asked for (the job's own check)."""
-    expected = trainer.num_nodes * trainer.devices
-    if world_size != expected:
-        raise config_fault(f"{key}.trainer.devices", trainer.devices,
-                           f"trainer.num_nodes({trainer.num_nodes}) x trainer.devices({trainer.devices}) = {expected}, "
-                           f"but {world_size} processes were started; start one process per device")
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     run: RunSection
@@ -350,21 +171,12 @@ class TrainingConfig:
     model: ModelSection
 
     def check(self, key: str) -> None:
-        if self.model.data.data_prefix is None and not self.run.preprocessed_dir:
-            raise config_fault(f"{key}.run.preprocessed_dir", None,
-                               "model.data.data_prefix is null, so the data is every .bin/.idx pair in run.preprocessed_dir: set one of them")
+        check_data_source(self.run, self.model.data, key)
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: tokenizer files and data."""
-        paths = tokenizer_files(self.model.tokenizer, f"{STAGE}.model.tokenizer")
-        data = self.model.data
-        if data.data_prefix is None:
-            paths.append((f"{STAGE}.run.preprocessed_dir", f"{self.run.preprocessed_dir}/*.idx"))
-        else:
-            for prefix in data.blend()[1::2]:
-                paths += [(f"{STAGE}.model.data.data_prefix", f"{prefix}{suffix}") for suffix in (".bin", ".idx")]
-        return paths
+        return tokenizer_files(self.model.tokenizer, f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE)
 
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]

@@ -1,0 +1,273 @@
+"""Sections and rules every pretraining schema shares (gpt_training, t5_training, bert_training).
+
+The `run`, `trainer` and `exp_manager` sections are the same for every family, and so are the optimizer, the
+data blend and the process-layout arithmetic: a family schema imports them and adds its own `model` section.
+Megatron's masked-LM datasets (T5's span corruption, BERT's masked tokens) share the masking keys of
+`MaskedLmData`.
+"""
+import dataclasses
+from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+
+from ..binding import config_fault, non_negative, non_negative_fields, positive, positive_fields
+from ..durations import WallClock
+from .run import RunBase
+
+# What trainer.precision may say, and what each means.
+PRECISIONS = {"bf16": "bf16", "bf16-mixed": "bf16", "16": "fp16", "16-mixed": "fp16", "32": "fp32", "32-true": "fp32"}
+Precision = Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16, 32]
+
+
+def precision_name(precision) -> str:
+    """'bf16', 'fp16' or 'fp32' for a trainer.precision value."""
+    return PRECISIONS[str(precision)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunSection(RunBase):
+    # Slurm: when the trainer stops before max_steps (time limit, max_time), it saves and the job requeues itself.
+    auto_requeue: bool = True
+    preprocessed_dir: Optional[str] = None  # folder of .bin/.idx files blended when model.data.data_prefix is null
+    blending_alpha: float = 1.0  # weight of a file = size ** alpha (1.0 by size, 0.0 equal)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerSection:
+    num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
+    devices: int  # processes (GPUs) per machine
+    accelerator: Literal["gpu", "cpu"]  # gpu: NCCL + CUDA; cpu: gloo + the megatron-core CPU shim
+    precision: Precision  # bf16 (bf16-mixed), 16 (16-mixed, dynamic loss scaling) or 32
+    max_steps: int  # optimizer steps of the whole run (a resumed run continues towards it)
+    max_time: Optional[WallClock]  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0. null = no limit
+    log_every_n_steps: int  # steps between progress lines and TensorBoard points
+    val_check_interval: int  # steps between validations
+    limit_val_batches: int  # global batches per validation; 0 disables validation
+    limit_test_batches: int  # global batches of the test split evaluated after the last step; 0 skips it
+    accumulate_grad_batches: int = 1  # must be 1: accumulation comes from global_batch_size / micro_batch_size
+    gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
+        non_negative_fields(self, key, "limit_val_batches", "limit_test_batches")
+        if self.accumulate_grad_batches != 1:
+            raise config_fault(f"{key}.accumulate_grad_batches", self.accumulate_grad_batches,
+                               "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size")
+        if self.gradient_clip_val is not None:
+            non_negative(f"{key}.gradient_clip_val", self.gradient_clip_val)
+        if self.accelerator == "cpu" and self.precision_name() != "fp32":
+            raise config_fault(f"{key}.precision", self.precision,
+                               "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
+
+    def precision_name(self) -> str:
+        return precision_name(self.precision)
+
+    def max_time_seconds(self) -> Optional[float]:
+        return None if self.max_time is None else float(self.max_time.seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointParams:
+    every_n_train_steps: int  # steps between checkpoints; also saved at the end, at max_time and on SIGTERM/SIGUSR1
+    save_top_k: int  # newest N complete checkpoints are kept; -1 keeps all
+
+    def check(self, key: str) -> None:
+        positive(f"{key}.every_n_train_steps", self.every_n_train_steps)
+        if self.save_top_k == 0 or self.save_top_k < -1:
+            raise config_fault(f"{key}.save_top_k", self.save_top_k,
+                               "must be >= 1 or -1 (keep all); to save nothing set exp_manager.create_checkpoint_callback: false")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpManagerSection:
+    explicit_log_dir: str  # TensorBoard events here, checkpoints in <explicit_log_dir>/checkpoints/step-<N>
+    checkpoint_callback_params: CheckpointParams
+    create_tensorboard_logger: bool = True
+    create_wandb_logger: bool = False  # needs the wandb package and wandb_api_key_file (or a prior `wandb login`)
+    wandb_logger_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger (project, name, ...)
+    resume_if_exists: bool = True  # continue from the newest complete checkpoint in explicit_log_dir
+    resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
+    create_checkpoint_callback: bool = True  # false: never save (signals and max_time then just stop)
+    log_step_timing: bool = True  # log train_step_timing (seconds per step)
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedSection:
+    name: Literal["CosineAnnealing"]
+    warmup_steps: int = 0  # linear warm-up from lr / (warmup_steps + 1) to lr
+    constant_steps: int = 0  # steps held at min_lr at the end of the run
+    min_lr: float = 0.0  # floor of the cosine decay
+
+    def check(self, key: str) -> None:
+        non_negative_fields(self, key, "warmup_steps", "constant_steps", "min_lr")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimSection:
+    name: Literal["distributed_fused_adam", "fused_adam", "adamw"]  # all Adam with decoupled weight decay
+    lr: float  # peak learning rate
+    sched: SchedSection
+    weight_decay: float = 0.0  # not applied to biases and norm weights
+    betas: List[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])
+
+    def check(self, key: str) -> None:
+        positive(f"{key}.lr", self.lr)
+        non_negative(f"{key}.weight_decay", self.weight_decay)
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise config_fault(f"{key}.betas", self.betas, "expected [beta1, beta2], each in [0, 1)")
+        if self.sched.min_lr > self.lr:
+            raise config_fault(f"{key}.sched.min_lr", self.sched.min_lr, f"is above optim.lr ({self.lr}); lower it")
+
+
+def check_splits(key: str, splits_string: str) -> None:
+    """`splits_string`: up to three train,validation,test weights (`,` or `/` between them)."""
+    parts = splits_string.replace("/", ",").split(",")
+    try:
+        weights = [float(p) for p in parts]
+    except ValueError:
+        raise config_fault(key, splits_string, "use 'train,validation,test' weights, e.g. '99990,8,2'") from None
+    if len(weights) > 3 or any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise config_fault(key, splits_string, "needs up to 3 weights >= 0, not all 0")
+
+
+def blend(prefix: List[Union[float, str]], key: str) -> List[Union[float, str]]:
+    """`data_prefix` as [weight, prefix, ...]; a single prefix gets weight 1."""
+    if len(prefix) == 1 and isinstance(prefix[0], str):
+        return [1.0, prefix[0]]
+    pairs_ok = len(prefix) >= 2 and len(prefix) % 2 == 0 and all(
+        isinstance(w, float) or (isinstance(w, int) and not isinstance(w, bool)) for w in prefix[0::2]
+    ) and all(isinstance(p, str) for p in prefix[1::2])
+    if not pairs_ok or any(w < 0 for w in prefix[0::2]) or sum(prefix[0::2]) <= 0:
+        raise config_fault(key, prefix, "expected [weight, prefix, weight, prefix, ...] with weights >= 0")
+    return list(prefix)
+
+
+def data_reads(run: RunSection, data, stage: str) -> List[Tuple[str, str]]:
+    """(key, path or glob) of the data files a trainer opens: the automatic blend or each prefix's .bin/.idx."""
+    if data.data_prefix is None:
+        return [(f"{stage}.run.preprocessed_dir", f"{run.preprocessed_dir}/*.idx")]
+    return [(f"{stage}.model.data.data_prefix", f"{prefix}{suffix}")
+            for prefix in data.blend()[1::2] for suffix in (".bin", ".idx")]
+
+
+def check_data_source(run: RunSection, data, key: str) -> None:
+    if data.data_prefix is None and not run.preprocessed_dir:
+        raise config_fault(f"{key}.run.preprocessed_dir", None,
+                           "model.data.data_prefix is null, so the data is every .bin/.idx pair in run.preprocessed_dir: set one of them")
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedLmData:
+    """The data keys of megatron-core's masked word-piece datasets (T5 span corruption, BERT masked tokens).
+
+    Each sample is a run of whole sentences of one document; masking works on words (a word-piece starting
+    with `##` joins the word before it)."""
+
+    seq_length: int  # tokens per sample; must equal model.encoder_seq_length
+    splits_string: str = "99990,8,2"  # train,validation,test weights of each file's documents
+    num_workers: int = 2  # DataLoader worker processes per rank
+    dataloader_type: Literal["single", "cyclic"] = "single"  # single: dataset order; cyclic: reshuffled each pass
+    index_mapping_dir: Optional[str] = None  # megatron-core's sample-index cache; null = beside each data file
+    data_prefix: Optional[List[Union[float, str]]] = None  # [weight, prefix, ...]; null = automatic blend
+    masked_lm_prob: float = 0.15  # share of a sample's tokens that is masked
+    short_seq_prob: float = 0.1  # probability that a sample is cut shorter than seq_length
+    max_ngram_size: int = 3  # longest masked span, in words
+    whole_word_masking: bool = True  # mask every piece of a word together
+    permutation: bool = False  # also shuffle some spans instead of masking them (not with geometric_dist)
+    favor_longer_ngrams: bool = False  # span lengths n with weights n / sum (else 1/n: short spans first)
+    geometric_dist: bool = False  # span lengths ~ Geometric(p=0.2) clipped at max_ngram_size (SpanBERT)
+
+    def check(self, key: str) -> None:
+        positive(f"{key}.seq_length", self.seq_length)
+        non_negative(f"{key}.num_workers", self.num_workers)
+        check_splits(f"{key}.splits_string", self.splits_string)
+        if self.data_prefix is not None:
+            self.blend(key)
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise config_fault(f"{key}.masked_lm_prob", self.masked_lm_prob, "must be in (0, 1), e.g. 0.15")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise config_fault(f"{key}.short_seq_prob", self.short_seq_prob, "must be in [0, 1], e.g. 0.1")
+        positive(f"{key}.max_ngram_size", self.max_ngram_size)
+        if self.permutation and self.geometric_dist:
+            raise config_fault(f"{key}.permutation", True,
+                               "megatron-core's masking cannot permute spans whose lengths are drawn geometrically: "
+                               "set permutation or geometric_dist to false")
+
+    def blend(self, key: str = "training.model.data") -> List[Union[float, str]]:
+        return blend(self.data_prefix, f"{key}.data_prefix")
+
+    def most_masked_tokens(self) -> int:
+        """The most tokens one sample masks: masked_lm_prob of the tokens left after the two added specials
+        (T5's bos/eos, BERT's cls/sep; BERT's second sep costs one more, which only lowers the bound)."""
+        return int(self.masked_lm_prob * (self.seq_length - 2))
+
+
+def check_recompute(model, key: str) -> None:
+    """Full activation recompute needs a method and a layer count."""
+    if model.activations_checkpoint_granularity == "full":
+        if model.activations_checkpoint_method is None or not model.activations_checkpoint_num_layers:
+            raise config_fault(f"{key}.activations_checkpoint_granularity", "full",
+                               "full recompute needs activations_checkpoint_method (uniform or block) and "
+                               "activations_checkpoint_num_layers >= 1")
+
+
+def check_heads(model, key: str) -> None:
+    """Per-head size: kv_channels, or hidden_size / num_attention_heads when that divides."""
+    if model.kv_channels is None and model.hidden_size % model.num_attention_heads:
+        raise config_fault(f"{key}.hidden_size", model.hidden_size,
+                           f"is not divisible by num_attention_heads ({model.num_attention_heads}); set kv_channels")
+    if model.kv_channels is not None:
+        positive(f"{key}.kv_channels", model.kv_channels)
+
+
+def check_layout(model, nodes: int, devices: int, key: str) -> int:
+    """The process-layout rules of a Megatron model on nodes x devices processes, each factor shown; returns DP.
+
+    Shared by pretraining and fine-tuning of every family (a fine-tuning model section has fewer keys: the
+    architecture comes from a .nemo there, so absent attributes are skipped).
+    """
+    m = f"{key}.model"
+    tp, pp = model.tensor_model_parallel_size, model.pipeline_model_parallel_size
+    world = nodes * devices
+    if world % (tp * pp):
+        raise config_fault(f"{m}.tensor_model_parallel_size", tp,
+                           f"TP({tp}) x PP({pp}) = {tp * pp} does not divide nodes({nodes}) x devices({devices}) = {world}; "
+                           "change the parallel sizes or trainer.num_nodes/trainer.devices")
+    dp = world // (tp * pp)
+    heads = getattr(model, "num_attention_heads", None)
+    if heads is not None:
+        if heads % tp:
+            raise config_fault(f"{m}.num_attention_heads", heads, f"must be divisible by TP({tp}); pick a TP that divides {heads}")
+        groups = getattr(model, "num_query_groups", None) or heads
+        if groups % tp:
+            raise config_fault(f"{m}.num_query_groups", groups, f"must be divisible by TP({tp})")
+        if model.ffn_hidden_size % tp:
+            raise config_fault(f"{m}.ffn_hidden_size", model.ffn_hidden_size, f"must be divisible by TP({tp})")
+    step = model.micro_batch_size * dp
+    if model.global_batch_size % step:
+        raise config_fault(f"{m}.global_batch_size", model.global_batch_size,
+                           f"must be a multiple of micro_batch_size({model.micro_batch_size}) x data-parallel size({dp}) = {step}, "
+                           f"where data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))")
+    ramp = getattr(model, "rampup_batch_size", None)
+    if ramp is not None:
+        start, increment, _ = ramp
+        if start % step or increment % step:
+            raise config_fault(f"{m}.rampup_batch_size", ramp,
+                               f"start and increment must be multiples of micro_batch_size x data-parallel size = {step}")
+    vpp = getattr(model, "virtual_pipeline_model_parallel_size", None) or 1
+    if vpp > 1:
+        # megatron-core's interleaved schedule runs microbatches in groups of PP.
+        batch_sizes = model.batch_sizes() if hasattr(model, "batch_sizes") else [model.global_batch_size]
+        for gbs in batch_sizes:
+            if (gbs // step) % pp:
+                raise config_fault(f"{m}.global_batch_size", gbs,
+                                   f"with the interleaved schedule the number of microbatches ({gbs} / {step} = {gbs // step}) "
+                                   f"must be a multiple of PP({pp})")
+    return dp
+
+
+def check_world_size(trainer, world_size: int, key: str) -> None:
+    """The processes actually started must be the ones the config asked for (the job's own check)."""
+    expected = trainer.num_nodes * trainer.devices
+    if world_size != expected:
+        raise config_fault(f"{key}.trainer.devices", trainer.devices,
+                           f"trainer.num_nodes({trainer.num_nodes}) x trainer.devices({trainer.devices}) = {expected}, "
+                           f"but {world_size} processes were started; start one process per device")
