@@ -195,8 +195,8 @@ class MaskedLmData:
         return blend(self.data_prefix, f"{key}.data_prefix")
 
     def most_masked_tokens(self) -> int:
-        """The most tokens one sample masks: masked_lm_prob of the tokens left after the two added specials
-        (T5's bos/eos, BERT's cls/sep; BERT's second sep costs one more, which only lowers the bound)."""
+        """The most tokens one sample masks: megatron-core masks at most masked_lm_prob of a sample's tokens, and
+        a sample holds at most seq_length - 2 of them (T5 adds bos and eos, BERT cls and sep, and a second sep)."""
         return int(self.masked_lm_prob * (self.seq_length - 2))
 
 

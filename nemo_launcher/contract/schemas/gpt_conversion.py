@@ -1,55 +1,27 @@
-"""Schema of the resolved `conversion` section of the GPT family (conf/conversion/gpt3/convert_gpt3.yaml).
-
-One job of TP x PP processes (the layout of the .nemo it writes) over run.nodes x run.ntasks_per_node.
+"""Schema of the resolved `conversion` section of the GPT family (conf/conversion/gpt3/convert_gpt3.yaml): the
+shared conversion keys (common_conversion) and a Hugging Face export where an architecture matches.
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
-from .run import RunBase
+from ..binding import bind_stage
+from .common_conversion import CheckpointSourceBase, ConversionRunBase, check_processes, checkpoint_reads, nemo_path
 
 STAGE = "conversion"
 HF_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ConversionRun(RunBase):
-    nodes: int = 1  # nodes of the job; the config derives it from TP x PP and cluster.gpus_per_node
-    ntasks_per_node: int = 1  # processes per node
-    nemo_file_name: str = "megatron_gpt.nemo"  # the .nemo goes to <results_dir>/results/<nemo_file_name>
-    convert_name: Optional[str] = None  # folder under the training run's directory
-    model_train_name: Optional[str] = None  # the training run converted
-    train_dir: Optional[str] = None  # that run's directory
+class ConversionRun(ConversionRunBase):
+    example_nemo: ClassVar[str] = "megatron_gpt.nemo"
 
-    def check(self, key: str) -> None:
-        super().check(key)
-        positive_fields(self, key, "nodes", "ntasks_per_node")
-        if not self.nemo_file_name or "/" in self.nemo_file_name:
-            raise config_fault(f"{key}.nemo_file_name", self.nemo_file_name, "a file name such as megatron_gpt.nemo")
+    nemo_file_name: str = "megatron_gpt.nemo"  # the .nemo goes to <results_dir>/results/<nemo_file_name>
 
 
 @dataclasses.dataclass(frozen=True)
-class ConversionModel:
-    checkpoint_folder: str  # the training run's checkpoints/ folder, or one step-<N> folder in it
-    hparams_file: str  # the training job's resolved config (<train_dir>/<run.name>_hydra.yaml)
-    checkpoint_name: str = "latest"  # latest: newest complete step-<N>; or a folder name such as step-40
+class ConversionModel(CheckpointSourceBase):
     model_type: Literal["gpt"] = "gpt"
-    tensor_model_parallel_size: int = 1  # TP of the .nemo (and of this job)
-    pipeline_model_parallel_size: int = 1  # PP of the .nemo
-    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count; checked if set
-    vocab_file: Optional[str] = None  # replaces model.tokenizer.vocab_file of training; null = as trained
-    merge_file: Optional[str] = None  # replaces model.tokenizer.merge_file
-    tokenizer_model: Optional[str] = None  # replaces model.tokenizer.model (SentencePiece or tokenizer.json)
-
-    def check(self, key: str) -> None:
-        positive_fields(self, key, "tensor_model_parallel_size", "pipeline_model_parallel_size")
-        tp, pp = self.tensor_model_parallel_size, self.pipeline_model_parallel_size
-        if self.model_parallel_size is not None and self.model_parallel_size != tp * pp:
-            raise config_fault(f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP({pp}) = {tp * pp}")
-        for name in ("checkpoint_folder", "hparams_file"):
-            if not Path(getattr(self, name)).is_absolute():
-                raise config_fault(f"{key}.{name}", getattr(self, name), "must be an absolute path")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,16 +38,10 @@ class ConversionConfig:
     hf: HFSection = HFSection()
 
     def check(self, key: str) -> None:
-        processes = self.run.nodes * self.run.ntasks_per_node
-        tp, pp = self.model.tensor_model_parallel_size, self.model.pipeline_model_parallel_size
-        if processes % (tp * pp):
-            raise config_fault(f"{key}.run.ntasks_per_node", self.run.ntasks_per_node,
-                               f"nodes({self.run.nodes}) x ntasks_per_node({self.run.ntasks_per_node}) = {processes} processes "
-                               f"cannot hold TP({tp}) x PP({pp}) = {tp * pp} ranks evenly; make it a multiple")
+        check_processes(self.run, self.model, key)
 
     def reads(self) -> List[Tuple[str, str]]:
-        return [(f"{STAGE}.model.checkpoint_folder", self.model.checkpoint_folder),
-                (f"{STAGE}.model.hparams_file", self.model.hparams_file)]
+        return checkpoint_reads(self.model, STAGE)
 
     def writes(self) -> List[str]:
         return [self.run.results_dir, str(self.hf_dir)]
@@ -86,7 +52,7 @@ class ConversionConfig:
 
     @property
     def nemo_path(self) -> Path:
-        return Path(self.run.results_dir) / "results" / self.run.nemo_file_name
+        return nemo_path(self.run)
 
     @property
     def hf_dir(self) -> Path:

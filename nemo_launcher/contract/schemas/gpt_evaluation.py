@@ -94,6 +94,11 @@ class EvaluationConfig:
     def writes(self) -> List[str]:
         return [self.run.results_dir] + ([self.run.task_data_dir] if self.run.prepare_sample_data else [])
 
+    def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
+        """Arguments of the family's preparation program, run first: smoke-test task files made from local text,
+        for machines that cannot fetch the real task data. None: the task files are there already."""
+        return ("--task-data-dir", self.run.task_data_dir) if self.run.prepare_sample_data else None
+
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "EvaluationConfig":
         return bind_stage(cls, data, stage)

@@ -2,7 +2,7 @@
 model repository whose Python backend serves the model in one process per instance."""
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, positive_fields
 from .run import RunBase
@@ -22,6 +22,8 @@ class ExportRun(RunBase):
 
 @dataclasses.dataclass(frozen=True)
 class ExportModel:
+    written_by_conversion: ClassVar[str] = "<train dir>/convert_nemo/results/megatron_gpt.nemo"  # for the message below
+
     checkpoint_path: str  # the .nemo to export
     weight_data_type: DataType  # dtype of the stored weights
     tensor_model_parallel_size: int = 1  # must be 1: the Python backend runs a model in one process
@@ -32,8 +34,7 @@ class ExportModel:
                                "the Triton Python backend serves a model in one process per instance: set 1")
         if not Path(self.checkpoint_path).is_absolute():
             raise config_fault(f"{key}.checkpoint_path", self.checkpoint_path,
-                               "name the .nemo to export by absolute path (the conversion stage writes "
-                               "<train dir>/convert_nemo/results/megatron_gpt.nemo)")
+                               f"name the .nemo to export by absolute path (the conversion stage writes {self.written_by_conversion})")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,50 +10,12 @@ import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
-from .common_training import OptimSection, Precision, check_layout, check_world_size, precision_name
-from .run import RunBase
+from .common_training import OptimSection, check_layout, check_world_size
+from .common_tuning import SftExpManager, SftRun, SftTrainer
 
 TARGET_MODULES = ("attention_qkv", "attention_dense", "mlp_fc1", "mlp_fc2")
 INIT_METHODS = Literal["xavier", "normal", "zero"]
 STAGES = ("fine_tuning", "peft")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SftRun(RunBase):
-    task_name: str  # names the results folder and the job
-    model_train_name: Optional[str] = None  # the pre-training run whose converted model is tuned
-    convert_name: Optional[str] = None  # the conversion folder under that run
-    convert_dir: Optional[str] = None  # <base_results_dir>/<model_train_name>/<convert_name>
-
-
-@dataclasses.dataclass(frozen=True)
-class SftTrainer:
-    num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
-    devices: int  # processes (GPUs) per machine
-    accelerator: Literal["gpu", "cpu"]
-    precision: Precision
-    max_steps: int  # optimizer steps
-    log_every_n_steps: int = 10
-    val_check_interval: int = 200  # steps between validations; validation also runs after the last step
-    limit_val_batches: int = 8  # global batches per validation; 0 disables validation
-    gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
-
-    def check(self, key: str) -> None:
-        positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
-        if self.limit_val_batches < 0:
-            raise config_fault(f"{key}.limit_val_batches", self.limit_val_batches, "must be >= 0 (0 disables validation)")
-
-    def precision_name(self) -> str:
-        return precision_name(self.precision)
-
-
-@dataclasses.dataclass(frozen=True)
-class SftExpManager:
-    explicit_log_dir: str  # metrics.jsonl here; the result in <explicit_log_dir>/checkpoints/
-    name: str  # file name of the result: checkpoints/<name>.nemo
-
-    def nemo_path(self, suffix: str = "") -> str:
-        return f"{self.explicit_log_dir}/checkpoints/{self.name}{suffix}.nemo"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,6 +172,10 @@ class SftConfig:
         squad = self.squad_preparation
         outputs = [split.output for split in (squad.train, squad.validation) if split is not None] if squad else []
         return [self.exp_manager.explicit_log_dir] + outputs
+
+    def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
+        """Arguments of the family's preparation program (SQuAD JSON -> jsonl), run first; None: nothing to prepare."""
+        return ("--config", config_file) if self.squad_preparation is not None else None
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: Literal["fine_tuning", "peft"]) -> "SftConfig":

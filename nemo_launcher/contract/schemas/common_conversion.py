@@ -1,0 +1,79 @@
+"""Sections and rules every conversion schema shares (gpt_conversion, t5_conversion, bert_conversion): a training
+run's newest (or named) checkpoint becomes one `.nemo` file in a tensor/pipeline layout of the user's choice.
+
+One job of TP x PP processes (the layout of the .nemo it writes) over run.nodes x run.ntasks_per_node; each
+process reads its slice of the checkpoint.
+"""
+import dataclasses
+from pathlib import Path
+from typing import ClassVar, List, Optional, Tuple
+
+from ..binding import config_fault, positive_fields
+from .run import RunBase
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConversionRunBase(RunBase):
+    example_nemo: ClassVar[str] = "megatron_<family>.nemo"  # named in the message about nemo_file_name
+
+    nodes: int = 1  # nodes of the job; the config derives it from TP x PP and cluster.gpus_per_node
+    ntasks_per_node: int = 1  # processes per node
+    nemo_file_name: str  # the .nemo goes to <results_dir>/results/<nemo_file_name>
+    convert_name: Optional[str] = None  # folder under the training run's directory
+    model_train_name: Optional[str] = None  # the training run converted
+    train_dir: Optional[str] = None  # that run's directory
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        positive_fields(self, key, "nodes", "ntasks_per_node")
+        if not self.nemo_file_name or "/" in self.nemo_file_name:
+            raise config_fault(f"{key}.nemo_file_name", self.nemo_file_name, f"a file name such as {self.example_nemo}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSourceBase:
+    """Which checkpoint, in which layout, with which tokenizer files; a family adds its `model_type`."""
+
+    checkpoint_folder: str  # the training run's checkpoints/ folder, or one step-<N> folder in it
+    hparams_file: str  # the training job's resolved config (<train_dir>/<run.name>_hydra.yaml)
+    checkpoint_name: str = "latest"  # latest: newest complete step-<N>; or a folder name such as step-40
+    model_type: str = ""  # each family's schema narrows it to its own name(s)
+    tensor_model_parallel_size: int = 1  # TP of the .nemo (and of this job)
+    pipeline_model_parallel_size: int = 1  # PP of the .nemo
+    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count; checked if set
+    vocab_file: Optional[str] = None  # replaces model.tokenizer.vocab_file of training; null = as trained
+    merge_file: Optional[str] = None  # replaces model.tokenizer.merge_file
+    tokenizer_model: Optional[str] = None  # replaces model.tokenizer.model (SentencePiece or tokenizer.json)
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "tensor_model_parallel_size", "pipeline_model_parallel_size")
+        tp, pp = self.tensor_model_parallel_size, self.pipeline_model_parallel_size
+        if self.model_parallel_size is not None and self.model_parallel_size != tp * pp:
+            raise config_fault(f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP({pp}) = {tp * pp}")
+        for name in ("checkpoint_folder", "hparams_file"):
+            if not Path(getattr(self, name)).is_absolute():
+                raise config_fault(f"{key}.{name}", getattr(self, name), "must be an absolute path")
+
+
+def check_processes(run: ConversionRunBase, model: CheckpointSourceBase, key: str) -> None:
+    """The job's processes hold the .nemo's TP x PP ranks evenly."""
+    processes = run.nodes * run.ntasks_per_node
+    tp, pp = model.tensor_model_parallel_size, model.pipeline_model_parallel_size
+    if processes % (tp * pp):
+        raise config_fault(f"{key}.run.ntasks_per_node", run.ntasks_per_node,
+                           f"nodes({run.nodes}) x ntasks_per_node({run.ntasks_per_node}) = {processes} processes "
+                           f"cannot hold TP({tp}) x PP({pp}) = {tp * pp} ranks evenly; make it a multiple")
+
+
+def check_no_merges(model: CheckpointSourceBase, key: str) -> None:
+    """WordPiece and SentencePiece tokenizers (T5, mT5, BERT) have no merges file."""
+    if model.merge_file is not None:
+        raise config_fault(f"{key}.merge_file", model.merge_file, "WordPiece and SentencePiece have no merges file: set null")
+
+
+def checkpoint_reads(model: CheckpointSourceBase, stage: str) -> List[Tuple[str, str]]:
+    return [(f"{stage}.model.checkpoint_folder", model.checkpoint_folder), (f"{stage}.model.hparams_file", model.hparams_file)]
+
+
+def nemo_path(run: ConversionRunBase) -> Path:
+    return Path(run.results_dir) / "results" / run.nemo_file_name
