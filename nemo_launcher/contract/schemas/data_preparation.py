@@ -1,11 +1,18 @@
 """Schema of the resolved `data_preparation` section (conf/data_preparation/*/*.yaml), one per `dataset`.
 
-    cfg = DataPreparation.from_dict(section)     # PileConfig or CustomDatasetConfig, chosen by `dataset`
+    cfg = DataPreparation.from_dict(section)     # PileConfig, Mc4Config or CustomDatasetConfig, by `dataset`
+    cfg.steps()                                  # [StepPlan(name="download", items=[0, 1, ...], ...), ...]
 
-`pile`: download (.jsonl.zst) -> extract (.jsonl) -> preprocess (.bin/.idx), each a Slurm array over
-file_numbers. `custom_dataset`: train_tokenizer (optional) -> preprocess, an array over run.node_array_size.
+`pile`: download (.jsonl.zst) -> extract (.jsonl) -> train_tokenizer (optional) -> preprocess (.bin/.idx),
+the per-shard steps Slurm arrays over file_numbers. `mc4`: prepare -> download (array over nodes) ->
+setup_preprocess -> train_tokenizer (optional) -> preprocess (array over nodes, workers_per_node tasks each).
+`custom_dataset`: train_tokenizer (optional) -> preprocess, an array over run.node_array_size.
+
+Each dataset's steps() says which job programs run and how (array or single, tasks per node, CPUs per task);
+the data preparation stage submits exactly that, so a new dataset adds steps here and a job program, nothing else.
 """
 import dataclasses
+import re
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, non_negative, positive, positive_fields
@@ -14,6 +21,31 @@ from .run import RunBase
 
 STAGE = "data_preparation"
 OnMalformed = Literal["skip", "fail"]
+# Megatron's tokenizer types the megatron library builds from files, and the files each needs.
+MEGATRON_TYPE_FILES = {
+    "GPT2BPETokenizer": ("vocab_file", "merge_file"),
+    "BertWordPieceCase": ("vocab_file",),
+    "BertWordPieceLowerCase": ("vocab_file",),
+}
+MegatronType = Literal["GPT2BPETokenizer", "BertWordPieceCase", "BertWordPieceLowerCase"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepPlan:
+    """One job of the chain: the program `nemo_launcher.jobs.data.<name>` and how it is spread.
+
+    Arrays run one task per item (Slurm --array=<items>%<array_limit>; the task reads its item from
+    SLURM_ARRAY_TASK_ID); without arrays (BCP) the items are dealt over bcp_nodes x bcp_tasks_per_node processes.
+    A task with tasks_per_node > 1 starts that many processes (srun over all of them, torchrun here).
+    """
+
+    name: str
+    items: Optional[Tuple[int, ...]] = None  # array items (shard numbers or node indices); None: one job
+    array_limit: Optional[int] = None  # array tasks running at once
+    tasks_per_node: int = 1  # processes of one array task (or of the single job)
+    cpus_per_task: Optional[int] = None  # --cpus-per-task; None: the cluster's default
+    bcp_nodes: int = 1
+    bcp_tasks_per_node: int = 1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -66,11 +98,38 @@ class _Tokenizing:
     chunk_size_mb: float = 16  # input MB per unit of work
     progress: bool = True  # progress bars (MB/s, documents/s, ETA) on stderr
     preprocess_data: bool = True  # run the preprocess step
+    # One indexed item per sentence, documents as runs of sentences: what megatron-core's BERT and T5 datasets
+    # sample from. False: one item per document (GPT).
+    split_sentences: bool = False
+    # With split_sentences: longer sentences become several items of at most this many tokens. megatron-core
+    # drops every multi-sentence document holding a sentence over 512 tokens; null keeps sentences whole.
+    max_sentence_tokens: Optional[int] = 512
+    train_tokenizer: bool = False  # train the tokenizer on the dataset's text before preprocessing
+    # Trainer options: vocab_size, min_frequency (WordPiece, byte-level BPE); SentencePiece's spm_train options
+    train_tokenizer_args: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def check_tokenizing(self, key: str) -> None:
         positive(f"{key}.chunk_size_mb", self.chunk_size_mb)
         if not self.json_key:
             raise config_fault(f"{key}.json_key", self.json_key, "name the JSON field that holds each document, e.g. text")
+        if self.max_sentence_tokens is not None:
+            positive(f"{key}.max_sentence_tokens", self.max_sentence_tokens)
+        vocab_size = self.train_tokenizer_args.get("vocab_size")
+        if self.train_tokenizer and vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1):
+            raise config_fault(f"{key}.train_tokenizer_args.vocab_size", vocab_size, "must be a positive integer")
+
+    def check_tokenizer_files(self, key: str, library: str, tokenizer_type: Optional[str]) -> None:
+        """The files the configured tokenizer is built from are named (they may not exist yet)."""
+        if library == "megatron":
+            if tokenizer_type is None:
+                tokenizer_type = "GPT2BPETokenizer"
+            needed = MEGATRON_TYPE_FILES[tokenizer_type]
+        else:
+            needed = ("tokenizer_model",)
+        for name in needed if (self.preprocess_data or self.train_tokenizer) else ():
+            if not getattr(self, name):
+                what = f"tokenizer_library {library}" + (f" with tokenizer_type {tokenizer_type}" if library == "megatron" else "")
+                raise config_fault(f"{key}.{name}", getattr(self, name), f"{what} needs this file")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,9 +149,9 @@ class PileConfig(_Tokenizing):
     download_merges_url: Optional[str] = None  # fetched to merge_file when missing
     vocab_save_dir: Optional[str] = None
     merges_save_dir: Optional[str] = None
-    tokenizer_type: Optional[str] = None  # GPT2BPETokenizer for library megatron
-    vocab_file: Optional[str] = None
-    merge_file: Optional[str] = None
+    tokenizer_type: Optional[MegatronType] = None  # library megatron: GPT2BPETokenizer (null too) or BERT WordPiece
+    vocab_file: Optional[str] = None  # GPT-2 vocab.json, or WordPiece vocab.txt
+    merge_file: Optional[str] = None  # GPT-2 merges.txt (WordPiece has none)
     tokenizer_model: Optional[str] = None  # SentencePiece .model or Hugging Face tokenizer.json
     rm_downloaded: bool = True  # extract removes the .zst once the jsonl is complete
     rm_extracted: bool = True  # preprocess removes the jsonl once its .bin/.idx are complete
@@ -104,13 +163,14 @@ class PileConfig(_Tokenizing):
         self.shard_numbers(key)
         _check_per_shard_name(f"{key}.shard_name", self.shard_name)
         _check_per_shard_name(f"{key}.output_prefix", self.output_prefix)
-        if not (self.download_the_pile or self.preprocess_data):
+        if not (self.download_the_pile or self.preprocess_data or self.train_tokenizer):
             raise config_fault(f"{key}.preprocess_data", False, "every step is switched off; enable download_the_pile or preprocess_data")
-        needed = {"megatron": ("vocab_file", "merge_file"), "sentencepiece": ("tokenizer_model",),
-                  "huggingface": ("tokenizer_model",)}[self.tokenizer_library]
-        for name in needed if self.preprocess_data else ():
-            if not getattr(self, name):
-                raise config_fault(f"{key}.{name}", getattr(self, name), f"tokenizer_library {self.tokenizer_library} needs this file")
+        if self.tokenizer_type is not None and self.tokenizer_library != "megatron":
+            raise config_fault(f"{key}.tokenizer_type", self.tokenizer_type,
+                               f"is a megatron tokenizer; set tokenizer_library=megatron or tokenizer_type=null")
+        self.check_tokenizer_files(key, self.tokenizer_library, self.tokenizer_type)
+        if self.train_tokenizer:
+            _check_trainable(key, self.tokenizer_library, self.tokenizer_type, self.download_vocab_url)
 
     def shard_numbers(self, key: str = STAGE) -> List[int]:
         try:
@@ -129,9 +189,17 @@ class PileConfig(_Tokenizing):
         return [self.run.results_dir, self.preprocessed_dir, self.raw_dir, self.extracted_dir] + [
             path for path in (self.vocab_file, self.merge_file, self.tokenizer_model) if path]
 
-    def steps(self) -> List[str]:
-        """The job programs this config runs, in order (each an array over the shards)."""
-        return (["download", "extract"] if self.download_the_pile else []) + (["preprocess"] if self.preprocess_data else [])
+    def steps(self) -> List[StepPlan]:
+        """download, extract and preprocess are arrays over the shards (one node each); train_tokenizer is one job."""
+        shards = tuple(self.shard_numbers())
+        array = dict(items=shards, array_limit=self.run.node_array_size, cpus_per_task=self.run.cpus_per_node,
+                     bcp_nodes=min(self.run.node_array_size, len(shards)))
+        plans = [StepPlan(name, **array) for name in ("download", "extract")] if self.download_the_pile else []
+        if self.train_tokenizer:
+            plans.append(StepPlan("train_tokenizer", cpus_per_task=self.run.cpus_per_node))
+        if self.preprocess_data:
+            plans.append(StepPlan("preprocess", bcp_tasks_per_node=self.run.bcp_preproc_npernode, **array))
+        return plans
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -143,7 +211,6 @@ class CustomDatasetConfig(_Tokenizing):
     raw_dataset_files: List[Optional[str]]  # json, jsonl or json.gz files; null entries are skipped
     tokenizer_library: Literal["sentencepiece", "huggingface"] = "sentencepiece"
     train_tokenizer: bool = True  # train a tokenizer on the raw files first
-    train_tokenizer_args: Dict[str, Any] = dataclasses.field(default_factory=dict)  # SentencePiece trainer options
     tokenizer_model: Optional[str] = None  # the model preprocessing uses (the trained one by default)
     preprocess_worker_mapping: Optional[str] = None  # written for reading: which node got which files
 
@@ -155,9 +222,6 @@ class CustomDatasetConfig(_Tokenizing):
             raise config_fault(f"{key}.raw_dataset_files", self.raw_dataset_files, "list the json/jsonl/json.gz files to preprocess")
         if not self.tokenizer_model:
             raise config_fault(f"{key}.tokenizer_model", self.tokenizer_model, "name the tokenizer model file to train or to use")
-        vocab_size = self.train_tokenizer_args.get("vocab_size")
-        if self.train_tokenizer and vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1):
-            raise config_fault(f"{key}.train_tokenizer_args.vocab_size", vocab_size, "must be a positive integer")
 
     def files(self) -> List[str]:
         return [f for f in self.raw_dataset_files if f is not None]
@@ -171,19 +235,133 @@ class CustomDatasetConfig(_Tokenizing):
     def writes(self) -> List[str]:
         return [self.run.results_dir, self.preprocessed_dir, self.bpe_save_dir] + ([self.tokenizer_model] if self.tokenizer_model else [])
 
-    def steps(self) -> List[str]:
+    def steps(self) -> List[StepPlan]:
         """train_tokenizer is one task; preprocess is an array over run.node_array_size nodes."""
-        return (["train_tokenizer"] if self.train_tokenizer else []) + (["preprocess"] if self.preprocess_data else [])
+        nodes = self.run.node_array_size
+        plans = [StepPlan("train_tokenizer", cpus_per_task=self.run.cpus_per_node)] if self.train_tokenizer else []
+        if self.preprocess_data:
+            plans.append(StepPlan("preprocess", items=tuple(range(nodes)), array_limit=nodes,
+                                  cpus_per_task=self.run.cpus_per_node, bcp_nodes=nodes,
+                                  bcp_tasks_per_node=self.run.bcp_preproc_npernode))
+        return plans
 
 
-DATASETS = {"pile": PileConfig, "custom_dataset": CustomDatasetConfig}
+# mC4's language codes: "de", "zh-Latn", "und"; `all` selects every language the repository holds.
+_LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z]{2,8})?$")
+MC4_DEFAULT_LANGUAGES = "cs,da,de,el,en,es,fi,fr,hi,hu,it,ja,ko,lt,lv,nl,no,pl,pt,ro,ru,sk,sv,zh"
+
+
+def mc4_languages(value: Union[str, List[str]]) -> List[str]:
+    """`languages` as a list: "cs,da" or [cs, da] -> ["cs", "da"]; ["all"] for all."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Mc4Config(_Tokenizing):
+    run: DataRun
+    dataset: Literal["mc4"]
+    mc4_dir: str  # everything mC4 goes below it (by default)
+    git_lfs_dir: str  # the repository's clone (file names, sizes, sha256) and the downloaded .json.gz files
+    # The dataset repository: a Hugging Face dataset (git clone for the listing, <url>/resolve/main/<path> for
+    # each file), or a file:// folder in the same layout (multilingual/c4-<lang>.tfrecord-*.json.gz, en/c4-train.*).
+    mc4_repo_url: str = "https://huggingface.co/datasets/allenai/c4"
+    download_mc4: bool = True  # run the prepare and download steps
+    download_vocab_url: Optional[str] = None  # fetched to <vocab_save_dir>/<its file name> when missing
+    download_tokenizer_url: Optional[str] = None  # fetched to tokenizer_model when missing
+    vocab_save_dir: Optional[str] = None
+    tokenizer_save_dir: Optional[str] = None
+    tokenizer_library: Literal["sentencepiece"] = "sentencepiece"
+    tokenizer_model: str  # the SentencePiece model preprocessing uses
+    languages: Union[str, List[str]] = MC4_DEFAULT_LANGUAGES  # "cs,da,...", a list, or "all"
+    use_cleaned_english: bool = True  # en: the cleaned C4 (en/c4-train.*) instead of mC4's multilingual/c4-en.*
+    softlinks_dir: str  # <lang>/<split>/: links to the files of each split
+    max_split_size: float = 200  # GB of .json.gz per split; each split is one preprocessing unit and one dataset
+    download_worker_mapping: str  # written by prepare: the files, and which download node fetches which
+    preprocess_worker_mapping: str  # written by setup_preprocess: the splits, and which worker builds which
+    rm_downloaded: bool = False  # preprocess removes a split's .json.gz files once its dataset is complete
+    download: DownloadSection = DownloadSection()
+
+    def check(self, key: str) -> None:
+        self.check_tokenizing(key)
+        positive(f"{key}.max_split_size", self.max_split_size)
+        if not (self.download_mc4 or self.preprocess_data or self.train_tokenizer):
+            raise config_fault(f"{key}.preprocess_data", False, "every step is switched off; enable download_mc4 or preprocess_data")
+        languages = self.language_list()
+        if not languages:
+            raise config_fault(f"{key}.languages", self.languages, "list languages, e.g. 'cs,da,de', or all")
+        for language in languages:
+            if language != "all" and not _LANGUAGE.match(language):
+                raise config_fault(f"{key}.languages", self.languages,
+                                   f"{language!r} is not an mC4 language code (e.g. de, zh, zh-Latn); or use all")
+        if "all" in languages and len(languages) > 1:
+            raise config_fault(f"{key}.languages", self.languages, "all selects every language; list no others with it")
+        if self.run.workers_per_node is None:
+            raise config_fault(f"{key}.run.workers_per_node", None, "mc4 preprocessing runs this many tasks per node; set it, e.g. 4")
+        if self.run.cpus_per_node is not None and self.run.cpus_per_node < self.run.workers_per_node:
+            raise config_fault(f"{key}.run.cpus_per_node", self.run.cpus_per_node,
+                               f"each of the run.workers_per_node={self.run.workers_per_node} tasks needs a CPU; raise it")
+        self.check_tokenizer_files(key, "sentencepiece", None)
+        if self.train_tokenizer and self.download_tokenizer_url:
+            raise config_fault(f"{key}.download_tokenizer_url", self.download_tokenizer_url,
+                               "train_tokenizer writes tokenizer_model; set download_tokenizer_url=null, or train_tokenizer=false")
+
+    def language_list(self) -> List[str]:
+        return mc4_languages(self.languages)
+
+    def cpus_per_task(self) -> Optional[int]:
+        if self.run.cpus_per_node is None:
+            return None
+        return self.run.cpus_per_node // self.run.workers_per_node
+
+    def reads(self) -> List[Tuple[str, str]]:
+        """A local repository folder is an input; a remote one is cloned and fetched by the jobs."""
+        if self.download_mc4 and self.mc4_repo_url.startswith("file://"):
+            return [(f"{STAGE}.mc4_repo_url", self.mc4_repo_url[len("file://"):])]
+        return []
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir, self.mc4_dir, self.git_lfs_dir, self.softlinks_dir, self.preprocessed_dir,
+                self.tokenizer_model, self.download_worker_mapping, self.preprocess_worker_mapping]
+
+    def steps(self) -> List[StepPlan]:
+        """prepare -> download (array over nodes) -> setup_preprocess -> train_tokenizer -> preprocess (array over
+        nodes, run.workers_per_node tasks each with cpus_per_node / workers_per_node CPUs)."""
+        nodes = self.run.node_array_size
+        node_items = dict(items=tuple(range(nodes)), array_limit=nodes, bcp_nodes=nodes)
+        plans = []
+        if self.download_mc4:
+            plans += [StepPlan("prepare"), StepPlan("download", cpus_per_task=self.run.cpus_per_node, **node_items)]
+        if self.preprocess_data:
+            plans.append(StepPlan("setup_preprocess"))
+        if self.train_tokenizer:
+            plans.append(StepPlan("train_tokenizer", cpus_per_task=self.run.cpus_per_node))
+        if self.preprocess_data:
+            workers = self.run.workers_per_node
+            plans.append(StepPlan("preprocess", tasks_per_node=workers, cpus_per_task=self.cpus_per_task(),
+                                  bcp_tasks_per_node=workers, **node_items))
+        return plans
+
+
+def _check_trainable(key: str, library: str, tokenizer_type: Optional[str], vocab_url: Optional[str]) -> None:
+    """Pile configs train WordPiece (vocab_file), SentencePiece or byte-level BPE (tokenizer_model); GPT-2's BPE
+    is downloaded, never trained."""
+    if library == "megatron" and tokenizer_type in (None, "GPT2BPETokenizer"):
+        raise config_fault(f"{key}.train_tokenizer", True,
+                           "GPT2BPETokenizer is downloaded, not trained; train a BertWordPiece* type, sentencepiece or huggingface")
+    if library == "megatron" and vocab_url:
+        raise config_fault(f"{key}.download_vocab_url", vocab_url,
+                           "train_tokenizer writes vocab_file; set download_vocab_url=null, or train_tokenizer=false")
+
+
+DATASETS = {"pile": PileConfig, "mc4": Mc4Config, "custom_dataset": CustomDatasetConfig}
 
 
 class DataPreparation:
     """Binds a data_preparation section to the schema its `dataset` names."""
 
     @staticmethod
-    def from_dict(data: Dict[str, Any], stage: str = STAGE) -> Union[PileConfig, CustomDatasetConfig]:
+    def from_dict(data: Dict[str, Any], stage: str = STAGE) -> Union[PileConfig, Mc4Config, CustomDatasetConfig]:
         dataset = data.get("dataset") if isinstance(data, dict) else None
         if dataset not in DATASETS:
             raise config_fault(f"{stage}.dataset", dataset, f"choose one of {', '.join(DATASETS)}")

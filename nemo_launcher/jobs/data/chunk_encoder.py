@@ -5,7 +5,8 @@
 
 The worker reads its own bytes from the file and writes its own output files, so nothing but a small task
 and a small result crosses between processes (Megatron-LM's tool pickles every document's token list back to
-one writer process). The `.json` file is renamed into place last and marks the chunk as complete: a run that
+one writer process). With split_sentences each document becomes its sentences (sentences.py), one item each,
+and chunk-<i>.sentences holds the number of items of each document (the layout BERT and T5 datasets read). The `.json` file is renamed into place last and marks the chunk as complete: a run that
 is killed leaves at most temporary files behind, and the next run redoes only chunks without a `.json`.
 """
 import json
@@ -17,6 +18,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from .errors import DataPrepError
+from .sentences import split_sentences
 from .tokenizer import Tokenizer, TokenizerSpec, load_tokenizer
 
 _BATCH_DOCUMENTS = 512  # documents per encode_batch call: amortizes the call, bounds the memory of one batch
@@ -48,7 +50,9 @@ class ChunkTask:
     parts_dir: str
     json_key: str = "text"
     on_malformed: str = "skip"  # skip: report and leave the line out; fail: stop at the first one
-    append_eod: bool = True
+    append_eod: bool = True  # with split_sentences: EOD ends the last sentence of each document
+    split_sentences: bool = False  # one item per sentence instead of one per document
+    max_sentence_tokens: Optional[int] = None  # longer sentences are cut into items of at most this many tokens
 
 
 @dataclass
@@ -60,6 +64,7 @@ class ChunkResult:
     bytes: int = 0
     blank: int = 0  # empty or whitespace-only lines, skipped silently
     empty: int = 0  # documents whose text encodes to no token, left out (an EOD alone carries nothing)
+    sentences: int = 0  # items written (with split_sentences; else one per document)
     malformed: int = 0
     reasons: List[Tuple[int, str]] = field(default_factory=list)  # (line within the chunk, what is wrong)
     seconds: float = 0.0
@@ -68,6 +73,10 @@ class ChunkResult:
 def chunk_paths(parts_dir: str, index: int) -> Tuple[str, str, str]:
     stem = os.path.join(parts_dir, f"chunk-{index:06d}")
     return stem + ".bin", stem + ".lengths", stem + ".json"
+
+
+def sentence_counts_path(parts_dir: str, index: int) -> str:
+    return os.path.join(parts_dir, f"chunk-{index:06d}.sentences")
 
 
 def read_result(parts_dir: str, index: int) -> Optional[ChunkResult]:
@@ -96,6 +105,19 @@ def encode_chunk(task: ChunkTask, tokenizer: Optional[Tokenizer] = None) -> Chun
         data = handle.read(task.end - task.start)
     result = ChunkResult(index=task.index, bytes=len(data))
     texts, lines = _parse(data, task, result)
+    if task.split_sentences:
+        tokens, lengths, counts = _encode_sentences(texts, lines, task, tokenizer, result)
+    else:
+        tokens, lengths = _encode_documents(texts, lines, task, tokenizer, result)
+        counts = None
+    result.tokens = int(tokens.size)
+    result.sentences = int(lengths.size)
+    _write(task, tokens.astype(tokenizer.dtype, copy=False), lengths.astype(np.int32), counts, result, began)
+    return result
+
+
+def _encode_documents(texts, lines, task: ChunkTask, tokenizer: Tokenizer, result: ChunkResult):
+    """(tokens, tokens per document): one item per document."""
     token_parts, length_parts = [], []
     rejected = 0
     for first in range(0, len(texts), _BATCH_DOCUMENTS):
@@ -115,9 +137,67 @@ def encode_chunk(task: ChunkTask, tokenizer: Optional[Tokenizer] = None) -> Chun
         tokens = np.insert(tokens, np.cumsum(kept), np.array(tokenizer.eod, dtype=tokens.dtype))
         kept = kept + 1
     result.documents = int(kept.size)
-    result.tokens = int(tokens.size)
-    _write(task, tokens.astype(tokenizer.dtype, copy=False), kept.astype(np.int32), result, began)
-    return result
+    return tokens, kept
+
+
+def _encode_sentences(texts, lines, task: ChunkTask, tokenizer: Tokenizer, result: ChunkResult):
+    """(tokens, tokens per item, items per document): one item per sentence with at least one token.
+
+    A document whose sentences all encode to nothing is left out (counted as empty); one the tokenizer rejects
+    anywhere is left out whole (malformed). EOD, when appended, ends the document's last sentence; sentences
+    longer than max_sentence_tokens are then cut into items of that many tokens and a shorter last one.
+    """
+    token_parts, length_parts, count_parts = [], [], []
+    for first in range(0, len(texts), _BATCH_DOCUMENTS):
+        batch = texts[first:first + _BATCH_DOCUMENTS]
+        sentences, owners = [], []
+        for position, text in enumerate(batch):
+            pieces = split_sentences(text)
+            sentences += pieces
+            owners += [position] * len(pieces)
+        tokens, lengths, errors = tokenizer.encode_batch(sentences)
+        owner = np.asarray(owners, dtype=np.int64)
+        rejected = np.zeros(len(batch), dtype=bool)
+        for index, reason in sorted(errors.items()):
+            if not rejected[owner[index]]:
+                rejected[owner[index]] = True
+                _malformed(result, task, lines[first + owner[index]], reason)
+        keep = (lengths > 0) & ~rejected[owner] if owner.size else np.zeros(0, dtype=bool)
+        tokens = tokens[np.repeat(keep, lengths)]
+        lengths, owner = lengths[keep], owner[keep]
+        counts = np.bincount(owner, minlength=len(batch))
+        result.empty += int(np.count_nonzero((counts == 0) & ~rejected))
+        counts = counts[counts > 0]
+        if task.append_eod and counts.size:
+            last = np.cumsum(counts) - 1  # each document's last sentence
+            tokens = np.insert(tokens, np.cumsum(lengths)[last], np.array(tokenizer.eod, dtype=tokens.dtype))
+            lengths[last] += 1
+        if task.max_sentence_tokens:
+            lengths, counts = _cap_items(lengths, counts, task.max_sentence_tokens)
+        token_parts.append(tokens)
+        length_parts.append(lengths)
+        count_parts.append(counts)
+    tokens = np.concatenate(token_parts) if token_parts else np.zeros(0, tokenizer.dtype)
+    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, np.int64)
+    counts = np.concatenate(count_parts) if count_parts else np.zeros(0, np.int64)
+    result.documents = int(counts.size)
+    return tokens, lengths, counts
+
+
+def _cap_items(lengths: np.ndarray, counts: np.ndarray, cap: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Cut every item longer than `cap` into items of `cap` tokens and a shorter last one; the tokens stay put.
+
+    megatron-core's sample builder skips a whole multi-sentence document when any sentence exceeds 512 tokens
+    (helpers.cpp, LONG_SENTENCE_LEN), and code or tables without full stops make such sentences.
+    """
+    pieces = -(-lengths // cap)  # ceil: items each sentence becomes
+    if not np.any(pieces > 1):
+        return lengths, counts
+    first_piece = np.repeat(np.cumsum(pieces) - pieces, pieces)
+    within = np.arange(first_piece.size) - first_piece
+    capped = np.minimum(cap, np.repeat(lengths, pieces) - within * cap)
+    document = np.repeat(np.arange(counts.size), counts)
+    return capped, np.bincount(document, weights=pieces, minlength=counts.size).astype(np.int64)
 
 
 def _parse(data: bytes, task: ChunkTask, result: ChunkResult) -> Tuple[List[str], List[int]]:
@@ -159,13 +239,18 @@ def _malformed(result: ChunkResult, task: ChunkTask, line: int, reason: str) -> 
         result.reasons.append((line, reason))
 
 
-def _write(task: ChunkTask, tokens: np.ndarray, lengths: np.ndarray, result: ChunkResult, began: float) -> None:
+def _write(task: ChunkTask, tokens: np.ndarray, lengths: np.ndarray, counts: Optional[np.ndarray],
+           result: ChunkResult, began: float) -> None:
     bin_path, lengths_path, marker = chunk_paths(task.parts_dir, task.index)
     suffix = f".tmp-{os.getpid()}"
     tokens.tofile(bin_path + suffix)
     os.replace(bin_path + suffix, bin_path)
     lengths.tofile(lengths_path + suffix)
     os.replace(lengths_path + suffix, lengths_path)
+    if counts is not None:
+        counts_path = sentence_counts_path(task.parts_dir, task.index)
+        counts.astype(np.int64).tofile(counts_path + suffix)
+        os.replace(counts_path + suffix, counts_path)
     result.seconds = round(time.perf_counter() - began, 3)
     with open(marker + suffix, "w") as handle:
         json.dump(asdict(result), handle)

@@ -13,13 +13,14 @@ megatron.core.datasets.indexed_dataset (_IndexWriter / _IndexReader, megatron-co
     i64 * D+1 document_indices: sequence index where each document ends, after a leading 0
 
 Writing it here lets the workers emit plain numpy arrays (no per-document Python objects, no torch), and the
-tests check the result is byte-identical to IndexedDatasetBuilder's. Each document is one sequence, as
-Megatron-LM's tools/preprocess_data.py writes GPT data without sentence splitting.
+tests check the result is byte-identical to IndexedDatasetBuilder's. A GPT document is one sequence, as
+Megatron-LM's tools/preprocess_data.py writes it without sentence splitting; BERT and T5 data has one sequence
+per sentence, and document_indices says where each document's sentences end (--split-sentences).
 """
 import os
 import shutil
 import struct
-from typing import Iterable, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -38,22 +39,29 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size < 65500 else np.dtype(np.int32)
 
 
-def write_index(path: str, dtype: np.dtype, document_lengths: np.ndarray) -> None:
-    """Write the .idx for documents of the given token counts, one sequence per document."""
+def write_index(path: str, dtype: np.dtype, sequence_lengths: np.ndarray,
+                sequences_per_document: Optional[np.ndarray] = None) -> None:
+    """Write the .idx for sequences of the given token counts; without `sequences_per_document` every sequence
+    is a document of its own."""
     dtype = np.dtype(dtype)
-    lengths = np.ascontiguousarray(document_lengths, dtype=np.int32)
+    lengths = np.ascontiguousarray(sequence_lengths, dtype=np.int32)
     count = lengths.size
     pointers = np.zeros(count, dtype=np.int64)
     if count > 1:
         np.cumsum(lengths[:-1], dtype=np.int64, out=pointers[1:])
     pointers *= dtype.itemsize
-    document_indices = np.arange(count + 1, dtype=np.int64)
+    if sequences_per_document is None:
+        document_indices = np.arange(count + 1, dtype=np.int64)
+    else:
+        document_indices = np.zeros(len(sequences_per_document) + 1, dtype=np.int64)
+        np.cumsum(sequences_per_document, dtype=np.int64, out=document_indices[1:])
+        assert document_indices[-1] == count, (document_indices[-1], count)
     with open(path, "wb") as out:
         out.write(HEADER)
         out.write(struct.pack("<Q", _VERSION))
         out.write(struct.pack("<B", _DTYPE_CODES[dtype]))
         out.write(struct.pack("<Q", count))
-        out.write(struct.pack("<Q", count + 1))
+        out.write(struct.pack("<Q", document_indices.size))
         out.write(lengths.tobytes(order="C"))
         out.write(pointers.tobytes(order="C"))
         out.write(document_indices.tobytes(order="C"))
@@ -74,6 +82,27 @@ def read_index_header(path: str) -> Tuple[np.dtype, int, int]:
 def read_sequence_lengths(path: str) -> np.ndarray:
     _, sequences, _ = read_index_header(path)
     return np.fromfile(path, dtype=np.int32, count=sequences, offset=_FIXED)
+
+
+def read_document_indices(path: str) -> np.ndarray:
+    """document_indices of an .idx: 0, then the sequence index where each document ends."""
+    _, sequences, documents = read_index_header(path)
+    return np.fromfile(path, dtype=np.int64, count=documents + 1, offset=_FIXED + sequences * (4 + 8))
+
+
+def merge_datasets(prefixes: List[str], dest_prefix: str) -> Tuple[int, int]:
+    """Join datasets of one dtype, in order, into `dest_prefix` (.bin renamed before .idx); (documents, tokens)."""
+    dtypes = {read_index_header(prefix + ".idx")[0] for prefix in prefixes}
+    if len(dtypes) != 1:
+        raise ValueError(f"cannot merge datasets of different token types {sorted(map(str, dtypes))}: {prefixes}")
+    lengths = [read_sequence_lengths(prefix + ".idx") for prefix in prefixes]
+    per_document = [np.diff(read_document_indices(prefix + ".idx")) for prefix in prefixes]
+    bin_temp, idx_temp = dest_prefix + ".bin.tmp", dest_prefix + ".idx.tmp"
+    concatenate([prefix + ".bin" for prefix in prefixes], bin_temp)
+    write_index(idx_temp, dtypes.pop(), np.concatenate(lengths), np.concatenate(per_document))
+    os.replace(bin_temp, dest_prefix + ".bin")
+    os.replace(idx_temp, dest_prefix + ".idx")
+    return int(sum(part.size for part in per_document)), int(sum(int(part.sum(dtype=np.int64)) for part in lengths))
 
 
 def complete_dataset(prefix: str) -> Optional[Tuple[int, int]]:

@@ -24,7 +24,7 @@ class PileShard:
     url: str
     downloaded: str  # <raw_dir>/<shard_name>, e.g. 03.jsonl.zst
     extracted: str  # <extracted_dir>/<shard_name without .zst>, e.g. 03.jsonl
-    output_prefix: str  # <preprocessed_dir>/<output_prefix>_<json_key>_document
+    output_prefix: str  # <preprocessed_dir>/<output_prefix>_<json_key>_document (_sentence with split_sentences)
 
     def is_preprocessed(self) -> bool:
         return complete_dataset(self.output_prefix) is not None
@@ -40,6 +40,7 @@ class PileLayout:
         self.extracted_dir = cfg.text("extracted_dir")
         self.preprocessed_dir = cfg.text("preprocessed_dir")
         self.json_key = cfg.text("json_key")
+        self.level = dataset_level(cfg)
         checksums = cfg.get("checksums", None) or {}
         if not isinstance(checksums, dict):
             raise DataConfigError(f"data_preparation.checksums={checksums!r}: expected a mapping of shard name to sha256")
@@ -64,11 +65,17 @@ class PileLayout:
             url=base + name,
             downloaded=os.path.join(self.raw_dir, name),
             extracted=os.path.join(self.extracted_dir, extracted_name),
-            output_prefix=os.path.join(self.preprocessed_dir, f"{prefix}_{self.json_key}_document"),
+            output_prefix=os.path.join(self.preprocessed_dir, f"{prefix}_{self.json_key}_{self.level}"),
         )
 
     def checksum(self, shard: PileShard) -> Optional[str]:
         return self.checksums.get(os.path.basename(shard.downloaded))
+
+
+def dataset_level(cfg: StepConfig) -> str:
+    """The last word of a dataset's name, as Megatron-LM's preprocess_data.py names it: one item per sentence
+    (`..._text_sentence`) or per document (`..._text_document`)."""
+    return "sentence" if cfg.flag("split_sentences", False) else "document"
 
 
 def fetch_policy(cfg: StepConfig) -> FetchPolicy:
@@ -92,7 +99,8 @@ def tokenizer_spec(cfg: StepConfig) -> TokenizerSpec:
 
 
 def ensure_tokenizer_files(cfg: StepConfig) -> None:
-    """Fetch the GPT-2 vocab and merges from download_vocab_url / download_merges_url when not yet present.
+    """Fetch the GPT-2 vocab and merges (or a WordPiece vocab.txt) from download_vocab_url / download_merges_url
+    when not yet present.
 
     Several array tasks may do this at once; each writes a private temporary file and renames it, so the
     files are always whole whichever rename lands last.
@@ -114,4 +122,6 @@ def shard_job(cfg: StepConfig, input_path: str, output_prefix: str) -> ShardJob:
         on_malformed=cfg.choice("on_malformed", ("skip", "fail")),
         append_eod=cfg.flag("append_eod", True),
         chunk_bytes=max(1, int(chunk_mb * (1 << 20))),
+        split_sentences=cfg.flag("split_sentences", False),
+        max_sentence_tokens=cfg.get("max_sentence_tokens", None),
     )

@@ -19,7 +19,7 @@ from .config import StepConfig, run_step, this_task_items, worker_count
 from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
 from .errors import DataPrepError
 from .indexed_format import complete_dataset
-from .pile_layout import PileLayout, ensure_tokenizer_files, shard_job, tokenizer_spec
+from .pile_layout import PileLayout, dataset_level, ensure_tokenizer_files, shard_job, tokenizer_spec
 from .shard_builder import ShardSummary, build_shard
 from .step_report import StepReport
 
@@ -66,11 +66,12 @@ def preprocess_custom(cfg: StepConfig, report: StepReport) -> None:
     workers = worker_count(cfg)
     progress = bool(cfg.get("progress", True))
     key = cfg.text("json_key")
+    level = dataset_level(cfg)
     for node in this_task_items(list(range(nodes))):
         if not assignment[node]:
             log.info("node %d: no files (more nodes than files)", node)
         for path in assignment[node]:
-            prefix = os.path.join(preprocessed_dir, f"{dataset_stem(path)}_{key}_document")
+            prefix = os.path.join(preprocessed_dir, f"{dataset_stem(path)}_{key}_{level}")
             source = path
             if complete_dataset(prefix) is None:
                 source = plain_jsonl(path, scratch)

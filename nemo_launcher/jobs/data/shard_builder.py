@@ -6,7 +6,8 @@
 The file is cut into line-aligned byte ranges (chunks). Workers encode chunks in any order and write each one
 to a hidden `.<name>.parts/` folder beside the output; when every chunk is there, the chunk files are joined
 in file order and the index is written, both under temporary names, then renamed (.bin first, .idx last).
-Document order is the file's order, so the output equals encoding the lines one by one.
+Document order is the file's order, so the output equals encoding the lines one by one. With split_sentences
+every document is a run of sentence items (what megatron-core's BERT and T5 datasets sample from).
 
 Resumable at every point: a complete dataset is skipped; chunks a killed run finished are kept (the chunk
 plan is stored and reused while the input is unchanged); temporary files are never mistaken for results.
@@ -19,7 +20,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -48,6 +49,8 @@ class ShardJob:
     on_malformed: str = "skip"
     append_eod: bool = True
     chunk_bytes: int = 32 << 20  # input bytes per chunk: the unit of work, of progress and of resumption
+    split_sentences: bool = False  # one item per sentence (BERT, T5) instead of one per document (GPT)
+    max_sentence_tokens: Optional[int] = None  # longer sentences become several items of at most this many tokens
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def build_shard(job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: 
     began = time.perf_counter()
     parts_dir = parts_dir_for(job.output_prefix)
     bounds = _chunk_plan(job, parts_dir)
-    tasks = [ChunkTask(job.input_path, index, start, end, parts_dir, job.json_key, job.on_malformed, job.append_eod)
+    tasks = [ChunkTask(job.input_path, index, start, end, parts_dir, job.json_key, job.on_malformed, job.append_eod,
+                       job.split_sentences, job.max_sentence_tokens)
              for index, (start, end) in enumerate(bounds)]
     results = {task.index: chunk_encoder.read_result(parts_dir, task.index) for task in tasks}
     finished = {index: result for index, result in results.items() if result is not None}
@@ -115,6 +119,8 @@ def _chunk_plan(job: ShardJob, parts_dir: str) -> List[Tuple[int, int]]:
     stat = os.stat(job.input_path)
     identity = {"input": os.path.abspath(job.input_path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
                 "chunk_bytes": job.chunk_bytes, "json_key": job.json_key, "append_eod": job.append_eod}
+    if job.split_sentences:  # (absent for documents, so plans of earlier runs stay valid)
+        identity.update(split_sentences=True, max_sentence_tokens=job.max_sentence_tokens)
     plan_path = os.path.join(parts_dir, "plan.json")
     try:
         with open(plan_path) as handle:
@@ -228,13 +234,16 @@ def _report_malformed(path: str, ordered: List[ChunkResult]) -> None:
 def _assemble(job: ShardJob, spec: TokenizerSpec, parts_dir: str, ordered: List[ChunkResult]) -> Tuple[int, int]:
     """Join the chunk files into the dataset; .bin is renamed before .idx, so a present .idx means complete."""
     dtype = load_tokenizer(spec).dtype
-    bins, lengths = [], []
+    bins, lengths, counts = [], [], []
     for result in ordered:
         bin_path, lengths_path, _ = chunk_encoder.chunk_paths(parts_dir, result.index)
         bins.append(bin_path)
         lengths.append(np.fromfile(lengths_path, dtype=np.int32))
-    document_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
-    tokens = int(document_lengths.sum(dtype=np.int64))
+        if job.split_sentences:
+            counts.append(np.fromfile(chunk_encoder.sentence_counts_path(parts_dir, result.index), dtype=np.int64))
+    item_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
+    sentences_per_document = (np.concatenate(counts) if counts else np.zeros(0, np.int64)) if job.split_sentences else None
+    tokens = int(item_lengths.sum(dtype=np.int64))
     os.makedirs(os.path.dirname(os.path.abspath(job.output_prefix)), exist_ok=True)
     suffix = ".tmp"  # fixed: a rerun after kill -9 overwrites the partial join instead of leaving it behind
     bin_temp, idx_temp = job.output_prefix + ".bin" + suffix, job.output_prefix + ".idx" + suffix
@@ -242,7 +251,8 @@ def _assemble(job: ShardJob, spec: TokenizerSpec, parts_dir: str, ordered: List[
     if os.path.getsize(bin_temp) != tokens * dtype.itemsize:
         raise DataPrepError(f"{job.output_prefix}: chunk files hold {os.path.getsize(bin_temp)} bytes, "
                             f"the lengths say {tokens * dtype.itemsize}; delete {parts_dir} and rerun")
-    write_index(idx_temp, dtype, document_lengths)
+    write_index(idx_temp, dtype, item_lengths, sentences_per_document)
     os.replace(bin_temp, job.output_prefix + ".bin")
     os.replace(idx_temp, job.output_prefix + ".idx")
-    return int(document_lengths.size), tokens
+    documents = item_lengths.size if sentences_per_document is None else sentences_per_document.size
+    return int(documents), tokens

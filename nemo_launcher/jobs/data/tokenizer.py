@@ -1,7 +1,9 @@
-"""Tokenizers read from files: GPT-2 BPE (vocab.json + merges.txt), SentencePiece (.model), Hugging Face tokenizer.json.
+"""Tokenizers read from files: GPT-2 BPE (vocab.json + merges.txt), BERT WordPiece (vocab.txt), SentencePiece
+(.model), Hugging Face tokenizer.json.
 
     spec = TokenizerSpec(library="megatron", type="GPT2BPETokenizer", vocab_file="bpe/vocab.json",
                          merge_file="bpe/merges.txt")
+    spec = TokenizerSpec(library="megatron", type="BertWordPieceLowerCase", vocab_file="bpe/vocab.txt")
     tok = load_tokenizer(spec)
     tokens, lengths, errors = tok.encode_batch(["first document", "second"])  # fast path, no EOD
     tok.encode("first document")                                            # reference path, one document
@@ -23,9 +25,15 @@ import numpy as np
 from .errors import DataPrepError
 from .indexed_format import token_dtype
 from .segment_cache import SegmentCachedEncoder, supports
+from .word_cache import WordCachedEncoder
 
 LIBRARIES = ("megatron", "sentencepiece", "huggingface")
+# Megatron's tokenizer types that the megatron library builds from files: name -> lower-cases the text (WordPiece).
+WORDPIECE_TYPES = {"BertWordPieceCase": False, "BertWordPieceLowerCase": True}
+MEGATRON_TYPES = ("GPT2BPETokenizer",) + tuple(WORDPIECE_TYPES)
 _GPT2_EOD = "<|endoftext|>"
+# WordPiece vocabularies have no end-of-text token; BERT separates segments with [SEP].
+_WORDPIECE_EOD = "[SEP]"
 
 
 class TokenizerError(DataPrepError):
@@ -34,12 +42,12 @@ class TokenizerError(DataPrepError):
 
 @dataclass(frozen=True)
 class TokenizerSpec:
-    library: str  # megatron (GPT-2 BPE from vocab_file + merge_file), sentencepiece (model), huggingface (model = tokenizer.json)
-    type: Optional[str] = None  # Megatron's name for it (GPT2BPETokenizer); recorded, only GPT-2 BPE is built from vocab+merges
-    vocab_file: Optional[str] = None  # GPT-2 vocab.json (token -> id)
+    library: str  # megatron (GPT-2 BPE or BERT WordPiece), sentencepiece (model), huggingface (model = tokenizer.json)
+    type: Optional[str] = None  # library megatron: GPT2BPETokenizer (null too), BertWordPieceCase, BertWordPieceLowerCase
+    vocab_file: Optional[str] = None  # GPT-2 vocab.json (token -> id), or a WordPiece vocab.txt (one token a line)
     merge_file: Optional[str] = None  # GPT-2 merges.txt
     model: Optional[str] = None  # SentencePiece .model or Hugging Face tokenizer.json
-    eod_token: Optional[str] = None  # token appended after each document; null: <|endoftext|>, or the model's EOS
+    eod_token: Optional[str] = None  # appended after each document; null: <|endoftext|>, [SEP] (WordPiece), the model's EOS
 
 
 class Tokenizer(abc.ABC):
@@ -83,14 +91,18 @@ class Tokenizer(abc.ABC):
 
 
 class _HuggingFaceTokenizer(Tokenizer):
-    def __init__(self, hf, eod_token: str, segment_cache: bool):
+    def __init__(self, hf, eod_token: str, segment_cache: bool, word_cache: bool = False):
         self._hf = hf
         self.vocab_size = hf.get_vocab_size(with_added_tokens=True)
         eod = hf.token_to_id(eod_token)
         if eod is None:
             raise TokenizerError(f"the tokenizer has no token {eod_token!r} to end documents with; set eod_token")
         self.eod = eod
-        self._cached = SegmentCachedEncoder(self.encode, self.dtype) if segment_cache else None
+        self._cached = None
+        if segment_cache:
+            self._cached = SegmentCachedEncoder(self.encode, self.dtype)
+        elif word_cache:
+            self._cached = WordCachedEncoder(self.encode, self.dtype)
 
     def encode(self, text: str) -> List[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
@@ -151,13 +163,39 @@ def gpt2_bpe(vocab_file: str, merge_file: str):
     return hf
 
 
+def bert_wordpiece(vocab_file: str, lower_case: bool):
+    """BERT's WordPiece (Megatron's BertWordPieceCase / BertWordPieceLowerCase) as a Hugging Face tokenizer.
+
+    The pipeline of Google's BERT tokenizer: drop control characters, put spaces around CJK ideographs, lower-case
+    and strip accents (LowerCase only), split at whitespace and punctuation, then greedy longest-match WordPiece
+    with [UNK] for words it cannot cover or longer than 200 characters (the limit of Megatron-LM's and Google's
+    BERT tokenizers; Hugging Face's BertTokenizer uses 100). The special tokens are not registered as added
+    tokens, so "[CLS]" written in a document is text, as in Megatron-LM's tokenizer.
+    """
+    from tokenizers import Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers
+
+    if not vocab_file or not os.path.isfile(vocab_file):
+        raise TokenizerError(f"vocab_file={vocab_file!r}: file not found (a WordPiece tokenizer needs vocab.txt)")
+    hf = HFTokenizer(models.WordPiece.from_file(vocab_file, unk_token="[UNK]", max_input_chars_per_word=200))
+    hf.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                               lowercase=lower_case)
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.decoder = decoders.WordPiece()
+    if hf.token_to_id("[UNK]") is None:
+        raise TokenizerError(f"{vocab_file}: the vocabulary has no [UNK] token; is it a WordPiece vocab.txt?")
+    return hf
+
+
 def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
     # Worker processes each encode on one core; the Rust thread pool would only oversubscribe it.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if spec.library == "megatron":
+        if spec.type in WORDPIECE_TYPES:
+            return _HuggingFaceTokenizer(bert_wordpiece(spec.vocab_file, WORDPIECE_TYPES[spec.type]),
+                                         spec.eod_token or _WORDPIECE_EOD, segment_cache=False, word_cache=True)
         if spec.type not in (None, "GPT2BPETokenizer"):
             raise TokenizerError(
-                f"tokenizer_type={spec.type!r}: the megatron library builds GPT2BPETokenizer from vocab and merges; "
+                f"tokenizer_type={spec.type!r}: the megatron library builds {', '.join(MEGATRON_TYPES)}; "
                 f"use tokenizer_library=sentencepiece or huggingface for other tokenizers"
             )
         return _HuggingFaceTokenizer(gpt2_bpe(spec.vocab_file, spec.merge_file), spec.eod_token or _GPT2_EOD,

@@ -1,63 +1,141 @@
-"""Train-tokenizer step (custom datasets): a SentencePiece model, or a byte-level BPE with Hugging Face tokenizers.
+"""Train-tokenizer step: a SentencePiece model, a byte-level BPE or a BERT WordPiece vocabulary, from the dataset's text.
 
     python3 -u -m nemo_launcher.jobs.data.train_tokenizer --config <job dir>/<run.name>_hydra.yaml
 
 - tokenizer_library=sentencepiece: every key of train_tokenizer_args is passed to SentencePieceTrainer
   (the seed's spm_train options: input, input_format, model_prefix, model_type, vocab_size,
-  character_coverage, unk_id, bos_id, eos_id, pad_id, ...). Writes <bpe_save_dir>/<model_prefix>.model/.vocab.
+  character_coverage, unk_id, bos_id, eos_id, pad_id, control_symbols, ...). Writes <model_prefix>.model/.vocab
+  beside tokenizer_model, which must be named <model_prefix>.model.
 - tokenizer_library=huggingface: a GPT-2-style byte-level BPE of train_tokenizer_args.vocab_size (and
   min_frequency, default 2) with eod_token (default <|endoftext|>) as its special token. Writes
-  tokenizer_model (a tokenizer.json) plus vocab.json and merges.txt in bpe_save_dir.
+  tokenizer_model (a tokenizer.json) plus vocab.json and merges.txt in bpe_save_dir (else beside it).
+- tokenizer_library=megatron with tokenizer_type BertWordPieceCase / BertWordPieceLowerCase: a WordPiece
+  vocabulary of vocab_size (min_frequency, default 2) trained on text normalized as that type encodes it, written
+  to vocab_file (vocab.txt, one token a line). It starts with [PAD] [UNK] [CLS] [SEP] [MASK] [BOS] [EOS] (ids 0-6:
+  BERT's and T5's datasets need them) and, with train_tokenizer_args.sentinel_tokens: N, T5's sentinels
+  <extra_id_0> ... <extra_id_N-1>.
 
-With train_tokenizer_args.input null the tokenizer learns from the texts of raw_dataset_files (json_key).
-The model appears under its final name only when training finished; an existing one is kept.
+The text is the dataset's: raw_dataset_files (custom_dataset), the extracted shards of file_numbers (pile), the
+downloaded files of the selected languages (mc4); a SentencePiece `input` file replaces it. The trained files
+appear under their final names only when training finished; an existing tokenizer is kept.
 """
+import gzip
+import io
 import json
 import logging
 import os
 import shutil
 import tempfile
-from typing import Iterator, List
+from typing import Iterable, Iterator, List
+
+import zstandard
 
 from .config import DataConfigError, StepConfig, run_step
-from .custom_layout import plain_jsonl, raw_files
+from .errors import DataPrepError
 from .step_report import StepReport
+from .tokenizer import WORDPIECE_TYPES
 
 log = logging.getLogger("data.train_tokenizer")
+WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
 
 
-def _texts(files: List[str], key: str, scratch: str) -> Iterator[str]:
+def _open_text(path: str):
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if path.endswith(".zst"):
+        reader = zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(open(path, "rb"), closefd=True)
+        return io.BufferedReader(reader, 16 << 20)  # the stream reader has no readline of its own
+    return open(path, "rb")
+
+
+def iter_texts(files: Iterable[str], key: str) -> Iterator[str]:
+    """The documents of jsonl files (plain, .gz or .zst), in order; lines without a text under `key` are left out
+    (the preprocess step reports them)."""
     for path in files:
-        with open(plain_jsonl(path, scratch), "rb") as handle:
+        with _open_text(path) as handle:
             for row in handle:
                 try:
                     text = json.loads(row)[key]
                 except (ValueError, KeyError, TypeError, IndexError):
-                    continue  # the preprocess step reports malformed lines; training just leaves them out
+                    continue
                 if isinstance(text, str) and text:
                     yield text
 
 
-def train_sentencepiece(cfg: StepConfig, args: dict, model_path: str, save_dir: str) -> None:
+def dataset_text_files(cfg: StepConfig) -> List[str]:
+    """The files whose text the tokenizer learns from, for the configured dataset."""
+    dataset = cfg.text("dataset")
+    if dataset == "custom_dataset":
+        from .custom_layout import raw_files
+
+        return raw_files(cfg)
+    if dataset == "pile":
+        from .pile_layout import PileLayout
+
+        layout = PileLayout(cfg)
+        files = [layout.shard(number).extracted for number in cfg.file_numbers()]
+        step = "download and extract steps (data_preparation.download_the_pile=True)"
+    else:
+        from .mc4_layout import Mc4Layout
+
+        layout = Mc4Layout(cfg)
+        files = [layout.local_path(item) for item in layout.selected_files()]
+        step = "prepare and download steps (data_preparation.download_mc4=True)"
+    missing = [path for path in files if not os.path.isfile(path)]
+    if missing:
+        raise DataPrepError(f"the tokenizer learns from {len(files)} files and {len(missing)} are missing "
+                            f"(first: {missing[0]}); run the {step}")
+    return files
+
+
+def train_sentencepiece(cfg: StepConfig, args: dict, model_path: str) -> None:
     import sentencepiece
 
-    prefix = args.get("model_prefix") or "custom_sp_tokenizer"
-    expected = os.path.join(save_dir, prefix + ".model")
-    if os.path.abspath(expected) != os.path.abspath(model_path):
-        raise DataConfigError(f"data_preparation.tokenizer_model={model_path!r} must be <bpe_save_dir>/<model_prefix>.model "
-                              f"({expected}) for SentencePiece, which names its output after model_prefix")
+    save_dir, name = os.path.split(os.path.abspath(model_path))
+    stem = name[:-len(".model")] if name.endswith(".model") else None
+    prefix = args.get("model_prefix") or stem
+    if stem is None or prefix != stem:
+        raise DataConfigError(f"data_preparation.tokenizer_model={model_path!r} must be <dir>/<model_prefix>.model "
+                              f"(model_prefix={prefix!r}) for SentencePiece, which names its output after model_prefix")
+    os.makedirs(save_dir, exist_ok=True)
     options = {k: v for k, v in args.items() if v is not None and k != "model_prefix"}
     with tempfile.TemporaryDirectory(dir=save_dir) as work:
         options["model_prefix"] = os.path.join(work, prefix)
         if "input" not in options:
             options.pop("input_format", None)
-            options["sentence_iterator"] = _texts(raw_files(cfg), cfg.text("json_key"), os.path.join(work, "raw"))
+            options["sentence_iterator"] = iter_texts(dataset_text_files(cfg), cfg.text("json_key"))
         sentencepiece.SentencePieceTrainer.train(**options)
         for suffix in (".vocab", ".model"):  # .model last: its presence means the pair is complete
             os.replace(os.path.join(work, prefix + suffix), os.path.join(save_dir, prefix + suffix))
 
 
-def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str, save_dir: str) -> None:
+def train_wordpiece(cfg: StepConfig, args: dict, vocab_path: str) -> None:
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    ignored = sorted(set(args) - {"vocab_size", "min_frequency", "sentinel_tokens"})
+    if ignored:
+        log.info("train_tokenizer_args %s do not apply to WordPiece; ignored", ignored)
+    sentinels = int(args.get("sentinel_tokens") or 0)
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=200))
+    # The normalization and word splitting of the type being trained, so the vocabulary holds what it will meet.
+    tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                                      lowercase=WORDPIECE_TYPES[cfg.text("tokenizer_type")])
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=int(args.get("vocab_size") or 30000), min_frequency=int(args.get("min_frequency") or 2),
+        special_tokens=WORDPIECE_SPECIALS + [f"<extra_id_{i}>" for i in range(sentinels)],
+        show_progress=bool(cfg.get("progress", True)))
+    tokenizer.train_from_iterator(iter_texts(dataset_text_files(cfg), cfg.text("json_key")), trainer)
+    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    assert [index for _, index in vocabulary] == list(range(len(vocabulary))), "WordPiece ids have gaps"
+    os.makedirs(os.path.dirname(os.path.abspath(vocab_path)), exist_ok=True)
+    temporary = f"{vocab_path}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as out:
+        out.writelines(token + "\n" for token, _ in vocabulary)
+    os.replace(temporary, vocab_path)
+
+
+def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     ignored = sorted(set(args) - {"input", "input_format", "vocab_size", "min_frequency", "model_prefix"})
@@ -66,6 +144,8 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str, save_dir:
     if (args.get("input_format") or "text") != "text":
         raise DataConfigError("data_preparation.train_tokenizer_args.input_format: the byte-level BPE reads text files only")
     eod = cfg.get("eod_token", None) or "<|endoftext|>"
+    save_dir = cfg.get("bpe_save_dir", None) or os.path.dirname(os.path.abspath(model_path))
+    os.makedirs(save_dir, exist_ok=True)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
@@ -77,8 +157,7 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str, save_dir:
         if args.get("input"):
             tokenizer.train([args["input"]], trainer)
         else:
-            tokenizer.train_from_iterator(_texts(raw_files(cfg), cfg.text("json_key"), os.path.join(work, "raw")),
-                                          trainer)
+            tokenizer.train_from_iterator(iter_texts(dataset_text_files(cfg), cfg.text("json_key")), trainer)
         tokenizer.model.save(work)
         for name in ("vocab.json", "merges.txt"):
             os.replace(os.path.join(work, name), os.path.join(save_dir, name))
@@ -88,28 +167,28 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str, save_dir:
         shutil.move(temporary, model_path)
 
 
-TRAINERS = {"sentencepiece": train_sentencepiece, "huggingface": train_byte_level_bpe}
-
-
 def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("train_tokenizer", argv)
     report = StepReport("train_tokenizer", unit="tokenizer")
     if not cfg.flag("train_tokenizer"):
         log.info("train_tokenizer is false; nothing to do")
         return report
-    library = cfg.choice("tokenizer_library", tuple(TRAINERS))
-    model_path = cfg.text("tokenizer_model")
-    if os.path.isfile(model_path):
-        log.info("%s exists; kept (delete it to train again)", model_path)
-        report.kept(library, output=model_path)
+    library = cfg.choice("tokenizer_library", ("sentencepiece", "huggingface", "megatron"))
+    if library == "megatron":
+        cfg.choice("tokenizer_type", tuple(WORDPIECE_TYPES))  # GPT-2's BPE is downloaded (the schema says so too)
+        output, train = cfg.text("vocab_file"), train_wordpiece
+    else:
+        output = cfg.text("tokenizer_model")
+        train = train_sentencepiece if library == "sentencepiece" else train_byte_level_bpe
+    if os.path.isfile(output):
+        log.info("%s exists; kept (delete it to train again)", output)
+        report.kept(library, output=output)
         return report
     args = dict(cfg.get("train_tokenizer_args") or {})
-    save_dir = cfg.text("bpe_save_dir")
-    os.makedirs(save_dir, exist_ok=True)
-    TRAINERS[library](cfg, args, model_path, save_dir)
-    log.info("trained %s tokenizer: %s", library, model_path)
-    report.done(library, output=model_path)
-    report.note("model", f"{model_path} ({library}, vocabulary {args.get('vocab_size') or 'default'})")
+    train(cfg, args, output)
+    log.info("trained %s tokenizer: %s", library, output)
+    report.done(library, output=output)
+    report.note("model", f"{output} ({cfg.get('tokenizer_type', None) or library}, vocabulary {args.get('vocab_size') or 'default'})")
     return report
 
 

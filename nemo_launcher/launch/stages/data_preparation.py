@@ -1,22 +1,20 @@
-"""Data preparation stage: a chain of steps (download -> extract -> preprocess, or train_tokenizer -> preprocess).
+"""Data preparation stage: the chain of steps the dataset's schema lists (download -> extract -> preprocess, ...).
 
-On Slurm each per-shard step is an array job over `file_numbers`, and task i of a step waits only for task i of
-the step before (aftercorr). Interactive runs do the steps here in order, each over every shard. The steps'
-job programs are nemo_launcher.jobs.data.<step>; they all read the one resolved config of the stage, bound to
-`nemo_launcher.contract.schemas.data_preparation` on both sides.
+Every step is a job running `nemo_launcher.jobs.data.<step>`, shaped as the schema's StepPlan says: an array
+(one task per shard or node) or a single job, with its tasks per node and CPUs per task. On Slurm an array step
+after an array step waits per task (aftercorr: task i for task i); any other step waits for the whole step
+before (afterok). Interactive runs do the steps here in order, each over every item. All steps read the one
+resolved config of the stage, bound to `nemo_launcher.contract.schemas.data_preparation` on both sides.
 """
 from pathlib import Path
 from typing import List, Optional
 
 from ...contract.file_numbers import slurm_array
-from ...contract.schemas.data_preparation import PileConfig
 from ..job_spec import Command, JobSpec
 from .base import Stage, dump_config, parse_dependency
 
 PROGRAMS = "nemo_launcher.jobs.data"
 SCHEMA = "nemo_launcher.contract.schemas.data_preparation:DataPreparation"
-# Steps that run once per shard (pile) or per preprocessing node (custom datasets), as array jobs.
-ARRAY_STEPS = ("download", "extract", "preprocess")
 
 
 class DataPreparationStage(Stage):
@@ -26,25 +24,27 @@ class DataPreparationStage(Stage):
         config, cfg = self.bind(SCHEMA)
         run = cfg.run
         chain, dependency = parse_dependency(self.key("run", "dependency"), run.dependency)
-        items = cfg.shard_numbers(self.kind) if isinstance(cfg, PileConfig) else list(range(run.node_array_size))
         directory = Path(run.results_dir)
         config_file = self.config_file(run)
         specs: List[JobSpec] = []
         files = self.files_of(cfg)
-        for step in cfg.steps():
-            is_array = step in ARRAY_STEPS
+        for plan in cfg.steps():
+            is_array = plan.items is not None
             previous: Optional[JobSpec] = specs[-1] if specs else None
             specs.append(JobSpec(
                 stage=self.kind,
-                name=f"{run.name}_{step}",
-                directory=directory / step,
-                commands=(Command(f"{PROGRAMS}.{step}", ("--config", str(config_file)), distributed=False),),
+                name=f"{run.name}_{plan.name}",
+                directory=directory / plan.name,
+                # Several tasks of one step each run the program (srun over all tasks, torchrun here); one task runs it once.
+                commands=(Command(f"{PROGRAMS}.{plan.name}", ("--config", str(config_file)),
+                                  distributed=plan.tasks_per_node > 1),),
                 time_limit=str(run.time_limit),
+                tasks_per_node=plan.tasks_per_node,
                 uses_gpus=False,
-                cpus_per_task=run.cpus_per_node,
-                array=slurm_array(items, run.node_array_size) if is_array else None,
-                array_nodes=min(run.node_array_size, len(items)) if is_array else 1,
-                array_tasks_per_node=run.bcp_preproc_npernode if step == "preprocess" else 1,
+                cpus_per_task=plan.cpus_per_task,
+                array=slurm_array(plan.items, plan.array_limit) if is_array else None,
+                array_nodes=plan.bcp_nodes,
+                array_tasks_per_node=plan.bcp_tasks_per_node,
                 # The first step waits for the previous stage; a shard's next step waits for that shard only.
                 chain=chain if previous is None else ("aftercorr" if previous.array and is_array else "afterok"),
                 dependency=dependency,
