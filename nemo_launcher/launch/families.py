@@ -1,15 +1,22 @@
-"""Model families are data: one row per family names, for each stage kind, the job program it runs and the
-schema (in `nemo_launcher.contract.schemas`) that both the launcher and that program bind its config to.
+"""Model families are data: one row per family names, for each stage kind, the job program it runs, the schema
+(in `nemo_launcher.contract.schemas`) that both the launcher and that program bind its config to, and the
+single-process program that prepares its data first when the bound config asks for it.
 
-Adding a family adds a row here, its schemas, config files under conf/<stage>/<family>/ and a job package,
-never branches elsewhere.
+The family of a config is the part of its choice before the last slash (`training=t5/220m` -> t5). Adding a
+family adds a row here, its schemas, config files under conf/<stage>/<family>/ and a job package
+(nemo_launcher/jobs/<family>/), never a branch in a stage class. Modules are named as strings: the launcher
+imports a schema when it binds a stage and never imports a job program.
 """
 from dataclasses import dataclass, field
-from typing import Dict
+from typing import Dict, Optional
 
 from .errors import config_error
 
 _SCHEMAS = "nemo_launcher.contract.schemas"
+# Data preparation is one package of step programs (download, extract, preprocess, train_tokenizer, ...) and one
+# schema that picks its dataclass by the config's `dataset`; every family's corpus goes through them.
+_DATA_PREPARATION = "nemo_launcher.jobs.data"
+_DATA_PREPARATION_SCHEMA = f"{_SCHEMAS}.data_preparation:DataPreparation"
 
 
 @dataclass(frozen=True)
@@ -18,7 +25,39 @@ class Family:
     description: str
     programs: Dict[str, str] = field(default_factory=dict)  # stage kind -> job program module
     schemas: Dict[str, str] = field(default_factory=dict)  # stage kind -> "module:Class" with from_dict(section, stage)
+    # stage kind -> program run as one process before the stage's job program, with the arguments the bound config's
+    # preparation_args(config_file) gives (None there: the stage has nothing to prepare this time).
+    preparers: Dict[str, str] = field(default_factory=dict)
+    # The .nemo the family's conversion writes into <train dir>/convert_nemo/results/, and its fine-tuning,
+    # evaluation and export configs read by default (tests/launch/test_families.py holds the configs to it).
+    nemo_file_name: Optional[str] = None
 
+
+def _data_preparation_only(name: str, description: str) -> Family:
+    return Family(name, description, programs={"data_preparation": _DATA_PREPARATION},
+                  schemas={"data_preparation": _DATA_PREPARATION_SCHEMA})
+
+
+# T5 and mT5 are one architecture: mT5 differs in its configs (sizes, mC4, a SentencePiece vocabulary), not in
+# its programs or schemas.
+_T5_PROGRAMS = {
+    "data_preparation": _DATA_PREPARATION,
+    "training": "nemo_launcher.jobs.t5.train",
+    "conversion": "nemo_launcher.jobs.t5.convert",
+    "fine_tuning": "nemo_launcher.jobs.t5.finetune",
+    "evaluation": "nemo_launcher.jobs.t5.evaluate",
+    "export": "nemo_launcher.jobs.t5.export",
+}
+_T5_SCHEMAS = {
+    "data_preparation": _DATA_PREPARATION_SCHEMA,
+    "training": f"{_SCHEMAS}.t5_training:T5TrainingConfig",
+    "conversion": f"{_SCHEMAS}.t5_conversion:T5ConversionConfig",
+    "fine_tuning": f"{_SCHEMAS}.t5_finetuning:T5FinetuneConfig",
+    "evaluation": f"{_SCHEMAS}.t5_evaluation:QaEvaluationConfig",
+    "export": f"{_SCHEMAS}.t5_export:T5ExportConfig",
+}
+# SQuAD-format JSON (SQuAD, XQuAD) -> source/target text files, before fine-tuning or evaluating on them.
+_T5_PREPARERS = {"fine_tuning": "nemo_launcher.jobs.t5.squad_data", "evaluation": "nemo_launcher.jobs.t5.squad_data"}
 
 FAMILIES: Dict[str, Family] = {
     family.name: family
@@ -27,6 +66,7 @@ FAMILIES: Dict[str, Family] = {
             name="gpt3",
             description="decoder-only GPT (megatron-core GPTModel)",
             programs={
+                "data_preparation": _DATA_PREPARATION,
                 "training": "nemo_launcher.jobs.gpt.train",
                 "conversion": "nemo_launcher.jobs.gpt.convert",
                 "fine_tuning": "nemo_launcher.jobs.gpt.finetune",
@@ -35,6 +75,7 @@ FAMILIES: Dict[str, Family] = {
                 "export": "nemo_launcher.jobs.gpt.export",
             },
             schemas={
+                "data_preparation": _DATA_PREPARATION_SCHEMA,
                 "training": f"{_SCHEMAS}.gpt_training:TrainingConfig",
                 "conversion": f"{_SCHEMAS}.gpt_conversion:ConversionConfig",
                 "fine_tuning": f"{_SCHEMAS}.gpt_sft:SftConfig",
@@ -42,7 +83,47 @@ FAMILIES: Dict[str, Family] = {
                 "evaluation": f"{_SCHEMAS}.gpt_evaluation:EvaluationConfig",
                 "export": f"{_SCHEMAS}.gpt_export:ExportConfig",
             },
+            preparers={
+                # SQuAD JSON -> prompt/answer jsonl (standard library only).
+                "fine_tuning": "nemo_launcher.jobs.data.squad",
+                "peft": "nemo_launcher.jobs.data.squad",
+                # Smoke-test lm-eval task files made from local text, where the real task data cannot be fetched.
+                "evaluation": "nemo_launcher.jobs.gpt.sample_eval_data",
+            },
+            nemo_file_name="megatron_gpt.nemo",
         ),
+        Family(
+            name="t5",
+            description="encoder-decoder T5 (megatron-core T5Model), WordPiece vocabulary",
+            programs=_T5_PROGRAMS,
+            schemas=_T5_SCHEMAS,
+            preparers=_T5_PREPARERS,
+            nemo_file_name="megatron_t5.nemo",
+        ),
+        Family(
+            name="mt5",
+            description="multilingual T5: T5's programs and schemas, mC4 data, SentencePiece vocabulary",
+            programs=_T5_PROGRAMS,
+            schemas=_T5_SCHEMAS,
+            preparers=_T5_PREPARERS,
+            nemo_file_name="megatron_mt5.nemo",
+        ),
+        Family(
+            name="bert",
+            description="encoder-only BERT (megatron-core BertModel): masked LM and sentence order",
+            programs={
+                "data_preparation": _DATA_PREPARATION,
+                "training": "nemo_launcher.jobs.bert.train",
+                "conversion": "nemo_launcher.jobs.bert.convert",
+            },
+            schemas={
+                "data_preparation": _DATA_PREPARATION_SCHEMA,
+                "training": f"{_SCHEMAS}.bert_training:BertTrainingConfig",
+                "conversion": f"{_SCHEMAS}.bert_conversion:BertConversionConfig",
+            },
+            nemo_file_name="megatron_bert.nemo",
+        ),
+        _data_preparation_only("generic", "any model family's corpus: your own files and a SentencePiece tokenizer"),
     )
 }
 

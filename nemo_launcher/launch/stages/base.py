@@ -1,4 +1,10 @@
-"""A stage reads its own config section, validates it and returns job specs. One subclass per stage kind."""
+"""A stage reads its own config section, validates it and returns job specs. One subclass per stage kind.
+
+A stage knows its kind's job shape (one job of trainer.num_nodes x trainer.devices processes, of run.nodes x
+run.ntasks_per_node, or one task) and nothing about model families: which program runs and which schema binds the
+section come from the family's row (launch/families.py), and the bound config answers the rest: `run`, `reads()`,
+`writes()`, and for stages with a preparation step `preparation_args(config_file)`.
+"""
 import re
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -11,7 +17,8 @@ from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 from ...contract.binding import JobConfigError
 from ..context import LaunchContext
 from ..errors import ConfigError, config_error
-from ..job_spec import CHAIN_TYPES, JobSpec
+from ..families import Family, family_for, program_for, schema_for
+from ..job_spec import CHAIN_TYPES, Command, JobSpec
 
 _EXPLICIT_DEPENDENCY = re.compile(r"^(after|afterok|afterany|afternotok|aftercorr|afterburstbuffer)(:\d+(_\d+)?(\+\d+)?)+$")
 
@@ -97,6 +104,22 @@ class Stage(ABC):
     def _full_key(self, error: OmegaConfBaseException) -> str:
         key = getattr(error, "full_key", None) or "?"
         return key if key.startswith(self.kind) else f"{self.kind}.{key}"
+
+    def bind_family(self) -> Tuple[Family, str, Dict[str, Any], Any]:
+        """(family, job program, resolved section, bound config) of a stage whose config choice names its family:
+        the family's row says which program runs and which schema the section binds to."""
+        family = family_for(self.kind, self.choice)
+        program = program_for(family, self.kind, self.choice)
+        config, cfg = self.bind(schema_for(family, self.kind))
+        return family, program, config, cfg
+
+    def preparation(self, family: Family, cfg) -> Tuple[Command, ...]:
+        """The family's one-process preparation step, when the bound config asks for one: its schema's
+        `preparation_args(config_file)` gives the arguments, or None for nothing to prepare."""
+        args = cfg.preparation_args(str(self.config_file(cfg.run)))
+        if args is None:
+            return ()
+        return (Command(family.preparers[self.kind], tuple(args), distributed=False),)
 
     def bind(self, schema_path: str) -> Tuple[Dict[str, Any], Any]:
         """(resolved section, the section bound to its job program's schema). Every rule of the schema is

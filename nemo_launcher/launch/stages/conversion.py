@@ -1,4 +1,5 @@
-"""Conversion stage: a training checkpoint -> `<train dir>/convert_nemo/results/<nemo_file_name>` (+ Hugging Face).
+"""Conversion stage: a training checkpoint -> `<train dir>/convert_nemo/results/<nemo_file_name>` (+ Hugging Face
+where the family's schema has an `hf` section).
 
     python3 main.py stages=[training,conversion] training=gpt3/126m
     python3 main.py stages=[conversion] conversion.run.model_train_name=gpt3_5b conversion.model.tensor_model_parallel_size=2
@@ -8,7 +9,6 @@ config derives those from cluster.gpus_per_node. Each process reads its slice of
 """
 from typing import List
 
-from ..families import family_for, program_for, schema_for
 from ..job_spec import Command, JobSpec
 from .base import Stage
 
@@ -19,9 +19,7 @@ class ConversionStage(Stage):
     def job_specs(self) -> List[JobSpec]:
         # run.nodes divides by these inside an interpolation: a 0 must be reported as itself, not as a division.
         self.check_divisors("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size")
-        family = family_for(self.kind, self.choice)
-        program = program_for(family, self.kind, self.choice)
-        config, cfg = self.bind(schema_for(family, self.kind))
+        _, program, config, cfg = self.bind_family()
         command = Command(program, ("--config", str(self.config_file(cfg.run))))
         return self.one_job(config, cfg.run, [command], nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node,
                             **self.files_of(cfg))

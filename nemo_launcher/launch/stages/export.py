@@ -1,6 +1,7 @@
 """Export stage: a Triton model repository whose Python backend generates text with a converted `.nemo`.
 
     python3 main.py stages=[export] export=gpt3/export_gpt3 export.run.model_train_name=gpt3_126m
+    python3 main.py stages=[export] export=t5/export_t5 export.run.model_train_name=t5_220m
 
 One single-task job that reads the `.nemo` and writes
 `<triton_deployment.triton_model_dir>/{config.pbtxt, 1/model.py, 1/<model files>}`; it needs no GPU.
@@ -8,7 +9,6 @@ Serve the result with tritonserver (see deployment/README.md) or locally with de
 """
 from typing import List
 
-from ..families import family_for, program_for, schema_for
 from ..job_spec import Command, JobSpec
 from .base import Stage
 
@@ -17,8 +17,6 @@ class ExportStage(Stage):
     kind = "export"
 
     def job_specs(self) -> List[JobSpec]:
-        family = family_for(self.kind, self.choice)
-        program = program_for(family, self.kind, self.choice)
-        config, cfg = self.bind(schema_for(family, self.kind))
+        _, program, config, cfg = self.bind_family()
         command = Command(program, ("--config", str(self.config_file(cfg.run))), distributed=False)
         return self.one_job(config, cfg.run, [command], uses_gpus=False, **self.files_of(cfg))

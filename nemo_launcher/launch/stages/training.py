@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import List
 
 from ...contract import RESUME_MARKER
-from ..families import family_for, program_for, schema_for
 from ..job_spec import Command, JobSpec
 from .base import Stage, tensor_parallel_env
 
@@ -16,9 +15,7 @@ class TrainingStage(Stage):
     kind = "training"
 
     def job_specs(self) -> List[JobSpec]:
-        family = family_for(self.kind, self.choice)
-        program = program_for(family, self.kind, self.choice)
-        config, cfg = self.bind(schema_for(family, self.kind))
+        _, program, config, cfg = self.bind_family()
         command = Command(program, ("--config", str(self.config_file(cfg.run))))
         marker = Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER if cfg.run.auto_requeue else None
         return self.one_job(config, cfg.run, [command], nodes=cfg.trainer.num_nodes, tasks_per_node=cfg.trainer.devices,
