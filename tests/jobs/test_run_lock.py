@@ -170,3 +170,31 @@ def test_other_ranks_wait_until_rank_zero_holds_the_lock(tmp_path):
     later.join()
     alone = RunDirectoryLock(tmp_path, me=holder(), job_is_live=never_asked)  # neither Slurm nor torchrun
     assert alone.wait_for_own_job(timeout_s=30) is None
+
+
+_STOPPED_WHILE_FAILING = """
+import os, signal, sys, time
+from nemo_launcher.jobs.common.report import print_error
+from nemo_launcher.jobs.common.run_directory import claimed
+from nemo_launcher.jobs.common.storage import StorageFault
+
+def main():
+    try:
+        with claimed(sys.argv[1], rank=0):
+            try:
+                raise StorageFault("the disk is full")
+            finally:  # srun or torchrun stops this rank because another one exited first with the same fault
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.5)
+    except StorageFault as error:
+        return print_error(error)
+
+sys.exit(main())
+"""
+
+
+def test_a_stop_signal_during_an_orderly_exit_keeps_its_exit_code(tmp_path):
+    result = subprocess.run([sys.executable, "-c", _STOPPED_WHILE_FAILING, str(tmp_path / "run")], capture_output=True,
+                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    assert (result.returncode, result.stderr) == (74, "Error: the disk is full\n")
+    assert not (tmp_path / "run" / RUN_LOCK_FILE).exists()

@@ -15,16 +15,20 @@
   in the process group's rendezvous it would wait for a C++ call that never returns, until Slurm's SIGKILL.
 - An OSError about space or permission that escapes the block becomes a StorageFault (exit 74), one line
   naming the path instead of a traceback.
+- A rank that stops for a fault (JobFault: 74, 75) keeps that exit status when srun or torchrun, seeing another
+  rank exit first, send it SIGTERM on its way out.
 
 Standard library only: it runs before torch is imported.
 """
 import contextlib
 import logging
 import signal
+import sys
 from pathlib import Path
 from typing import Iterator
 
 from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE
+from .report import JobFault
 from .run_lock import RunDirectoryLock
 from .storage import storage_errno, write_fault
 
@@ -42,12 +46,17 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
     def stop(signum, frame):
+        if isinstance(sys.exc_info()[1], (JobFault, SystemExit)):
+            # Already on its way out for a reason of its own (a rank that stopped first made srun or torchrun
+            # signal this one): that reason's exit status stands.
+            return
         if rank != 0 and lock.held_by_another_live_job():
             raise SystemExit(RUN_DIRECTORY_IN_USE_EXIT_CODE)
         raise SystemExit(128 + signum)
 
     for signum in STOP_SIGNALS:
         signal.signal(signum, stop)
+    faulted = False
     try:
         if rank == 0:
             _acquire(lock)
@@ -64,9 +73,15 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
             if rank == 0:
                 with _stop_signals_blocked():
                     lock.release()
+    except JobFault:
+        faulted = True
+        raise
     finally:
+        # After a fault, stop signals are ignored until the process ends: srun or torchrun signal this rank when
+        # another one exits first with the same fault, and the default action (which Python also puts back while
+        # it shuts down) would end it with SIGTERM instead of the fault's status. SIGKILL still ends a hung rank.
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if faulted else handler)
 
 
 def _acquire(lock: RunDirectoryLock) -> None:
