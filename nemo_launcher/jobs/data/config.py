@@ -130,6 +130,35 @@ def this_task_items(items: List[int], env=None) -> List[int]:
     return list(items)
 
 
+def this_task_workers(nodes: int, per_node: int, env=None) -> List[int]:
+    """The worker slots (0 .. nodes x per_node - 1) this process handles, for steps run as several tasks per node.
+
+    - Slurm array task: node SLURM_ARRAY_TASK_ID's slots node*per_node .. node*per_node+per_node-1, dealt over the
+      task's processes by SLURM_LOCALID out of SLURM_NTASKS_PER_NODE (one slot each when they are equal).
+    - BCP / mpirun / torchrun: all slots dealt round-robin over RANK out of WORLD_SIZE.
+    - Otherwise: every slot, one after another.
+    """
+    env = os.environ if env is None else env
+    slots = list(range(nodes * per_node))
+    if env.get("SLURM_ARRAY_TASK_ID") is not None:
+        (node,) = this_task_items(list(range(nodes)), env)
+        mine = slots[node * per_node:(node + 1) * per_node]
+        local = int(env.get("SLURM_LOCALID", "0"))
+        tasks = int(env.get("SLURM_NTASKS_PER_NODE", env.get("SLURM_STEP_NUM_TASKS", "1")) or 1)
+        return mine[local::tasks] if 0 <= local < tasks else []
+    return this_task_items(slots, {key: value for key, value in env.items() if key != "SLURM_ARRAY_TASK_ID"})
+
+
+def task_cpus(cfg: StepConfig) -> int:
+    """CPUs this process may use: its affinity mask, at most run.cpus_per_node / run.workers_per_node (the
+    --cpus-per-task of a step with one task per worker) where several tasks share a node without Slurm's binding."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus_per_node, per_node = cfg.get("run.cpus_per_node", None), cfg.get("run.workers_per_node", None)
+    if isinstance(cpus_per_node, int) and isinstance(per_node, int) and per_node > 0:
+        available = min(available, max(1, cpus_per_node // per_node))
+    return max(1, available)
+
+
 def processes_on_this_node(env=None) -> int:
     """How many copies of this step share the node (BCP starts bcp_preproc_npernode per node), at least 1."""
     env = os.environ if env is None else env

@@ -8,14 +8,20 @@
 - `dataset: custom_dataset`: the raw_dataset_files are spread over run.node_array_size nodes by size; a Slurm
   array task handles node SLURM_ARRAY_TASK_ID's files (without it, all files), each to
   `<preprocessed_dir>/<file stem>_<json_key>_document`.
+- `dataset: mc4`: each of the run.workers_per_node tasks of node SLURM_ARRAY_TASK_ID builds the splits
+  preprocess_worker_mapping gives its worker slot, each from the links in <softlinks_dir>/<lang>/<split>/ to
+  `<preprocessed_dir>/<lang>/<split>_<json_key>_sentence` (one folder per language: the automatic blend weighs
+  languages by size ** blending_alpha). With rm_downloaded a split's .json.gz files go once its dataset is complete.
 
-Each process runs run.workers_per_node tokenizer workers (divided among the step's processes on the node).
+Pile and custom datasets: each process runs run.workers_per_node tokenizer workers (divided among the step's
+processes on the node). mC4: each task runs one tokenizer worker per CPU it has (cpus_per_node / workers_per_node).
+With split_sentences, datasets hold one item per sentence and are named `..._sentence`.
 """
 import logging
 import os
 import shutil
 
-from .config import StepConfig, run_step, this_task_items, worker_count
+from .config import StepConfig, run_step, task_cpus, this_task_items, this_task_workers, worker_count
 from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
 from .errors import DataPrepError
 from .indexed_format import complete_dataset
@@ -82,13 +88,40 @@ def preprocess_custom(cfg: StepConfig, report: StepReport) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-DATASETS = {"pile": preprocess_pile, "custom_dataset": preprocess_custom}
+def preprocess_mc4(cfg: StepConfig, report: StepReport) -> None:
+    from .mc4_layout import Mc4Layout
+    from .split_builder import build_split
+
+    layout = Mc4Layout(cfg)
+    spec = tokenizer_spec(cfg)
+    workers = task_cpus(cfg)
+    progress = bool(cfg.get("progress", True))
+    remove_input = cfg.flag("rm_downloaded", False)
+    for worker in this_task_workers(layout.nodes, layout.workers_per_node):
+        for split in layout.worker_splits(worker):
+            prefix = layout.split_prefix(split)
+            inputs = []
+            if complete_dataset(prefix) is None:
+                folder = layout.split_links(split)
+                if not os.path.isdir(folder):
+                    raise DataPrepError(f"split {split.name}: {folder} not found; run the setup_preprocess step "
+                                        f"(data_preparation.preprocess_data=True)")
+                inputs = [os.path.join(folder, name) for name in sorted(os.listdir(folder))]
+            log.info("worker %d: split %s (%d files)", worker, split.name, len(split.files))
+            _record(report, split.name, build_split(inputs, prefix, shard_job(cfg, "", prefix), spec, workers, progress))
+            if remove_input:
+                for path in split.files:
+                    if os.path.isfile(layout.local_path(path)):
+                        os.remove(layout.local_path(path))
+
+
+DATASETS = {"pile": preprocess_pile, "mc4": preprocess_mc4, "custom_dataset": preprocess_custom}
 
 
 def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("preprocess", argv)
     dataset = cfg.choice("dataset", tuple(DATASETS))
-    report = StepReport("preprocess", unit="shard" if dataset == "pile" else "file")
+    report = StepReport("preprocess", unit={"pile": "shard", "mc4": "split"}.get(dataset, "file"))
     DATASETS[dataset](cfg, report)
     return report
 

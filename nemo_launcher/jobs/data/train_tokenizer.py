@@ -4,8 +4,9 @@
 
 - tokenizer_library=sentencepiece: every key of train_tokenizer_args is passed to SentencePieceTrainer
   (the seed's spm_train options: input, input_format, model_prefix, model_type, vocab_size,
-  character_coverage, unk_id, bos_id, eos_id, pad_id, control_symbols, ...). Writes <model_prefix>.model/.vocab
-  beside tokenizer_model, which must be named <model_prefix>.model.
+  character_coverage, unk_id, bos_id, eos_id, pad_id, control_symbols, ...); sentinel_tokens: N adds T5's
+  sentinels <extra_id_0> ... <extra_id_N-1> as control symbols. Writes <model_prefix>.model/.vocab beside
+  tokenizer_model, which must be named <model_prefix>.model.
 - tokenizer_library=huggingface: a GPT-2-style byte-level BPE of train_tokenizer_args.vocab_size (and
   min_frequency, default 2) with eod_token (default <|endoftext|>) as its special token. Writes
   tokenizer_model (a tokenizer.json) plus vocab.json and merges.txt in bpe_save_dir (else beside it).
@@ -98,7 +99,12 @@ def train_sentencepiece(cfg: StepConfig, args: dict, model_path: str) -> None:
         raise DataConfigError(f"data_preparation.tokenizer_model={model_path!r} must be <dir>/<model_prefix>.model "
                               f"(model_prefix={prefix!r}) for SentencePiece, which names its output after model_prefix")
     os.makedirs(save_dir, exist_ok=True)
-    options = {k: v for k, v in args.items() if v is not None and k != "model_prefix"}
+    options = {k: v for k, v in args.items() if v is not None and k not in ("model_prefix", "sentinel_tokens")}
+    sentinels = [f"<extra_id_{i}>" for i in range(int(args.get("sentinel_tokens") or 0))]
+    if sentinels:
+        given = options.get("control_symbols") or []
+        given = given.split(",") if isinstance(given, str) else list(given)
+        options["control_symbols"] = [symbol for symbol in given if symbol] + sentinels
     with tempfile.TemporaryDirectory(dir=save_dir) as work:
         options["model_prefix"] = os.path.join(work, prefix)
         if "input" not in options:

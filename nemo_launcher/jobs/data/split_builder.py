@@ -1,0 +1,51 @@
+"""One Megatron dataset from several compressed jsonl files (an mC4 split): each file is tokenized on its own,
+then the per-file datasets are joined.
+
+    summary = build_split(["a.json.gz", "b.json.gz"], "out/de/de_000_text_sentence", job, spec, workers=8)
+
+Files are handled one at a time: decompressed into a hidden `.<name>.files/` folder beside the output, tokenized
+there by build_shard (chunked, resumable, all workers on one file), and the decompressed copy is deleted as soon
+as the file's own dataset is complete, so the scratch space needed is one file's, not the split's. A killed run
+keeps the files already done and the finished chunks of the one in progress. Joining copies the per-file .bin
+files (copy_file_range) and merges their indexes; .bin is renamed before .idx, as everywhere.
+"""
+import dataclasses
+import logging
+import os
+import shutil
+import time
+from typing import List
+
+from .custom_layout import plain_jsonl
+from .indexed_format import complete_dataset, merge_datasets
+from .shard_builder import ShardJob, ShardSummary, build_shard
+from .tokenizer import TokenizerSpec
+
+log = logging.getLogger(__name__)
+
+
+def build_split(inputs: List[str], output_prefix: str, job: ShardJob, spec: TokenizerSpec, workers: int = 1,
+                progress: bool = True) -> ShardSummary:
+    """`job` gives the tokenizing settings; its input_path and output_prefix are replaced per file."""
+    done = complete_dataset(output_prefix)
+    if done is not None:
+        return ShardSummary(output_prefix, done[0], done[1], 0, 0.0, skipped=True)
+    began = time.perf_counter()
+    head, name = os.path.split(output_prefix)
+    work = os.path.join(head, f".{name}.files")
+    parts, malformed = [], 0
+    for index, path in enumerate(inputs):
+        part = os.path.join(work, f"{index:05d}")
+        if complete_dataset(part) is None:
+            source = plain_jsonl(path, os.path.join(work, f"{index:05d}.input"))
+            built = build_shard(dataclasses.replace(job, input_path=source, output_prefix=part), spec, workers, progress)
+            malformed += built.malformed
+            if source != path:
+                shutil.rmtree(os.path.dirname(source), ignore_errors=True)
+        parts.append(part)
+    documents, tokens = merge_datasets(parts, output_prefix)
+    shutil.rmtree(work, ignore_errors=True)
+    summary = ShardSummary(output_prefix, documents, tokens, sum(os.path.getsize(path) for path in inputs),
+                           time.perf_counter() - began, malformed=malformed)
+    log.info(summary.line())
+    return summary
