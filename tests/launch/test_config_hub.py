@@ -10,9 +10,18 @@ CONF = REPO_ROOT / "conf"
 TRAINING = sorted(str(p.relative_to(CONF / "training").with_suffix("")) for p in (CONF / "training").rglob("*.yaml"))
 
 
-def test_the_seed_gpt_configs_are_all_there():
-    expected = {"126m", "400m_improved", "1b_improved", "5b", "7b_improved", "20b", "40b", "40b_improved", "175b", "tiny"}
-    assert expected <= {name.split("/")[1] for name in TRAINING if name.startswith("gpt3/")}
+# The sizes the seed names for each family (mT5 11b and 23b are upstream's), and the tiny one every family has.
+SEED_SIZES = {
+    "gpt3": {"126m", "400m_improved", "1b_improved", "5b", "7b_improved", "20b", "40b", "40b_improved", "175b", "tiny"},
+    "t5": {"220m", "3b", "11b", "23b", "41b", "tiny"},
+    "mt5": {"170m", "390m", "3b", "11b", "23b", "tiny"},
+    "bert": {"110m", "4b", "20b", "100b", "tiny"},
+}
+
+
+@pytest.mark.parametrize("family", sorted(SEED_SIZES))
+def test_the_seed_training_configs_are_all_there(family):
+    assert SEED_SIZES[family] <= {name.split("/")[1] for name in TRAINING if name.startswith(f"{family}/")}
 
 
 CLUSTER_TYPES = ("bcm", "bcp", "interactive")
@@ -24,6 +33,10 @@ REFUSED = {
                                    "does not divide nodes(1) x devices(8) = 8"),
     ("gpt3/40b_improved", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(2) = 16",
                                            "does not divide nodes(1) x devices(8) = 8"),
+    ("bert/20b", "interactive"): ("training.model.tensor_model_parallel_size=4", "TP(4) x PP(4) = 16",
+                                  "does not divide nodes(1) x devices(8) = 8"),
+    ("bert/100b", "interactive"): ("training.model.tensor_model_parallel_size=4", "TP(4) x PP(16) = 64",
+                                   "does not divide nodes(1) x devices(8) = 8"),
 }
 
 
@@ -59,7 +72,7 @@ def test_refused_on_purpose(choice, cluster_type, launch, tmp_path):
     assert not list(results.rglob("*_submission.sh")), "a refused config must write no script"
 
 
-@pytest.mark.parametrize("choice", [c for c in TRAINING if c != "gpt3/tiny"])
+@pytest.mark.parametrize("choice", [c for c in TRAINING if not c.endswith("/tiny")])
 def test_gpu_configs_ask_for_what_the_seed_says(choice, launch, tmp_path):
     import yaml
 
@@ -106,12 +119,102 @@ def test_gpt_sizes_match_the_seed(size, launch, tmp_path):
                 m["share_embeddings_and_output_weights"]) == ("fast-swiglu", "rope", 0.0, False, False)
 
 
+def _training_config(launch, choice, tmp_path):
+    import yaml
+
+    results = tmp_path / "results"
+    code, out, err = launch(["stages=[training]", f"training={choice}"], results=results)
+    assert code == 0, err
+    (config,) = results.rglob("*_hydra.yaml")
+    return yaml.safe_load(config.read_text())
+
+
+def _tokens(config) -> float:
+    return config["trainer"]["max_steps"] * config["model"]["global_batch_size"] * config["model"]["encoder_seq_length"]
+
+
+# config: (layers of the encoder and of the decoder, hidden, FFN, heads, GPUs per model copy (TP x PP), nodes,
+# global batch), from the seed's T5 and mT5 tables (global batches from its convergence runs; where it gives none,
+# t5/11b, 23b, 41b and mt5/11b, 23b, upstream 23.07's). megatron-core 0.16 cannot split a T5 over pipeline stages,
+# so every size runs with PP 1: t5/23b and t5/41b, TP 4 x PP 2 in the seed, run as TP 4 (upstream's layout) and
+# TP 8 (the seed's 8 GPUs per model copy).
+SEED_T5 = {
+    "t5/220m": (12, 768, 2048, 12, 1, 4, 2048),
+    "t5/3b": (24, 2048, 5120, 32, 2, 20, 2160),
+    "t5/11b": (24, 4096, 10240, 64, 4, 20, 1920),
+    "t5/23b": (36, 5120, 10880, 64, 4, 40, 1920),
+    "t5/41b": (36, 6144, 10880, 96, 8, 40, 1920),
+    "mt5/170m": (8, 512, 1024, 6, 1, 4, 2048),
+    "mt5/390m": (8, 512, 2048, 12, 1, 8, 2048),
+    "mt5/3b": (24, 2048, 5120, 32, 2, 20, 1920),
+    "mt5/11b": (24, 4096, 10240, 64, 4, 20, 1920),
+    "mt5/23b": (36, 5120, 10880, 80, 4, 40, 1920),
+}
+
+
+@pytest.mark.parametrize("choice", sorted(SEED_T5))
+def test_t5_sizes_match_the_seed(choice, launch, tmp_path):
+    c = _training_config(launch, choice, tmp_path)
+    m = c["model"]
+    got = (m["encoder_num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"],
+           m["tensor_model_parallel_size"] * m["pipeline_model_parallel_size"], c["trainer"]["num_nodes"], m["global_batch_size"])
+    assert got == SEED_T5[choice]
+    assert m["decoder_num_layers"] == m["encoder_num_layers"] and m["pipeline_model_parallel_size"] == 1
+    assert (m["encoder_seq_length"], m["activation"], c["trainer"]["precision"]) == (512, "geglu", "bf16")
+    assert m["optim"]["name"] == "distributed_fused_adam"
+    assert 0.95e12 < _tokens(c) < 1.25e12, "the seed trains T5 and mT5 on 1T tokens"
+    tokenizer = m["tokenizer"]
+    if choice.startswith("mt5/"):  # the mT5 SentencePiece model: 250k pieces + 100 sentinels
+        assert (tokenizer["library"], tokenizer["num_sentinel_tokens"]) == ("sentencepiece", 100)
+        assert tokenizer["model"].endswith("/mc4/bpe/mt5_tokenizer.model")
+    else:
+        assert (tokenizer["library"], tokenizer["type"]) == ("megatron", "BertWordPieceCase")
+
+
+# size: (layers, hidden, FFN, heads, TP, PP, nodes, global batch), from the seed's BERT tables (the LDDL table's
+# nodes, TP, PP and global batch).
+SEED_BERT = {
+    "110m": (12, 768, 3072, 12, 1, 1, 8, 256),
+    "4b": (48, 2560, 10240, 40, 1, 1, 16, 2048),
+    "20b": (48, 6144, 24576, 96, 4, 4, 32, 4096),
+    "100b": (96, 9216, 36864, 96, 4, 16, 128, 4096),
+}
+
+
+@pytest.mark.parametrize("size", sorted(SEED_BERT))
+def test_bert_sizes_match_the_seed(size, launch, tmp_path):
+    c = _training_config(launch, f"bert/{size}", tmp_path)
+    m = c["model"]
+    got = (m["num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"], m["tensor_model_parallel_size"],
+           m["pipeline_model_parallel_size"], c["trainer"]["num_nodes"], m["global_batch_size"])
+    assert got == SEED_BERT[size]
+    assert (m["encoder_seq_length"], m["activation"], c["trainer"]["precision"]) == (512, "geglu", "bf16")
+    assert (m["tokenizer"]["type"], m["bert_binary_head"]) == ("BertWordPieceLowerCase", True)
+
+
+@pytest.mark.parametrize("choice", ["t5/tiny", "mt5/tiny", "bert/tiny"])
+def test_tiny_configs_train_on_this_cpu_from_what_the_tiny_data_preparation_writes(choice, launch, tmp_path):
+    c = _training_config(launch, choice, tmp_path)
+    m, data_dir = c["model"], str(REPO_ROOT / "data")
+    assert (c["trainer"]["accelerator"], c["trainer"]["precision"], c["trainer"]["devices"]) == ("cpu", 32, 1)
+    assert (m["hidden_size"], m["num_attention_heads"], m["encoder_seq_length"], m["use_cpu_initialization"],
+            m["transformer_engine"]) == (64, 4, 128, True, False)
+    folder = {"t5": "tiny_pile_t5", "mt5": "tiny_mc4", "bert": "tiny_pile_bert"}[choice.split("/")[0]]
+    assert c["run"]["preprocessed_dir"] == f"{data_dir}/{folder}/preprocessed"
+    tokenizer_file = m["tokenizer"]["model"] if choice == "mt5/tiny" else m["tokenizer"]["vocab_file"]
+    assert tokenizer_file == f"{data_dir}/{folder}/bpe/" + ("mt5_tokenizer.model" if choice == "mt5/tiny" else "vocab.txt")
+    if choice != "bert/tiny":
+        assert (m["encoder_num_layers"], m["decoder_num_layers"], m["data"]["seq_length_dec"]) == (2, 2, 64)
+
+
 STAGE_GROUPS = ("data_preparation", "training", "conversion", "fine_tuning", "peft", "evaluation", "export")
 EVERY_CONFIG = sorted((group, str(path.relative_to(CONF / group).with_suffix("")))
                       for group in STAGE_GROUPS for path in (CONF / group).rglob("*.yaml"))
 # Shipped configs that ask the user for a value (`???` or an empty list) and say which: config -> key in the error.
 ASKS_FOR = {
     ("fine_tuning", "gpt3/custom_task"): "fine_tuning.model.data.train_ds.file_names",
+    ("fine_tuning", "t5/custom_task"): "fine_tuning.model.data.train_ds.src_file_name",
+    ("fine_tuning", "mt5/custom_task"): "fine_tuning.model.data.train_ds.src_file_name",
     ("data_preparation", "generic/custom_dataset"): "data_preparation.raw_dataset_files",
 }
 

@@ -140,10 +140,11 @@ def blend(prefix: List[Union[float, str]], key: str) -> List[Union[float, str]]:
     return list(prefix)
 
 
-def data_reads(run: RunSection, data, stage: str) -> List[Tuple[str, str]]:
-    """(key, path or glob) of the data files a trainer opens: the automatic blend or each prefix's .bin/.idx."""
+def data_reads(run: RunSection, data, stage: str, blended: str = "*.idx") -> List[Tuple[str, str]]:
+    """(key, path or glob) of the data files a trainer opens: what the automatic blend reads in
+    run.preprocessed_dir (matching `blended`), or each prefix's .bin/.idx."""
     if data.data_prefix is None:
-        return [(f"{stage}.run.preprocessed_dir", f"{run.preprocessed_dir}/*.idx")]
+        return [(f"{stage}.run.preprocessed_dir", f"{run.preprocessed_dir}/{blended}")]
     return [(f"{stage}.model.data.data_prefix", f"{prefix}{suffix}")
             for prefix in data.blend()[1::2] for suffix in (".bin", ".idx")]
 

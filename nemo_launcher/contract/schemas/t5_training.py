@@ -171,8 +171,9 @@ class T5TrainingConfig:
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
 
     def reads(self) -> List[Tuple[str, str]]:
-        """(key, path or glob) of the files the trainer opens: the tokenizer file and the data."""
-        return self.model.tokenizer.files(f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE)
+        """(key, path or glob) of the files the trainer opens: the tokenizer file and the data. mC4's preparation
+        writes a folder of .bin/.idx pairs per language into run.preprocessed_dir, the Pile's the pairs themselves."""
+        return self.model.tokenizer.files(f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE, blended="*")
 
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]
