@@ -105,3 +105,72 @@ def reference_dataset(jsonl: str, prefix: str, tokenizer, key: str = "text") -> 
 
 def same_files(a: str, b: str) -> bool:
     return pathlib.Path(a).read_bytes() == pathlib.Path(b).read_bytes()
+
+
+# ---- sentence datasets (BERT, T5) ---------------------------------------------------------------------------
+BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def train_wordpiece_vocab(path, lower_case: bool, vocab_size: int = 3000, extra=()) -> str:
+    """A WordPiece vocab.txt learned from the shipped tiny Pile: BERT's specials first, then `extra`, then pieces."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lower_case)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(tiny_pile_texts(), trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=BERT_SPECIALS + list(extra), show_progress=False))
+    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    pathlib.Path(path).write_text("".join(token + "\n" for token, _ in vocabulary), encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def wordpiece_vocab(tmp_path_factory):
+    return train_wordpiece_vocab(tmp_path_factory.mktemp("wordpiece") / "vocab.txt", lower_case=True)
+
+
+@pytest.fixture(scope="session")
+def wordpiece_spec(wordpiece_vocab):
+    from nemo_launcher.jobs.data.tokenizer import TokenizerSpec
+
+    return TokenizerSpec("megatron", "BertWordPieceLowerCase", vocab_file=wordpiece_vocab)
+
+
+@pytest.fixture(scope="session")
+def wordpiece(wordpiece_spec):
+    from nemo_launcher.jobs.data.tokenizer import load_tokenizer
+
+    return load_tokenizer(wordpiece_spec)
+
+
+def reference_sentence_dataset(jsonl: str, prefix: str, tokenizer, append_eod: bool = False,
+                               max_sentence_tokens=None, key: str = "text") -> None:
+    """Megatron-LM's --split-sentences, one document at a time: each sentence encoded on its own and added as an
+    item (empty ones left out), EOD on the last sentence, sentences over the cap cut into items of that size,
+    end_document; documents without a token are left out."""
+    import torch
+    from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
+
+    from nemo_launcher.jobs.data.sentences import split_sentences
+
+    builder = IndexedDatasetBuilder(prefix + ".bin", dtype=DType.optimal_dtype(tokenizer.vocab_size))
+    with open(jsonl, "rb") as lines:
+        for line in lines:
+            try:
+                text = json.loads(line)[key]
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue
+            if not isinstance(text, str):
+                continue
+            sentences = [ids for ids in map(tokenizer.encode, split_sentences(text)) if ids]
+            if not sentences:
+                continue
+            if append_eod:
+                sentences[-1] = sentences[-1] + [tokenizer.eod]
+            for ids in sentences:
+                step = max_sentence_tokens or len(ids)
+                for first in range(0, len(ids), step):
+                    builder.add_item(torch.tensor(ids[first:first + step]))
+            builder.end_document()
+    builder.finalize(prefix + ".idx")

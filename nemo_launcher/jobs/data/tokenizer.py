@@ -164,23 +164,13 @@ def gpt2_bpe(vocab_file: str, merge_file: str):
 
 
 def bert_wordpiece(vocab_file: str, lower_case: bool):
-    """BERT's WordPiece (Megatron's BertWordPieceCase / BertWordPieceLowerCase) as a Hugging Face tokenizer.
-
-    The pipeline of Google's BERT tokenizer: drop control characters, put spaces around CJK ideographs, lower-case
-    and strip accents (LowerCase only), split at whitespace and punctuation, then greedy longest-match WordPiece
-    with [UNK] for words it cannot cover or longer than 200 characters (the limit of Megatron-LM's and Google's
-    BERT tokenizers; Hugging Face's BertTokenizer uses 100). The special tokens are not registered as added
-    tokens, so "[CLS]" written in a document is text, as in Megatron-LM's tokenizer.
-    """
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers
+    """BERT's WordPiece (Megatron's BertWordPieceCase / BertWordPieceLowerCase) from vocab.txt: the pipeline
+    training's tokenizer encodes with (jobs/common/tokenizer.py: wordpiece_pipeline), so the ids agree."""
+    from ..common.tokenizer import wordpiece_pipeline
 
     if not vocab_file or not os.path.isfile(vocab_file):
         raise TokenizerError(f"vocab_file={vocab_file!r}: file not found (a WordPiece tokenizer needs vocab.txt)")
-    hf = HFTokenizer(models.WordPiece.from_file(vocab_file, unk_token="[UNK]", max_input_chars_per_word=200))
-    hf.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                               lowercase=lower_case)
-    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    hf.decoder = decoders.WordPiece()
+    hf = wordpiece_pipeline(vocab_file, lower_case)
     if hf.token_to_id("[UNK]") is None:
         raise TokenizerError(f"{vocab_file}: the vocabulary has no [UNK] token; is it a WordPiece vocab.txt?")
     return hf
