@@ -66,7 +66,9 @@ def language_of(path: str, cleaned_english: bool) -> Optional[str]:
     match = _MULTILINGUAL.match(path)
     if match:
         language = match.group("lang")
-        return None if language == "en" and cleaned_english else language
+        if language.endswith("-validation") or language == "en" and cleaned_english:
+            return None
+        return language
     if cleaned_english and _CLEANED_ENGLISH.match(path):
         return "en"
     return None

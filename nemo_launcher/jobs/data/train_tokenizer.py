@@ -11,8 +11,8 @@
   min_frequency, default 2) with eod_token (default <|endoftext|>) as its special token. Writes
   tokenizer_model (a tokenizer.json) plus vocab.json and merges.txt in bpe_save_dir (else beside it).
 - tokenizer_library=megatron with tokenizer_type BertWordPieceCase / BertWordPieceLowerCase: a WordPiece
-  vocabulary of vocab_size (min_frequency, default 2) trained on text normalized as that type encodes it, written
-  to vocab_file (vocab.txt, one token a line). It starts with [PAD] [UNK] [CLS] [SEP] [MASK] [BOS] [EOS] (ids 0-6:
+  vocabulary of about vocab_size tokens learned from text normalized as that type encodes it (train_wordpiece),
+  written to vocab_file (vocab.txt, one token a line). It starts with [PAD] [UNK] [CLS] [SEP] [MASK] [BOS] [EOS] (ids 0-6:
   BERT's and T5's datasets need them) and, with train_tokenizer_args.sentinel_tokens: N, T5's sentinels
   <extra_id_0> ... <extra_id_N-1>.
 
@@ -105,39 +105,74 @@ def train_sentencepiece(cfg: StepConfig, args: dict, model_path: str) -> None:
         given = options.get("control_symbols") or []
         given = given.split(",") if isinstance(given, str) else list(given)
         options["control_symbols"] = [symbol for symbol in given if symbol] + sentinels
-    with tempfile.TemporaryDirectory(dir=save_dir) as work:
-        options["model_prefix"] = os.path.join(work, prefix)
-        if "input" not in options:
-            options.pop("input_format", None)
-            options["sentence_iterator"] = iter_texts(dataset_text_files(cfg), cfg.text("json_key"))
-        sentencepiece.SentencePieceTrainer.train(**options)
-        for suffix in (".vocab", ".model"):  # .model last: its presence means the pair is complete
-            os.replace(os.path.join(work, prefix + suffix), os.path.join(save_dir, prefix + suffix))
+    if "input" in options:
+        options["input"] = ",".join(os.path.abspath(path) for path in str(options["input"]).split(","))
+    else:
+        options.pop("input_format", None)
+        options["sentence_iterator"] = iter_texts(dataset_text_files(cfg), cfg.text("json_key"))
+    sentencepiece.set_random_generator_seed(1234)  # sampling (input_sentence_size) gives the same lines every run
+    # The model records its model_prefix: a bare name, written in a fixed folder, keeps the .model byte-stable.
+    work = os.path.join(save_dir, f".{prefix}.training")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    here = os.getcwd()
+    try:
+        os.chdir(work)
+        sentencepiece.SentencePieceTrainer.train(model_prefix=prefix, **options)
+    finally:
+        os.chdir(here)
+    for suffix in (".vocab", ".model"):  # .model last: its presence means the pair is complete
+        os.replace(os.path.join(work, prefix + suffix), os.path.join(save_dir, prefix + suffix))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _words_per_line(texts: Iterable[str], normalize, pre_tokenize, words: int = 64) -> Iterator[str]:
+    """Text as the WordPiece type sees it (normalized, split at whitespace and punctuation), in lines of `words`
+    words: SentencePiece skips lines over 4192 bytes."""
+    for text in texts:
+        pieces = [piece for piece, _ in pre_tokenize(normalize(text))]
+        for first in range(0, len(pieces), words):
+            yield " ".join(pieces[first:first + words])
 
 
 def train_wordpiece(cfg: StepConfig, args: dict, vocab_path: str) -> None:
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    """A WordPiece vocabulary learned deterministically: SentencePiece's BPE on the words the type would see,
+    converted (a piece that starts a word, "▁abc", becomes "abc"; one inside a word, "abc", becomes "##abc"; each
+    character gets both forms, so no word of the training text encodes to [UNK]).
 
-    ignored = sorted(set(args) - {"vocab_size", "min_frequency", "sentinel_tokens"})
+    Hugging Face's WordPieceTrainer was not used: it breaks ties between equally frequent pairs in hash order,
+    so two runs on the same text give different vocabularies, and different datasets after them.
+    """
+    import sentencepiece
+    from tokenizers import normalizers, pre_tokenizers
+
+    ignored = sorted(set(args) - {"vocab_size", "sentinel_tokens", "input_sentence_size"})
     if ignored:
         log.info("train_tokenizer_args %s do not apply to WordPiece; ignored", ignored)
-    sentinels = int(args.get("sentinel_tokens") or 0)
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=200))
-    # The normalization and word splitting of the type being trained, so the vocabulary holds what it will meet.
-    tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                                      lowercase=WORDPIECE_TYPES[cfg.text("tokenizer_type")])
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=int(args.get("vocab_size") or 30000), min_frequency=int(args.get("min_frequency") or 2),
-        special_tokens=WORDPIECE_SPECIALS + [f"<extra_id_{i}>" for i in range(sentinels)],
-        show_progress=bool(cfg.get("progress", True)))
-    tokenizer.train_from_iterator(iter_texts(dataset_text_files(cfg), cfg.text("json_key")), trainer)
-    vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    assert [index for _, index in vocabulary] == list(range(len(vocabulary))), "WordPiece ids have gaps"
+    specials = WORDPIECE_SPECIALS + [f"<extra_id_{i}>" for i in range(int(args.get("sentinel_tokens") or 0))]
+    vocab_size = int(args.get("vocab_size") or 30000)
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                            lowercase=WORDPIECE_TYPES[cfg.text("tokenizer_type")])
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    lines = _words_per_line(iter_texts(dataset_text_files(cfg), cfg.text("json_key")), normalizer.normalize_str,
+                            pre_tokenizer.pre_tokenize_str)
+    model = io.BytesIO()
+    sentencepiece.set_random_generator_seed(1234)  # sampling of input_sentence_size lines, if it happens
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=lines, model_writer=model, model_type="bpe", vocab_size=max(8, vocab_size - len(specials)),
+        character_coverage=1.0, normalization_rule_name="identity", split_digits=False, hard_vocab_limit=False,
+        input_sentence_size=int(args.get("input_sentence_size") or 2_000_000), minloglevel=2)
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
+              if not (processor.is_unknown(i) or processor.is_control(i))]
+    characters = [piece for piece in pieces if len(piece) == 1 and piece != "▁"]
+    learned = [piece[1:] if piece.startswith("▁") else "##" + piece for piece in pieces if len(piece) > 1]
+    vocabulary = list(dict.fromkeys(specials + [form for c in characters for form in (c, "##" + c)] + learned))
+    vocabulary = vocabulary[:max(vocab_size, len(specials) + 2 * len(characters))]  # the least frequent merges go
     os.makedirs(os.path.dirname(os.path.abspath(vocab_path)), exist_ok=True)
     temporary = f"{vocab_path}.tmp-{os.getpid()}"
     with open(temporary, "w", encoding="utf-8") as out:
-        out.writelines(token + "\n" for token, _ in vocabulary)
+        out.writelines(token + "\n" for token in vocabulary)
     os.replace(temporary, vocab_path)
 
 
