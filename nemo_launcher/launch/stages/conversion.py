@@ -1,5 +1,6 @@
-"""Conversion stage: a training checkpoint -> `<train dir>/convert_nemo/results/<nemo_file_name>` (+ Hugging Face
-where the family's schema has an `hf` section).
+"""Conversion stage: a training checkpoint -> `<train dir>/convert_nemo/results/<nemo_file_name>`.
+
+The GPT family also exports a Hugging Face checkpoint where an architecture matches (its schema's `hf` section).
 
     python3 main.py stages=[training,conversion] training=gpt3/126m
     python3 main.py stages=[conversion] conversion.run.model_train_name=gpt3_5b conversion.model.tensor_model_parallel_size=2

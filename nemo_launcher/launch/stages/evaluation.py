@@ -1,5 +1,6 @@
-"""Evaluation stage: a converted or fine-tuned `.nemo` scored on task data read from local files (lm-eval tasks
-for GPT, SQuAD-style exact match and F1 for T5/mT5).
+"""Evaluation stage: a converted or fine-tuned `.nemo` scored on task data read from local files.
+
+GPT runs lm-eval's tasks on the converted model; T5/mT5 score a fine-tuned model's answers (exact match, F1).
 
     python3 main.py stages=[training,conversion,evaluation] training=gpt3/126m
     python3 main.py stages=[evaluation] evaluation=gpt3/evaluate_lambada evaluation.run.model_train_name=gpt3_5b

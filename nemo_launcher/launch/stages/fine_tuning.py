@@ -1,5 +1,6 @@
-"""Fine-tuning stage: every weight of a converted `.nemo` tuned on the family's task data (prompt/answer jsonl
-for GPT, source/target text for T5/mT5).
+"""Fine-tuning stage: every weight of a converted `.nemo` tuned on the family's task data.
+
+GPT reads prompt/answer jsonl files (supervised fine-tuning, loss on the answers); T5/mT5 source/target text files.
 
     python3 main.py stages=[fine_tuning] fine_tuning=gpt3/squad fine_tuning.run.model_train_name=gpt3_126m
     python3 main.py stages=[fine_tuning] fine_tuning=t5/squad fine_tuning.run.model_train_name=t5_220m
