@@ -31,10 +31,11 @@ def test_every_row_names_known_stages_importable_schemas_and_job_modules(name):
     for stage, path in family.schemas.items():
         assert callable(_schema(path).from_dict), path
         assert family.programs[stage].startswith("nemo_launcher.jobs."), family.programs[stage]
-    # A stage with a preparation program binds to a schema that says when and with what it runs.
+    # A stage has a preparation program exactly when its schema says when and with what that program runs.
     for stage, program in family.preparers.items():
         assert stage in family.programs and program.startswith("nemo_launcher.jobs.")
-        assert callable(getattr(_schema(family.schemas[stage]), "preparation_args", None)), (name, stage)
+    prepared = {stage for stage, path in family.schemas.items() if hasattr(_schema(path), "preparation_args")}
+    assert prepared == set(family.preparers), name
 
 
 def test_mt5_is_t5_with_its_own_configs():
