@@ -72,12 +72,15 @@ def _section(title: str, rows: list[tuple[str, str]]) -> str:
 
 
 def _choice_rows(conf_dir: str, group: str, default: str | None) -> list[tuple[str, str]]:
-    """One row per family, `training  gpt3: 126m, 175b, ...`; only the first names the group."""
+    """One row per family, `training  gpt3: 126m, 175b, ...`; only the first names the group. The default's
+    family comes first, the others alphabetically."""
     by_family: dict[str, list[str]] = {}
     for config in configs_of(conf_dir, group):
         family, _, name = config.rpartition("/")
         by_family.setdefault(family, []).append(name + "*" * (config == default))
-    texts = [f"{family}: " * bool(family) + ", ".join(names) for family, names in sorted(by_family.items())]
+    first = (default or "").rpartition("/")[0]
+    order = sorted(by_family, key=lambda family: (family != first, family))
+    texts = [f"{family}: " * bool(family) + ", ".join(by_family[family]) for family in order]
     return [("" if i else group, text) for i, text in enumerate(texts or ["(none)"])]
 
 
