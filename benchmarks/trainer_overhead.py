@@ -3,8 +3,8 @@
     OMP_NUM_THREADS=1 python3 benchmarks/trainer_overhead.py [--steps 40] [--rounds 2]
 
 Both sides train the tiny GPT (conf/training/gpt3/tiny.yaml) on the same data for the same steps, from
-the same parts (nemo_launcher.jobs.gpt.parts: model chunks, megatron DDP, megatron optimizer, dataset,
-sampler), each in a fresh process. The plain side is the loop Megatron-LM's pretrain_gpt runs: fetch a
+the same parts (nemo_launcher.jobs.core.parts with the GPT recipe: model chunks, megatron DDP, megatron
+optimizer, dataset, sampler), each in a fresh process. The plain side is the loop Megatron-LM's pretrain_gpt runs: fetch a
 step's batch, zero the grad buffers, get_forward_backward_func(), set the learning rate, optimizer.step().
 Ours is `python3 -m nemo_launcher.jobs.gpt.train` itself, read from its progress lines, with checkpoints,
 validation and the test pass turned off so that only the loop differs.
@@ -68,19 +68,19 @@ def plain(config: Path, window: int) -> float:
 
 def plain_loop(config: Path, window: int) -> None:
     """Runs in its own process: the same parts as the trainer, driven by a bare loop."""
-    import torch
-
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.common.distributed import placement_from_env
     from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
-    from nemo_launcher.jobs.gpt.data import StepBatchSampler, make_loader, split_microbatches
-    from nemo_launcher.jobs.gpt.module import run_microbatches
-    from nemo_launcher.jobs.gpt.optim import set_hyperparameters
-    from nemo_launcher.jobs.gpt.parts import build_parts, init_processes, shutdown
+    from nemo_launcher.jobs.core.optim import set_hyperparameters
+    from nemo_launcher.jobs.core.parts import build_parts, init_processes, shutdown
+    from nemo_launcher.jobs.core.recipe import split_along_batch
+    from nemo_launcher.jobs.core.samplers import StepBatchSampler, make_loader
+    from nemo_launcher.jobs.core.steps import run_microbatches
+    from nemo_launcher.jobs.gpt.recipe import GPT, gpt_forward_step
 
     cfg = TrainingConfig.from_dict(load_resolved_config(config))
     placement = placement_from_env()
-    parts = build_parts(cfg, placement, init_processes(cfg, placement))
+    parts = build_parts(GPT, cfg, placement, init_processes(GPT, cfg, placement))
     m = parts.cfg.model
     sampler = StepBatchSampler(len(parts.train_dataset), parts.batches, cfg.trainer.max_steps, lambda: 0, parts.dp_rank)
     loader = make_loader(parts.train_dataset, sampler, m.data.num_workers, parts.on_gpu, m.seed)
@@ -93,13 +93,13 @@ def plain_loop(config: Path, window: int) -> None:
         for chunk in parts.ddp_chunks:
             chunk.zero_grad_buffer()
         parts.optimizer.zero_grad()
-        loss = run_microbatches(parts.ddp_chunks, split_microbatches(batch, m.micro_batch_size), m.encoder_seq_length,
-                                m.micro_batch_size, forward_only=False)
+        losses = run_microbatches(parts.ddp_chunks, split_along_batch(batch, m.micro_batch_size), gpt_forward_step,
+                                  parts.sequences, m.micro_batch_size, forward_only=False)
         set_hyperparameters(parts.optimizer, parts.lr_schedule(step), m.optim.weight_decay)
         parts.optimizer.step()
         consumed += batch_size
         if (step + 1) % window == 0:
-            loss.item()  # the trainer reads the loss at each log point too
+            losses["lm loss"].item()  # the trainer reads the loss at each log point too
         if step + 1 == window:
             started = time.perf_counter()
         elif step + 1 > window:

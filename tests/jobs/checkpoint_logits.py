@@ -1,6 +1,6 @@
 """The reference the conversion tests compare against: logits of a training checkpoint, computed with the
 trainer's own code (its process setup, its model parts at the training layout, its checkpoint structure
-and strict loading, as GPTModule.load_model_state does), none of the conversion code.
+and strict loading, as the core's TrainingModule.load_model_state does), none of the conversion code.
 
     python -m tests.jobs.checkpoint_logits <training hydra.yaml> <step folder> <tokens.pt> <out.pt>
     torchrun --standalone --nproc_per_node=2 -m tests.jobs.checkpoint_logits ...         (a TP=2 run)
@@ -17,12 +17,13 @@ def main(config_path: str, checkpoint: str, tokens_path: str, out_path: str) -> 
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.common.distributed import placement_from_env
     from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
-    from nemo_launcher.jobs.gpt.parts import build_parts, init_processes, shutdown
+    from nemo_launcher.jobs.core.parts import build_parts, init_processes, shutdown
+    from nemo_launcher.jobs.gpt.recipe import GPT
 
     cfg = TrainingConfig.from_dict(load_resolved_config(config_path))
     placement = placement_from_env()
-    on_gpu = init_processes(cfg, placement)
-    parts = build_parts(cfg, placement, on_gpu)
+    on_gpu = init_processes(GPT, cfg, placement)
+    parts = build_parts(GPT, cfg, placement, on_gpu)
     assert parts.layout["pp"] == 1, "the reference handles tensor parallelism only"
     template = {"state_dict": {f"model{i}": chunk.sharded_state_dict() for i, chunk in enumerate(parts.bare_chunks)}}
     loaded = dist_checkpointing.load(template, checkpoint)

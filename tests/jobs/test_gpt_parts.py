@@ -11,10 +11,10 @@ import pytest
 from nemo_launcher.jobs.common.config import JobConfigError
 from nemo_launcher.jobs.common.data_blend import auto_blend
 from nemo_launcher.jobs.common.distributed import placement_from_env
-from nemo_launcher.jobs.gpt.checkpoints import MARKER, CheckpointFolder
+from nemo_launcher.jobs.core.checkpoints import MARKER, CheckpointFolder
 from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
 from nemo_launcher.launch.stage_config import stage_config, write_stage_config
-from nemo_launcher.jobs.gpt.schedule import BatchSchedule, CosineSchedule
+from nemo_launcher.jobs.core.schedule import BatchSchedule, CosineSchedule
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,7 +127,7 @@ def test_batch_ramp_up_follows_megatron():
 
 
 def test_step_sampler_resumes_where_an_uninterrupted_run_is():
-    from nemo_launcher.jobs.gpt.data import StepBatchSampler
+    from nemo_launcher.jobs.core.samplers import StepBatchSampler
 
     batches = BatchSchedule(8, micro_batch_size=2, data_parallel_size=2, rampup=[4, 4, 12])
     for seed in (None, 5):  # "single" order and "cyclic" (reshuffled each pass over 30 samples)
@@ -143,7 +143,7 @@ def test_step_sampler_resumes_where_an_uninterrupted_run_is():
 
 
 def test_eval_sampler_reads_the_same_batches_every_time():
-    from nemo_launcher.jobs.gpt.data import EvalBatchSampler
+    from nemo_launcher.jobs.core.samplers import EvalBatchSampler
 
     sampler = EvalBatchSampler(100, global_batch_size=8, micro_batch_size=2, dp_rank=1, dp_size=2, limit=3)
     assert list(sampler) == list(sampler) == [[2, 3, 6, 7], [10, 11, 14, 15], [18, 19, 22, 23]]
@@ -151,7 +151,7 @@ def test_eval_sampler_reads_the_same_batches_every_time():
 
 
 def test_split_document_counts_round_like_megatron():
-    from nemo_launcher.jobs.gpt.data import split_document_counts
+    from nemo_launcher.jobs.core.datasets import split_document_counts
 
     assert split_document_counts("99990,8,2", 862) == [862, 0, 0]
     assert split_document_counts("90,5,5", 862) == [776, 43, 43]
@@ -250,7 +250,8 @@ def test_huggingface_and_sentencepiece_tokenizers_load(tmp_path):
 
 # ---- FLOPs --------------------------------------------------------------------------------------------
 def test_model_flops_per_token_is_6n_plus_attention(tmp_path):
-    from nemo_launcher.jobs.gpt.flops import model_flops_per_token, peak_bf16_flops
+    from nemo_launcher.jobs.core.flops import peak_bf16_flops
+    from nemo_launcher.jobs.gpt.flops import model_flops_per_token
 
     model = TrainingConfig.from_dict(training_config(tmp_path, "126m")).model
     h, layers, seq, vocab = 768, 12, 2048, 50304

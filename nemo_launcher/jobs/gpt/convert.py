@@ -29,7 +29,7 @@ log = logging.getLogger("nemo_launcher.jobs.gpt.convert")
 def find_checkpoint(folder: str, name: str) -> Path:
     """The checkpoint to convert: `folder` itself when it is a complete step folder, else by `name` in it."""
     from ..common.config import JobConfigError
-    from .checkpoints import MARKER, CheckpointFolder
+    from ..core.checkpoints import MARKER, CheckpointFolder
 
     root = Path(folder)
     if (root / MARKER).is_file():

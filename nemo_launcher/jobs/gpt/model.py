@@ -1,11 +1,12 @@
 """megatron-core GPTModel chunks from `model.*`.
 
     config = transformer_config(cfg.model, precision="bf16", on_gpu=True, use_te=True)
-    chunks = build_gpt_chunks(cfg.model, config, vocab_size=padded_vocab_size(50257, 128, tp=1), use_te=True)
+    chunks = build_gpt_chunks(cfg.model, config, vocab_size=50304, use_te=True)  # padded (core.transformer)
 
-One chunk per virtual pipeline stage (one chunk when the schedule is not interleaved). On a GPU with
-Transformer Engine the TE layer spec is used; otherwise megatron-core's local spec, which also runs on
-a CPU. The parallel state (TP, PP, VPP) must already be initialised.
+One chunk per virtual pipeline stage (one chunk when the schedule is not interleaved); `gpt_chunk` builds one,
+which is what the GPT recipe gives the trainer core. On a GPU with Transformer Engine the TE layer spec is used;
+otherwise megatron-core's local spec, which also runs on a CPU. The parallel state (TP, PP, VPP) must already be
+initialised.
 """
 import logging
 from typing import List, Optional
@@ -14,24 +15,11 @@ import torch
 import torch.nn.functional as F
 
 from ..common.config import JobConfigError
+from ..core.recipe import ChunkStage
+from ..core.transformer import build_chunks, shared_transformer_settings
 from ...contract.schemas.gpt_training import ModelSection
 
 log = logging.getLogger(__name__)
-
-
-def transformer_engine_available() -> bool:
-    """True when Transformer Engine's PyTorch extension loads (the bare PyPI meta package raises RuntimeError)."""
-    try:
-        import transformer_engine.pytorch  # noqa: F401
-    except (ImportError, RuntimeError, OSError):
-        return False
-    return True
-
-
-def padded_vocab_size(vocab_size: int, divisible_by: int, tensor_parallel_size: int) -> int:
-    """Megatron pads the vocabulary so each TP rank's slice of the embedding has the same, aligned size."""
-    multiple = divisible_by * tensor_parallel_size
-    return -(-vocab_size // multiple) * multiple
 
 
 class ZeroCenteredLayerNorm(torch.nn.Module):
@@ -67,14 +55,6 @@ def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te
     from megatron.core.transformer import TransformerConfig
 
     activation, gated = _activation(model)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision]
-    vpp = model.virtual_pipeline_model_parallel_size if (model.virtual_pipeline_model_parallel_size or 1) > 1 else None
-    recompute = {}
-    if model.activations_checkpoint_granularity is not None:
-        recompute["recompute_granularity"] = model.activations_checkpoint_granularity
-    if model.activations_checkpoint_granularity == "full":
-        recompute["recompute_method"] = model.activations_checkpoint_method
-        recompute["recompute_num_layers"] = model.activations_checkpoint_num_layers
     fp8 = {}
     if model.fp8:
         fp8 = dict(
@@ -84,39 +64,15 @@ def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te
     # Fusions are CUDA kernels; megatron's gelu fusion also needs a bias and only gelu/swiglu are fused.
     fuse_activation = on_gpu and ((model.activation == "gelu" and model.bias) or model.activation == "fast-swiglu")
     return TransformerConfig(
+        **shared_transformer_settings(model, precision, on_gpu, use_te),
         num_layers=model.num_layers,
-        hidden_size=model.hidden_size,
-        ffn_hidden_size=model.ffn_hidden_size,
-        num_attention_heads=model.num_attention_heads,
         num_query_groups=model.num_query_groups,
-        kv_channels=model.kv_channels,
-        hidden_dropout=model.hidden_dropout,
-        attention_dropout=model.attention_dropout,
-        init_method_std=model.init_method_std,
-        layernorm_epsilon=model.layernorm_epsilon,
         normalization="RMSNorm" if model.normalization == "rmsnorm" else "LayerNorm",
         layernorm_zero_centered_gamma=model.normalization == "layernorm1p",
         add_bias_linear=model.bias,
         gated_linear_unit=gated,
         activation_func=activation,
-        tensor_model_parallel_size=model.tensor_model_parallel_size,
-        pipeline_model_parallel_size=model.pipeline_model_parallel_size,
-        virtual_pipeline_model_parallel_size=vpp,
-        sequence_parallel=model.sequence_parallel,
-        use_cpu_initialization=model.use_cpu_initialization,
-        params_dtype=dtype,
-        pipeline_dtype=dtype,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
-        overlap_p2p_comm=model.overlap_p2p_comm,
-        batch_p2p_comm=not model.overlap_p2p_comm,
-        deallocate_pipeline_outputs=on_gpu,
         bias_activation_fusion=fuse_activation,
-        bias_dropout_fusion=on_gpu,
-        # The fused softmax of the local attention needs Apex kernels; the TE spec has its own attention.
-        masked_softmax_fusion=False,
-        gradient_accumulation_fusion=on_gpu and use_te,
-        **recompute,
         **fp8,
     )
 
@@ -149,37 +105,21 @@ def check_model_support(model: ModelSection, on_gpu: bool, use_te: bool) -> None
 
 def build_gpt_chunks(model: ModelSection, config, vocab_size: int, use_te: bool) -> List[torch.nn.Module]:
     """Bare GPTModel chunks (no precision or DDP wrapper), one per virtual pipeline stage."""
-    vpp = config.virtual_pipeline_model_parallel_size
-    chunks = []
-    with _cpu_build_context():
-        for vp_stage in range(vpp or 1):
-            chunks.append(_gpt_chunk(model, config, vocab_size, use_te, vp_stage if vpp else None))
-    return chunks
+    return build_chunks(gpt_chunk, model, config, vocab_size, use_te)
 
 
-def _cpu_build_context():
-    import contextlib
-
-    if torch.cuda.is_available():
-        return contextlib.nullcontext()
-    from ..common.mcore_cpu import tensor_cuda_is_noop
-
-    return tensor_cuda_is_noop()
-
-
-def _gpt_chunk(model: ModelSection, config, vocab_size: int, use_te: bool, stage: Optional[int]):
-    from megatron.core import parallel_state
+def gpt_chunk(model: ModelSection, config, vocab_size: int, use_te: bool, stage: ChunkStage):
     from megatron.core.models.gpt import GPTModel
 
     return GPTModel(
         config=config,
-        transformer_layer_spec=_layer_spec(model, config, use_te, stage),
+        transformer_layer_spec=_layer_spec(model, config, use_te, stage.vp_stage),
         vocab_size=vocab_size,
         max_sequence_length=model.max_position_embeddings,
-        pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
-        post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
+        pre_process=stage.pre_process,
+        post_process=stage.post_process,
         share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
         position_embedding_type=model.position_embedding_type,
         rotary_percent=model.rotary_percentage,
-        vp_stage=stage,
+        vp_stage=stage.vp_stage,
     )

@@ -29,7 +29,7 @@ def run_program(argv, stage: str, module: str, body: Callable) -> int:
             try:
                 body(cfg, placement)
             finally:
-                from .parts import shutdown
+                from ..core.parts import shutdown
 
                 shutdown()
     except (JobConfigError, JobFault) as error:

@@ -5,8 +5,9 @@
     history = train(session)                            # trainer.max_steps optimizer steps, validations
     save_model(session, session.model, "out.nemo")      # TP-sharded archives when TP > 1
 
-The numerics are the pre-training trainer's pieces: megatron DDP and megatron's optimizer (optim.py),
-`run_microbatches` (module.py), the step sampler (data.py), the cosine schedule (schedule.py). The loop
+The numerics are the pre-training trainer core's pieces (nemo_launcher/jobs/core): megatron DDP and megatron's
+optimizer (optim.py), `run_microbatches` (steps.py) with GPT's forward step (recipe.py), the step sampler
+(samplers.py), the cosine schedule (schedule.py). The loop
 around them is a plain one rather than the trainer's Lightning module: SFT samples vary in length and
 are padded per step (to the step's longest sample, not to max_seq_length, which on SQuAD would be ~8x
 the compute), which the pre-training module's fixed-shape loaders do not do. A fine-tuning run is
@@ -113,7 +114,7 @@ class Validator:
     and with metric exact_string_match, the share of greedy answers equal to a reference answer."""
 
     def __init__(self, session: Session):
-        from .data import EvalBatchSampler
+        from ..core.samplers import EvalBatchSampler
 
         self.session = session
         cfg = session.cfg
@@ -132,9 +133,6 @@ class Validator:
             self.files.append((label, examples, loader))
 
     def __call__(self, ddp_model) -> Dict[str, float]:
-        from .data import split_microbatches
-        from .module import run_microbatches
-
         cfg, session = self.session.cfg, self.session
         metrics: Dict[str, float] = {}
         ddp_model.eval()
@@ -143,8 +141,7 @@ class Validator:
                 losses = []
                 for batch in loader:
                     batch = {k: v.to(session.device) for k, v in batch.items()}
-                    loss = run_microbatches([ddp_model], split_microbatches(batch, cfg.model.micro_batch_size),
-                                            batch["tokens"].shape[1], cfg.model.micro_batch_size, forward_only=True)
+                    loss = _step_loss(ddp_model, batch, cfg.model.micro_batch_size, forward_only=True)
                     if loss is not None:
                         losses.append(loss)
                 mean = _mean_over_data_parallel(session, torch.stack(losses).mean() if losses else None)
@@ -180,9 +177,20 @@ class Validator:
         return right / total if total else 0.0
 
 
+def _step_loss(ddp_model, batch: Dict[str, torch.Tensor], micro_batch_size: int, forward_only: bool) -> Optional[torch.Tensor]:
+    """Mean loss over one step's microbatches, padded to the step's longest sample (None off the last stage)."""
+    from ..core.recipe import Sequences, split_along_batch
+    from ..core.steps import run_microbatches
+    from .recipe import gpt_forward_step
+
+    means = run_microbatches([ddp_model], split_along_batch(batch, micro_batch_size), gpt_forward_step,
+                             Sequences(batch["tokens"].shape[1]), micro_batch_size, forward_only)
+    return None if means is None else means["lm loss"]
+
+
 def _train_loader(session: Session) -> torch.utils.data.DataLoader:
-    from .data import StepBatchSampler
-    from .schedule import BatchSchedule
+    from ..core.samplers import StepBatchSampler
+    from ..core.schedule import BatchSchedule
 
     cfg = session.cfg
     section = cfg.model.data.train_ds
@@ -209,10 +217,8 @@ def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None
     trainable: the parameters to update (default: all of the model's); the rest must not require grad.
     """
     from ..common.report import eta, remaining_seconds
-    from .data import split_microbatches
-    from .module import run_microbatches
-    from .optim import attach_schedule_hooks, build_optimizer, set_hyperparameters, wrap_chunks
-    from .schedule import CosineSchedule
+    from ..core.optim import attach_schedule_hooks, build_optimizer, set_hyperparameters, wrap_chunks
+    from ..core.schedule import CosineSchedule
 
     cfg = session.cfg
     _check_lengths(session)
@@ -254,8 +260,7 @@ def train(session: Session, trainable: Optional[List[torch.nn.Parameter]] = None
         batch = {k: v.to(session.device, non_blocking=True) for k, v in batch.items()}
         ddp_model.zero_grad_buffer()
         optimizer.zero_grad()
-        loss = run_microbatches([ddp_model], split_microbatches(batch, cfg.model.micro_batch_size),
-                                batch["tokens"].shape[1], cfg.model.micro_batch_size, forward_only=False)
+        loss = _step_loss(ddp_model, batch, cfg.model.micro_batch_size, forward_only=False)
         lr = lr_at(step)
         set_hyperparameters(optimizer, lr, cfg.model.optim.weight_decay)
         _, grad_norm, _ = optimizer.step()

@@ -1,12 +1,14 @@
-"""Everything a GPT training run is made of, built from the config with megatron-core alone (no Lightning).
+"""Everything a training run is made of, built from the config and a family's recipe with megatron-core alone
+(no Lightning).
 
-    init_processes(cfg, placement)      # process group, CPU shim, TP/PP/DP groups, seeds
-    parts = build_parts(cfg, placement) # model chunks, optimizer, schedules, datasets
+    on_gpu = init_processes(recipe, cfg, placement)              # process group, CPU shim, TP/PP/DP groups, seeds
+    parts = build_parts(recipe, cfg, placement, on_gpu, resume)  # model chunks, optimizer, schedules, datasets
 
-train.py hands the parts to Lightning; benchmarks/trainer_overhead.py drives the same parts with a plain
+program.py hands the parts to Lightning; benchmarks/trainer_overhead.py drives the same parts with a plain
 loop, so the two differ only in the loop around them.
 """
 import dataclasses
+import importlib
 import logging
 import random
 from typing import Any, Callable, Dict, List, Optional
@@ -17,15 +19,18 @@ import torch
 from ..common.config import JobConfigError
 from ..common.distributed import Placement, init_process_group
 from ..common.tokenizer import load_tokenizer
-from ...contract.schemas.gpt_training import ModelSection, TrainingConfig
+from .recipe import Recipe, Sequences
 from .schedule import BatchSchedule, CosineSchedule
+from .steps import run_microbatches
+from .transformer import build_chunks, padded_vocab_size, transformer_engine_available, virtual_stages
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class TrainingParts:
-    cfg: TrainingConfig
+    recipe: Recipe
+    cfg: Any  # the family's training schema, with sequence parallelism dropped where it cannot run
     placement: Placement
     on_gpu: bool
     device: torch.device
@@ -38,7 +43,8 @@ class TrainingParts:
     tokenizer: Any
     vocab_size: int  # padded
     transformer_config: Any
-    bare_chunks: List[torch.nn.Module]  # GPTModel per virtual stage, for state dicts
+    sequences: Sequences  # tokens per sample: the schedules' sequence lengths, throughput
+    bare_chunks: List[torch.nn.Module]  # the family's model, one per virtual stage, for state dicts
     ddp_chunks: List[torch.nn.Module]  # the same, inside Float16Module and megatron DDP, for compute
     optimizer: Any  # megatron-core MegatronOptimizer
     batches: BatchSchedule
@@ -48,19 +54,31 @@ class TrainingParts:
     valid_dataset: Any
     test_dataset: Any
 
-    def reduce_last_stage_mean(self, local: Optional[torch.Tensor]) -> Optional[float]:
-        """Mean of a per-rank value that only the last pipeline stage has (a loss), over data-parallel
+    @property
+    def loss_name(self) -> str:
+        """The loss that is minimised (the recipe's first)."""
+        return self.recipe.loss_names[0]
+
+    def run_microbatches(self, microbatches: List[dict], forward_only: bool) -> Optional[Dict[str, torch.Tensor]]:
+        """One step's forward (and backward) over the compute chunks: {loss name: mean} on the last stage, else None."""
+        return run_microbatches(self.ddp_chunks, microbatches, self.recipe.forward_step, self.sequences,
+                                self.cfg.model.micro_batch_size, forward_only, self.recipe.loss_names)
+
+    def reduce_last_stage_means(self, local: Optional[Dict[str, torch.Tensor]]) -> Optional[Dict[str, float]]:
+        """Means of per-rank values that only the last pipeline stage has (the recipe's losses), over data-parallel
         ranks, known to every rank. A collective: every rank must call it at the same point."""
+        names = self.recipe.loss_names
         contributes = local is not None and self.tp_rank == 0
-        value = local.detach().float().reshape(()) if contributes else torch.zeros((), device=self.device)
-        pair = torch.stack([value.to(self.device), torch.tensor(float(contributes), device=self.device)])
+        values = [local[name].detach().float().reshape(()).to(self.device) if contributes
+                  else torch.zeros((), device=self.device) for name in names]
+        vector = torch.stack(values + [torch.tensor(float(contributes), device=self.device)])
         if self.placement.world_size > 1:
-            torch.distributed.all_reduce(pair)
-        total, count = pair.tolist()
-        return total / count if count else None
+            torch.distributed.all_reduce(vector)
+        *totals, count = vector.tolist()
+        return {name: total / count for name, total in zip(names, totals)} if count else None
 
 
-def init_processes(cfg: TrainingConfig, placement: Placement) -> bool:
+def init_processes(recipe: Recipe, cfg, placement: Placement) -> bool:
     """Joins the job's process group and megatron's parallel groups; returns on_gpu."""
     on_gpu = cfg.trainer.accelerator == "gpu"
     if on_gpu:
@@ -80,21 +98,23 @@ def init_processes(cfg: TrainingConfig, placement: Placement) -> bool:
     import megatron.core.dist_checkpointing.strategies.fully_parallel  # noqa: F401
     import megatron.core.dist_checkpointing.strategies.torch  # noqa: F401
     import megatron.core.distributed  # noqa: F401
-    import megatron.core.models.gpt  # noqa: F401
     import megatron.core.optimizer  # noqa: F401
     import megatron.core.pipeline_parallel  # noqa: F401
     from megatron.core import parallel_state
+
+    for name in recipe.megatron_modules:
+        importlib.import_module(name)
 
     if not on_gpu:
         from ..common.mcore_cpu import apply_cpu_shim
 
         apply_cpu_shim()
     m = cfg.model
-    vpp = m.virtual_pipeline_model_parallel_size if (m.virtual_pipeline_model_parallel_size or 1) > 1 else None
     parallel_state.initialize_model_parallel(
         tensor_model_parallel_size=m.tensor_model_parallel_size,
         pipeline_model_parallel_size=m.pipeline_model_parallel_size,
-        virtual_pipeline_model_parallel_size=vpp,
+        virtual_pipeline_model_parallel_size=virtual_stages(m),
+        **(recipe.parallel_options(m) if recipe.parallel_options else {}),
     )
     _seed(m.seed, parallel_state.get_pipeline_model_parallel_rank())
     return on_gpu
@@ -112,9 +132,9 @@ def _seed(seed: int, pp_rank: int) -> None:
     model_parallel_cuda_manual_seed(stage_seed)
 
 
-def effective_model(model: ModelSection, use_te: bool) -> ModelSection:
+def effective_model(model, use_te: bool):
     """Drops sequence parallelism where it cannot run, with a warning (it changes speed, not results)."""
-    if model.sequence_parallel and (model.tensor_model_parallel_size == 1 or not use_te):
+    if getattr(model, "sequence_parallel", False) and (model.tensor_model_parallel_size == 1 or not use_te):
         why = "TP is 1" if model.tensor_model_parallel_size == 1 else "it needs Transformer Engine norms (local spec)"
         log.warning("model.sequence_parallel: disabled because %s", why)
         return dataclasses.replace(model, sequence_parallel=False)
@@ -147,11 +167,10 @@ def resumed_vocab_size(checkpoint, computed: int, real_vocab: int, tensor_parall
     return rows
 
 
-def build_parts(cfg: TrainingConfig, placement: Placement, on_gpu: bool, resume=None) -> TrainingParts:
+def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=None) -> TrainingParts:
     from megatron.core import parallel_state
 
-    from .data import build_datasets, resolve_blend
-    from .model import build_gpt_chunks, check_model_support, padded_vocab_size, transformer_config, transformer_engine_available
+    from .datasets import check_splits, dataset_sizes, resolve_blend
     from .optim import attach_schedule_hooks, build_optimizer, use_distributed_optimizer, wrap_chunks
 
     use_te = False
@@ -164,15 +183,16 @@ def build_parts(cfg: TrainingConfig, placement: Placement, on_gpu: bool, resume=
             log.warning("model.transformer_engine: true, but Transformer Engine is not importable; using the local layer spec")
     model = effective_model(cfg.model, use_te)
     cfg = dataclasses.replace(cfg, model=model)
-    check_model_support(model, on_gpu, use_te)
+    if recipe.check_support is not None:
+        recipe.check_support(model, on_gpu, use_te)
     precision = cfg.trainer.precision_name()
     device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
 
     tokenizer = load_tokenizer(**dataclasses.asdict(model.tokenizer))
     vocab_size = padded_vocab_size(tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size)
     vocab_size = resumed_vocab_size(resume, vocab_size, tokenizer.vocab_size, model.tensor_model_parallel_size)
-    config = transformer_config(model, precision, on_gpu, use_te)
-    chunks = build_gpt_chunks(model, config, vocab_size, use_te)
+    config = recipe.transformer_config(model, precision, on_gpu, use_te)
+    chunks = build_chunks(recipe.build_chunk, model, config, vocab_size, use_te)
     for chunk in chunks:
         chunk.to(device)  # use_cpu_initialization builds on the host
     dp_size = parallel_state.get_data_parallel_world_size()
@@ -181,23 +201,27 @@ def build_parts(cfg: TrainingConfig, placement: Placement, on_gpu: bool, resume=
     optimizer = build_optimizer(cfg, ddp_chunks, precision, distributed)
     attach_schedule_hooks(config, ddp_chunks, optimizer)
 
-    batches = BatchSchedule(model.global_batch_size, model.micro_batch_size, dp_size, model.rampup_batch_size)
+    batches = BatchSchedule(model.global_batch_size, model.micro_batch_size, dp_size,
+                            getattr(model, "rampup_batch_size", None))
     sched = model.optim.sched
     try:
         lr_schedule = CosineSchedule(model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps)
     except ValueError as error:
         raise JobConfigError(f"model.optim.sched: {error}") from None
     blend = resolve_blend(cfg)
-    train, valid, test = build_datasets(cfg, tokenizer, batches, blend)
+    check_splits(blend, model.data.splits_string)
+    train, valid, test = recipe.build_datasets(cfg, tokenizer, dataset_sizes(cfg, batches), blend)
+    if train is None or len(train) == 0:
+        raise JobConfigError(f"model.data.splits_string: {model.data.splits_string!r} leaves no training data")
     return TrainingParts(
-        cfg=cfg, placement=placement, on_gpu=on_gpu, device=device, use_te=use_te,
+        recipe=recipe, cfg=cfg, placement=placement, on_gpu=on_gpu, device=device, use_te=use_te,
         layout={"tp": model.tensor_model_parallel_size, "pp": model.pipeline_model_parallel_size,
                 "vpp": config.virtual_pipeline_model_parallel_size or 1, "dp": dp_size},
         tp_rank=parallel_state.get_tensor_model_parallel_rank(),
         pp_rank=parallel_state.get_pipeline_model_parallel_rank(),
         dp_rank=parallel_state.get_data_parallel_rank(),
         dp_size=dp_size, tokenizer=tokenizer, vocab_size=vocab_size, transformer_config=config,
-        bare_chunks=chunks, ddp_chunks=ddp_chunks, optimizer=optimizer, batches=batches, lr_schedule=lr_schedule,
+        sequences=recipe.sequences(model), bare_chunks=chunks, ddp_chunks=ddp_chunks, optimizer=optimizer, batches=batches, lr_schedule=lr_schedule,
         blend=blend, train_dataset=train, valid_dataset=valid, test_dataset=test,
     )
 

@@ -9,18 +9,18 @@
 |------------------------|-----------------------------------------------------|--------------------------------|
 | distributed_fused_adam | DistributedOptimizer (ZeRO-1) over fused Adam       | falls back to plain, warns     |
 | fused_adam, adamw      | Adam (TE/Apex fused kernel where installed)          | torch AdamW                    |
+
+`cfg` is any schema with `model.optim` and `trainer.gradient_clip_val` (every pretraining family, fine-tuning).
 """
 import logging
 from typing import List, Tuple
 
 import torch
 
-from ...contract.schemas.gpt_training import TrainingConfig
-
 log = logging.getLogger(__name__)
 
 
-def use_distributed_optimizer(cfg: TrainingConfig, on_gpu: bool) -> bool:
+def use_distributed_optimizer(cfg, on_gpu: bool) -> bool:
     if cfg.model.optim.name != "distributed_fused_adam":
         return False
     if not on_gpu:
@@ -53,7 +53,7 @@ def wrap_chunks(chunks: List[torch.nn.Module], config, precision: str, data_para
     return wrapped
 
 
-def build_optimizer(cfg: TrainingConfig, ddp_chunks: List[torch.nn.Module], precision: str, distributed: bool):
+def build_optimizer(cfg, ddp_chunks: List[torch.nn.Module], precision: str, distributed: bool):
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 
     optim = cfg.model.optim

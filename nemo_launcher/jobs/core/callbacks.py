@@ -16,6 +16,7 @@ import torch
 from ..common.report import eta, remaining_seconds
 from .checkpoint_space import CheckpointSpace
 from .checkpoints import CheckpointFolder
+from .recipe import extra_loss_names, metric_name
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class ProgressLogger(pl.Callback):
         self.timed_tokens = 0  # the part of them in logged windows, which train_seconds times
         self.train_seconds = 0.0  # step time of this attempt's logged windows, pauses excluded
         self.last_loss: Optional[float] = None  # of the newest logged window
+        self.last_extra_losses: Dict[str, float] = {}  # the recipe's other losses, same window
         self.last_loss_step = 0
 
     def on_train_start(self, trainer, pl_module) -> None:
@@ -104,19 +106,22 @@ class ProgressLogger(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         record = pl_module.last_step
         cfg = self.parts.cfg
-        step_tokens = record.global_batch_size * cfg.model.encoder_seq_length
+        step_tokens = record.global_batch_size * self.parts.sequences.tokens
         self.clock.count(step_tokens)
         self.tokens += step_tokens
         if record.step % cfg.trainer.log_every_n_steps and record.step != cfg.trainer.max_steps:
             return
-        loss = self.parts.reduce_last_stage_mean(record.loss)  # every rank takes part
+        losses = self.parts.reduce_last_stage_means(record.losses)  # every rank takes part
+        loss = losses[self.parts.loss_name]
+        extras = {name: losses[name] for name in extra_loss_names(self.parts.recipe)}
         seconds, steps, tokens = self.clock.take()
         tokens_per_sec = tokens / seconds
         self.timed_tokens += tokens
         self.train_seconds += seconds
-        self.last_loss, self.last_loss_step = loss, record.step
+        self.last_loss, self.last_extra_losses, self.last_loss_step = loss, extras, record.step
         metrics = {
             "reduced_train_loss": loss,
+            **{f"reduced_train_{metric_name(name)}": value for name, value in extras.items()},
             "lr": record.lr,
             "global_batch_size": float(record.global_batch_size),
             "consumed_samples": float(pl_module.consumed_samples),
@@ -126,7 +131,7 @@ class ProgressLogger(pl.Callback):
             metrics["train_step_timing"] = seconds / steps
         if record.grad_norm is not None:
             metrics["grad_norm"] = float(record.grad_norm)
-        line = (f"step={record.step}/{cfg.trainer.max_steps} loss={loss:.4f} lr={record.lr:.3e} "
+        line = (f"step={record.step}/{cfg.trainer.max_steps} loss={loss:.4f}{_extras_text(extras)} lr={record.lr:.3e} "
                 f"global_batch_size={record.global_batch_size} microbatches={record.microbatches} "
                 f"tokens_per_sec={tokens_per_sec:.0f} step_time={seconds / steps:.4f}s")
         if self.flops_per_token and self.peak_flops:
@@ -142,10 +147,23 @@ class ProgressLogger(pl.Callback):
 
     def on_validation_end(self, trainer, pl_module) -> None:
         self.clock.exclude(time.perf_counter() - self._validation_started)
-        if pl_module.last_val_loss is not None:
+        if pl_module.last_val_losses is not None:
             step = trainer.global_step
-            self.writer.write({"val_loss": pl_module.last_val_loss}, step)
-            self.writer.say(f"validation step={step} val_loss={pl_module.last_val_loss:.4f}")
+            metrics, text = evaluation_report("val", pl_module.last_val_losses, self.parts.recipe)
+            self.writer.write(metrics, step)
+            self.writer.say(f"validation step={step} {text}")
+
+
+def _extras_text(extras: Dict[str, float]) -> str:
+    return "".join(f" {metric_name(name)}={value:.4f}" for name, value in extras.items())
+
+
+def evaluation_report(split: str, losses: Dict[str, float], recipe):
+    """({"<split>_loss": .., "<split>_<other loss>": ..}, "<split>_loss=X <other loss>=Y") for validation and test."""
+    main = losses[recipe.loss_names[0]]
+    extras = {name: losses[name] for name in extra_loss_names(recipe)}
+    metrics = {f"{split}_loss": main, **{f"{split}_{metric_name(name)}": value for name, value in extras.items()}}
+    return metrics, f"{split}_loss={main:.4f}{_extras_text(extras)}"
 
 
 class StopSignals:

@@ -1,0 +1,92 @@
+"""What every family's megatron-core datasets share: the blend, the splits, and how many samples each split needs.
+
+    blend = resolve_blend(cfg)                       # [weight, prefix, ...] from data_prefix or the automatic blend
+    sizes = dataset_sizes(cfg, batches)              # [train, validation, test] samples for the whole run
+    check_splits(blend, cfg.model.data.splits_string)
+    train, valid, test = recipe.build_datasets(cfg, tokenizer, sizes, blend)
+
+Every family reads Megatron indexed datasets (.bin/.idx) and splits each file's documents train/validation/test
+the way megatron-core's BlendedMegatronDatasetBuilder does.
+"""
+import os
+from typing import List, Sequence
+
+from ..common.config import JobConfigError
+from ..common.data_blend import auto_blend
+from .schedule import BatchSchedule
+
+SPLIT_NAMES = ("training", "validation", "test")
+
+
+def resolve_blend(cfg) -> List:
+    """[weight, prefix, ...] from model.data.data_prefix, or the automatic blend of run.preprocessed_dir."""
+    if cfg.model.data.data_prefix is not None:
+        blend = cfg.model.data.blend()
+    else:
+        if not cfg.run.preprocessed_dir:
+            raise JobConfigError("model.data.data_prefix: null needs run.preprocessed_dir to blend from")
+        try:
+            blend = auto_blend(cfg.run.preprocessed_dir, cfg.run.blending_alpha)
+        except (FileNotFoundError, ValueError) as error:
+            raise JobConfigError(f"run.preprocessed_dir: {error}") from None
+    for prefix in blend[1::2]:
+        for suffix in (".bin", ".idx"):
+            if not os.path.isfile(prefix + suffix):
+                raise JobConfigError(f"model.data.data_prefix: {prefix}{suffix} does not exist")
+    return blend
+
+
+def dataset_sizes(cfg, batches: BatchSchedule) -> List[int]:
+    """Samples of [train, validation, test] the run reads: every step's batch, and limit_*_batches global batches
+    (the same ones at every validation)."""
+    return [
+        batches.total_samples(cfg.trainer.max_steps),
+        cfg.trainer.limit_val_batches * cfg.model.global_batch_size,
+        cfg.trainer.limit_test_batches * cfg.model.global_batch_size,
+    ]
+
+
+def split_document_counts(splits_string: str, documents: int) -> List[int]:
+    """Documents of a file in each split, computed as megatron-core's builder does (rounded book-ends)."""
+    weights = [float(w) for w in splits_string.replace("/", ",").split(",")]
+    weights += [0.0] * (3 - len(weights))
+    total = sum(weights)
+    bounds = [0.0]
+    for weight in weights:
+        bounds.append(bounds[-1] + weight / total)
+    return [int(round(hi * documents)) - int(round(lo * documents)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def check_splits(blend: List, splits_string: str) -> None:
+    """Every file must give at least one document to each split of non-zero weight: megatron-core builds
+    all of them and loops forever on an empty one (0 tokens per epoch never reach the samples asked)."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    weights = [float(w) for w in splits_string.replace("/", ",").split(",")] + [0.0] * 3
+    for prefix in blend[1::2]:
+        documents = IndexedDataset(str(prefix)).document_indices.shape[0] - 1
+        counts = split_document_counts(splits_string, documents)
+        for name, count, weight in zip(SPLIT_NAMES, counts, weights):
+            if weight > 0 and count == 0:
+                raise JobConfigError(
+                    f"model.data.splits_string: {splits_string!r} gives the {name} split 0 of the {documents} "
+                    f"documents in {prefix}; give it a larger weight (e.g. \"90,5,5\" for a small corpus) or 0"
+                )
+
+
+def megatron_split(splits_string: str) -> str:
+    """splits_string as megatron-core's BlendedMegatronDatasetConfig.split reads it (commas only)."""
+    return splits_string.replace("/", ",")
+
+
+def megatron_blend(blend: List):
+    """BlendedMegatronDatasetConfig.blend for [weight, prefix, ...]: the prefixes, and the weights when there
+    are several (a single dataset is read without the BlendedDataset around it)."""
+    prefixes = [str(p) for p in blend[1::2]]
+    weights = [float(w) for w in blend[0::2]]
+    return prefixes, weights if len(prefixes) > 1 else None
+
+
+def dataset_description(blend: Sequence) -> str:
+    parts = [f"{float(w):.3f} x {p}" for w, p in zip(blend[0::2], blend[1::2])]
+    return ", ".join(parts)

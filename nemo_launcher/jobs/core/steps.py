@@ -1,0 +1,50 @@
+"""One step's microbatches through megatron-core's forward/backward function, and the masked token loss.
+
+    means = run_microbatches(chunks, microbatches, recipe.forward_step, Sequences(128), micro_batch_size=4,
+                             forward_only=False)            # {"lm loss": mean over microbatches} on the last stage
+
+`get_forward_backward_func()` runs the microbatches (1F1B across pipeline stages when PP > 1, interleaved
+with virtual stages) and the backward passes; megatron DDP's hooks reduce the gradients. The caller zeroes
+the gradient buffers before and steps the optimizer after.
+"""
+from typing import Callable, Dict, List, Optional, Sequence
+
+import torch
+
+from .recipe import Sequences
+
+
+def masked_mean(per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of a per-token value over the tokens the mask keeps (0 when it keeps none)."""
+    mask = mask.reshape(-1).float()
+    return torch.sum(per_token.reshape(-1).float() * mask) / mask.sum().clamp(min=1.0)
+
+
+def masked_token_loss(loss_mask: torch.Tensor, per_token_loss: torch.Tensor):
+    """Mean loss over the tokens the mask keeps, as megatron's schedules expect: (loss, {name: value})."""
+    loss = masked_mean(per_token_loss, loss_mask)
+    # The schedule divides the returned loss by the number of microbatches *in place*; log a copy.
+    return loss, {"lm loss": loss.detach().clone()}
+
+
+def run_microbatches(chunks: List[torch.nn.Module], microbatches: List[dict], forward_step: Callable,
+                     sequences: Sequences, micro_batch_size: int, forward_only: bool,
+                     loss_names: Sequence[str] = ("lm loss",)) -> Optional[Dict[str, torch.Tensor]]:
+    """Forward (and backward) over the microbatches; on the last pipeline stage the mean of each reported loss
+    over the microbatches, elsewhere None."""
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    iterators = [iter(microbatches) for _ in chunks]  # every chunk walks the same microbatches in order
+    reports = get_forward_backward_func()(
+        forward_step_func=forward_step,
+        data_iterator=iterators if len(chunks) > 1 else iterators[0],
+        model=list(chunks) if len(chunks) > 1 else chunks[0],
+        num_microbatches=len(microbatches),
+        seq_length=sequences.encoder,
+        micro_batch_size=micro_batch_size,
+        decoder_seq_length=sequences.decoder,
+        forward_only=forward_only,
+    )
+    if not reports:
+        return None
+    return {name: torch.stack([report[name] for report in reports]).mean() for name in loss_names}

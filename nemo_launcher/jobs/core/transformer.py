@@ -1,0 +1,111 @@
+"""Model building that is the same for every family: layer-spec choice, vocabulary padding, the TransformerConfig
+settings every family sets alike, and one chunk per virtual pipeline stage.
+
+    config = TransformerConfig(**shared_transformer_settings(model, "bf16", on_gpu=True, use_te=True),
+                               num_layers=..., activation_func=...)        # a family's own keys added
+    chunks = build_chunks(recipe, model, config, vocab_size, use_te)   # recipe.build_chunk per stage
+"""
+import contextlib
+from typing import Any, Dict, List
+
+import torch
+
+from .recipe import ChunkStage
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def transformer_engine_available() -> bool:
+    """True when Transformer Engine's PyTorch extension loads (the bare PyPI meta package raises RuntimeError)."""
+    try:
+        import transformer_engine.pytorch  # noqa: F401
+    except (ImportError, RuntimeError, OSError):
+        return False
+    return True
+
+
+def padded_vocab_size(vocab_size: int, divisible_by: int, tensor_parallel_size: int) -> int:
+    """Megatron pads the vocabulary so each TP rank's slice of the embedding has the same, aligned size."""
+    multiple = divisible_by * tensor_parallel_size
+    return -(-vocab_size // multiple) * multiple
+
+
+def virtual_stages(model) -> Any:
+    """model.virtual_pipeline_model_parallel_size as megatron-core wants it: None unless it is above 1."""
+    vpp = getattr(model, "virtual_pipeline_model_parallel_size", None)
+    return vpp if (vpp or 1) > 1 else None
+
+
+def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: bool) -> Dict[str, Any]:
+    """TransformerConfig keyword arguments read from the `model` keys every family has (widths, heads, dropout,
+    initialisation, parallel layout, recompute), and the precision, fusion and pipeline settings that follow from
+    where the run is. A family adds the layer count, activation, normalisation and anything else of its own."""
+    dtype = DTYPES[precision]
+    recompute = {}
+    granularity = getattr(model, "activations_checkpoint_granularity", None)
+    if granularity is not None:
+        recompute["recompute_granularity"] = granularity
+    if granularity == "full":
+        recompute["recompute_method"] = model.activations_checkpoint_method
+        recompute["recompute_num_layers"] = model.activations_checkpoint_num_layers
+    overlap_p2p = getattr(model, "overlap_p2p_comm", False)
+    return dict(
+        hidden_size=model.hidden_size,
+        ffn_hidden_size=model.ffn_hidden_size,
+        num_attention_heads=model.num_attention_heads,
+        kv_channels=model.kv_channels,
+        hidden_dropout=model.hidden_dropout,
+        attention_dropout=model.attention_dropout,
+        init_method_std=model.init_method_std,
+        layernorm_epsilon=model.layernorm_epsilon,
+        tensor_model_parallel_size=model.tensor_model_parallel_size,
+        pipeline_model_parallel_size=model.pipeline_model_parallel_size,
+        virtual_pipeline_model_parallel_size=virtual_stages(model),
+        sequence_parallel=getattr(model, "sequence_parallel", False),
+        use_cpu_initialization=model.use_cpu_initialization,
+        params_dtype=dtype,
+        pipeline_dtype=dtype,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        overlap_p2p_comm=overlap_p2p,
+        batch_p2p_comm=not overlap_p2p,
+        # Freeing a stage's output once sent saves GPU memory; on the CPU gloo still reads it.
+        deallocate_pipeline_outputs=on_gpu,
+        bias_dropout_fusion=on_gpu,
+        # The fused softmax of the local attention needs Apex kernels; the TE spec has its own attention.
+        masked_softmax_fusion=False,
+        gradient_accumulation_fusion=on_gpu and use_te,
+        **recompute,
+    )
+
+
+def chunk_stages(config) -> List[ChunkStage]:
+    """One entry per model chunk of this rank: one, or one per virtual stage with the interleaved schedule."""
+    from megatron.core import parallel_state
+
+    vpp = config.virtual_pipeline_model_parallel_size
+    stages = []
+    for index in range(vpp or 1):
+        stage = index if vpp else None
+        stages.append(ChunkStage(
+            vp_stage=stage,
+            pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
+            post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
+        ))
+    return stages
+
+
+def cpu_build_context():
+    """Around model construction on a CPU: some megatron-core constructors call Tensor.cuda() (mcore_cpu.py)."""
+    if torch.cuda.is_available():
+        return contextlib.nullcontext()
+    from ..common.mcore_cpu import tensor_cuda_is_noop
+
+    return tensor_cuda_is_noop()
+
+
+def build_chunks(build_chunk, model, config, vocab_size: int, use_te: bool) -> List[torch.nn.Module]:
+    """Bare model chunks (no precision or DDP wrapper), one per virtual pipeline stage, from a recipe's
+    build_chunk. The parallel state must be initialised."""
+    with cpu_build_context():
+        return [build_chunk(model, config, vocab_size, use_te, stage) for stage in chunk_stages(config)]
