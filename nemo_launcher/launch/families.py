@@ -148,3 +148,29 @@ def program_for(family: Family, stage: str, choice: str) -> str:
 
 def schema_for(family: Family, stage: str) -> str:
     return family.schemas[stage]
+
+
+def check_same_family(cfg, choices: Dict[str, Optional[str]], stages) -> None:
+    """A stage that follows the training run (its run.model_train_name is training.run.name) must be of the
+    training config's family: conversion=t5/convert_t5 after the default training=gpt3/5b would feed a GPT
+    checkpoint to the T5 converter after the queue wait."""
+    from omegaconf import OmegaConf
+
+    training_choice = choices.get("training") or ""
+    training_family = training_choice.rpartition("/")[0]
+    training_name = OmegaConf.select(cfg, "training.run.name", default=None, throw_on_missing=False)
+    if not training_family or training_name is None:
+        return
+    for stage in stages:
+        choice = choices.get(stage) or ""
+        family = choice.rpartition("/")[0]
+        if stage == "training" or not family or family == training_family or family not in FAMILIES:
+            continue
+        follows = OmegaConf.select(cfg, f"{stage}.run.model_train_name", default=None, throw_on_missing=False)
+        if follows == training_name:
+            raise config_error(
+                stage, choice,
+                f"this {family} config follows the training run {training_name!r} of training={training_choice} "
+                f"({training_family}); pick a {family} training config (training={family}/<size>), or name the run "
+                f"with {stage}.run.model_train_name=<run name>",
+            )

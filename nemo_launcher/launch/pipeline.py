@@ -12,6 +12,7 @@ from .backends import backend_class
 from .backends.base import Backend
 from .context import LaunchContext, read_context
 from .errors import LauncherError, StageFailed, StageInterrupted, config_error
+from .families import check_same_family
 from .inputs import check_inputs
 from .job_spec import JobSpec
 from ..contract.file_numbers import array_task_count
@@ -67,7 +68,9 @@ def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
     context = read_context(cfg)
     backend = backend_class(context.cluster_type)(context)
     specs_by_stage = []
-    for name in stage_names(cfg, choices):
+    names = stage_names(cfg, choices)
+    check_same_family(cfg, choices, names)
+    for name in names:
         if cfg.get(name) is None:
             raise config_error(
                 name, None,

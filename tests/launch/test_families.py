@@ -158,3 +158,15 @@ def test_tiny_training_reads_what_the_tiny_data_preparation_writes(preparation, 
                              f"training={training}", "check_inputs=true"], results=tmp_path / "results")
     assert code == 0, err
     assert "would refuse training" not in err, err
+
+
+def test_a_stage_of_another_family_than_the_training_run_it_follows_is_refused(launch, tmp_path):
+    results = tmp_path / "results"
+    code, _, err = launch(["stages=[conversion]", "conversion=t5/convert_t5"], results=results)
+    assert code == 2 and "conversion='t5/convert_t5'" in err and "training=gpt3/5b" in err and "training=t5/<size>" in err
+    code, _, err = launch(["stages=[training,conversion]", "training=gpt3/tiny", "conversion=mt5/convert_mt5"], results=results)
+    assert code == 2 and "follows the training run 'gpt3_tiny'" in err
+    assert not results.exists()
+    assert launch(["stages=[conversion]", "conversion=t5/convert_t5", "training=t5/220m"], results=results)[0] == 0
+    assert launch(["stages=[conversion]", "conversion=t5/convert_t5", "conversion.run.model_train_name=t5_220m"],
+                  results=tmp_path / "named")[0] == 0

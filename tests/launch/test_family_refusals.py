@@ -6,15 +6,16 @@ import pytest
 T5 = ["stages=[training]", "training=t5/220m"]
 MT5 = ["stages=[training]", "training=mt5/170m"]
 BERT = ["stages=[training]", "training=bert/20b"]
-T5_CONVERT = ["stages=[conversion]", "conversion=t5/convert_t5"]
-BERT_CONVERT = ["stages=[conversion]", "conversion=bert/convert_bert"]
-T5_TUNE = ["stages=[fine_tuning]", "fine_tuning=t5/squad"]
-MT5_TUNE = ["stages=[fine_tuning]", "fine_tuning=mt5/xquad"]
-T5_CUSTOM = ["stages=[fine_tuning]", "fine_tuning=t5/custom_task"] + [
+T5_CONVERT = ["stages=[conversion]", "conversion=t5/convert_t5", "training=t5/220m"]
+BERT_CONVERT = ["stages=[conversion]", "conversion=bert/convert_bert", "training=bert/110m"]
+T5_TUNE = ["stages=[fine_tuning]", "fine_tuning=t5/squad", "training=t5/220m"]
+MT5_TUNE = ["stages=[fine_tuning]", "fine_tuning=mt5/xquad", "training=mt5/170m"]
+T5_CUSTOM = ["stages=[fine_tuning]", "fine_tuning=t5/custom_task", "training=t5/220m"] + [
     f"fine_tuning.model.data.{split}.{key}=/data/{split}_{key}.txt" for split in ("train_ds", "validation_ds")
     for key in ("src_file_name", "tgt_file_name")]
-T5_EVALUATE = ["stages=[evaluation]", "evaluation=t5/squad"]
-T5_EXPORT = ["stages=[export]", "export=t5/export_t5"]
+# Downstream stages follow a training run of their own family (the default training config is GPT's).
+T5_EVALUATE = ["stages=[evaluation]", "evaluation=t5/squad", "training=t5/220m"]
+T5_EXPORT = ["stages=[export]", "export=t5/export_t5", "training=t5/220m"]
 
 CASES = [
     # what megatron-core 0.16 cannot build
