@@ -40,11 +40,12 @@ def log_dir(work: Path) -> Path:
     return work / "results" / "gpt3_tiny" / "results"
 
 
-def command(config: Path, processes: int = 1) -> List[str]:
+def command(config: Path, processes: int = 1, program: Sequence[str] = (MODULE,)) -> List[str]:
+    """`program`: the module to run and any arguments before --config (the trainer core's test recipes)."""
     if processes > 1:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                "-m", MODULE, "--config", str(config)]
-    return [sys.executable, "-u", "-m", MODULE, "--config", str(config)]
+                "-m", *program, "--config", str(config)]
+    return [sys.executable, "-u", "-m", *program, "--config", str(config)]
 
 
 def environment() -> Dict[str, str]:
@@ -53,8 +54,9 @@ def environment() -> Dict[str, str]:
     return env
 
 
-def run_training(config: Path, processes: int = 1, expect_rc: int = 0, timeout: int = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run(command(config, processes), cwd=REPO, env=environment(), capture_output=True, text=True,
+def run_training(config: Path, processes: int = 1, expect_rc: int = 0, timeout: int = 300,
+                 program: Sequence[str] = (MODULE,)) -> subprocess.CompletedProcess:
+    result = subprocess.run(command(config, processes, program), cwd=REPO, env=environment(), capture_output=True, text=True,
                             timeout=timeout)
     if result.returncode != expect_rc:
         raise AssertionError(f"training exited {result.returncode}, expected {expect_rc}\n--- stdout\n"
@@ -73,6 +75,16 @@ _STEP_LINE = re.compile(r"^step=(\d+)/\d+ loss=([0-9.]+) .*global_batch_size=(\d
 
 def losses(stdout: str) -> Dict[int, float]:
     return {int(m.group(1)): float(m.group(2)) for m in _STEP_LINE.finditer(stdout)}
+
+
+def step_losses(stdout: str) -> Dict[int, Dict[str, float]]:
+    """step -> every `<name>loss=<value>` field of its progress line (loss, and a recipe's other losses)."""
+    found = {}
+    for line in stdout.splitlines():
+        match = re.match(r"^step=(\d+)/\d+ ", line)
+        if match:
+            found[int(match.group(1))] = {name: float(value) for name, value in re.findall(r" (\w*loss)=([0-9.]+)", line)}
+    return found
 
 
 def batch_sizes(stdout: str) -> Dict[int, tuple]:

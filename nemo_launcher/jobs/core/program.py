@@ -5,8 +5,9 @@
         from ...contract.schemas.t5_training import T5TrainingConfig
         return run_program(argv, "python3 -m nemo_launcher.jobs.t5.train", T5TrainingConfig, _recipe)
 
-`load_recipe` is called after the log filters are installed and the config is bound, so the family's modules
-(which import torch and megatron-core) load quietly and only for a config that binds.
+`load_recipe(cfg)` is called with the bound config (a recipe may depend on it: BERT reports the sentence-order
+loss only with its binary head), after the log filters are installed, so the family's modules (which import
+torch and megatron-core) load quietly and only for a config that binds.
 
 Reads the resolved `training` section the launcher wrote, trains to trainer.max_steps, and writes
 TensorBoard events and checkpoints under exp_manager.explicit_log_dir. A rerun of the same command
@@ -32,7 +33,7 @@ from .summary import TrainingOutcome, training_summary
 log = logging.getLogger("nemo_launcher.jobs.core")
 
 
-def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: Callable[[], Recipe]) -> int:
+def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: Callable[[object], Recipe]) -> int:
     """The whole program; returns its exit status. `schema`: the family's training config class (from_dict)."""
     started = time.monotonic()
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
@@ -53,7 +54,7 @@ def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: C
             cpus = apply_numa_mapping()
             if cpus is not None:
                 log.info("numa_mapping: pinned to CPUs %s", ",".join(map(str, cpus)))
-            return _train(load_recipe(), cfg, placement, started)
+            return _train(load_recipe(cfg), cfg, placement, started)
     except (JobConfigError, JobFault) as error:
         return print_error(error)
 

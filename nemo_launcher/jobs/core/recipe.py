@@ -3,7 +3,7 @@
     GPT = Recipe(megatron_modules=("megatron.core.models.gpt",), transformer_config=transformer_config,
                  build_chunk=gpt_chunk, build_datasets=build_gpt_datasets, forward_step=gpt_forward_step,
                  flops_per_token=model_flops_per_token)
-    run_program(argv, prog, TrainingConfig, load_recipe)         # a family's train.py (core/program.py)
+    run_program(argv, prog, TrainingConfig, lambda cfg: GPT)     # a family's train.py (core/program.py)
 
 Everything else is the core's, the same for every family: processes and parallel groups, the optimizer and
 megatron DDP, the step/LR/ramp-up schedule, the resumable samplers, the Lightning loop through megatron-core's

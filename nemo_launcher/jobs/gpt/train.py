@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     return run_program(argv, PROG, TrainingConfig, _recipe)
 
 
-def _recipe():
+def _recipe(cfg):
     from .recipe import GPT
 
     return GPT
