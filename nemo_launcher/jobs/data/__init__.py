@@ -6,12 +6,18 @@ Each step is its own program, run by the launcher as
 
 with the resolved `data_preparation` section as the YAML. Steps (and the keys that switch them on):
 
-| step            | runs when                              | one Slurm array task handles      |
-|-----------------|----------------------------------------|-----------------------------------|
-| download        | download_the_pile (Pile configs)       | one file number                   |
-| extract         | download_the_pile (Pile configs)       | one file number                   |
-| train_tokenizer | train_tokenizer (custom_dataset)       | (not an array: one task)          |
-| preprocess      | preprocess_data                        | one file number (Pile) or one node index (custom_dataset) |
+| step             | runs when                                  | one Slurm array task handles                     |
+|------------------|--------------------------------------------|--------------------------------------------------|
+| prepare          | download_mc4 (mC4)                         | (one job: lists the repository, shares files out)|
+| download         | download_the_pile (Pile), download_mc4     | one file number (Pile) or one node's files (mC4) |
+| extract          | download_the_pile (Pile)                   | one file number                                  |
+| setup_preprocess | preprocess_data (mC4)                      | (one job: splits, links, shares splits out)      |
+| train_tokenizer  | train_tokenizer                            | (one job)                                        |
+| preprocess       | preprocess_data                            | one file number (Pile), one node index (custom_dataset), one node of run.workers_per_node tasks (mC4) |
+
+Which steps a dataset runs, and how (array or single, tasks per node, CPUs per task), is its schema's steps()
+(nemo_launcher/contract/schemas/data_preparation.py); the launcher submits exactly that. With split_sentences
+(BERT, T5, mT5) every document becomes one indexed item per sentence (sentences.py).
 
 Without SLURM_ARRAY_TASK_ID a step handles every item itself, one after another (interactive runs); with
 RANK/WORLD_SIZE (BCP, mpirun) it takes every WORLD_SIZE-th item. Every step skips work whose final output

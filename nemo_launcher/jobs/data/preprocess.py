@@ -34,10 +34,10 @@ log = logging.getLogger("data.preprocess")
 
 def _record(report: StepReport, item, built: ShardSummary) -> None:
     if built.skipped:
-        report.kept(item, output=built.output_prefix, documents=built.documents, tokens=built.tokens)
+        report.kept(item, output=built.output_prefix, documents=built.documents, tokens=built.tokens, items=built.items)
     else:
         report.done(item, output=built.output_prefix, size_bytes=built.bytes, documents=built.documents,
-                    tokens=built.tokens)
+                    tokens=built.tokens, items=built.items)
         if built.malformed:
             report.note("malformed lines", f"{built.malformed} skipped in {built.output_prefix}")
 

@@ -203,6 +203,10 @@ class SegmentCachedEncoder:
                 del units[before:]
                 errors[index] = f"cannot tokenize: {error}"
             counts[index] = len(units) - before
+        return self._gather(units, counts, errors)
+
+    def _gather(self, units: List[int], counts: np.ndarray, errors: Dict[int, str]):
+        """(tokens, tokens per document, errors) from the units of all documents back to back, `counts` per document."""
         unit_ids = np.fromiter(units, dtype=np.int64, count=len(units))
         lengths = self._lengths[unit_ids]
         total = int(lengths.sum())

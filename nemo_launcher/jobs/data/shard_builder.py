@@ -28,7 +28,7 @@ from tqdm import tqdm
 from . import chunk_encoder
 from .chunk_encoder import ChunkResult, ChunkTask, MalformedLine
 from .errors import DataPrepError
-from .indexed_format import complete_dataset, concatenate, write_index
+from .indexed_format import complete_dataset, concatenate, read_index_header, write_index
 from .tokenizer import TokenizerSpec, load_tokenizer
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class ShardSummary:
     seconds: float
     malformed: int = 0
     skipped: bool = False  # True when a previous run had already finished this shard
+    items: int = 0  # indexed items: one per document, or one per sentence with split_sentences
 
     def line(self) -> str:
         if self.skipped:
@@ -82,7 +83,8 @@ def build_shard(job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: 
         raise DataPrepError(f"on_malformed={job.on_malformed!r}: expected one of {', '.join(ON_MALFORMED)}")
     done = complete_dataset(job.output_prefix)
     if done is not None:
-        summary = ShardSummary(job.output_prefix, done[0], done[1], 0, 0.0, skipped=True)
+        summary = ShardSummary(job.output_prefix, done[0], done[1], 0, 0.0, skipped=True,
+                               items=read_index_header(job.output_prefix + ".idx")[1])
         log.info(summary.line())
         return summary
     if not os.path.isfile(job.input_path):
@@ -109,7 +111,8 @@ def build_shard(job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: 
     documents, tokens = _assemble(job, spec, parts_dir, ordered)
     shutil.rmtree(parts_dir, ignore_errors=True)
     summary = ShardSummary(job.output_prefix, documents, tokens, total_bytes, time.perf_counter() - began,
-                           malformed=sum(result.malformed for result in ordered))
+                           malformed=sum(result.malformed for result in ordered),
+                           items=read_index_header(job.output_prefix + ".idx")[1])
     log.info(summary.line())
     return summary
 

@@ -17,7 +17,7 @@ import time
 from typing import List
 
 from .custom_layout import plain_jsonl
-from .indexed_format import complete_dataset, merge_datasets
+from .indexed_format import complete_dataset, merge_datasets, read_index_header
 from .shard_builder import ShardJob, ShardSummary, build_shard
 from .tokenizer import TokenizerSpec
 
@@ -29,7 +29,8 @@ def build_split(inputs: List[str], output_prefix: str, job: ShardJob, spec: Toke
     """`job` gives the tokenizing settings; its input_path and output_prefix are replaced per file."""
     done = complete_dataset(output_prefix)
     if done is not None:
-        return ShardSummary(output_prefix, done[0], done[1], 0, 0.0, skipped=True)
+        return ShardSummary(output_prefix, done[0], done[1], 0, 0.0, skipped=True,
+                            items=read_index_header(output_prefix + ".idx")[1])
     began = time.perf_counter()
     head, name = os.path.split(output_prefix)
     work = os.path.join(head, f".{name}.files")
@@ -46,6 +47,6 @@ def build_split(inputs: List[str], output_prefix: str, job: ShardJob, spec: Toke
     documents, tokens = merge_datasets(parts, output_prefix)
     shutil.rmtree(work, ignore_errors=True)
     summary = ShardSummary(output_prefix, documents, tokens, sum(os.path.getsize(path) for path in inputs),
-                           time.perf_counter() - began, malformed=malformed)
+                           time.perf_counter() - began, malformed=malformed, items=read_index_header(output_prefix + ".idx")[1])
     log.info(summary.line())
     return summary

@@ -29,25 +29,28 @@ class StepReport:
         self.size_bytes = 0  # input bytes this run processed
         self.documents = 0
         self.tokens = 0
+        self.items = 0  # indexed items; more than documents when documents were split into sentences
         self.notes: List[tuple] = []  # extra (key, value) lines
 
-    def done(self, item, output: Optional[str] = None, size_bytes: int = 0, documents: int = 0, tokens: int = 0) -> None:
+    def done(self, item, output: Optional[str] = None, size_bytes: int = 0, documents: int = 0, tokens: int = 0,
+             items: int = 0) -> None:
         """An item this run worked on."""
         self.finished.append(str(item))
         self.size_bytes += size_bytes
-        self._count(output, documents, tokens)
+        self._count(output, documents, tokens, items)
 
-    def kept(self, item, output: Optional[str] = None, documents: int = 0, tokens: int = 0) -> None:
+    def kept(self, item, output: Optional[str] = None, documents: int = 0, tokens: int = 0, items: int = 0) -> None:
         """An item an earlier run had finished."""
         self.complete_before.append(str(item))
-        self._count(output, documents, tokens)
+        self._count(output, documents, tokens, items)
 
     def note(self, key: str, value) -> None:
         self.notes.append((key, value))
 
-    def _count(self, output: Optional[str], documents: int, tokens: int) -> None:
+    def _count(self, output: Optional[str], documents: int, tokens: int, items: int = 0) -> None:
         self.documents += documents
         self.tokens += tokens
+        self.items += items
         if output:
             self.outputs.append(output)
 
@@ -57,7 +60,10 @@ class StepReport:
             title += f", {len(self.complete_before)} already complete"
         summary = Summary(title)
         if self.documents or self.tokens:
-            summary.add("documents", count(self.documents)).add("tokens", count(self.tokens))
+            summary.add("documents", count(self.documents))
+            if self.items > self.documents:
+                summary.add("sentences", count(self.items))
+            summary.add("tokens", count(self.tokens))
         if self.size_bytes:
             rate = f" ({size(self.size_bytes / seconds)}/s)" if seconds > 0 else ""
             summary.add(self.size_label, f"{size(self.size_bytes)}{rate}")

@@ -102,7 +102,7 @@ class _HuggingFaceTokenizer(Tokenizer):
         if segment_cache:
             self._cached = SegmentCachedEncoder(self.encode, self.dtype)
         elif word_cache:
-            self._cached = WordCachedEncoder(self.encode, self.dtype)
+            self._cached = WordCachedEncoder(self.encode, self.dtype, self._encode_many)
 
     def encode(self, text: str) -> List[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
