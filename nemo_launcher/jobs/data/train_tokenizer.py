@@ -100,6 +100,7 @@ def train_sentencepiece(cfg: StepConfig, args: dict, model_path: str) -> None:
                               f"(model_prefix={prefix!r}) for SentencePiece, which names its output after model_prefix")
     os.makedirs(save_dir, exist_ok=True)
     options = {k: v for k, v in args.items() if v is not None and k not in ("model_prefix", "sentinel_tokens")}
+    options.setdefault("minloglevel", 1)  # warnings and errors; its per-iteration lines would fill the job log
     sentinels = [f"<extra_id_{i}>" for i in range(int(args.get("sentinel_tokens") or 0))]
     if sentinels:
         given = options.get("control_symbols") or []
