@@ -15,7 +15,7 @@ import dataclasses
 import re
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, non_negative, positive, positive_fields
+from ..binding import bind_stage, config_fault, nearest, non_negative, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
 from .run import RunBase
 
@@ -27,7 +27,6 @@ MEGATRON_TYPE_FILES = {
     "BertWordPieceCase": ("vocab_file",),
     "BertWordPieceLowerCase": ("vocab_file",),
 }
-MegatronType = Literal["GPT2BPETokenizer", "BertWordPieceCase", "BertWordPieceLowerCase"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +122,11 @@ class _Tokenizing:
         if library == "megatron":
             if tokenizer_type is None:
                 tokenizer_type = "GPT2BPETokenizer"
+            if tokenizer_type not in MEGATRON_TYPE_FILES:
+                close = nearest(tokenizer_type, list(MEGATRON_TYPE_FILES))
+                raise config_fault(f"{key}.tokenizer_type", tokenizer_type,
+                                   f"the megatron library builds {', '.join(MEGATRON_TYPE_FILES)}"
+                                   + (f" (nearest: {', '.join(close)})" if close else ""))
             needed = MEGATRON_TYPE_FILES[tokenizer_type]
         else:
             needed = ("tokenizer_model",)
@@ -149,7 +153,7 @@ class PileConfig(_Tokenizing):
     download_merges_url: Optional[str] = None  # fetched to merge_file when missing
     vocab_save_dir: Optional[str] = None
     merges_save_dir: Optional[str] = None
-    tokenizer_type: Optional[MegatronType] = None  # library megatron: GPT2BPETokenizer (null too) or BERT WordPiece
+    tokenizer_type: Optional[str] = None  # library megatron: GPT2BPETokenizer (null too) or a BertWordPiece type; others ignore it
     vocab_file: Optional[str] = None  # GPT-2 vocab.json, or WordPiece vocab.txt
     merge_file: Optional[str] = None  # GPT-2 merges.txt (WordPiece has none)
     tokenizer_model: Optional[str] = None  # SentencePiece .model or Hugging Face tokenizer.json
@@ -165,9 +169,6 @@ class PileConfig(_Tokenizing):
         _check_per_shard_name(f"{key}.output_prefix", self.output_prefix)
         if not (self.download_the_pile or self.preprocess_data or self.train_tokenizer):
             raise config_fault(f"{key}.preprocess_data", False, "every step is switched off; enable download_the_pile or preprocess_data")
-        if self.tokenizer_type is not None and self.tokenizer_library != "megatron":
-            raise config_fault(f"{key}.tokenizer_type", self.tokenizer_type,
-                               f"is a megatron tokenizer; set tokenizer_library=megatron or tokenizer_type=null")
         self.check_tokenizer_files(key, self.tokenizer_library, self.tokenizer_type)
         if self.train_tokenizer:
             _check_trainable(key, self.tokenizer_library, self.tokenizer_type, self.download_vocab_url)
