@@ -77,10 +77,11 @@ def _encoder_decoder_chunk(model, config, vocab_size: int, use_te: bool, stage):
 def _encoder_decoder_datasets(cfg, tokenizer, sizes, blend):
     encoder, decoder = cfg.model.encoder_seq_length, _decoder_length(cfg.model)
 
+    answer = slice(encoder - 1, encoder + decoder - 1)  # the decoder reads token t and predicts t + 1
+
     def recast(index, sample):
-        tokens, labels = sample["tokens"], sample["labels"]
-        return {"text_enc": tokens[:encoder], "text_dec": tokens[encoder - 1:encoder + decoder - 1],
-                "labels": labels[encoder - 1:encoder + decoder - 1], "loss_mask": sample["loss_mask"][encoder - 1:encoder + decoder - 1]}
+        return {"text_enc": sample["tokens"][:encoder], "text_dec": sample["tokens"][answer],
+                "labels": sample["labels"][answer], "loss_mask": sample["loss_mask"][answer]}
 
     return _recast_all(_gpt_samples(cfg, tokenizer, sizes, blend, encoder + decoder), recast)
 
