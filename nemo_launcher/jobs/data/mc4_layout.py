@@ -114,7 +114,7 @@ class Mc4Layout:
         path = item.path if isinstance(item, RepoFile) else item
         return os.path.join(self.git_lfs_dir, path)
 
-    def list_repository(self, progress: bool = True) -> List[RepoFile]:
+    def list_repository(self) -> List[RepoFile]:
         """Every train file of the repository that the language rules can select, sorted by path."""
         entries = self._list_git() if self.remote else self._list_folder()
         files = []
