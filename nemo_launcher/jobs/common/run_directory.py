@@ -22,6 +22,7 @@ Standard library only: it runs before torch is imported.
 """
 import contextlib
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -45,7 +46,15 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
     lock = RunDirectoryLock(Path(directory))
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
+    owner = os.getpid()
+
     def stop(signum, frame):
+        if os.getpid() != owner:
+            # A forked child (e.g. a multiprocessing.Pool worker of lm-eval) inherited this handler: there the
+            # signal means what it always means, or Pool.terminate() would wait for ever on a worker that survived.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         if isinstance(sys.exc_info()[1], (JobFault, SystemExit)):
             # Already on its way out for a reason of its own (a rank that stopped first made srun or torchrun
             # signal this one): that reason's exit status stands.
