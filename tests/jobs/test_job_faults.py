@@ -71,7 +71,10 @@ def test_a_second_training_of_a_running_run_stops_before_touching_it(data_dir, t
                               timeout=180)
         assert pair.returncode != 0
         assert pair.stderr.count(expected) == 1, pair.stderr[-3000:]
-        assert pair.stderr.count("exitcode  : 75") == 2, pair.stderr[-3000:]  # torchrun's table: both ranks
+        # torchrun's table: rank 0 exits 75; rank 1 exits 75 too, unless torchrun's SIGTERM reached it while it was
+        # still starting (on a loaded machine), before it had touched anything.
+        assert "exitcode  : 75 (pid" in pair.stderr and "rank      : 0" in pair.stderr, pair.stderr[-3000:]
+        assert pair.stderr.count("exitcode  : 75") + pair.stderr.count("exitcode  : -15") == 2, pair.stderr[-3000:]
         assert "run gpt3_tiny:" not in pair.stdout
 
         after = snapshot(run / "checkpoints")
