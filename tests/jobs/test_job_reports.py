@@ -68,7 +68,7 @@ def test_data_step_report_counts_done_and_kept_items():
 
 
 def test_training_summary_says_why_it_stopped_and_that_it_resumes(tmp_path):
-    from nemo_launcher.jobs.gpt.train import TrainingOutcome, training_summary
+    from nemo_launcher.jobs.core.summary import TrainingOutcome, training_summary
 
     # The keys of the training section the summary reads.
     cfg = SimpleNamespace(trainer=SimpleNamespace(max_steps=40), exp_manager=SimpleNamespace(

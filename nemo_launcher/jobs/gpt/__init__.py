@@ -10,6 +10,5 @@ The pre-training modules:
 | model         | TransformerConfig and GPTModel chunks from `model.*`                        |
 | data          | megatron-core GPT datasets over the blend                                   |
 | flops         | model FLOPs per token, for MFU                                              |
-| module        | an alias of the masked token loss for older importers (core/steps.py)        |
 The other modules here (conversion, fine-tuning, PEFT, export, serving) reuse these and the core's parts.
 """

@@ -11,8 +11,6 @@ spawning, which re-imports this module; it must not pay for torch and megatron a
 """
 import sys
 
-# The closing summary is the core's; named here too for callers that import it from the GPT program.
-from ..core.summary import TrainingOutcome, training_summary  # noqa: F401
 
 PROG = "python3 -m nemo_launcher.jobs.gpt.train"
 
