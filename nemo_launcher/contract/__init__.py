@@ -24,3 +24,8 @@ RUN_DIRECTORY_IN_USE_EXIT_CODE = 75
 # (or its quota is), or the job may not write there. The newest complete checkpoint is kept and RESUME_MARKER
 # removed, so the Slurm script does not requeue a job that would hit the same wall (sysexits' EX_IOERR).
 STORAGE_FAULT_EXIT_CODE = 74
+
+# The training checkpoints: `<explicit_log_dir>/checkpoints/step-<N>/`, complete once this marker is in the folder
+# (written last). The trainer writes them; the conversion and the preflight's free-space check read them.
+CHECKPOINT_STEP_PREFIX = "step-"
+CHECKPOINT_COMPLETE_MARKER = "COMPLETE"

@@ -296,7 +296,10 @@ def _newest_checkpoint(root: Optional[Path]) -> Optional[Path]:
     written last), or None."""
     if root is None or not root.is_dir():
         return None
-    steps = [(int(p.name[5:]), p) for p in root.glob("step-*") if p.name[5:].isdigit() and (p / "COMPLETE").is_file()]
+    from ..contract import CHECKPOINT_COMPLETE_MARKER as marker, CHECKPOINT_STEP_PREFIX as prefix
+
+    steps = [(int(p.name[len(prefix):]), p) for p in root.glob(f"{prefix}*")
+             if p.name[len(prefix):].isdigit() and (p / marker).is_file()]
     return max(steps)[1] if steps else None
 
 

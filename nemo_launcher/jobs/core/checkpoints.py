@@ -16,8 +16,10 @@ import shutil
 from pathlib import Path
 from typing import List, Optional
 
-MARKER = "COMPLETE"
-_STEP_DIR = re.compile(r"step-(\d+)")
+from ...contract import CHECKPOINT_COMPLETE_MARKER, CHECKPOINT_STEP_PREFIX
+
+MARKER = CHECKPOINT_COMPLETE_MARKER
+_STEP_DIR = re.compile(re.escape(CHECKPOINT_STEP_PREFIX) + r"(\d+)")
 
 
 class CheckpointFolder:
@@ -25,7 +27,7 @@ class CheckpointFolder:
         self.root = Path(root)
 
     def path(self, step: int) -> Path:
-        return self.root / f"step-{step}"
+        return self.root / f"{CHECKPOINT_STEP_PREFIX}{step}"
 
     def steps(self, complete: bool = True) -> List[int]:
         """Steps that have a folder (only complete ones by default), ascending."""
