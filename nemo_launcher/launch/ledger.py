@@ -141,9 +141,7 @@ class Ledger:
         """Removes the record (a rollback that cannot close it must not leave it saying `submitting`); returns
         whether it is gone."""
         try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+            self.path.unlink(missing_ok=True)
         except OSError:
             return False
         return True

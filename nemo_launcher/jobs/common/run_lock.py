@@ -211,10 +211,7 @@ class RunDirectoryLock:
         self.held = False
         _, holder = self._read()
         if holder is not None and holder.token == self.me.token:
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
+            self.path.unlink(missing_ok=True)
 
     def held_by_another_live_job(self) -> bool:
         """For ranks other than 0, which never take the lock: whether a job other than ours holds it and is not
