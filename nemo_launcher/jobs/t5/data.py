@@ -1,0 +1,39 @@
+"""megatron-core's T5 span-corruption datasets over the data blend: the T5 recipe's `build_datasets`.
+
+    train, valid, test = build_t5_datasets(cfg, tokenizer, sizes=[train, validation, test samples], blend)
+
+Each sample is a run of whole sentences of one document (data preparation splits them), masked the way
+`model.data` says: spans become sentinels in the encoder input (text_enc, enc_mask), the decoder reads
+bos + `<sentinel> span ...` (text_dec, dec_mask) and predicts `<sentinel> span ... eos` (labels, loss_mask).
+Padding is id 0 with mask 0. Whole-word masking follows WordPiece's `##` continuation pieces; a SentencePiece
+vocabulary (mT5) has none, so there every piece is a word of its own (megatron-core's rule).
+"""
+from typing import List
+
+from ..core.datasets import megatron_blend, megatron_split
+from ...contract.schemas.t5_training import T5TrainingConfig
+
+
+def build_t5_datasets(cfg: T5TrainingConfig, tokenizer, sizes: List[int], blend: List):
+    """(train, validation, test) datasets of `sizes` samples; a split of weight 0 is None."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.t5_dataset import T5MaskedWordPieceDataset, T5MaskedWordPieceDatasetConfig
+
+    model, data = cfg.model, cfg.model.data
+    dataset_config = T5MaskedWordPieceDatasetConfig(
+        random_seed=model.seed,
+        sequence_length=model.encoder_seq_length,
+        sequence_length_decoder=data.seq_length_dec,
+        blend=megatron_blend(blend),
+        split=megatron_split(data.splits_string),
+        path_to_cache=data.index_mapping_dir,
+        tokenizer=tokenizer,
+        masking_probability=data.masked_lm_prob,
+        short_sequence_probability=data.short_seq_prob,
+        masking_max_ngram=data.max_ngram_size,
+        masking_do_full_word=data.whole_word_masking,
+        masking_do_permutation=data.permutation,
+        masking_use_longer_ngrams=data.favor_longer_ngrams,
+        masking_use_geometric_distribution=data.geometric_dist,
+    )
+    return BlendedMegatronDatasetBuilder(T5MaskedWordPieceDataset, sizes, lambda: True, dataset_config).build()
