@@ -1,0 +1,116 @@
+"""A T5 or mT5 model outside training (conversion, fine-tuning, evaluation, export, tests): megatron set up, the
+model built for inference, and `.nemo` archives written and read back.
+
+    placement = start_t5_model_parallel(tensor_parallel=1)
+    model = build_inference_model(model_section, vocab_size=32128, precision="fp32")
+    save_t5_nemo("megatron_t5.nemo", model_config, model)                # TP=1; tokenizer files from the config
+    config, full_state = load_t5_nemo("megatron_t5.nemo")                # shards merged to TP=1
+    model, tokenizer = load_t5_from_nemo("megatron_t5.nemo", tensor_parallel=2)   # any TP the archive has
+
+The archive is GPT's (gpt/nemo_archive.py: model_config.yaml, per-rank model_weights.pt, tokenizer/vocab.txt or
+the SentencePiece .model) with T5Model's parameter names; shards merge and split by gpt/shards.py, whose rules
+name T5's layers too. A T5 has PP 1 (megatron-core 0.16 cannot split it over pipeline stages), so the only layout
+that varies is TP. The layer spec is always megatron-core's local one: its names are the canonical ones in our
+archives, and its sharded-state keys equal the Transformer Engine spec's, so it reads checkpoints trained with
+either.
+"""
+import dataclasses
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import torch
+
+from ..common.config import JobConfigError, bind
+from ..core.transformer import build_chunks
+from ..gpt.nemo_archive import layout_of, load_nemo, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
+from ..gpt.shards import ShardLayout, split_state_dict
+from ..gpt.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
+from ...contract.schemas.t5_training import T5ModelSection
+from .model import t5_chunk, transformer_config
+
+
+def start_t5_model_parallel(tensor_parallel: int, pipeline_parallel: int = 1, seed: int = 1234):
+    """Joins the process group and initialises megatron's parallel state (gpt/standalone.py), with T5Model's
+    modules imported first so that the CPU shim patches them too."""
+    import megatron.core.models.T5.t5_model  # noqa: F401
+
+    if pipeline_parallel != 1:
+        raise JobConfigError(f"pipeline_model_parallel_size: {pipeline_parallel}: a T5 runs with PP 1 in megatron-core 0.16")
+    return start_model_parallel(tensor_parallel, pipeline_parallel, seed)
+
+
+def inference_section(model: T5ModelSection, tensor_parallel: int, pipeline_parallel: int = 1) -> T5ModelSection:
+    """The training `model:` section with what only changes training speed switched off (the weights compute the
+    same function): activation recomputation and Transformer Engine (which the local spec on a CPU cannot run)."""
+    return dataclasses.replace(
+        model,
+        tensor_model_parallel_size=tensor_parallel,
+        pipeline_model_parallel_size=pipeline_parallel,
+        pipeline_model_parallel_split_rank=0,
+        activations_checkpoint_granularity=None,
+        activations_checkpoint_method=None,
+        activations_checkpoint_num_layers=None,
+        transformer_engine=False,
+        use_cpu_initialization=True,
+    )
+
+
+def build_inference_model(model: T5ModelSection, vocab_size: int, precision: str, initialize: bool = False):
+    """This rank's T5Model in eval mode, on this rank's device; `vocab_size` is the padded size the weights were
+    trained with (rows of the embedding table). initialize=False skips the random init: the caller loads every
+    parameter."""
+    if precision not in PRECISIONS:
+        raise JobConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
+    config = transformer_config(model, precision=precision, on_gpu=on_gpu(), use_te=False)
+    if not initialize:
+        config = dataclasses.replace(config, perform_initialization=False)
+    (chunk,) = build_chunks(t5_chunk, model, config, vocab_size, use_te=False)
+    if on_gpu():
+        chunk = chunk.cuda(torch.cuda.current_device())
+    return chunk.eval()
+
+
+def host_state_dict(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
+    """The model's weights on the host, without the `_extra_state` entries (the local spec keeps nothing there):
+    a .nemo is read on machines without this GPU."""
+    return {key: value.detach().cpu() for key, value in model.state_dict().items() if not key.endswith("._extra_state")}
+
+
+def save_t5_nemo(path, model_config: Mapping[str, Any], model: torch.nn.Module,
+                 tokenizer_files: Optional[Mapping[str, str]] = None) -> Path:
+    """Writes a TP=1 model (the whole T5Model of a one-process run) as a .nemo with the tokenizer files the
+    config names (vocab.txt for T5, the SentencePiece .model for mT5) packed in."""
+    return save_nemo(path, model_config, host_state_dict(model), tokenizer_files)
+
+
+def load_t5_nemo(path) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+    """(model config, full state dict on the CPU): the shards of a TP > 1 archive merged into TP=1's. The returned
+    config still names the archive's layout; its tokenizer keys point at extracted copies of the packed files."""
+    return load_nemo(path)
+
+
+def load_t5_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: Optional[str] = None):
+    """(T5Model of this rank in eval mode, tokenizer with T5's sentinels) from an archive, at the TP asked for.
+
+    Starts the process group and megatron's parallel state when they are not running (one process for TP=1).
+    An archive written for this TP gives each rank its own shard; any other is merged and re-split.
+    precision: fp32, bf16 or fp16; by default the dtype the weights are stored in.
+    """
+    from megatron.core import parallel_state
+
+    from ..common.tokenizer import load_tokenizer
+
+    config = read_nemo_config(path)
+    start_t5_model_parallel(tensor_parallel, pipeline_parallel, seed=int(config.get("seed", 1234)))
+    tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    if layout_of(config) == (tensor_parallel, pipeline_parallel):
+        state_dict = load_nemo_shard(path, tp_rank, 0)
+    else:
+        _, full = load_t5_nemo(path)
+        state_dict = split_state_dict(full, ShardLayout.of(config, tensor_parallel, pipeline_parallel), tp_rank, 0)
+    section = inference_section(bind(T5ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
+    tokenizer = load_tokenizer(**dataclasses.asdict(section.tokenizer))
+    model = build_inference_model(section, padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
+                                  precision or precision_of(state_dict))
+    load_weights(model, state_dict, str(path))
+    return model, tokenizer
