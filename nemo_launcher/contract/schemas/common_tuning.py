@@ -1,10 +1,15 @@
-"""Sections every fine-tuning schema shares (gpt_sft, t5_finetuning): the run of a tuning job that starts
-from a converted `.nemo`, its trainer and where it writes the tuned model."""
+"""Sections every tuning schema shares (gpt_sft, gpt_prompt_learning, t5_finetuning): the run of a tuning job
+that starts from a converted `.nemo`, its trainer, and where it writes its checkpoints, logs and the tuned model.
+
+Tuning runs on the trainer core (nemo_launcher/jobs/core), so the trainer and exp_manager sections carry what the
+core reads of a pretraining run too: max_time, TensorBoard/W&B, resuming and the checkpoint schedule.
+"""
 import dataclasses
-from typing import Literal, Optional
+from typing import Any, Dict, Literal, Optional
 
 from ..binding import config_fault, positive_fields
-from .common_training import Precision, precision_name
+from ..durations import WallClock
+from .common_training import CheckpointParams, Precision, precision_name
 from .run import RunBase
 
 
@@ -27,6 +32,7 @@ class SftTrainer:
     val_check_interval: int = 200  # steps between validations; validation also runs after the last step
     limit_val_batches: int = 8  # global batches per validation; 0 disables validation
     gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
+    max_time: Optional[WallClock] = None  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
@@ -36,11 +42,24 @@ class SftTrainer:
     def precision_name(self) -> str:
         return precision_name(self.precision)
 
+    def max_time_seconds(self) -> Optional[float]:
+        return None if self.max_time is None else float(self.max_time.seconds)
+
 
 @dataclasses.dataclass(frozen=True)
 class SftExpManager:
-    explicit_log_dir: str  # metrics.jsonl here; the result in <explicit_log_dir>/checkpoints/
+    explicit_log_dir: str  # TensorBoard events and checkpoints/step-<N> here; the result in <explicit_log_dir>/checkpoints/
     name: str  # file name of the result: checkpoints/<name>.nemo
+    # Resumable checkpoints of the tuned parameters and their optimizer state; also saved at the end, at max_time and
+    # on SIGTERM/SIGUSR1. A rerun continues from the newest complete one.
+    checkpoint_callback_params: CheckpointParams = CheckpointParams(every_n_train_steps=200, save_top_k=2)
+    create_checkpoint_callback: bool = True  # false: never save (signals and max_time then just stop)
+    resume_if_exists: bool = True  # continue from the newest complete checkpoint in explicit_log_dir
+    resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
+    create_tensorboard_logger: bool = True
+    create_wandb_logger: bool = False  # needs the wandb package and wandb_api_key_file (or a prior `wandb login`)
+    wandb_logger_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger
+    log_step_timing: bool = True  # log train_step_timing (seconds per step)
 
     def nemo_path(self, suffix: str = "") -> str:
         return f"{self.explicit_log_dir}/checkpoints/{self.name}{suffix}.nemo"
