@@ -150,8 +150,9 @@ class ProgressLogger(pl.Callback):
         if pl_module.last_val_losses is not None:
             step = trainer.global_step
             metrics, text = evaluation_report("val", pl_module.last_val_losses, self.parts.recipe)
-            self.writer.write(metrics, step)
-            self.writer.say(f"validation step={step} {text}")
+            extra = {f"val_{name}": value for name, value in pl_module.last_val_metrics.items()}
+            self.writer.write({**metrics, **extra}, step)
+            self.writer.say(f"validation step={step} {text}" + "".join(f" {k}={v:.4f}" for k, v in extra.items()))
 
 
 def _extras_text(extras: Dict[str, float]) -> str:

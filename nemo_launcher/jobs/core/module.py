@@ -80,6 +80,8 @@ class TrainingModule(pl.LightningModule):
         self.last_step: Optional[StepRecord] = None
         self.last_val_losses: Optional[Dict[str, float]] = None  # every loss the recipe reports
         self.last_test_losses: Optional[Dict[str, float]] = None
+        # Scores a subclass computes at validation besides the losses (a tuning job's exact match), by name.
+        self.last_val_metrics: Dict[str, float] = {}
         self._val_losses: List[Dict[str, torch.Tensor]] = []
         self._consumed: Optional[int] = None
 
@@ -152,6 +154,8 @@ class TrainingModule(pl.LightningModule):
     def evaluate_test_split(self) -> Optional[float]:
         """Mean loss over `trainer.limit_test_batches` global batches of the test split (None if empty); every
         reported loss lands in last_test_losses."""
+        if self.parts.test_dataset is None:  # tuning jobs have no test split (nor trainer.limit_test_batches)
+            return None
         loader = self._eval_loader(self.parts.test_dataset, self.parts.cfg.trainer.limit_test_batches)
         if not loader:
             return None
@@ -167,6 +171,11 @@ class TrainingModule(pl.LightningModule):
         self.train(was_training)
         self.last_test_losses = self.parts.reduce_last_stage_means(_mean_of(losses))
         return None if self.last_test_losses is None else self.last_test_losses[self.parts.loss_name]
+
+    def write_outputs(self) -> Dict[str, str]:
+        """Called on every rank once the run has reached max_steps; what it wrote, {summary label: path}. Pre-training
+        writes nothing beyond its checkpoints; a tuning job writes its tuned model here."""
+        return {}
 
     def _evaluate_batch(self, batch) -> Optional[Dict[str, torch.Tensor]]:
         p = self.parts

@@ -11,7 +11,7 @@ import dataclasses
 import importlib
 import logging
 import random
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -53,6 +53,12 @@ class TrainingParts:
     train_dataset: Any
     valid_dataset: Any
     test_dataset: Any
+    data_description: Optional[str] = None  # what the data is, when it is no blend of indexed datasets (tuning)
+
+    def describe_data(self) -> str:
+        from .datasets import dataset_description
+
+        return self.data_description or dataset_description(self.blend)
 
     @property
     def loss_name(self) -> str:
@@ -168,10 +174,9 @@ def resumed_vocab_size(checkpoint, computed: int, real_vocab: int, tensor_parall
 
 
 def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=None) -> TrainingParts:
-    from megatron.core import parallel_state
-
+    """Pre-training's parts: the family's chunks with fresh weights (or a checkpoint's, loaded later by the
+    strategy) over the blend of indexed datasets."""
     from .datasets import check_splits, dataset_sizes, resolve_blend
-    from .optim import attach_schedule_hooks, build_optimizer, use_distributed_optimizer, wrap_chunks
 
     use_te = False
     if cfg.model.transformer_engine:
@@ -186,13 +191,37 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
     if recipe.check_support is not None:
         recipe.check_support(model, on_gpu, use_te)
     precision = cfg.trainer.precision_name()
-    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
-
     tokenizer = load_tokenizer(**dataclasses.asdict(model.tokenizer))
     vocab_size = padded_vocab_size(tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size)
     vocab_size = resumed_vocab_size(resume, vocab_size, tokenizer.vocab_size, model.tensor_model_parallel_size)
     config = recipe.transformer_config(model, precision, on_gpu, use_te)
     chunks = build_chunks(recipe.build_chunk, model, config, vocab_size, use_te)
+    blend = resolve_blend(cfg)
+    check_splits(blend, model.data.splits_string)
+
+    def datasets(batches: BatchSchedule):
+        train, valid, test = recipe.build_datasets(cfg, tokenizer, dataset_sizes(cfg, batches), blend)
+        if train is None or len(train) == 0:
+            raise JobConfigError(f"model.data.splits_string: {model.data.splits_string!r} leaves no training data")
+        return train, valid, test
+
+    return assemble_parts(recipe, cfg, placement, on_gpu, use_te, tokenizer, vocab_size, config, chunks, datasets,
+                          blend=blend)
+
+
+def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_te: bool, tokenizer, vocab_size: int,
+                   config, chunks: List[torch.nn.Module], datasets: Callable[[BatchSchedule], Tuple[Any, Any, Any]],
+                   blend: Optional[List] = None, data_description: Optional[str] = None) -> TrainingParts:
+    """The parts around a family's model chunks, whatever built them (random weights for pre-training, a .nemo's
+    for tuning): megatron DDP, the optimizer, the batch and learning-rate schedules, and the datasets that
+    `datasets(batch schedule)` returns as (train, validation, test)."""
+    from megatron.core import parallel_state
+
+    from .optim import attach_schedule_hooks, build_optimizer, use_distributed_optimizer, wrap_chunks
+
+    model = cfg.model
+    precision = cfg.trainer.precision_name()
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
     for chunk in chunks:
         chunk.to(device)  # use_cpu_initialization builds on the host
     dp_size = parallel_state.get_data_parallel_world_size()
@@ -208,11 +237,7 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
         lr_schedule = CosineSchedule(model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps)
     except ValueError as error:
         raise JobConfigError(f"model.optim.sched: {error}") from None
-    blend = resolve_blend(cfg)
-    check_splits(blend, model.data.splits_string)
-    train, valid, test = recipe.build_datasets(cfg, tokenizer, dataset_sizes(cfg, batches), blend)
-    if train is None or len(train) == 0:
-        raise JobConfigError(f"model.data.splits_string: {model.data.splits_string!r} leaves no training data")
+    train, valid, test = datasets(batches)
     return TrainingParts(
         recipe=recipe, cfg=cfg, placement=placement, on_gpu=on_gpu, device=device, use_te=use_te,
         layout={"tp": model.tensor_model_parallel_size, "pp": model.pipeline_model_parallel_size,
@@ -222,7 +247,7 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
         dp_rank=parallel_state.get_data_parallel_rank(),
         dp_size=dp_size, tokenizer=tokenizer, vocab_size=vocab_size, transformer_config=config,
         sequences=recipe.sequences(model), bare_chunks=chunks, ddp_chunks=ddp_chunks, optimizer=optimizer, batches=batches, lr_schedule=lr_schedule,
-        blend=blend, train_dataset=train, valid_dataset=valid, test_dataset=test,
+        blend=blend or [], train_dataset=train, valid_dataset=valid, test_dataset=test, data_description=data_description,
     )
 
 

@@ -33,8 +33,13 @@ from .summary import TrainingOutcome, training_summary
 log = logging.getLogger("nemo_launcher.jobs.core")
 
 
-def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: Callable[[object], Recipe]) -> int:
-    """The whole program; returns its exit status. `schema`: the family's training config class (from_dict)."""
+def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: Callable[[object], Recipe],
+                build: Optional[Callable] = None, module_class: Optional[type] = None) -> int:
+    """The whole program; returns its exit status. `schema`: the family's training config class (from_dict).
+
+    Tuning programs start from a model instead of random weights: `build` replaces parts.build_parts (same
+    arguments: recipe, cfg, placement, on_gpu, resume), and `module_class` the TrainingModule (a subclass that
+    validates its own way, or writes the tuned model in `write_outputs`)."""
     started = time.monotonic()
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
     from ..common.distributed import placement_from_env
@@ -54,12 +59,12 @@ def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: C
             cpus = apply_numa_mapping()
             if cpus is not None:
                 log.info("numa_mapping: pinned to CPUs %s", ",".join(map(str, cpus)))
-            return _train(load_recipe(cfg), cfg, placement, started)
+            return _train(load_recipe(cfg), cfg, placement, started, build, module_class)
     except (JobConfigError, JobFault) as error:
         return print_error(error)
 
 
-def _train(recipe, cfg, placement, started: float) -> int:
+def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
     from .callbacks import MetricsWriter, StopSignals, StopTraining, evaluation_report, resume_path
     from .checkpoints import CheckpointFolder
     from .parts import build_parts, init_processes, shutdown
@@ -72,21 +77,22 @@ def _train(recipe, cfg, placement, started: float) -> int:
         writer = MetricsWriter(_loggers(cfg) if rank_zero else [], rank_zero)
         resume = resume_path(folder, cfg.exp_manager.resume_if_exists, cfg.exp_manager.resume_ignore_no_checkpoint)
         on_gpu = init_processes(recipe, cfg, placement)
-        parts = build_parts(recipe, cfg, placement, on_gpu, resume)
+        parts = (build or build_parts)(recipe, cfg, placement, on_gpu, resume)
         _announce(parts, writer, resume)
-        trainer, module, progress, stopper = _lightning(parts, writer, folder, signals, started, max_time_s)
+        trainer, module, progress, stopper = _lightning(parts, writer, folder, signals, started, max_time_s, module_class)
         stopped = False
         try:
             trainer.fit(module, ckpt_path=str(resume) if resume else None)
         except StopTraining:
             stopped = True
-        test_loss = None
+        test_loss, outputs = None, {}
         if not stopped and trainer.global_step >= cfg.trainer.max_steps:
             test_loss = module.evaluate_test_split()
             if test_loss is not None:
                 metrics, text = evaluation_report("test", module.last_test_losses, recipe)
                 writer.write(metrics, trainer.global_step)
                 writer.say(f"test step={trainer.global_step} {text}")
+            outputs = module.write_outputs()
         writer.finalize("success")
         if rank_zero:
             _mark_resume_needed(Path(cfg.exp_manager.explicit_log_dir), stopped and trainer.global_step < cfg.trainer.max_steps)
@@ -96,7 +102,8 @@ def _train(recipe, cfg, placement, started: float) -> int:
                                   train_loss=progress.last_loss, train_loss_step=progress.last_loss_step,
                                   val_loss=module.last_val_loss, test_loss=test_loss,
                                   stop_reason=stopper.stop_reason if stopped else None, newest_checkpoint=folder.newest_complete(),
-                                  extra_train_losses=progress.last_extra_losses)
+                                  extra_train_losses=progress.last_extra_losses, val_metrics=dict(module.last_val_metrics),
+                                  outputs=outputs)
         extra = recipe.summary_items(parts.cfg, outcome) if recipe.summary_items else ()
         training_summary(cfg, outcome, extra).show(placement.rank)
     finally:
@@ -137,7 +144,6 @@ def _loggers(cfg):
 
 
 def _announce(parts, writer, resume) -> None:
-    from .datasets import dataset_description
     from .optim import describe
 
     cfg, layout = parts.cfg, parts.layout
@@ -150,11 +156,11 @@ def _announce(parts, writer, resume) -> None:
         f"layer spec {'transformer_engine' if parts.use_te else 'local'}, optimizer {wrapper}({inner}), "
         f"{local_params:,} parameters on rank 0, vocab {parts.vocab_size} (padded)"
     )
-    writer.say(f"data: {dataset_description(parts.blend)}; {len(parts.train_dataset)} training samples")
+    writer.say(f"data: {parts.describe_data()}; {len(parts.train_dataset)} training samples")
     writer.say(f"resuming from {resume}" if resume else "starting from scratch (no checkpoint to resume from)")
 
 
-def _lightning(parts, writer, folder, signals, started: float, max_time_s):
+def _lightning(parts, writer, folder, signals, started: float, max_time_s, module_class=None):
     import pytorch_lightning as pl
     import torch
 
@@ -196,4 +202,4 @@ def _lightning(parts, writer, folder, signals, started: float, max_time_s):
         default_root_dir=cfg.exp_manager.explicit_log_dir,
         callbacks=[progress, stopper],
     )
-    return trainer, TrainingModule(parts), progress, stopper
+    return trainer, (module_class or TrainingModule)(parts), progress, stopper

@@ -26,6 +26,8 @@ class TrainingOutcome:
     stop_reason: Optional[str]  # set when a signal or max_time stopped it before max_steps
     newest_checkpoint: Optional[Path]
     extra_train_losses: Dict[str, float] = dataclasses.field(default_factory=dict)  # the recipe's other losses
+    val_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)  # the last validation's other scores
+    outputs: Dict[str, str] = dataclasses.field(default_factory=dict)  # what a completed run wrote: label -> path
 
 
 def training_summary(cfg, outcome: TrainingOutcome, extra: Iterable[Tuple[str, Any]] = ()):
@@ -50,6 +52,10 @@ def training_summary(cfg, outcome: TrainingOutcome, extra: Iterable[Tuple[str, A
         summary.add(f"train {name}", f"{value:.4f} (step {outcome.train_loss_step})")
     summary.add("val loss", None if outcome.val_loss is None else f"{outcome.val_loss:.4f}")
     summary.add("test loss", None if outcome.test_loss is None else f"{outcome.test_loss:.4f}")
+    for name, value in outcome.val_metrics.items():
+        summary.add(f"val {name}", f"{value:.4f}")
+    for label, path in outcome.outputs.items():
+        summary.add(label, path)
     for key, value in extra:
         summary.add(key, value)
     if exp.create_checkpoint_callback:
