@@ -19,24 +19,20 @@ shallow, no file contents) to list the files with their sizes and sha256, and ea
 it and its files are copied. Every step derives the same lists from the same config and mapping files, so array
 tasks agree on who does what without talking to each other.
 """
-import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .config import DataConfigError, StepConfig
 from .errors import DataPrepError
 from .fetch import fetch
+from .git_lfs_listing import list_files
 from .pile_layout import dataset_level, fetch_policy
 
 _MULTILINGUAL = re.compile(r"^multilingual/c4-(?P<lang>[A-Za-z]{2,3}(?:-[A-Za-z]+)?)\.tfrecord-\d+-of-\d+\.json\.gz$")
 _CLEANED_ENGLISH = re.compile(r"^en/c4-train\.\d+-of-\d+\.json\.gz$")
-_LFS_POINTER = re.compile(rb"^version https://git-lfs\.github\.com/spec/v1\n(?:.*\n)*?oid sha256:(?P<oid>[0-9a-f]{64})\n"
-                          rb"size (?P<size>\d+)\n?", re.MULTILINE)
 _REVISION = "main"
 _GB = 10 ** 9
 
@@ -139,22 +135,9 @@ class Mc4Layout:
         return entries
 
     def _list_git(self) -> List[Tuple[str, int, Optional[str]]]:
-        """Names, sizes and sha256 of the repository's files from a bare clone without file contents: the large
-        files are git-lfs pointers (a few lines each), so the clone is small whatever the data's size."""
-        clone = os.path.join(self.git_lfs_dir, ".git")
-        if not os.path.isdir(clone):
-            _clone(self.repo_url, clone)
-        listing = _git(clone, "ls-tree", "-r", "-z", "--full-tree", "HEAD").stdout
-        blobs = []
-        for entry in listing.split(b"\0"):
-            if not entry:
-                continue
-            meta, path = entry.split(b"\t", 1)
-            _, kind, oid = meta.split()
-            path = path.decode("utf-8")
-            if kind == b"blob" and language_of(path, self.cleaned_english) is not None:
-                blobs.append((path, oid.decode()))
-        return [(path, size, sha) for (path, _), (size, sha) in zip(blobs, _pointer_facts(clone, [oid for _, oid in blobs]))]
+        return list_files(self.repo_url, os.path.join(self.git_lfs_dir, ".git"),
+                          keep=lambda path: language_of(path, self.cleaned_english) is not None,
+                          key="data_preparation.mc4_repo_url")
 
     # ---- selection and download mapping -----------------------------------------------------------------
     def select(self, files: List[RepoFile]) -> List[RepoFile]:
@@ -277,58 +260,6 @@ def _write_json(path: str, values: Dict) -> None:
     with open(temporary, "w") as handle:
         json.dump(values, handle, indent=1)
     os.replace(temporary, path)
-
-
-def _git(clone: str, *args: str, stdin: Optional[bytes] = None) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", f"--git-dir={clone}", *args], input=stdin, capture_output=True, check=True)
-    except FileNotFoundError:
-        raise Mc4Error("git is not installed on this node; the mC4 file list comes from the repository's git "
-                       "history (install git, or point mc4_repo_url at a local folder)") from None
-    except subprocess.CalledProcessError as error:
-        raise Mc4Error(f"git {' '.join(args[:2])} in {clone} failed: {error.stderr.decode(errors='replace').strip()}") from None
-
-
-def _clone(url: str, clone: str) -> None:
-    """A bare clone of the newest commit, under a temporary name until complete. GIT_LFS_SKIP_SMUDGE keeps an
-    installed git-lfs from fetching contents; dumb HTTP servers refuse shallow clones, so a full one follows."""
-    temporary = clone + ".tmp"
-    env = dict(os.environ, GIT_LFS_SKIP_SMUDGE="1", GIT_TERMINAL_PROMPT="0")
-    os.makedirs(os.path.dirname(os.path.abspath(clone)), exist_ok=True)
-    errors = []
-    for depth in (["--depth", "1"], []):
-        shutil.rmtree(temporary, ignore_errors=True)  # a clone a killed run left half-done
-        try:
-            subprocess.run(["git", "clone", "--bare", "--quiet", *depth, url, temporary], env=env,
-                           capture_output=True, check=True)
-        except FileNotFoundError:
-            raise Mc4Error("git is not installed on this node; the mC4 file list comes from the repository's git "
-                           "history (install git, or point mc4_repo_url at a local folder)") from None
-        except subprocess.CalledProcessError as error:
-            errors.append(error.stderr.decode(errors="replace").strip())
-            continue
-        os.replace(temporary, clone)
-        return
-    raise Mc4Error(f"git clone {url} failed: {errors[-1]}")
-
-
-def _pointer_facts(clone: str, oids: List[str]) -> List[Tuple[int, Optional[str]]]:
-    """(size, sha256) of each blob: read from its git-lfs pointer, or the blob's own size for a plain file."""
-    if not oids:
-        return []
-    out = _git(clone, "cat-file", "--batch", stdin="".join(oid + "\n" for oid in oids).encode()).stdout
-    facts, position = [], 0
-    for _ in oids:
-        newline = out.index(b"\n", position)
-        _, _, size = out[position:newline].split()
-        body = out[newline + 1:newline + 1 + int(size)]
-        position = newline + 1 + int(size) + 1
-        pointer = _LFS_POINTER.match(body)
-        if pointer:
-            facts.append((int(pointer.group("size")), pointer.group("oid").decode()))
-        else:
-            facts.append((len(body), hashlib.sha256(body).hexdigest()))
-    return facts
 
 
 def ensure_tokenizer_files(cfg: StepConfig) -> None:
