@@ -99,11 +99,13 @@ class EvalBatchSampler(torch.utils.data.Sampler):
             yield _rank_slice(batch * self.global_batch_size, self.micro, self.dp_rank, self.dp_size, microbatches)
 
 
-def make_loader(dataset, batch_sampler, num_workers: int, pin_memory: bool, seed: int) -> torch.utils.data.DataLoader:
+def make_loader(dataset, batch_sampler, num_workers: int, pin_memory: bool, seed: int,
+                collate_fn: Optional[Callable] = None) -> torch.utils.data.DataLoader:
+    """collate_fn: None stacks fixed-shape samples (torch's default); tuning pads each batch to its longest sample."""
     from ..common.helper_processes import ignore_stop_signals
 
     return torch.utils.data.DataLoader(
-        dataset, batch_sampler=batch_sampler, num_workers=num_workers, pin_memory=pin_memory,
+        dataset, batch_sampler=batch_sampler, num_workers=num_workers, pin_memory=pin_memory, collate_fn=collate_fn,
         # scancel signals the workers too; they must outlive it until the rank has saved (helper_processes.py).
         worker_init_fn=ignore_stop_signals,
         # Workers outlive one pass, so each validation does not pay for starting them again.
