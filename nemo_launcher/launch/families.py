@@ -124,6 +124,12 @@ FAMILIES: Dict[str, Family] = {
             nemo_file_name="megatron_bert.nemo",
         ),
         _data_preparation_only("generic", "any model family's corpus: your own files and a SentencePiece tokenizer"),
+        Family(
+            name="multimodal",
+            description="image-text pairs for the vision and diffusion families: parquet -> WebDataset tars",
+            programs={"data_preparation": "nemo_launcher.jobs.multimodal"},
+            schemas={"data_preparation": f"{_SCHEMAS}.multimodal_data:MultimodalDataConfig"},
+        ),
     )
 }
 
