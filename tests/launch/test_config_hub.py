@@ -29,10 +29,14 @@ CLUSTER_TYPES = ("bcm", "bcp", "interactive")
 # The shipped configs the launcher refuses on purpose: (training config, cluster_type) -> words the one-line
 # error must hold. On interactive (one node of 8 GPUs) a model parallel group larger than 8 cannot fit.
 REFUSED = {
-    ("gpt3/175b", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(16) = 128",
+    ("gpt3/175b", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(16) x CP(1) = 128",
                                    "does not divide nodes(1) x devices(8) = 8"),
-    ("gpt3/40b_improved", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(2) = 16",
+    ("gpt3/40b_improved", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(2) x CP(1) = 16",
                                            "does not divide nodes(1) x devices(8) = 8"),
+    **{(f"gpt3/{name}", "interactive"): ("training.model.tensor_model_parallel_size=8", f"= {gpus} does not divide",
+                                         "nodes(1) x devices(8) = 8")
+       for name, gpus in (("5b_64k", 32), ("40b_16k", 32), ("40b_32k", 64), ("40b_64k", 128), ("175b_16k", 512),
+                          ("175b_32k", 512), ("175b_fp8", 64))},
     ("bert/20b", "interactive"): ("training.model.tensor_model_parallel_size=4", "TP(4) x PP(4) = 16",
                                   "does not divide nodes(1) x devices(8) = 8"),
     ("bert/100b", "interactive"): ("training.model.tensor_model_parallel_size=4", "TP(4) x PP(16) = 64",
@@ -117,6 +121,46 @@ def test_gpt_sizes_match_the_seed(size, launch, tmp_path):
     if size.endswith("_improved"):
         assert (m["activation"], m["position_embedding_type"], m["hidden_dropout"], m["bias"],
                 m["share_embeddings_and_output_weights"]) == ("fast-swiglu", "rope", 0.0, False, False)
+
+
+# The reference launcher's further GPT configs (notes/reference-gpt3-keys.md): (nodes, max_steps, time_limit, seq,
+# TP, PP, CP, VPP, MBS, GBS, fp8, SP, layers, hidden).
+REFERENCE_GPT = {
+    "5b_16k": (2, 100, "04:00:00", 16384, 4, 1, 1, None, 1, 32, False, False, 24, 4096),
+    "5b_32k": (2, 100, "04:00:00", 32768, 8, 1, 1, None, 1, 32, False, False, 24, 4096),
+    "5b_64k": (4, 100, "04:00:00", 65536, 8, 1, 4, None, 1, 32, False, False, 24, 4096),
+    "40b_16k": (16, 100, "04:00:00", 16384, 8, 4, 1, 12, 1, 32, False, True, 48, 8192),
+    "40b_32k": (16, 100, "04:00:00", 32768, 8, 4, 2, 12, 1, 32, False, True, 48, 8192),
+    "40b_64k": (16, 100, "04:00:00", 65536, 8, 4, 4, 12, 1, 32, False, True, 48, 8192),
+    "175b_16k": (64, 100, "04:00:00", 16384, 8, 8, 8, 12, 1, 32, False, True, 96, 12288),
+    "175b_32k": (64, 100, "04:00:00", 32768, 8, 4, 16, 24, 1, 32, False, True, 96, 12288),
+    "175b_fp8": (128, 75000, "26-00:00:00", 2048, 8, 8, 1, 12, 2, 2048, True, True, 96, 12288),
+    "mlperf": (1, 100, "00:30:00", 2048, 2, 4, 1, 3, 1, 8, True, True, 12, 12288),
+}
+
+
+@pytest.mark.parametrize("size", sorted(REFERENCE_GPT))
+def test_reference_gpt_configs_hold_the_notes_values(size, launch, tmp_path):
+    c = _training_config(launch, f"gpt3/{size}", tmp_path)
+    m, t = c["model"], c["trainer"]
+    got = (t["num_nodes"], t["max_steps"], c["run"]["time_limit"], m["encoder_seq_length"], m["tensor_model_parallel_size"],
+           m["pipeline_model_parallel_size"], m["context_parallel_size"], m["virtual_pipeline_model_parallel_size"],
+           m["micro_batch_size"], m["global_batch_size"], m["fp8"], m["sequence_parallel"], m["num_layers"], m["hidden_size"])
+    assert got == REFERENCE_GPT[size]
+    assert m["max_position_embeddings"] == m["encoder_seq_length"] == m["data"]["seq_length"]
+    gpus = t["num_nodes"] * t["devices"]
+    model_copy = m["tensor_model_parallel_size"] * m["pipeline_model_parallel_size"] * m["context_parallel_size"]
+    assert m["global_batch_size"] % (m["micro_batch_size"] * gpus // model_copy) == 0
+
+
+def test_context_parallelism_enters_the_data_parallel_size(launch, tmp_path):
+    """gpt3/5b_64k: 32 GPUs / (TP 8 x CP 4) = DP 1; doubling CP leaves no whole data-parallel rank."""
+    code, out, err = launch(["stages=[training]", "training=gpt3/5b_64k", "training.model.context_parallel_size=8"],
+                            results=tmp_path / "results")
+    assert code == 2 and "TP(8) x PP(1) x CP(8) = 64 does not divide nodes(4) x devices(8) = 32" in err, err
+    code, out, err = launch(["stages=[training]", "training=gpt3/5b_64k", "training.model.context_parallel_size=2",
+                             "training.model.global_batch_size=3"], results=tmp_path / "again")
+    assert code == 2 and "data-parallel size = nodes(4) x devices(8) / (TP(8) x PP(1) x CP(2))" in err, err
 
 
 def _training_config(launch, choice, tmp_path):
@@ -216,6 +260,7 @@ ASKS_FOR = {
     ("fine_tuning", "t5/custom_task"): "fine_tuning.model.data.train_ds.src_file_name",
     ("fine_tuning", "mt5/custom_task"): "fine_tuning.model.data.train_ds.src_file_name",
     ("data_preparation", "generic/custom_dataset"): "data_preparation.raw_dataset_files",
+    ("data_preparation", "multimodal/download_multimodal"): "data_preparation.dataset_repo_id",
 }
 
 

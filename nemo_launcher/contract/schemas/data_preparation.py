@@ -45,6 +45,10 @@ class StepPlan:
     cpus_per_task: Optional[int] = None  # --cpus-per-task; None: the cluster's default
     bcp_nodes: int = 1
     bcp_tasks_per_node: int = 1
+    uses_gpus: bool = False  # the step's processes each take a GPU (one per task of the node)
+    # True: array task i reads only what task i of the array step before wrote (Slurm aftercorr); False: it reads
+    # what every task of that step wrote, so it waits for the whole step.
+    per_task: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
