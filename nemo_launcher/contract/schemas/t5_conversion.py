@@ -1,7 +1,8 @@
 """Schema of the resolved `conversion` section of the T5 family, T5 and mT5 (conf/conversion/t5/convert_t5.yaml,
 conf/conversion/mt5/convert_mt5.yaml): a training checkpoint -> `<results_dir>/results/<nemo_file_name>`
-(megatron_t5.nemo, megatron_mt5.nemo), resharded to the TP asked for. The keys are every family's
-(common_conversion) plus the pipeline split rank that T5 configs carry; a T5 .nemo has PP 1.
+(megatron_t5.nemo, megatron_mt5.nemo), resharded to the TP asked for, and a Hugging Face checkpoint where
+T5ForConditionalGeneration / MT5ForConditionalGeneration computes the model exactly. The keys are every family's
+(common_conversion), the pipeline split rank that T5 configs carry (a T5 .nemo has PP 1) and GPT's `hf` section.
 """
 import dataclasses
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple
 from ..binding import bind_stage
 from .common_conversion import (CheckpointSourceBase, ConversionRunBase, check_no_merges, check_processes, checkpoint_reads,
                                 nemo_path)
+from .gpt_conversion import HFSection
 from .t5_training import check_no_pipeline_split
 
 STAGE = "conversion"
@@ -35,6 +37,7 @@ class T5ConversionModel(CheckpointSourceBase):
 class T5ConversionConfig:
     run: T5ConversionRun
     model: T5ConversionModel
+    hf: HFSection = HFSection()  # mode auto | required | off, output_dir, dtype: as GPT's
 
     def check(self, key: str) -> None:
         check_processes(self.run, self.model, key)
@@ -43,7 +46,7 @@ class T5ConversionConfig:
         return checkpoint_reads(self.model, STAGE)
 
     def writes(self) -> List[str]:
-        return [self.run.results_dir]
+        return [self.run.results_dir, str(self.hf_dir)]
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "T5ConversionConfig":
@@ -52,3 +55,7 @@ class T5ConversionConfig:
     @property
     def nemo_path(self) -> Path:
         return nemo_path(self.run)
+
+    @property
+    def hf_dir(self) -> Path:
+        return Path(self.hf.output_dir) if self.hf.output_dir else Path(self.run.results_dir) / "results" / "hf"
