@@ -7,9 +7,12 @@ conf/evaluation/mt5/xquad.yaml): a fine-tuned `.nemo` answers the questions of e
 One job of TP processes over run.nodes x run.ntasks_per_node. It writes `<run.results_dir>/results/<RESULTS_FILE>`:
 
     {"<name of a file pair>": {"exact_match": <% of answers equal to the target>, "f1": <mean token F1, %>,
-                               "examples": <count>}, ...}
+                               "examples": <count>}, ..., "average": {...}}
 
-both after SQuAD's answer normalisation (lower case, no punctuation, no articles a/an/the, single spaces). With a
+with validation_ds.metric.name squad: both after SQuAD's answer normalisation (lower case, no punctuation, no
+articles a/an/the, single spaces), each question scored against its best accepted answer (answers_file_name, else
+the target line); with exact_string_match: {"exact_string_match": %, "examples": n}. "average" pools the files as
+metric.average says. Predictions go to `<run.results_dir>/results/<name>_predictions.jsonl`. With a
 `squad_preparation` list the text pairs are first written from SQuAD-format JSON, as for fine-tuning.
 """
 import dataclasses
@@ -24,6 +27,7 @@ from .t5_training import check_no_pipeline_split
 
 STAGE = "evaluation"
 RESULTS_FILE = "qa_metrics.json"
+PREDICTIONS_SUFFIX = "_predictions.jsonl"  # one file per pair: {"source", "prediction", "answers"} per line
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -107,3 +111,6 @@ class QaEvaluationConfig:
     @property
     def results_file(self) -> Path:
         return Path(self.run.results_dir) / "results" / RESULTS_FILE
+
+    def predictions_file(self, name: str) -> Path:
+        return Path(self.run.results_dir) / "results" / f"{name}{PREDICTIONS_SUFFIX}"

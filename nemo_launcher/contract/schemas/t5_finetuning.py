@@ -26,7 +26,10 @@ def _as_list(value: Union[str, List[str]]) -> List[str]:
 
 @dataclasses.dataclass(frozen=True)
 class TextPairMetric:
-    name: Literal["exact_string_match"] = "exact_string_match"  # generated text == target (surrounding spaces stripped)
+    # exact_string_match: % of greedy answers equal to the target (surrounding spaces stripped). squad: SQuAD's exact
+    # match and F1 after its answer normalisation, each question scored against its best accepted answer
+    # (answers_file_name, else the target).
+    name: Literal["exact_string_match", "squad"] = "exact_string_match"
     # Several validation files: micro pools every example into one score, macro (and null) averages the files'.
     average: Optional[Literal["micro", "macro"]] = None
     num_classes: Optional[int] = None  # for classification metrics, which this job has none of: must stay null
@@ -41,6 +44,9 @@ class TextPairMetric:
 class TextPairFiles:
     src_file_name: Union[str, List[str]]  # text files, one source per line
     tgt_file_name: Union[str, List[str]]  # text files, line i the target of line i of the matching source file
+    # One file per pair whose line i is a JSON list of every accepted answer of source line i (squad_preparation
+    # writes them): SQuAD scores take the best over them. null: the target line is the only answer.
+    answers_file_name: Optional[Union[str, List[str]]] = None
     names: Optional[List[str]] = None  # a label per file pair for the logs and results; null = the file names
     concat_sampling_probabilities: Optional[List[float]] = None  # training on several pairs: one per pair, summing to 1
     max_src_seq_length: int = 512  # source tokens the encoder reads; longer sources lose their end
@@ -54,6 +60,10 @@ class TextPairFiles:
     def targets(self) -> List[str]:
         return _as_list(self.tgt_file_name)
 
+    def answers(self) -> List[Optional[str]]:
+        """The answers file of each pair (None where the target is the only answer)."""
+        return [None] * len(self.sources()) if self.answers_file_name is None else _as_list(self.answers_file_name)
+
     def check(self, key: str) -> None:
         sources, targets = self.sources(), self.targets()
         for name, files in (("src_file_name", sources), ("tgt_file_name", targets)):
@@ -62,6 +72,9 @@ class TextPairFiles:
         if len(sources) != len(targets):
             raise config_fault(f"{key}.tgt_file_name", self.tgt_file_name,
                                f"give one target file per source file ({len(sources)} source files)")
+        if self.answers_file_name is not None and len(self.answers()) != len(sources):
+            raise config_fault(f"{key}.answers_file_name", self.answers_file_name,
+                               f"give one answers file per source file ({len(sources)} source files), or null")
         if self.names is not None and len(self.names) != len(sources):
             raise config_fault(f"{key}.names", self.names, f"give one name per file pair ({len(sources)} pairs)")
         weights = self.concat_sampling_probabilities
@@ -74,7 +87,8 @@ class TextPairFiles:
 
     def files(self, key: str) -> List[Tuple[str, str]]:
         return ([(f"{key}.src_file_name", path) for path in self.sources()]
-                + [(f"{key}.tgt_file_name", path) for path in self.targets()])
+                + [(f"{key}.tgt_file_name", path) for path in self.targets()]
+                + [(f"{key}.answers_file_name", path) for path in self.answers() if path is not None])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +113,7 @@ class QaToText:
     source: str  # the JSON as published (SQuAD train-v1.1.json, XQuAD xquad.<lang>.json)
     src_file_name: str  # written: one line per answerable question, holding the question and its paragraph
     tgt_file_name: str  # written: the question's first answer, on the same line number
+    answers_file_name: Optional[str] = None  # written when set: a JSON list of all the question's answers per line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +144,8 @@ def prepared_reads(preparation: Optional[List[QaToText]], stage: str) -> List[Tu
 
 
 def prepared_writes(preparation: Optional[List[QaToText]]) -> List[str]:
-    return [path for item in preparation or [] for path in (item.src_file_name, item.tgt_file_name)]
+    return [path for item in preparation or [] for path in (item.src_file_name, item.tgt_file_name, item.answers_file_name)
+            if path is not None]
 
 
 def check_preparation(preparation: Optional[List[QaToText]], key: str) -> None:

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
 
@@ -30,9 +30,9 @@ log = logging.getLogger("nemo_launcher.jobs.data.squad")  # not __name__: run as
 SPLITS = ("train", "validation")
 
 
-def squad_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator[Dict[str, Any]]:
-    """Prompt/answer records of a parsed SQuAD file, in file order. Unanswerable questions (SQuAD 2.0's
-    `is_impossible`) have no answer to learn and are skipped."""
+def squad_questions(document: Dict[str, Any], source: str = "<json>") -> Iterator[Tuple[str, str, List[str]]]:
+    """(paragraph, question, every answer) of each answerable question of a parsed SQuAD file, in file order,
+    texts as published. Unanswerable questions (SQuAD 2.0's `is_impossible`) have no answer to learn and are skipped."""
     articles = document.get("data") if isinstance(document, dict) else None
     if not isinstance(articles, list):
         raise JobConfigError(f"{source}: not a SQuAD file (expected {{\"version\": ..., \"data\": [articles]}})")
@@ -51,11 +51,17 @@ def squad_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator
                     continue
                 if not all(isinstance(text, str) for text in answers):
                     raise JobConfigError(f"{where}.qas[{q}].answers: every answer needs a text")
-                yield {
-                    "input": f"Context: {context.strip()}\nQuestion: {question.strip()}",
-                    "output": answers[0].strip(),
-                    "answers": [text.strip() for text in answers],
-                }
+                yield context, question, answers
+
+
+def squad_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator[Dict[str, Any]]:
+    """Prompt/answer records of a parsed SQuAD file, in file order (see squad_questions)."""
+    for context, question, answers in squad_questions(document, source):
+        yield {
+            "input": f"Context: {context.strip()}\nQuestion: {question.strip()}",
+            "output": answers[0].strip(),
+            "answers": [text.strip() for text in answers],
+        }
 
 
 def convert(source: Path, output: Path) -> int:
