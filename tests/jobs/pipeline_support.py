@@ -84,10 +84,11 @@ def run_job(config: Path, module: str, processes: int = 1, timeout: int = 600) -
     return result
 
 
-def reference_logits(training_config: Path, checkpoint: Path, tokens_file: Path, out_file: Path, processes: int) -> None:
+def reference_logits(training_config: Path, checkpoint: Path, tokens_file: Path, out_file: Path, processes: int,
+                     family: str = "gpt") -> None:
     """Logits of the training checkpoint as the trainer itself builds and restores the model (see checkpoint_logits.py)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    args = ["-m", "tests.jobs.checkpoint_logits", str(training_config), str(checkpoint), str(tokens_file), str(out_file)]
+    args = ["-m", "tests.jobs.checkpoint_logits", str(training_config), str(checkpoint), str(tokens_file), str(out_file), family]
     prefix = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else [sys.executable]
     result = subprocess.run(prefix + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:

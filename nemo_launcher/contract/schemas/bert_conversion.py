@@ -1,6 +1,7 @@
 """Schema of the resolved `conversion` section of the BERT family (conf/conversion/bert/convert_bert.yaml): a
 training checkpoint -> `<results_dir>/results/<nemo_file_name>` (megatron_bert.nemo) in the TP x PP layout asked
-for. The keys are every family's (common_conversion).
+for, and a Hugging Face checkpoint where one computes the model exactly (`hf`, as for GPT: transformers'
+MegatronBert classes, for gelu with learned absolute positions). The keys are every family's (common_conversion).
 """
 import dataclasses
 from pathlib import Path
@@ -8,6 +9,7 @@ from typing import Any, ClassVar, Dict, List, Literal, Tuple
 
 from ..binding import bind_stage, config_fault
 from .common_conversion import CheckpointSourceBase, ConversionRunBase, check_no_merges, check_processes, checkpoint_reads, nemo_path
+from .gpt_conversion import HFSection  # one definition of the Hugging Face export keys for every family that has one
 
 STAGE = "conversion"
 
@@ -33,6 +35,7 @@ class BertConversionModel(CheckpointSourceBase):
 class BertConversionConfig:
     run: BertConversionRun
     model: BertConversionModel
+    hf: HFSection = HFSection()
 
     def check(self, key: str) -> None:
         check_processes(self.run, self.model, key)
@@ -41,7 +44,7 @@ class BertConversionConfig:
         return checkpoint_reads(self.model, STAGE)
 
     def writes(self) -> List[str]:
-        return [self.run.results_dir]
+        return [self.run.results_dir, str(self.hf_dir)]
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "BertConversionConfig":
@@ -50,3 +53,7 @@ class BertConversionConfig:
     @property
     def nemo_path(self) -> Path:
         return nemo_path(self.run)
+
+    @property
+    def hf_dir(self) -> Path:
+        return Path(self.hf.output_dir) if self.hf.output_dir else Path(self.run.results_dir) / "results" / "hf"

@@ -1,8 +1,10 @@
-"""The trainer core: pre-training of any megatron-core model family under PyTorch Lightning.
+"""The trainer core: pre-training of any megatron-core model family under PyTorch Lightning, and the conversion of
+its checkpoints.
 
 A family (jobs/gpt, jobs/t5, jobs/bert) gives a `Recipe` (recipe.py: its model chunks, TransformerConfig,
 datasets, microbatch forward step and loss) and a three-line train.py around `program.run_program`; everything
-else lives here, the same for every family. Dependencies run one way: family -> core -> common.
+else lives here, the same for every family; for conversion a family gives a `ConversionFamily` (conversion.py)
+and its `ShardRules` (shards.py). Dependencies run one way: family -> core -> common.
 
 | module           | holds                                                                                  |
 |------------------|----------------------------------------------------------------------------------------|
@@ -22,6 +24,8 @@ else lives here, the same for every family. Dependencies run one way: family -> 
 | checkpoint_space | free space checked before each save; a failed save explained (exit 74)                 |
 | callbacks        | saving on schedule / max_time / signals, metrics and the progress line                 |
 | flops            | GPUs' peak FLOP/s, for MFU                                                             |
+| conversion       | checkpoint -> .nemo (any TP x PP) and Hugging Face, from a family's ConversionFamily    |
+| shards           | merging and splitting TP x PP state dicts by a family's ShardRules                     |
 
 Why here and not under jobs/common: common holds the small pieces every job program shares (configs,
 placement, locks, reports), most of them standard library only, used by data steps and conversion too; the
