@@ -50,7 +50,8 @@ def test_every_predefined_config_binds(tmp_path, size):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("trainer.max_epochs=3", "training.trainer.max_epochs: unknown key; did you mean max_steps? valid keys under training.trainer: num_nodes,"),
+    ("trainer.max_epochs=3", "training.trainer.max_epochs=3: a run is sized in optimizer steps (trainer.max_steps)"),
+    ("trainer.max_epoch=3", "training.trainer.max_epoch: unknown key; did you mean max_epochs or max_steps? valid keys under training.trainer: num_nodes,"),
     ("trainer.precision=bf17", "training.trainer.precision='bf17': choose one of bf16, bf16-mixed"),
     ("trainer.precision=bf16", "training.trainer.precision='bf16': needs accelerator gpu"),
     ("trainer.max_time='1:00:00'", "training.trainer.max_time='1:00:00': use \"DD:HH:MM:SS\""),
@@ -64,7 +65,7 @@ def test_every_predefined_config_binds(tmp_path, size):
     ("exp_manager.checkpoint_callback_params.save_top_k=0", "save_top_k=0: must be >= 1 or -1"),
     ("model.overlap_p2p_comm=true", "training.model.overlap_p2p_comm=True: only works with the interleaved schedule"),
     ("trainer.devices=4", "training.model.global_batch_size=8: must be a multiple of micro_batch_size(4) x data-parallel size(4) = 16"),
-    ("model.tensor_model_parallel_size=3", "TP(3) x PP(1) = 3 does not divide nodes(1) x devices(1) = 1"),
+    ("model.tensor_model_parallel_size=3", "TP(3) x PP(1) x CP(1) = 3 does not divide nodes(1) x devices(1) = 1"),
 ])
 def test_bad_values_name_the_key(tmp_path, override, message):
     with pytest.raises(JobConfigError) as error:

@@ -47,7 +47,7 @@ def test_help_page_lists_every_choice(flag):
             family = path.parent.relative_to(Path(CONF_DIR) / group).as_posix()
             assert re.search(rf"(^|\s){re.escape(path.stem)}\*?(,|$| )", configs[group]), (group, path)
             assert family == "." or f"{family}:" in configs[group], (group, family)
-    assert configs["training"].startswith("gpt3: 126m, 175b, 1b_improved, ")
+    assert configs["training"].startswith("gpt3: 126m, 175b, 175b_16k, 175b_32k, 175b_fp8, 1b_improved, ")
     cluster_types = _rows(page, "Cluster types")
     assert list(cluster_types) == list(BACKENDS) and "Slurm" in cluster_types["bcm"]
     assert "quickstart" in page and "NEMO_LAUNCHER_DEBUG=1" in page and "NEMO_LAUNCHER_FULL_ERROR=1" in page

@@ -18,7 +18,7 @@ CASES = [
     # training: keys, types and allowed values
     (TRAIN, ["+training.model.foo=1"], ["training.model.foo", "unknown key", "valid keys under training.model"]),
     (TRAIN, ["+training.model.num_layer=2"], ["training.model.num_layer", "did you mean num_layers"]),
-    (TRAIN, ["+training.trainer.max_epochs=3"], ["training.trainer.max_epochs", "did you mean max_steps"]),
+    (TRAIN, ["training.trainer.max_epochs=3"], ["training.trainer.max_epochs=3", "sized in optimizer steps (trainer.max_steps)"]),
     (TRAIN, ["training.trainer.precision=bf17"], ["training.trainer.precision='bf17'", "choose one of", "nearest: bf16"]),
     (TRAIN, ["training.model.activation=relu2x"], ["training.model.activation='relu2x'", "squared-relu"]),
     (TRAIN, ["training.model.optim.name=adamw_typo"], ["training.model.optim.name='adamw_typo'", "nearest: adamw"]),
@@ -44,7 +44,7 @@ CASES = [
     # training: cross-key rules
     (TRAIN, ["training.model.max_position_embeddings=1024"], ["max_position_embeddings=1024", "encoder_seq_length (2048)"]),
     (TRAIN, ["training.model.data.seq_length=1024"], ["training.model.data.seq_length=1024", "encoder_seq_length (2048)"]),
-    (TRAIN, ["training.model.tensor_model_parallel_size=3"], ["TP(3) x PP(1) = 3", "nodes(16) x devices(8) = 128"]),
+    (TRAIN, ["training.model.tensor_model_parallel_size=3"], ["TP(3) x PP(1) x CP(1) = 3", "nodes(16) x devices(8) = 128"]),
     (TRAIN, ["training.model.pipeline_model_parallel_size=32"], ["training.model.num_layers=24", "PP(32)"]),
     (TRAIN, ["training.model.num_query_groups=5"], ["training.model.num_query_groups=5", "num_attention_heads (32)"]),
     (TRAIN, ["training.model.global_batch_size=1000"], ["global_batch_size=1000", "micro_batch_size(4) x data-parallel size(128) = 512"]),

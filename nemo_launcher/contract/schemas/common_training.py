@@ -28,6 +28,15 @@ class RunSection(RunBase):
     auto_requeue: bool = True
     preprocessed_dir: Optional[str] = None  # folder of .bin/.idx files blended when model.data.data_prefix is null
     blending_alpha: float = 1.0  # weight of a file = size ** alpha (1.0 by size, 0.0 equal)
+    # Exported in the training job on top of the global env_vars (nulls skipped), e.g. Transformer Engine's
+    # NVTE_* settings; gpu_training.training_environment adds what the model's settings require.
+    env_vars: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        from .gpu_training import check_env_names
+
+        check_env_names(self.env_vars, f"{key}.env_vars")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,16 +232,20 @@ def check_layout(model, nodes: int, devices: int, key: str) -> int:
     """The process-layout rules of a Megatron model on nodes x devices processes, each factor shown; returns DP.
 
     Shared by pretraining and fine-tuning of every family (a fine-tuning model section has fewer keys: the
-    architecture comes from a .nemo there, so absent attributes are skipped).
+    architecture comes from a .nemo there, so absent attributes are skipped). A model with context_parallel_size
+    splits each sequence over CP ranks too: DP = nodes x devices / (TP x PP x CP), every factor shown.
     """
     m = f"{key}.model"
     tp, pp = model.tensor_model_parallel_size, model.pipeline_model_parallel_size
+    has_cp = hasattr(model, "context_parallel_size")
+    cp = model.context_parallel_size if has_cp else 1
+    factors = f"TP({tp}) x PP({pp})" + (f" x CP({cp})" if has_cp else "")
     world = nodes * devices
-    if world % (tp * pp):
+    if world % (tp * pp * cp):
         raise config_fault(f"{m}.tensor_model_parallel_size", tp,
-                           f"TP({tp}) x PP({pp}) = {tp * pp} does not divide nodes({nodes}) x devices({devices}) = {world}; "
+                           f"{factors} = {tp * pp * cp} does not divide nodes({nodes}) x devices({devices}) = {world}; "
                            "change the parallel sizes or trainer.num_nodes/trainer.devices")
-    dp = world // (tp * pp)
+    dp = world // (tp * pp * cp)
     heads = getattr(model, "num_attention_heads", None)
     if heads is not None:
         if heads % tp:
@@ -246,7 +259,7 @@ def check_layout(model, nodes: int, devices: int, key: str) -> int:
     if model.global_batch_size % step:
         raise config_fault(f"{m}.global_batch_size", model.global_batch_size,
                            f"must be a multiple of micro_batch_size({model.micro_batch_size}) x data-parallel size({dp}) = {step}, "
-                           f"where data-parallel size = nodes({nodes}) x devices({devices}) / (TP({tp}) x PP({pp}))")
+                           f"where data-parallel size = nodes({nodes}) x devices({devices}) / ({factors})")
     ramp = getattr(model, "rampup_batch_size", None)
     if ramp is not None:
         start, increment, _ = ramp

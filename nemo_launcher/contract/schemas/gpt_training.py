@@ -12,8 +12,10 @@ import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (ExpManagerSection, OptimSection, RunSection, TrainerSection, blend, check_data_source,
-                              check_heads, check_layout, check_recompute, check_splits, check_world_size, data_reads)
+from .common_training import (CheckpointParams, ExpManagerSection, OptimSection, RunSection, TrainerSection, blend,
+                              check_data_source, check_heads, check_layout, check_recompute, check_splits,
+                              check_world_size, data_reads)
+from .gpu_training import NsysSection, UbOverlapSection, check_fixed, check_gpu_settings, check_profile_ranks
 
 STAGE = "training"
 Activation = Literal["gelu", "fast-swiglu", "squared-relu"]
@@ -27,8 +29,11 @@ class TokenizerSection:
     model: Optional[str] = None  # sentencepiece .model or huggingface tokenizer.json
     vocab_file: Optional[str] = None  # library megatron: GPT-2 vocab.json
     merge_file: Optional[str] = None  # library megatron: GPT-2 merges.txt
+    delimiter: Optional[str] = None  # fixed: null (the reference's tabular tokenizer reads it; no tokenizer here does)
 
     def check(self, key: str) -> None:
+        check_fixed(self, key, {"delimiter": (None, "only NeMo's tabular tokenizer reads a delimiter, and none of the "
+                                                    "tokenizers here (GPT-2 BPE, SentencePiece, tokenizer.json) does")})
         needed = {"megatron": ("vocab_file", "merge_file"), "sentencepiece": ("model",), "huggingface": ("model",)}[self.library]
         for name in needed:
             if not getattr(self, name):
@@ -46,8 +51,13 @@ class DataSection:
     eod_mask_loss: bool = False  # no loss on end-of-document tokens
     index_mapping_dir: Optional[str] = None  # megatron-core's index cache; null = beside each data file
     data_prefix: Optional[List[Union[float, str]]] = None  # [weight, prefix, ...]; null = automatic blend
+    # megatron-core reads .bin files memory-mapped (GPTDatasetConfig.mmap_bin_files); Megatron-LM's older
+    # lazy/cached formats are gone from it.
+    data_impl: Literal["mmap"] = "mmap"
+    skip_warmup: bool = True  # fixed: true (megatron-core's indexed dataset has no warm-up pass over the mmap)
 
     def check(self, key: str) -> None:
+        check_fixed(self, key, {"skip_warmup": (True, "megatron-core's indexed dataset has no warm-up read of its files")})
         positive(f"{key}.seq_length", self.seq_length)
         non_negative(f"{key}.num_workers", self.num_workers)
         check_splits(f"{key}.splits_string", self.splits_string)
@@ -59,6 +69,26 @@ class DataSection:
 
 
 @dataclasses.dataclass(frozen=True)
+class GptOptimSection(OptimSection):
+    """The optimizer, and how megatron-core DDP and the distributed optimizer move gradients and parameters."""
+
+    bucket_cap_mb: int = 400  # gradient bucket (MB of fp32 gradients) with distributed_fused_adam
+    overlap_grad_sync: bool = True  # reduce gradient buckets during the backward pass (GPUs, DP x CP > 1)
+    overlap_param_sync: bool = True  # distributed_fused_adam: all-gather updated parameters during the next forward
+    contiguous_grad_buffer: bool = True  # fixed: true (megatron-core DDP keeps every gradient in one buffer)
+    contiguous_param_buffer: bool = True  # fixed: true (the distributed optimizer gathers into one buffer)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        positive(f"{key}.bucket_cap_mb", self.bucket_cap_mb)
+        check_fixed(self, key, {
+            "contiguous_grad_buffer": (True, "megatron-core DDP always keeps gradients in contiguous bucket buffers"),
+            "contiguous_param_buffer": (True, "megatron-core's distributed optimizer always gathers parameters into "
+                                              "contiguous buffers"),
+        })
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelSection:
     micro_batch_size: int  # samples per forward pass per data-parallel rank
     global_batch_size: int  # samples per optimizer step over all data-parallel ranks
@@ -67,7 +97,7 @@ class ModelSection:
     ffn_hidden_size: int
     num_attention_heads: int
     tokenizer: TokenizerSection
-    optim: OptimSection
+    optim: GptOptimSection
     data: DataSection
     rampup_batch_size: Optional[List[int]] = None  # [start, increment, ramp-up samples]
     tensor_model_parallel_size: int = 1
@@ -103,8 +133,52 @@ class ModelSection:
     fp8_interval: int = 1
     fp8_amax_history_len: int = 1024
     fp8_amax_compute_algo: Literal["max", "most_recent"] = "max"
+    fp8_wgrad: bool = True  # FP8 also for the weight-gradient GEMMs (false: those in higher precision)
+
+    # Context parallelism: each sequence is split over CP ranks (Transformer Engine's attention); the data-parallel
+    # size is nodes x devices / (TP x PP x CP).
+    context_parallel_size: int = 1
+    # What megatron-core's TransformerConfig, DDP and optimizer are told (see gpu_training.py and the README table).
+    apply_query_key_layer_scaling: bool = False  # fp16 only: scale attention scores by 1/layer before the softmax
+    batch_p2p_comm: bool = True  # pipeline sends and receives as one batched call
+    sync_batch_comm: bool = False  # synchronise the device after batched pipeline calls (an old NCCL workaround)
+    bias_activation_fusion: bool = True  # fused bias + GeLU/SwiGLU kernel (GPUs; gelu with bias, or fast-swiglu)
+    bias_dropout_add_fusion: bool = True  # fused bias + dropout + residual add (GPUs)
+    masked_softmax_fusion: bool = True  # fused scale + mask + softmax of the local attention (GPUs)
+    persist_layer_norm: bool = True  # persistent LayerNorm kernel of the local spec (GPUs)
+    gradient_accumulation_fusion: bool = True  # weight gradients accumulated inside the GEMM (GPUs, Transformer Engine)
+    fp16_lm_cross_entropy: bool = False  # cross entropy on the half-precision logits (fp16/bf16 runs)
+    fp32_residual_connection: bool = False  # keep the residual stream in fp32
+    tp_comm_atomic_ag: bool = False  # userbuffers: atomic GEMM for the all-gather overlap (FP8)
+    tp_comm_atomic_rs: bool = False  # userbuffers: atomic GEMM for the reduce-scatter overlap (FP8)
+    ub_tp_comm_overlap: bool = False  # overlap TP communication with GEMMs (Transformer Engine userbuffers)
+    ub_tp_comm_overlap_cfg: Optional[UbOverlapSection] = None  # per-GEMM userbuffers settings
+    hysteresis: int = 2  # fp16: overflowing steps tolerated before the loss scale is lowered
+    native_amp_init_scale: float = 4294967296.0  # fp16: initial loss scale (2^32)
+    native_amp_growth_interval: int = 1000  # fp16: steps without overflow before the loss scale doubles
+    grad_allreduce_chunk_size_mb: int = 125  # gradient bucket (MB of fp32 gradients) without distributed_fused_adam
+    grad_div_ar_fusion: bool = True  # average gradients inside the collective (NCCL's AVG) instead of dividing after
+    fsdp: bool = False  # megatron-core FSDP (ZeRO-3) instead of DDP
+    fsdp_sharding_strategy: Literal["full", "grad", "hybrid"] = "full"  # full: params, grads, optimizer; grad: grads, optimizer
+    fsdp_grad_reduce_dtype: Literal[32, 16, "bf16"] = 32  # fsdp: gradients are reduced in fp32 (32) or in bf16
+    fsdp_sharded_checkpoint: bool = False  # fsdp: must be true (checkpoints are always sharded by rank)
+    sharp: bool = False  # SHARP (in-network reductions) for the data-parallel groups; needs NCCL's CollNet plugin
+    gc_interval: int = 0  # Python garbage collection every N steps on all ranks at once; 0 = Python's own schedule
+    apex_transformer_log_level: Literal[0, 10, 20, 30, 40, 50] = 30  # logging level of megatron-core's loggers
+    nsys_profile: NsysSection = dataclasses.field(default_factory=NsysSection)
+    resume_from_checkpoint: Optional[str] = None  # step-<N> checkpoint folder to start from when the run has none
+    # Fixed keys: NeMo 1.x switches describing what this trainer always does (see FIXED_MODEL_KEYS).
+    mcore_gpt: bool = True
+    megatron_amp_O2: bool = True
+    gradient_as_bucket_view: bool = True
+    pre_process: bool = True
+    post_process: bool = True
+    onnx_safe: bool = False
+    activations_checkpoint_layers_per_pipeline: Optional[int] = None
+    num_micro_batches_with_partial_activation_checkpoints: Optional[int] = None
 
     def check(self, key: str) -> None:
+        check_fixed(self, key, FIXED_MODEL_KEYS)
         positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
                         "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size",
                         "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by",
@@ -150,12 +224,100 @@ class ModelSection:
                 raise config_fault(f"{key}.rampup_batch_size", ramp,
                                    f"global_batch_size({self.global_batch_size}) must be start({start}) + k x increment({increment})")
 
+    def bucket_mb(self) -> int:
+        """MB of fp32 gradients per DDP bucket: the reference's two keys, one per optimizer kind."""
+        return self.optim.bucket_cap_mb if self.optim.name == "distributed_fused_adam" else self.grad_allreduce_chunk_size_mb
+
     def batch_sizes(self) -> List[int]:
         """Every global batch size the run uses: the ramp-up's steps, then global_batch_size."""
         if self.rampup_batch_size is None:
             return [self.global_batch_size]
         start, increment, _ = self.rampup_batch_size
         return list(range(start, self.global_batch_size + 1, increment))
+
+
+FIXED_MODEL_KEYS = {
+    "mcore_gpt": (True, "the model is always megatron-core's GPTModel (NeMo 1.x's legacy GPT is not available)"),
+    "megatron_amp_O2": (True, "mixed precision is always O2 here: bf16/fp16 weights (Float16Module) with fp32 master "
+                              "weights in megatron-core's optimizer"),
+    "gradient_as_bucket_view": (True, "megatron-core DDP always keeps each gradient as a view of its bucket"),
+    "pre_process": (True, "each pipeline stage's share (embedding on the first, loss on the last) is set by the trainer"),
+    "post_process": (True, "each pipeline stage's share (embedding on the first, loss on the last) is set by the trainer"),
+    "onnx_safe": (False, "ONNX export is no stage here (the export stage writes a Triton model repository)"),
+    "activations_checkpoint_layers_per_pipeline": (
+        None, "megatron-core has no such setting: activations_checkpoint_num_layers already counts per pipeline stage"),
+    "num_micro_batches_with_partial_activation_checkpoints": (
+        None, "megatron-core has no partial recompute by microbatch; use activations_checkpoint_granularity"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTiming:
+    """How train_step_timing is measured (the reference's step timer)."""
+
+    sync_cuda: bool = True  # wait for the GPU at each step's start and end, so the time is the step's own
+    buffer_size: int = 5  # train_step_timing is the mean of the last N steps
+
+    def check(self, key: str) -> None:
+        positive(f"{key}.buffer_size", self.buffer_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class GptCheckpointParams(CheckpointParams):
+    # Which complete checkpoints prune keeps: step/max keeps the newest save_top_k; val_loss/min keeps the
+    # save_top_k of lowest validation loss (the newest validation before each save) and always the newest one.
+    monitor: Literal["step", "val_loss"] = "step"
+    mode: Literal["min", "max"] = "max"
+    model_parallel_size: Optional[int] = None  # if set, must equal TP x PP (the reference's checkpoint layout key)
+    filename: Optional[str] = None  # fixed: null (checkpoint folders are step-<N>, what resuming and conversion read)
+    always_save_nemo: bool = False  # fixed: false (the conversion stage writes the .nemo)
+    save_nemo_on_train_end: bool = False  # fixed: false (the conversion stage writes the .nemo)
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        nemo = "the .nemo archive is the conversion stage's output (stages=[training,conversion])"
+        check_fixed(self, key, {
+            "filename": (None, "checkpoint folders are always step-<N>: resuming and the conversion stage find them "
+                               "by that name"),
+            "always_save_nemo": (False, nemo),
+            "save_nemo_on_train_end": (False, nemo),
+        })
+        if (self.monitor, self.mode) == ("step", "min"):
+            raise config_fault(f"{key}.mode", "min", "monitor: step keeps the newest checkpoints: use mode: max")
+        if self.model_parallel_size is not None:
+            positive(f"{key}.model_parallel_size", self.model_parallel_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class GptExpManagerSection(ExpManagerSection):
+    checkpoint_callback_params: GptCheckpointParams
+    step_timing_kwargs: StepTiming = dataclasses.field(default_factory=StepTiming)
+    exp_dir: Optional[str] = None  # fixed: null (explicit_log_dir is where results go)
+    name: Optional[str] = None  # fixed: null (NeMo names a folder under exp_dir with it; run.name names the run here)
+
+    def check(self, key: str) -> None:
+        where = "results go to exp_manager.explicit_log_dir (set that)"
+        check_fixed(self, key, {"exp_dir": (None, where),
+                                "name": (None, f"NeMo names the folder under exp_dir with it; {where}, and run.name names the run")})
+
+
+@dataclasses.dataclass(frozen=True)
+class GptTrainerSection(TrainerSection):
+    # Fixed keys: what Lightning would otherwise do is done by this trainer's own parts.
+    enable_checkpointing: bool = False
+    logger: bool = False
+    max_epochs: Optional[int] = None
+    use_distributed_sampler: bool = False
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        check_fixed(self, key, {
+            "enable_checkpointing": (False, "checkpoints are exp_manager's (create_checkpoint_callback, checkpoint_callback_params)"),
+            "logger": (False, "loggers are exp_manager's (create_tensorboard_logger, create_wandb_logger)"),
+            "max_epochs": (None, "a run is sized in optimizer steps (trainer.max_steps), its dataset built for them"),
+            "use_distributed_sampler": (False, "the trainer's samplers split batches by data-parallel rank (ranks of one "
+                                               "model copy read the same data)"),
+        })
 
 
 def tokenizer_files(tokenizer: TokenizerSection, key: str) -> List[Tuple[str, str]]:
@@ -166,17 +328,32 @@ def tokenizer_files(tokenizer: TokenizerSection, key: str) -> List[Tuple[str, st
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     run: RunSection
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
+    trainer: GptTrainerSection
+    exp_manager: GptExpManagerSection
     model: ModelSection
 
     def check(self, key: str) -> None:
-        check_data_source(self.run, self.model.data, key)
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        model, trainer, params = self.model, self.trainer, self.exp_manager.checkpoint_callback_params
+        check_data_source(self.run, model.data, key)
+        check_layout(model, trainer.num_nodes, trainer.devices, key)
+        check_gpu_settings(model, trainer, f"{key}.model")
+        check_profile_ranks(model.nsys_profile, trainer.num_nodes * trainer.devices, f"{key}.model.nsys_profile")
+        model_parallel = model.tensor_model_parallel_size * model.pipeline_model_parallel_size
+        if params.model_parallel_size not in (None, model_parallel):
+            raise config_fault(f"{key}.exp_manager.checkpoint_callback_params.model_parallel_size", params.model_parallel_size,
+                               f"must equal TP({model.tensor_model_parallel_size}) x PP({model.pipeline_model_parallel_size}) "
+                               f"= {model_parallel}, or be null")
+        if params.monitor == "val_loss" and (trainer.limit_val_batches == 0 or trainer.val_check_interval > trainer.max_steps):
+            raise config_fault(f"{key}.exp_manager.checkpoint_callback_params.monitor", "val_loss",
+                               "needs validation (trainer.limit_val_batches > 0, val_check_interval <= max_steps); "
+                               "use monitor: step")
 
     def reads(self) -> List[Tuple[str, str]]:
-        """(key, path or glob) of the files the trainer opens: tokenizer files and data."""
-        return tokenizer_files(self.model.tokenizer, f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE)
+        """(key, path or glob) of the files the trainer opens: tokenizer files, data, a checkpoint to start from."""
+        files = tokenizer_files(self.model.tokenizer, f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE)
+        if self.model.resume_from_checkpoint:
+            files.append((f"{STAGE}.model.resume_from_checkpoint", self.model.resume_from_checkpoint))
+        return files
 
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]
