@@ -1,0 +1,86 @@
+"""Reading and writing the WebDataset tars of the multimodal steps.
+
+    for key, members in examples("/data/raw/a_00000.tar"):      # members: {".jpg": bytes, ".txt": bytes, ...}
+        ...
+    count_examples(path, [".jpg", ".txt"])                       # examples holding every listed member
+    with AtomicTar("/data/out/000003.tar") as tar:               # renamed into place only when closed cleanly
+        tar.write({"__key__": "000003000", "jpg": data})
+
+A member's key is its name up to the first dot of the file name, its extension the rest, as WebDataset reads them;
+consecutive members with one key are one example.
+"""
+import os
+import tarfile
+from typing import Dict, Iterator, List, Sequence, Tuple
+
+
+def split_name(name: str) -> Tuple[str, str]:
+    folder, _, base = name.rpartition("/")
+    stem, dot, rest = base.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), (dot + rest)
+
+
+def examples(path: str) -> Iterator[Tuple[str, Dict[str, bytes]]]:
+    """(key, {extension: bytes}) of each example, in the order of the tar."""
+    key, members = None, {}
+    with tarfile.open(path, "r|") as tar:
+        for info in tar:
+            if not info.isfile():
+                continue
+            member_key, extension = split_name(info.name)
+            if member_key != key and members:
+                yield key, members
+                members = {}
+            key = member_key
+            members[extension] = tar.extractfile(info).read()
+    if members:
+        yield key, members
+
+
+def complete(members: Dict[str, bytes], extensions: Sequence[str]) -> bool:
+    return all(extension in members for extension in extensions)
+
+
+def count_examples(path: str, extensions: Sequence[str]) -> int:
+    """Examples holding every one of `extensions`, from the tar's headers alone."""
+    keys: Dict[str, set] = {}
+    with tarfile.open(path, "r:") as tar:
+        for info in tar.getmembers():
+            if info.isfile():
+                key, extension = split_name(info.name)
+                keys.setdefault(key, set()).add(extension)
+    return sum(1 for found in keys.values() if all(extension in found for extension in extensions))
+
+
+def tar_files(folder: str) -> List[str]:
+    """The complete tars of a folder (temporary names left by a killed task are not .tar), sorted by name."""
+    if not os.path.isdir(folder):
+        return []
+    return sorted(name for name in os.listdir(folder) if name.endswith(".tar"))
+
+
+class AtomicTar:
+    """A webdataset TarWriter on a temporary name, renamed to `path` when the block ends without an error."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.temporary = f"{path}.tmp-{os.getpid()}"
+        self.count = 0
+
+    def __enter__(self):
+        import webdataset
+
+        self.writer = webdataset.TarWriter(self.temporary, encoder=False)
+        return self
+
+    def write(self, sample: Dict[str, bytes]) -> None:
+        self.writer.write(sample)
+        self.count += 1
+
+    def __exit__(self, kind, value, traceback):
+        self.writer.close()
+        if kind is None:
+            os.replace(self.temporary, self.path)
+        else:
+            os.remove(self.temporary)
+        return False
