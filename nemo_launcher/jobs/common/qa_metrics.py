@@ -14,7 +14,7 @@ reference after normalisation has F1 0, as in the script. Standard library only:
 import re
 import string
 from collections import Counter
-from typing import Dict, List, Literal, Optional, Sequence, Tuple
+from typing import Dict, Literal, Optional, Sequence, Tuple
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -74,7 +74,3 @@ def average_over_files(scores: Dict[str, Tuple[int, float]], average: Optional[L
         return sum(count * score for count, score in scores.values()) / total if total else 0.0
     return sum(score for _, score in scores.values()) / len(scores)
 
-
-def best_references(target: str, answers: Optional[List[str]]) -> List[str]:
-    """The answers a prediction is scored against: every accepted answer where they are known, else the target."""
-    return list(answers) if answers else [target]
