@@ -25,13 +25,11 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 
+from ..core.conversion import HFExportError, save_hf_checkpoint
+
 GPT2 = "GPT2LMHeadModel"
 LLAMA = "LlamaForCausalLM"
 ROPE_BASE = 10000.0  # megatron-core GPTModel's rotary_base default; the trainer does not change it
-
-
-class HFExportError(ValueError):
-    """The model has no exact Hugging Face counterpart; the message says which keys stand in the way."""
 
 
 def hf_architecture(model: Mapping[str, Any]) -> str:
@@ -82,15 +80,7 @@ def export_hf(model: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor], 
     config.update(architectures=[architecture], bos_token_id=eod, eos_token_id=eod, vocab_size=vocab_size,
                   torch_dtype=str(dtype).replace("torch.", ""), initializer_range=float(model.get("init_method_std", 0.02)),
                   use_cache=True)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    from safetensors.torch import save_file
-
-    # safetensors refuses views that share storage (the vocab cut, the qkv split): give each its own copy.
-    save_file({name: t.detach().to(dtype).contiguous().clone() for name, t in tensors.items()},
-              str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "model.safetensors").chmod(0o644)  # safetensors creates it owner-only; the other files are 0644
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    save_hf_checkpoint(out_dir, tensors, config, dtype)
     return architecture
 
 
