@@ -71,6 +71,9 @@ FAMILIES: Dict[str, Family] = {
                 "conversion": "nemo_launcher.jobs.gpt.convert",
                 "fine_tuning": "nemo_launcher.jobs.gpt.finetune",
                 "peft": "nemo_launcher.jobs.gpt.peft",
+                "prompt_learning": "nemo_launcher.jobs.gpt.prompt_learning",
+                "adapter_learning": "nemo_launcher.jobs.gpt.adapter_learning",
+                "ia3_learning": "nemo_launcher.jobs.gpt.ia3_learning",
                 "evaluation": "nemo_launcher.jobs.gpt.evaluate",
                 "export": "nemo_launcher.jobs.gpt.export",
             },
@@ -80,6 +83,9 @@ FAMILIES: Dict[str, Family] = {
                 "conversion": f"{_SCHEMAS}.gpt_conversion:ConversionConfig",
                 "fine_tuning": f"{_SCHEMAS}.gpt_sft:SftConfig",
                 "peft": f"{_SCHEMAS}.gpt_sft:SftConfig",
+                "prompt_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
+                "adapter_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
+                "ia3_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
                 "evaluation": f"{_SCHEMAS}.gpt_evaluation:EvaluationConfig",
                 "export": f"{_SCHEMAS}.gpt_export:ExportConfig",
             },
@@ -87,6 +93,9 @@ FAMILIES: Dict[str, Family] = {
                 # SQuAD JSON -> prompt/answer jsonl (standard library only).
                 "fine_tuning": "nemo_launcher.jobs.data.squad",
                 "peft": "nemo_launcher.jobs.data.squad",
+                "prompt_learning": "nemo_launcher.jobs.data.squad",
+                "adapter_learning": "nemo_launcher.jobs.data.squad",
+                "ia3_learning": "nemo_launcher.jobs.data.squad",
                 # Smoke-test lm-eval task files made from local text, where the real task data cannot be fetched.
                 "evaluation": "nemo_launcher.jobs.gpt.sample_eval_data",
             },
@@ -124,6 +133,14 @@ FAMILIES: Dict[str, Family] = {
             nemo_file_name="megatron_bert.nemo",
         ),
         _data_preparation_only("generic", "any model family's corpus: your own files and a SentencePiece tokenizer"),
+        Family(
+            name="dit",
+            description="diffusion transformer (adaLN-Zero DiT on megatron-core layers): latents in, noise out",
+            # Data preparation runs nemo_launcher.jobs.dit.<step> (the generated Energon dataset of tiny configs).
+            programs={"data_preparation": "nemo_launcher.jobs.dit", "training": "nemo_launcher.jobs.dit.train"},
+            schemas={"data_preparation": f"{_SCHEMAS}.dit_data:DitShapesDataConfig",
+                     "training": f"{_SCHEMAS}.dit_training:DitTrainingConfig"},
+        ),
         Family(
             name="multimodal",
             description="image-text pairs for the vision and diffusion families: parquet -> WebDataset tars",

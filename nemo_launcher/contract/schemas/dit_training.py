@@ -1,0 +1,176 @@
+"""Schema of the resolved `training` section of the DiT family (conf/_family/dit_training.yaml): a diffusion
+transformer (adaLN-Zero blocks, optionally with cross-attention to text embeddings) on megatron-core layers,
+trained to predict the noise (or the velocity) added to image/video latents.
+
+    cfg = DitTrainingConfig.from_dict(section)    # the launcher before submitting; the trainer when it starts
+    dp = cfg.data_parallel_size(world_size)       # the trainer, once it knows how many processes started
+
+Seed 002's NeMo 2.0 keys map here as: trainer.strategy.{tensor,context}_model_parallel_size and sequence_parallel
+-> model.*; model.config.* -> model.*; data.{micro,global}_batch_size -> model.*; data.seq_length and
+data.task_encoder.seq_length -> model.data.seq_length. The run, trainer, exp_manager and optimizer sections are
+every family's (common_training).
+"""
+import dataclasses
+from typing import Any, Dict, List, Literal, Optional, Tuple
+
+from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
+from .common_training import (ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
+                              check_world_size)
+from .run import RunBase
+
+STAGE = "training"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DitRun(RunBase):
+    # Slurm: when the trainer stops before max_steps (time limit, max_time), it saves and the job requeues itself.
+    auto_requeue: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffusionSection:
+    """The forward (noising) process and what the network predicts; the schedule is diffusers' DDPMScheduler's."""
+
+    prediction_type: Literal["epsilon", "v_prediction"] = "epsilon"  # the added noise, or the velocity
+    num_train_timesteps: int = 1000
+    beta_schedule: Literal["linear", "scaled_linear", "squaredcos_cap_v2"] = "linear"
+    beta_start: float = 1.0e-4  # noise variance at the first step (linear and scaled_linear)
+    beta_end: float = 0.02  # noise variance at the last step
+
+    def check(self, key: str) -> None:
+        positive(f"{key}.num_train_timesteps", self.num_train_timesteps)
+        if not 0.0 < self.beta_start < self.beta_end < 1.0:
+            raise config_fault(f"{key}.beta_start", self.beta_start, f"needs 0 < beta_start < beta_end ({self.beta_end}) < 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class DitData:
+    """mock: random latents and text embeddings of the configured shapes, seed 002's mock data mode. energon: a
+    Megatron-Energon dataset of WebDataset shards whose samples are `<key>.pth` latents [C, T, H, W], `<key>.pickle`
+    text embeddings [tokens, text_embedding_dim] and `<key>.json` metadata, indexed by `energon prepare`."""
+
+    data_type: Literal["mock", "energon"]
+    seq_length: int  # latent tokens per sample: (T / patch_temporal) x (H / patch_spatial) x (W / patch_spatial)
+    latent_shape: List[int]  # [channels, frames, height, width] of one sample's latents
+    text_length: int  # text-embedding tokens per sample (energon: longer ones are cut, shorter ones zero-padded)
+    path: Optional[str] = None  # energon: the dataset folder (holds .nv-meta/); mock: unused
+    num_workers: int = 2  # loader worker processes per rank
+    shuffle_buffer_size: int = 100  # energon: samples mixed in the shuffle buffer
+    mock_samples: int = 1024  # mock: distinct training samples before they repeat
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "seq_length", "text_length", "shuffle_buffer_size", "mock_samples")
+        non_negative(f"{key}.num_workers", self.num_workers)
+        if len(self.latent_shape) != 4 or not all(isinstance(n, int) and n > 0 for n in self.latent_shape):
+            raise config_fault(f"{key}.latent_shape", self.latent_shape, "expected [channels, frames, height, width], each > 0")
+        if self.data_type == "energon" and not self.path:
+            raise config_fault(f"{key}.path", self.path, "data_type energon reads an Energon dataset folder: set its path")
+
+
+@dataclasses.dataclass(frozen=True)
+class DitModelSection:
+    micro_batch_size: int  # samples per forward pass per data-parallel rank
+    global_batch_size: int  # samples per optimizer step over all data-parallel ranks
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    text_embedding_dim: int  # width of the text embeddings (T5-XXL: 4096)
+    optim: OptimSection
+    data: DitData
+    diffusion: DiffusionSection = dataclasses.field(default_factory=DiffusionSection)
+    tensor_model_parallel_size: int = 1
+    pipeline_model_parallel_size: int = 1  # must be 1 (see check)
+    context_parallel_size: int = 1  # splits each sample's tokens over ranks; needs Transformer Engine attention
+    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine
+    patch_spatial: int = 2  # latent pixels per token side
+    patch_temporal: int = 1  # latent frames per token
+    cross_attention: bool = True  # true: blocks attend to the text tokens; false: pooled text joins the timestep
+    qk_layernorm: bool = True  # layer norm on queries and keys (stabilises video training)
+    caption_dropout_rate: float = 0.0  # share of training samples whose text is zeroed (classifier-free guidance)
+    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
+    init_method_std: float = 0.02
+    hidden_dropout: float = 0.0
+    attention_dropout: float = 0.0
+    layernorm_epsilon: float = 1.0e-6
+    seed: int = 1234
+    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
+    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
+    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
+    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
+    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
+                        "num_attention_heads", "text_embedding_dim", "tensor_model_parallel_size",
+                        "pipeline_model_parallel_size", "context_parallel_size", "patch_spatial", "patch_temporal")
+        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
+        fraction(f"{key}.attention_dropout", self.attention_dropout)
+        if not 0.0 <= self.caption_dropout_rate < 1.0:
+            raise config_fault(f"{key}.caption_dropout_rate", self.caption_dropout_rate, "must be in [0, 1), e.g. 0.1")
+        if self.pipeline_model_parallel_size != 1:
+            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
+                               "DiT runs without pipeline stages here (the per-stage copy of the conditioning is not "
+                               "built): set 1 and split the model with tensor_model_parallel_size instead")
+        _, frames, height, width = self.data.latent_shape
+        for name, size, patch in (("frames", frames, self.patch_temporal), ("height", height, self.patch_spatial),
+                                  ("width", width, self.patch_spatial)):
+            if size % patch:
+                raise config_fault(f"{key}.data.latent_shape", self.data.latent_shape,
+                                   f"latent {name} {size} is not divisible by its patch size {patch}")
+        tokens = self.tokens_per_sample()
+        if self.data.seq_length != tokens:
+            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
+                               f"latents {self.data.latent_shape} in patches of {self.patch_temporal}x{self.patch_spatial}x"
+                               f"{self.patch_spatial} make {tokens} tokens; set seq_length to {tokens} or change latent_shape")
+        cp, tp = self.context_parallel_size, self.tensor_model_parallel_size
+        split = cp * (tp if self.sequence_parallel else 1)
+        if tokens % split:
+            raise config_fault(f"{key}.data.seq_length", tokens,
+                               f"must be divisible by context_parallel_size({cp})"
+                               + (f" x tensor_model_parallel_size({tp}) (sequence parallel)" if self.sequence_parallel else ""))
+        if cp > 1 and not self.transformer_engine:
+            raise config_fault(f"{key}.context_parallel_size", cp,
+                               "context parallelism needs Transformer Engine attention: set transformer_engine: true")
+        check_heads(self, key)
+        check_recompute(self, key)
+
+    def tokens_per_sample(self) -> int:
+        _, frames, height, width = self.data.latent_shape
+        return (frames // self.patch_temporal) * (height // self.patch_spatial) * (width // self.patch_spatial)
+
+
+@dataclasses.dataclass(frozen=True)
+class DitTrainingConfig:
+    run: DitRun
+    trainer: TrainerSection
+    exp_manager: ExpManagerSection
+    model: DitModelSection
+
+    def check(self, key: str) -> None:
+        if self.model.data.data_type == "energon":
+            for name in ("limit_val_batches", "limit_test_batches"):
+                if getattr(self.trainer, name):
+                    raise config_fault(f"{key}.trainer.{name}", getattr(self.trainer, name),
+                                       "an Energon dataset is read as one endless training stream here: set 0 "
+                                       "(or use model.data.data_type: mock to validate on held-out mock samples)")
+        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+
+    def reads(self) -> List[Tuple[str, str]]:
+        """(key, path or glob) of the files the trainer opens: the Energon dataset's index."""
+        data = self.model.data
+        if data.data_type != "energon":
+            return []
+        return [(f"{STAGE}.model.data.path", f"{data.path}/.nv-meta/dataset.yaml")]
+
+    def writes(self) -> List[str]:
+        return [self.exp_manager.explicit_log_dir]
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "DitTrainingConfig":
+        return bind_stage(cls, data, stage)
+
+    def data_parallel_size(self, world_size: int) -> int:
+        """Checks the layout against the processes actually started; returns DP."""
+        check_world_size(self.trainer, world_size, STAGE)
+        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)
