@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from tests.conftest import require_module
+
 from nemo_launcher.jobs.common.qa_metrics import (average_over_files, exact_match, exact_string_match, normalize_answer,
                                                   squad_scores, token_f1)
 
@@ -102,3 +104,49 @@ def test_preparer_refuses_a_missing_source_and_unknown_keys_in_one_line(tmp_path
     result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.t5.squad_data", "--config", str(config)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "squad_preparation[0].src_file" in result.stderr
+
+
+# ---- the evaluation program -------------------------------------------------------------------------------------------
+QUESTIONS = [("the river is green .", "what colour is the river ?", ["green", "a green one"]),
+             ("the door is red .", "what colour is the door ?", ["red"]),
+             ("the ship is blue .", "what colour is the ship ?", ["blue", "blue ship"])]
+
+
+def test_evaluation_writes_predictions_and_squad_scores_of_the_model(tmp_path):
+    require_module("torch")
+    from nemo_launcher.jobs.t5.standalone import load_t5_from_nemo
+    from nemo_launcher.jobs.t5.text_pairs import PairEncoder, read_pairs
+    from nemo_launcher.jobs.t5.tuning import answer_pairs
+    from nemo_launcher.launch.stage_config import write_stage_config
+
+    from .gpt_train_support import run_training
+    from .t5_tuning_support import tiny_t5_nemo
+
+    nemo = tiny_t5_nemo(tmp_path)
+    data_dir = tmp_path / "data"
+    dev = data_dir / "squad_data" / "v1.1" / "dev-v1.1.json"
+    dev.parent.mkdir(parents=True)
+    dev.write_text(json.dumps(squad_document(QUESTIONS)))
+    config = write_stage_config(tmp_path / "eval.yaml", "evaluation", "t5/squad", data_dir=data_dir,
+                                base_results_dir=tmp_path / "results",
+                                overrides=["run.model_train_name=t5_tiny", f"model.restore_from_path={nemo}",
+                                           "model.eval_batch_size=2", "model.data.validation_ds.max_src_seq_length=32",
+                                           "model.data.validation_ds.max_tgt_seq_length=4"])
+    # What the launcher runs: the family's preparer, then the program.
+    run_training(config, program=("nemo_launcher.jobs.t5.squad_data",))
+    result = run_training(config, program=("nemo_launcher.jobs.t5.evaluate",))
+    assert "warning" not in (result.stdout + result.stderr).lower()
+
+    results_dir = tmp_path / "results" / "t5_tiny" / "squad_eval" / "results"
+    scores = json.loads((results_dir / "qa_metrics.json").read_text())
+    lines = [json.loads(line) for line in (results_dir / "squad_predictions.jsonl").read_text().splitlines()]
+    assert [line["answers"] for line in lines] == [answers for _, _, answers in QUESTIONS]
+    expected = squad_scores([line["prediction"] for line in lines], [line["answers"] for line in lines])
+    assert scores == {"squad": {"exact_match": pytest.approx(expected["exact_match"]), "f1": pytest.approx(expected["f1"]),
+                                "examples": 3}}
+    assert "exact_match" in result.stdout and "squad" in result.stdout  # the table
+
+    model, tokenizer = load_t5_from_nemo(nemo)
+    pairs = read_pairs(*(str(data_dir / "squad_data" / "v1.1" / f"dev-v1.1_{part}") for part in
+                         ("src.txt", "tgt.txt", "answers.jsonl")))
+    assert [line["prediction"] for line in lines] == answer_pairs(model, pairs, PairEncoder(tokenizer, 32, 4), 2)
