@@ -1,9 +1,10 @@
 """Fixtures for the fine-tuning, LoRA and deployment tests: a tiny GPT saved straight to a `.nemo` (no
-training run), a small question/answer jsonl, and the resolved `fine_tuning` / `peft` sections as the
-launcher would write them (trainer on the CPU, a few steps)."""
+training run), a small question/answer jsonl, the resolved `fine_tuning` / `peft` sections as the
+launcher would write them (trainer on the CPU, a few steps, a checkpoint every 8), and runs of the programs."""
 import copy
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -47,7 +48,8 @@ def sft_section(nemo: str, data: str, log_dir: str, **model_overrides) -> dict:
         "run": {"name": "colors_tiny", "results_dir": log_dir, "time_limit": "0:30:00", "task_name": "colors"},
         "trainer": {"num_nodes": 1, "devices": 1, "accelerator": "cpu", "precision": 32, "max_steps": 16,
                     "log_every_n_steps": 4, "val_check_interval": 8, "limit_val_batches": 1, "gradient_clip_val": 1.0},
-        "exp_manager": {"explicit_log_dir": log_dir, "name": "megatron_gpt_sft"},
+        "exp_manager": {"explicit_log_dir": log_dir, "name": "megatron_gpt_sft",
+                        "checkpoint_callback_params": {"every_n_train_steps": 8, "save_top_k": 2}},
         "model": {
             "restore_from_path": nemo, "global_batch_size": 8, "micro_batch_size": 4, "seed": 1234,
             "hidden_dropout": 0.0, "attention_dropout": 0.0, "answer_only_loss": True,
@@ -68,3 +70,32 @@ def lora_section(nemo: str, data: str, log_dir: str, **lora_overrides) -> dict:
     lora.update(lora_overrides)
     section["model"]["peft"] = {"peft_scheme": "lora", "merge": True, "lora_tuning": lora}
     return section
+
+
+def run_tuning(program: str, section: dict, work, processes: int = 1, expect_rc: int = 0):
+    """Writes the resolved section to <work>/<program>.yaml and runs nemo_launcher.jobs.gpt.<program> on it as the
+    launcher would (torchrun for several processes); returns the CompletedProcess."""
+    import yaml
+
+    from .gpt_train_support import run_training
+
+    config = Path(work) / f"{program}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump(section))
+    return run_training(config, processes=processes, expect_rc=expect_rc, program=(f"nemo_launcher.jobs.gpt.{program}",))
+
+
+def start_tuning(program: str, section: dict, work, log):
+    """The program in the background (for kill -9 tests), its output in `log`."""
+    import subprocess
+
+    import yaml
+
+    from .gpt_train_support import REPO, command, environment
+
+    config = Path(work) / f"{program}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump(section))
+    handle = open(log, "w")
+    return subprocess.Popen(command(config, program=(f"nemo_launcher.jobs.gpt.{program}",)), cwd=REPO, env=environment(),
+                            stdout=handle, stderr=subprocess.STDOUT, text=True)

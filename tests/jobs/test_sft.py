@@ -1,5 +1,6 @@
 """Supervised fine-tuning: SQuAD preparation, prompt masking, sampling, and a real run on a tiny GPT."""
 import json
+import re
 
 import pytest
 import yaml
@@ -7,7 +8,7 @@ import yaml
 from nemo_launcher.jobs.common.config import JobConfigError
 from nemo_launcher.jobs.data import squad
 
-from .sft_support import TEMPLATE, gpt2_files, qa_jsonl, sft_section, tiny_nemo  # noqa: F401  (fixtures)
+from .sft_support import TEMPLATE, gpt2_files, qa_jsonl, run_tuning, sft_section, tiny_nemo  # noqa: F401  (fixtures)
 
 SQUAD = {
     "version": "1.1",
@@ -171,26 +172,29 @@ def _merge(target, change):
 def test_fine_tuning_loss_falls_and_counts_answer_tokens_only(tmp_path, tiny_nemo, qa_jsonl):  # noqa: F811
     import torch
 
-    from nemo_launcher.jobs.common.distributed import placement_from_env
-    from nemo_launcher.jobs.gpt import finetune
     from nemo_launcher.jobs.core.steps import masked_token_loss
     from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import SftConfig
     from nemo_launcher.jobs.gpt.sft_data import SampleEncoder, collate, read_jsonl
 
+    from .gpt_train_support import losses
+
     section = sft_section(tiny_nemo, qa_jsonl, str(tmp_path))
     section["model"]["data"]["validation_ds"]["metric"] = {"name": "exact_string_match", "tokens_to_generate": 3}
     cfg = SftConfig.from_dict(section, stage="fine_tuning")
-    path = finetune.fine_tune(cfg, placement_from_env({}))
+    stdout = run_tuning("finetune", section, tmp_path).stdout
+    path = tmp_path / "checkpoints" / "megatron_gpt_sft.nemo"
 
-    history = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    losses = [entry["train_loss"] for entry in history if "train_loss" in entry]
-    assert len(losses) == 4 and losses[-1] < losses[0] - 0.5, losses
-    validations = [entry for entry in history if "validation_loss" in entry]
-    assert [entry["step"] for entry in validations] == [8, 16]
-    assert 0.0 <= validations[-1]["validation_exact_string_match_colors"] <= 1.0
+    curve = losses(stdout)
+    assert sorted(curve) == [4, 8, 12, 16] and curve[16] < curve[4] - 0.5, curve
+    validations = [line for line in stdout.splitlines() if line.startswith("validation step=")]
+    assert [line.split()[1] for line in validations] == ["step=8", "step=16"]
+    score = float(validations[-1].split("exact_string_match_colors=")[1].split()[0])
+    assert 0.0 <= score <= 1.0
+    assert re.search(rf"fine-tuned model +{re.escape(str(path))}\n", stdout), stdout[-1500:]
+    assert (tmp_path / "checkpoints" / "step-16" / "COMPLETE").is_file()
 
-    base_config, base = load_nemo(tiny_nemo)
+    _, base = load_nemo(tiny_nemo)
     _, tuned = load_nemo(path)
     assert tuned.keys() == base.keys() and not torch.equal(tuned["decoder.layers.0.mlp.linear_fc1.weight"],
                                                           base["decoder.layers.0.mlp.linear_fc1.weight"])
@@ -250,8 +254,9 @@ def test_launcher_runs_squad_fine_tuning_then_export_here(tmp_path, tiny_nemo): 
     assert len(lines) == 16 and lines[0] == {"input": "Context: Items are things.\nQuestion: What is item 0?",
                                              "output": "thing 0", "answers": ["thing 0"]}
     tuned = results / "gpt3_tiny" / "squad" / "results" / "checkpoints" / "megatron_gpt_sft.nemo"
-    assert tuned.is_file()
-    metrics = [json.loads(line) for line in (tuned.parent.parent / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics if "train_loss" in m] == [2, 4] and "validation_loss_squad" in metrics[-1]
+    assert tuned.is_file() and (tuned.parent / "step-4" / "COMPLETE").is_file()
+    (log,) = (results / "gpt3_tiny" / "squad").glob("log-*.out")
+    text = log.read_text()
+    assert "step=2/4 loss=" in text and "step=4/4 loss=" in text and "validation step=4 val_loss=" in text
     repo_dir = results / "gpt3_tiny" / "export_tp1_pp1_fp32_fp32" / "model_repo" / "gpt3_tiny"
     assert (repo_dir / "config.pbtxt").is_file() and (repo_dir / "1" / "model.nemo").is_file()

@@ -3,30 +3,57 @@
     python3 -u -m nemo_launcher.jobs.gpt.finetune --config <job dir>/<run.name>_hydra.yaml
     torchrun --nproc_per_node=2 -m nemo_launcher.jobs.gpt.finetune --config ...      (several processes here)
 
-Reads the resolved `fine_tuning` section, starts from model.restore_from_path, trains trainer.max_steps
-steps with the loss on answer tokens (model.answer_only_loss), logs to <explicit_log_dir>/metrics.jsonl
-and writes the result to <explicit_log_dir>/checkpoints/<exp_manager.name>.nemo, which the export and
-evaluation stages read like any converted model. Exit codes: 0 done, 2 configuration error, 74 the model
-could not be saved (no space or permission), 75 explicit_log_dir is in use by another job, else a crash.
+Reads the resolved `fine_tuning` section, starts from model.restore_from_path and trains trainer.max_steps steps on
+the trainer core (core/program.py: TensorBoard/W&B under exp_manager.explicit_log_dir, checkpoints in its
+checkpoints/step-<N>, exact resume after a kill, max_time, stop signals, self-requeue) with the loss on answer
+tokens (model.answer_only_loss). At the last step it writes <explicit_log_dir>/checkpoints/<exp_manager.name>.nemo,
+which the export and evaluation stages read like any converted model. Exit codes: 0 done (or stopped and saved),
+2 configuration error, 74 a checkpoint or the model could not be saved (no space or permission), 75
+explicit_log_dir is in use by another job, else a crash.
+
+Only the standard library is imported at module level (dist_checkpointing's helper process re-imports it).
 """
 import sys
 
-from .sft_program import run_program
+PROG = "python3 -m nemo_launcher.jobs.gpt.finetune"
 
 
-def fine_tune(cfg, placement) -> str:
-    from . import sft_train
+def tuning_job(cfg, stage: str):
+    """The GptTuning of a bound `fine_tuning` or `peft` section (SftConfig): its data, and all weights or LoRA."""
+    from .lora import LoraMethod
+    from .tuning import AllWeights, GptTuning
+    from .tuning_data import PromptAnswerData
 
-    session = sft_train.start(cfg, placement)
-    history = sft_train.train(session)
-    path = cfg.exp_manager.nemo_path()
-    sft_train.save_model(session, session.model, path)
-    sft_train.training_summary(session, history, {"fine-tuned model": path}).show(placement.rank)
-    return path
+    peft = cfg.model.peft
+    if peft is None:
+        method = AllWeights(cfg.exp_manager.nemo_path())
+    else:
+        method = LoraMethod(peft, cfg.model.seed, cfg.exp_manager.nemo_path(), cfg.exp_manager.nemo_path("_merged"))
+    data = PromptAnswerData(cfg.model.data, cfg.model.answer_only_loss)
+    return GptTuning(cfg, stage, cfg.model.restore_from_path, data, method)
+
+
+def run(argv, stage: str, prog: str) -> int:
+    """The fine_tuning and peft programs: bind the section to SftConfig, build the tuning job, run the core."""
+    from types import SimpleNamespace
+
+    from ..core.program import run_program
+
+    jobs = {}
+
+    def bind(section):
+        from ...contract.schemas.gpt_sft import SftConfig
+
+        cfg = SftConfig.from_dict(section, stage=stage)
+        jobs["job"] = tuning_job(cfg, stage)
+        return cfg
+
+    return run_program(argv, prog, SimpleNamespace(from_dict=bind), lambda cfg: jobs["job"].recipe(cfg),
+                       build=lambda *args: jobs["job"].build(*args), module_class=lambda parts: jobs["job"].module(parts))
 
 
 def main(argv=None) -> int:
-    return run_program(argv, "fine_tuning", "nemo_launcher.jobs.gpt.finetune", fine_tune)
+    return run(argv, "fine_tuning", PROG)
 
 
 if __name__ == "__main__":

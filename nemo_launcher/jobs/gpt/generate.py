@@ -8,7 +8,7 @@ Each new token reruns the whole sequence (no key/value cache). That is exactly t
 was trained with, costs nothing extra to keep correct, and is quick for the short answers this serves;
 megatron-core's inference contexts (a KV cache) are the step to take for long outputs.
 """
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import torch
 
@@ -25,11 +25,13 @@ def _full_vocab_logits(logits: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def greedy_generate(model: torch.nn.Module, prompt_ids: List[int], max_new_tokens: int, stop_id: Optional[int],
-                    vocab_size: int, max_length: int) -> List[int]:
+                    vocab_size: int, max_length: int, prepare: Optional[Callable[[torch.Tensor], None]] = None) -> List[int]:
     """The new token ids (without the prompt), ending before `stop_id` or after max_new_tokens.
 
     vocab_size: the tokenizer's; the embedding's padding rows are never chosen.
     max_length: the longest context the model takes (max_position_embeddings); longer contexts keep their end.
+    prepare: called with each window of tokens before the model sees it (prompt learning places its virtual
+    tokens there).
     """
     if not prompt_ids:
         raise ValueError("the prompt is empty: there is nothing to continue")
@@ -42,6 +44,8 @@ def greedy_generate(model: torch.nn.Module, prompt_ids: List[int], max_new_token
         for _ in range(max_new_tokens):
             window = sequence[:, -max_length:]
             positions = torch.arange(window.shape[1], device=device).unsqueeze(0)
+            if prepare is not None:
+                prepare(window)
             logits = _full_vocab_logits(model(window, positions, None))
             token = int(logits[0, -1, :vocab_size].float().argmax())
             if token == stop_id:

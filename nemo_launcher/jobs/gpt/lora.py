@@ -5,6 +5,9 @@
     state = adapters.state_dict()        # full (TP-independent) adapter tensors, for the adapter file
     adapters.merge()                     # W += alpha / r * B A in place; the model is a plain GPTModel again
 
+The peft program runs it as the `LoraMethod` of a tuning run (tuning.py): checkpoints hold the adapters alone, each
+TP rank's slice named with its axis.
+
 Each adapted linear computes `W x + alpha / r * B A dropout(x)`. A is r x in, B is out x r. The adapter is a
 child module of the linear (`<linear>.lora.a` / `.lora.b`) and is added through a forward hook, so the
 base model's parameter names and forward code stay untouched and its state dict keeps loading as usual.
@@ -25,6 +28,7 @@ import torch
 
 from ..common.config import JobConfigError
 from ...contract.schemas.gpt_sft import LoraSection
+from .tuning import Method
 
 # target name -> (attribute path inside a transformer layer, parallel kind)
 TARGETS = {
@@ -126,6 +130,14 @@ class LoraAdapter(torch.nn.Module):
         b = _gather(self.b.detach(), 0, self.gated) if self.kind == "column" else self.b.detach()
         return {"a": a.cpu(), "b": b.cpu()}
 
+    def sharded_state(self, name: str) -> Dict[str, object]:
+        """This rank's A and B as checkpoint entries: the split one with its TP axis, the whole one replicated."""
+        from ..core.tuning import replicated, split
+
+        if self.kind == "row":
+            return {f"{name}.a": split(self.a, f"{name}.a", 1), f"{name}.b": replicated(self.b, f"{name}.b")}
+        return {f"{name}.a": replicated(self.a, f"{name}.a"), f"{name}.b": split(self.b, f"{name}.b", 0)}
+
     def load_full_state(self, state: Dict[str, torch.Tensor], key: str) -> None:
         a = _rows_of_rank(state["a"], 1, False) if self.kind == "row" else state["a"]
         b = _rows_of_rank(state["b"], 0, self.gated) if self.kind == "column" else state["b"]
@@ -164,6 +176,18 @@ class Adapters:
             for key, value in adapter.full_state().items():
                 state[f"{name}.lora.{key}"] = value
         return state
+
+    def sharded_state(self) -> Dict[str, object]:
+        state = {}
+        for name, adapter in self.modules.items():
+            state.update(adapter.sharded_state(f"{name}.lora"))
+        return state
+
+    def load_sharded_state(self, loaded: Dict[str, torch.Tensor]) -> None:
+        from ..core.tuning import copy_into
+
+        copy_into({f"{name}.lora.{k}": getattr(adapter, k) for name, adapter in self.modules.items() for k in ("a", "b")},
+                  loaded)
 
     def load_state_dict(self, state: Dict[str, torch.Tensor], source: str) -> None:
         expected = {f"{name}.lora.{k}" for name in self.modules for k in ("a", "b")}
@@ -233,3 +257,53 @@ def _selected_layers(selection: Optional[List[int]], offset: int, count: int):
 def _adapter_seed(seed: int, layer: int, target: str) -> int:
     # Distinct, reproducible streams per adapter, independent of which rank builds it.
     return seed * 1000003 + layer * 101 + sorted(TARGETS).index(target)
+
+
+class LoraMethod(Method):
+    """LoRA as a tuning method (tuning.Method): adapters on the frozen base; the adapter file and, with
+    model.peft.merge, the merged model are its results."""
+
+    name = "LoRA"
+    freezes_base = True
+
+    def __init__(self, peft, seed: int, adapter_path: str, merged_path: str):
+        self.peft, self.seed = peft, seed
+        self.adapter_path, self.merged_path = adapter_path, merged_path
+        self.adapters: Optional[Adapters] = None
+
+    def attach(self, model: torch.nn.Module, job) -> None:
+        from .lora_file import load_adapter_file
+
+        self.adapters = add_lora(model, self.peft.lora_tuning, seed=self.seed)
+        if self.peft.restore_from_path:
+            _, state = load_adapter_file(self.peft.restore_from_path)
+            self.adapters.load_state_dict(state, self.peft.restore_from_path)
+
+    def sharded_state(self):
+        return self.adapters.sharded_state()
+
+    def load_state(self, state) -> None:
+        self.adapters.load_sharded_state(state)
+
+    def describe(self, model) -> str:
+        section = self.peft.lora_tuning
+        count = sum(p.numel() for p in self.adapters.parameters())
+        total = sum(p.numel() for p in model.parameters())
+        return (f"LoRA r={section.adapter_dim} alpha={section.alpha} on {', '.join(section.targets())}: "
+                f"{len(self.adapters.modules)} adapters, {count:,} trainable of {total:,} parameters on this rank")
+
+    def write(self, module, job) -> Dict[str, str]:
+        from .lora_file import save_adapter_file
+        from .tuned_files import saving, save_model, tensor_bytes
+
+        placement = module.parts.placement
+        state = self.adapters.state_dict()  # a TP collective: every rank takes part
+        if placement.rank == 0:
+            with saving(self.adapter_path, 2 * tensor_bytes(state), job.stage):
+                save_adapter_file(self.adapter_path, self.peft.lora_tuning, state, job.base_path)
+        written = {"adapter file": self.adapter_path}
+        if self.peft.merge:
+            self.adapters.merge()
+            save_model(job.model, job.nemo_config, self.merged_path, job.stage, placement)
+            written["merged model"] = self.merged_path
+        return written

@@ -152,23 +152,32 @@ class EncodedDataset(torch.utils.data.Dataset):
         return self.encoder.encode(self.examples[n])
 
 
-def collate(samples: Sequence[Tuple[List[int], List[bool]]], pad_id: int, answer_only_loss: bool,
+def collate(samples: Sequence[Tuple], pad_id: int, answer_only_loss: bool,
             pad_to_multiple_of: int = 8) -> Dict[str, torch.Tensor]:
     """One padded batch: tokens, labels, loss_mask, position_ids, all [batch, length].
 
     Every sample of a step is padded to the same length (the step's microbatches are cut from one
-    tensor); rounding the length up to a multiple of 8 keeps GPU matrix shapes tile-friendly.
+    tensor); rounding the length up to a multiple of 8 keeps GPU matrix shapes tile-friendly. Samples of
+    prompt learning (prompt_data.py) carry two more entries, which become `virtual_mask` [batch, length]
+    (the positions of virtual tokens) and `task_ids` [batch].
     """
-    longest = max(len(ids) for ids, _ in samples) - 1
+    longest = max(len(sample[0]) for sample in samples) - 1
     length = -(-longest // pad_to_multiple_of) * pad_to_multiple_of
     tokens = torch.full((len(samples), length), pad_id, dtype=torch.long)
     labels = torch.full((len(samples), length), pad_id, dtype=torch.long)
     loss_mask = torch.zeros((len(samples), length), dtype=torch.float32)
-    for row, (ids, answer) in enumerate(samples):
+    for row, (ids, answer, *_) in enumerate(samples):
         count = len(ids) - 1
         tokens[row, :count] = torch.tensor(ids[:-1])
         labels[row, :count] = torch.tensor(ids[1:])
         counted = answer[1:] if answer_only_loss else [True] * count
         loss_mask[row, :count] = torch.tensor(counted, dtype=torch.float32)
     positions = torch.arange(length).unsqueeze(0).expand(len(samples), length).contiguous()
-    return {"tokens": tokens, "labels": labels, "loss_mask": loss_mask, "position_ids": positions}
+    batch = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask, "position_ids": positions}
+    if len(samples[0]) == 4:
+        virtual = torch.zeros((len(samples), length), dtype=torch.bool)
+        for row, (ids, _, marks, _) in enumerate(samples):
+            virtual[row, :len(ids) - 1] = torch.tensor(marks[:-1], dtype=torch.bool)
+        batch["virtual_mask"] = virtual
+        batch["task_ids"] = torch.tensor([sample[3] for sample in samples], dtype=torch.long)
+    return batch

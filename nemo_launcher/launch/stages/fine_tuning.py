@@ -8,9 +8,13 @@ GPT reads prompt/answer jsonl files (supervised fine-tuning, loss on the answers
 One job of trainer.num_nodes x trainer.devices processes. When the config asks for it (a `squad_preparation`
 section), the family's preparation program first turns the SQuAD-format JSON into the files the trainer reads,
 in one process (it keeps files that are already there), so the data is ready before any GPU process starts.
+Tuning runs on the trainer core, which resumes from its checkpoints: on Slurm the job gets the time-limit
+warning signal, saves, and requeues itself when it stopped before trainer.max_steps.
 """
+from pathlib import Path
 from typing import List
 
+from ...contract import RESUME_MARKER
 from ..job_spec import Command, JobSpec
 from .base import Stage, tensor_parallel_env
 
@@ -22,4 +26,5 @@ class FineTuningStage(Stage):
         family, program, config, cfg = self.bind_family()
         commands = self.preparation(family, cfg) + (Command(program, ("--config", str(self.config_file(cfg.run)))),)
         return self.one_job(config, cfg.run, commands, nodes=cfg.trainer.num_nodes, tasks_per_node=cfg.trainer.devices,
-                            env=tensor_parallel_env(cfg.model.tensor_model_parallel_size), **self.files_of(cfg))
+                            env=tensor_parallel_env(cfg.model.tensor_model_parallel_size), checkpoint_signal=True,
+                            requeue_marker=Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER, **self.files_of(cfg))
