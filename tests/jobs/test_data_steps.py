@@ -31,7 +31,8 @@ def resolved(choice: str, tmp_path: pathlib.Path, *overrides: str) -> pathlib.Pa
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose("config", overrides=[f"data_preparation={choice}", f"launcher_scripts_path={REPO}",
                                            f"data_dir={tmp_path}/data", f"base_results_dir={tmp_path}/results",
-                                           *[f"data_preparation.{o}" for o in overrides]])
+                                           *[f"+data_preparation.{o[1:]}" if o.startswith("+") else f"data_preparation.{o}"
+                                             for o in overrides]])
     values = OmegaConf.to_container(cfg.data_preparation, resolve=True)
     path = tmp_path / f"{values['run']['name']}_hydra.yaml"
     path.write_text(yaml.safe_dump(values))

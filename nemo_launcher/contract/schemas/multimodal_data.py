@@ -244,7 +244,8 @@ class MultimodalDataConfig:
         if self.override_task_id is not None:
             if len(ids) != 1:
                 raise config_fault(f"{key}.node_array_size", size,
-                                   f"override_task_id={self.override_task_id} is one task: set node_array_size to 1")
+                                   f"override_task_id={self.override_task_id} is one task: set node_array_size to 1, "
+                                   f"or disable this sub-stage ({key.rpartition('.')[0]}.enable=false)")
             return [self.override_task_id], self.override_task_count
         count = self.override_task_count if self.override_task_count is not None else (
             len(ids) if ids == list(range(len(ids))) else None)

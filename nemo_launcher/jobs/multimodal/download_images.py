@@ -12,6 +12,7 @@ An image that cannot be fetched (after `retries` further attempts on timeouts, r
 is counted as failed in the record and left out; failures never stop the step.
 """
 import concurrent.futures
+import glob
 import io
 import json
 import logging
@@ -218,6 +219,8 @@ def main(argv=None) -> StepReport:
                     totals.update(_counts(json.load(handle)))
                 report.kept(os.path.basename(prefix), output=f"{prefix}.tar")
             else:
+                for stale in glob.glob(f"{glob.escape(prefix)}.tar.tmp-*"):  # left by a killed run
+                    os.remove(stale)
                 pending.append((prefix, rows[first:end]))
     log.info("%s: %d parquet files, %d shards to download, %d finished before", who, len(files), len(pending),
              len(report.complete_before))

@@ -3,7 +3,7 @@
     for key, members in examples("/data/raw/a_00000.tar"):      # members: {".jpg": bytes, ".txt": bytes, ...}
         ...
     count_examples(path, [".jpg", ".txt"])                       # examples holding every listed member
-    with AtomicTar("/data/out/000003.tar") as tar:               # renamed into place only when closed cleanly
+    with AtomicTar("/data/out/000003.tar") as tar:               # renamed into place only when closed cleanly;
         tar.write({"__key__": "000003000", "jpg": data})
 
 A member's key is its name up to the first dot of the file name, its extension the rest, as WebDataset reads them;
@@ -70,7 +70,8 @@ class AtomicTar:
     def __enter__(self):
         import webdataset
 
-        self.writer = webdataset.TarWriter(self.temporary, encoder=False)
+        # A fixed member time makes a tar's bytes depend on its examples only: a redone task writes identical files.
+        self.writer = webdataset.TarWriter(self.temporary, encoder=False, mtime=0)
         return self
 
     def write(self, sample: Dict[str, bytes]) -> None:
