@@ -1,11 +1,12 @@
-"""Serve a GPT model repository written by the export stage on this machine, with PyTriton.
+"""Serve a GPT or T5 model repository written by the export stage on this machine, with PyTriton.
 
     python3 deployment/serve_pytriton.py --model-repository <results>/<run>/export_<summary>/model_repo
     python3 deployment/client.py --url http://127.0.0.1:8000 --model <model name> --prompt "Hello"
 
 PyTriton (`nvidia-pytriton`) starts a Triton Inference Server from its own wheel, so no Triton container is
 needed. The model's config.pbtxt gives the name, max_batch_size and the generation settings; 1/model.nemo
-the weights. Requests run through the same TextGenerator as the repository's Python backend, so both
+the weights, and its `generator` parameter the class that answers (GPT's TextGenerator when absent). Requests run
+through the same generator as the repository's Python backend, so both
 servers give the same answers. Runs until Ctrl-C or SIGTERM, then stops the server and its processes and
 exits 0 (1 if the server dies on its own). Prints `ready: ...` once requests are accepted.
 """
@@ -71,13 +72,12 @@ def main(argv=None) -> int:
     from pytriton.model_config import ModelConfig, Tensor
     from pytriton.triton import Triton, TritonConfig
 
-    from nemo_launcher.jobs.gpt.serving import INPUTS, MODEL_FILE, NUMPY_TYPES, OUTPUTS, TextGenerator
+    from nemo_launcher.jobs.gpt.serving import INPUTS, MODEL_FILE, NUMPY_TYPES, OUTPUTS, generator_from_parameters
 
     model_dir = find_model_dir(args.model_repository, args.model)
     config = read_model_config(model_dir)
     parameters = {key: value.string_value for key, value in config.parameters.items()}
-    generator = TextGenerator.load(str(model_dir / "1" / MODEL_FILE), parameters.get("data_type", "fp32"),
-                                   int(parameters.get("tokens_to_generate", "32")))
+    generator = generator_from_parameters(parameters, str(model_dir / "1" / MODEL_FILE))
 
     def infer(requests):
         # Unbatched on purpose: each request's prompts are answered as the Python backend answers them.

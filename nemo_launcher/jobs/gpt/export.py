@@ -17,23 +17,27 @@ on stderr for each), anything else a crash.
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable, Optional
 
 from ...contract.schemas.gpt_export import ExportConfig, TritonDeployment
 from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
-from .serving import INPUTS, MODEL_FILE, OUTPUTS
+from .serving import GENERATOR_PARAMETER, INPUTS, MODEL_FILE, OUTPUTS
 
 TEMPLATE = Path(__file__).with_name("triton_model.py")
 VERSION = "1"
 
 
-def config_pbtxt(name: str, deployment: TritonDeployment, launcher_path: str) -> str:
-    """Triton's model configuration, in its protobuf text format."""
+def config_pbtxt(name: str, deployment: TritonDeployment, launcher_path: str, generator: Optional[str] = None) -> str:
+    """Triton's model configuration, in its protobuf text format. generator: "module:Class" of a family's own
+    generator (serving.py's GENERATOR_PARAMETER); None serves GPT's."""
     def tensor(spec) -> str:
         optional = " optional: true" if spec.optional else ""
         return f'  {{ name: "{spec.name}" data_type: {spec.triton_type} dims: [ {", ".join(map(str, spec.dims))} ]{optional} }}'
 
     parameters = {"data_type": deployment.data_type, "tokens_to_generate": str(deployment.tokens_to_generate),
                   "launcher_path": launcher_path}
+    if generator is not None:
+        parameters[GENERATOR_PARAMETER] = generator
     lines = [f'name: "{name}"', 'backend: "python"', f"max_batch_size: {deployment.max_batch_size}",
              "input [", ",\n".join(tensor(s) for s in INPUTS), "]",
              "output [", ",\n".join(tensor(s) for s in OUTPUTS), "]",
@@ -47,13 +51,15 @@ def _pbtxt_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def export(cfg: ExportConfig) -> Path:
+def export(cfg: ExportConfig, load: Optional[Callable] = None, generator: Optional[str] = None) -> Path:
+    """load: path -> (model config, full state dict) for a family whose shards merge by other rules than GPT's
+    (nemo_archive.load_nemo); generator: see config_pbtxt."""
     import torch
 
     from .nemo_archive import load_nemo, save_nemo
 
     target = Path(cfg.triton_deployment.triton_model_dir)  # the schema made sure it ends in the model's name
-    config, state_dict = load_nemo(cfg.model.checkpoint_path)
+    config, state_dict = (load or load_nemo)(cfg.model.checkpoint_path)
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[cfg.model.weight_data_type]
     state_dict = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state_dict.items()}
     staging = target.with_name(f".{target.name}.partial")
@@ -62,7 +68,7 @@ def export(cfg: ExportConfig) -> Path:
     save_nemo(staging / VERSION / MODEL_FILE, config, state_dict)
     shutil.copyfile(TEMPLATE, staging / VERSION / "model.py")
     launcher_path = str(Path(__file__).resolve().parents[3])  # the folder holding the nemo_launcher package
-    (staging / "config.pbtxt").write_text(config_pbtxt(target.name, cfg.triton_deployment, launcher_path))
+    (staging / "config.pbtxt").write_text(config_pbtxt(target.name, cfg.triton_deployment, launcher_path, generator))
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)
@@ -70,6 +76,11 @@ def export(cfg: ExportConfig) -> Path:
 
 
 def main(argv=None) -> int:
+    return run_export(argv, "python3 -m nemo_launcher.jobs.gpt.export", ExportConfig)
+
+
+def run_export(argv, prog: str, schema, **export_options) -> int:
+    """The export program of any family: bind `schema`, hold the lock, export, summary, exit codes."""
     import time
 
     from ..common.quiet import start_job
@@ -79,9 +90,9 @@ def main(argv=None) -> int:
     started = time.monotonic()
     start_job(accelerators=False)  # one process, plain torch: megatron-core is not imported
     try:
-        cfg = ExportConfig.from_dict(load_resolved_config(config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.export")))
+        cfg = schema.from_dict(load_resolved_config(config_path_from_argv(argv, prog=prog)))
         with claimed(cfg.writes()[0], rank=0):
-            target = export(cfg)
+            target = export(cfg, **export_options)
             export_summary(cfg, target, time.monotonic() - started).show()
     except (JobConfigError, JobFault) as error:
         return print_error(error)

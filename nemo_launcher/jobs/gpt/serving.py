@@ -35,6 +35,19 @@ OUTPUTS = (TensorSpec("completion", "TYPE_STRING", (1,)), TensorSpec("output_ids
 NUMPY_TYPES = {"TYPE_STRING": np.object_, "TYPE_INT32": np.int32}
 DATA_TYPES = ("fp32", "fp16", "bf16")
 MODEL_FILE = "model.nemo"  # the weights and tokenizer inside the version folder
+# config.pbtxt parameter naming the generator class ("module:Class" with load() and answer() as TextGenerator's);
+# absent: TextGenerator (GPT). An encoder-decoder family names its own (nemo_launcher.jobs.t5.serving:T5Generator).
+GENERATOR_PARAMETER = "generator"
+
+
+def generator_from_parameters(parameters: Dict[str, str], weights: str):
+    """The generator a model's config.pbtxt parameters describe, loaded from its weights: what the Python backend
+    and deployment/serve_pytriton.py both serve."""
+    import importlib
+
+    module, _, name = parameters.get(GENERATOR_PARAMETER, f"{__name__}:TextGenerator").partition(":")
+    generator = getattr(importlib.import_module(module), name)
+    return generator.load(weights, parameters.get("data_type", "fp32"), int(parameters.get("tokens_to_generate", "32")))
 
 
 class TextGenerator:

@@ -1,10 +1,11 @@
-"""Triton Python backend model for a GPT exported by nemo_launcher (the export job copies this file to
+"""Triton Python backend model for a GPT or T5 exported by nemo_launcher (the export job copies this file to
 <model dir>/1/model.py). Serve with
 
     tritonserver --model-repository <results_dir>/model_repo
 
 The weights and tokenizer are <model dir>/1/model.nemo. config.pbtxt's parameters say how to run:
-data_type (fp32/fp16/bf16), tokens_to_generate (default new tokens) and launcher_path (the repository whose
+generator (the class that answers; GPT's when absent), data_type (fp32/fp16/bf16), tokens_to_generate (default
+new tokens) and launcher_path (the repository whose
 `nemo_launcher` package does the work; it must be importable by the server's Python, with torch and
 megatron-core installed). The tensors are described in nemo_launcher/jobs/gpt/serving.py.
 """
@@ -25,11 +26,10 @@ class TritonPythonModel:
         if args.get("model_instance_kind") == "GPU":
             # Each instance is its own process; before torch starts, show it only the GPU Triton gave it.
             os.environ["CUDA_VISIBLE_DEVICES"] = str(args["model_instance_device_id"])
-        from nemo_launcher.jobs.gpt.serving import MODEL_FILE, TextGenerator
+        from nemo_launcher.jobs.gpt.serving import MODEL_FILE, generator_from_parameters
 
         weights = os.path.join(args["model_repository"], str(args["model_version"]), MODEL_FILE)
-        self.generator = TextGenerator.load(weights, parameters.get("data_type", "fp32"),
-                                            int(parameters.get("tokens_to_generate", "32")))
+        self.generator = generator_from_parameters(parameters, weights)
 
     def execute(self, requests):
         import triton_python_backend_utils as pb_utils
