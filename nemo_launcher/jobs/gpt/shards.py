@@ -1,21 +1,16 @@
-"""Between the per-rank state dicts of a TP x PP megatron-core model and the one state dict of its TP=1 PP=1 form:
-GPT (any TP x PP) and T5 (any TP; PP is 1 for T5 in megatron-core 0.16).
+"""Between the per-rank state dicts of a TP x PP GPT model and the one state dict of the TP=1 PP=1 model.
 
     layout = ShardLayout(tensor_parallel=2, pipeline_parallel=1, num_layers=24, gated_mlp=True, tied_embeddings=False)
-    layout = ShardLayout.of(model_section, tensor_parallel=2, pipeline_parallel=1)   # from a `model:` section
     full = merge_shards({(tp_rank, pp_rank): state_dict, ...}, layout)
     shard = split_state_dict(full, layout, tp_rank=1, pp_rank=0)
 
 Used for `.nemo` archives written with shards (load_nemo), for loading an archive at another TP/PP than
 it was written with, and for the Hugging Face export of a model converted to TP/PP > 1.
-The rules are megatron-core's partitioning with the local layer spec:
-column-parallel weights are cut along dim 0 (the vocabulary for the embedding and output layer, and the
-vocabulary bias of T5's tied output layer; whole query groups for linear_qkv, whose rows are group-major, and
-whole heads for T5's cross-attention linear_q and linear_kv, whose rows are head-major, so plain concatenation
-restores them), row-parallel weights along dim 1, and everything else is replicated (norms, the biases of
-row-parallel layers, learned position tables, T5's relative-position bias tables). Gated MLPs (GPT's
-fast-swiglu, T5's geglu, swiglu and reglu) are the one exception: each rank's linear_fc1 holds [its gate rows;
-its up rows], so gates and ups are gathered separately.
+The rules are megatron-core's GPT partitioning with the local layer spec:
+column-parallel weights are cut along dim 0 (the vocabulary for the embedding and output layer; whole
+query groups for linear_qkv, whose rows are group-major, so plain concatenation restores them),
+row-parallel weights along dim 1, and everything else is replicated. SwiGLU's linear_fc1 is the one
+exception: each rank holds [its gate rows; its up rows], so gates and ups are gathered separately.
 Pipeline stages number their layers from 0; the first stage holds the embeddings, the last the final
 norm and the output layer (with tied embeddings and PP > 1, a copy of the word embeddings that megatron
 keeps in sync). A parameter no rule names is refused rather than guessed.
@@ -26,17 +21,12 @@ from typing import Any, Dict, Mapping, Tuple
 
 import torch
 
-_COLUMN = ("embedding.word_embeddings.weight", "output_layer.weight", "output_layer.bias", "self_attention.linear_qkv.weight",
-           "self_attention.linear_qkv.bias", "cross_attention.linear_q.weight", "cross_attention.linear_q.bias",
-           "cross_attention.linear_kv.weight", "cross_attention.linear_kv.bias", "mlp.linear_fc1.weight", "mlp.linear_fc1.bias")
-_ROW = ("self_attention.linear_proj.weight", "cross_attention.linear_proj.weight", "mlp.linear_fc2.weight")
+_COLUMN = ("embedding.word_embeddings.weight", "output_layer.weight", "self_attention.linear_qkv.weight",
+           "self_attention.linear_qkv.bias", "mlp.linear_fc1.weight", "mlp.linear_fc1.bias")
+_ROW = ("self_attention.linear_proj.weight", "mlp.linear_fc2.weight")
 _REPLICATED = ("embedding.position_embeddings.weight", "input_layernorm.weight", "input_layernorm.bias",
-               "pre_cross_attn_layernorm.weight", "pre_cross_attn_layernorm.bias",
                "pre_mlp_layernorm.weight", "pre_mlp_layernorm.bias", "final_layernorm.weight", "final_layernorm.bias",
-               "self_attention.linear_proj.bias", "cross_attention.linear_proj.bias", "mlp.linear_fc2.bias",
-               "relative_pos_emb.relative_attention_bias.weight")
-# Activations whose linear_fc1 holds a gate and an up-projection (GPT's, then T5's names).
-GATED_ACTIVATIONS = ("fast-swiglu", "geglu", "swiglu", "reglu")
+               "self_attention.linear_proj.bias", "mlp.linear_fc2.bias")
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
 
 
@@ -44,15 +34,14 @@ _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
 class ShardLayout:
     tensor_parallel: int
     pipeline_parallel: int
-    num_layers: int  # GPT: its layers; T5: unused (PP 1)
-    gated_mlp: bool  # linear_fc1 holds gate and up rows (GATED_ACTIVATIONS)
+    num_layers: int
+    gated_mlp: bool  # SwiGLU: linear_fc1 holds gate and up rows
     tied_embeddings: bool  # share_embeddings_and_output_weights
 
     @classmethod
     def of(cls, model: Mapping[str, Any], tensor_parallel: int, pipeline_parallel: int) -> "ShardLayout":
-        """The layout of a `model:` section (GPT's or T5's) split over TP x PP."""
-        layers = model.get("num_layers") or model.get("encoder_num_layers")
-        return cls(tensor_parallel, pipeline_parallel, int(layers), model.get("activation") in GATED_ACTIVATIONS,
+        """The layout of a `model:` section split over TP x PP."""
+        return cls(tensor_parallel, pipeline_parallel, int(model["num_layers"]), model.get("activation") == "fast-swiglu",
                    bool(model.get("share_embeddings_and_output_weights", True)))
 
     @property
@@ -82,8 +71,6 @@ def merge_shards(shards: Mapping[Tuple[int, int], Mapping[str, Any]], layout: Sh
 
 def split_state_dict(full: Mapping[str, Any], layout: ShardLayout, tp_rank: int, pp_rank: int) -> Dict[str, torch.Tensor]:
     """The state dict of rank (tp_rank, pp_rank): the inverse of merge_shards."""
-    if layout.pipeline_parallel == 1:  # every parameter on the one stage (and T5's, whose names GPT's placement lacks)
-        return {key: _split_tensor(key, value, layout, tp_rank) for key, value in full.items()}
     first, last = pp_rank == 0, pp_rank == layout.pipeline_parallel - 1
     per_stage = layout.layers_per_stage
     lowest = pp_rank * per_stage

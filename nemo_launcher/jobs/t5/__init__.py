@@ -11,8 +11,9 @@ recipe; mT5 is the same model with a SentencePiece vocabulary:
 | model           | TransformerConfig, layer specs and T5Model chunks from `model.*`; FLOPs per token |
 | attention_bias  | the local core attention with relative-position bias (megatron-core's refuses it) |
 | data            | megatron-core's T5 span-corruption datasets over the blend                       |
-| convert         | the conversion program (config, lock, summary)                                   |
-| converter       | checkpoint -> .nemo at the target TP, and the Hugging Face export                |
-| standalone      | a T5 model for jobs that do not train (conversion, evaluation): build and load   |
+| convert         | the conversion program: core/conversion.py's flow with T5's part                 |
+| converter       | T5's part of the conversion: schemas, model, TP rules, Hugging Face export        |
+| standalone      | a T5 model for jobs that do not train (conversion, evaluation): build, save, load |
+| shards          | how megatron-core splits a T5 over TP (rules for core/shards.py)                 |
 | hf_export       | T5ForConditionalGeneration / MT5ForConditionalGeneration where one matches exactly |
 """

@@ -8,9 +8,9 @@ model built for inference, and `.nemo` archives written and read back.
     model, tokenizer = load_t5_from_nemo("megatron_t5.nemo", tensor_parallel=2)   # any TP the archive has
 
 The archive is GPT's (gpt/nemo_archive.py: model_config.yaml, per-rank model_weights.pt, tokenizer/vocab.txt or
-the SentencePiece .model) with T5Model's parameter names; shards merge and split by gpt/shards.py, whose rules
-name T5's layers too. A T5 has PP 1 (megatron-core 0.16 cannot split it over pipeline stages), so the only layout
-that varies is TP. The layer spec is always megatron-core's local one: its names are the canonical ones in our
+the SentencePiece .model) with T5Model's parameter names; shards merge and split by T5's rules (shards.py). A T5
+has PP 1 (megatron-core 0.16 cannot split it over pipeline stages), so the only layout that varies is TP. The layer
+spec is always megatron-core's local one: its names are the canonical ones in our
 archives, and its sharded-state keys equal the Transformer Engine spec's, so it reads checkpoints trained with
 either.
 """
@@ -21,12 +21,13 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import torch
 
 from ..common.config import JobConfigError, bind
+from ..core.shards import merge_shards, split_state_dict
 from ..core.transformer import build_chunks
-from ..gpt.nemo_archive import layout_of, load_nemo, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
-from ..gpt.shards import ShardLayout, split_state_dict
+from ..gpt.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
 from ..gpt.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
 from ...contract.schemas.t5_training import T5ModelSection
 from .model import t5_chunk, transformer_config
+from .shards import t5_shard_layout
 
 
 def start_t5_model_parallel(tensor_parallel: int, pipeline_parallel: int = 1, seed: int = 1234):
@@ -86,7 +87,12 @@ def save_t5_nemo(path, model_config: Mapping[str, Any], model: torch.nn.Module,
 def load_t5_nemo(path) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """(model config, full state dict on the CPU): the shards of a TP > 1 archive merged into TP=1's. The returned
     config still names the archive's layout; its tokenizer keys point at extracted copies of the packed files."""
-    return load_nemo(path)
+    config = read_nemo_config(path)
+    tensor_parallel, _ = layout_of(config)
+    shards = {(t, 0): load_nemo_shard(path, t, 0) for t in range(tensor_parallel)}
+    if tensor_parallel == 1:
+        return config, shards[(0, 0)]
+    return config, merge_shards(shards, t5_shard_layout(config, tensor_parallel))
 
 
 def load_t5_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: Optional[str] = None):
@@ -107,7 +113,7 @@ def load_t5_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1
         state_dict = load_nemo_shard(path, tp_rank, 0)
     else:
         _, full = load_t5_nemo(path)
-        state_dict = split_state_dict(full, ShardLayout.of(config, tensor_parallel, pipeline_parallel), tp_rank, 0)
+        state_dict = split_state_dict(full, t5_shard_layout(config, tensor_parallel), tp_rank, 0)
     section = inference_section(bind(T5ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
     tokenizer = load_tokenizer(**dataclasses.asdict(section.tokenizer))
     model = build_inference_model(section, padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
