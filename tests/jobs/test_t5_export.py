@@ -85,3 +85,15 @@ def test_pytriton_serves_the_framework_models_answers(exported, direct, tmp_path
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=120)
     assert code == 0, log.read_text()[-3000:]
+
+
+def test_bf16_serving_casts_every_weight_and_answers(exported):
+    """The export's default data_type: the local spec would mix fp32 norms with bf16 matmuls without Float16Module."""
+    import numpy as np
+
+    from nemo_launcher.jobs.t5.serving import T5Generator
+
+    generator = T5Generator.load(str(exported[1] / MODEL / "1" / "model.nemo"), "bf16", 3)
+    assert {p.dtype for p in generator.model.parameters()} == {torch.bfloat16}
+    outputs = generator.answer({"prompt": np.array([[PROMPT.encode()]], dtype=object)})
+    assert outputs["output_ids"].shape[0] == 1 and outputs["completion"].shape == (1, 1)

@@ -31,6 +31,7 @@ def evaluate(cfg, placement) -> Dict[str, dict]:
 
     from ..common.qa_metrics import average_over_files
     from .scoring import SCORE_NAMES, score_answers
+    from .generate import inference_ready
     from .standalone import load_t5_from_nemo
     from .text_pairs import PairEncoder, read_pairs
     from .tuning import answer_pairs
@@ -38,6 +39,7 @@ def evaluate(cfg, placement) -> Dict[str, dict]:
     model_section, section = cfg.model, cfg.model.data.validation_ds
     model, tokenizer = load_t5_from_nemo(model_section.restore_from_path, model_section.tensor_model_parallel_size, 1,
                                          model_section.precision_name())
+    model = inference_ready(model)
     encoder = PairEncoder(tokenizer, section.max_src_seq_length, section.max_tgt_seq_length)
     dp_rank, dp_size = parallel_state.get_data_parallel_rank(), parallel_state.get_data_parallel_world_size()
     results: Dict[str, dict] = {}

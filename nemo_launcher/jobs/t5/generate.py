@@ -23,6 +23,16 @@ def _full_vocab_logits(logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def inference_ready(model: torch.nn.Module) -> torch.nn.Module:
+    """A model built in bf16/fp16 inside megatron's Float16Module, which casts every parameter (norms too) and the
+    inputs as training does; without it the local spec mixes fp32 and half-precision tensors. fp32 as it is."""
+    if not (model.config.bf16 or model.config.fp16):
+        return model
+    from megatron.core.transformer.module import Float16Module
+
+    return Float16Module(model.config, model).eval()
+
+
 def encoder_batch(sources: Sequence[Sequence[int]], pad_id: int, device) -> tuple:
     """(ids [b, longest], padding mask [b, longest] with 1 for a token) of sources padded at the end."""
     longest = max(len(ids) for ids in sources)
@@ -56,6 +66,8 @@ def greedy_answers(model: torch.nn.Module, sources: Sequence[Sequence[int]], tok
     try:
         encoder_masks = attention_masks({"enc_mask": encoder_mask, "dec_mask": torch.ones_like(decoder_ids)}, te_masks)
         hidden = model(encoder_ids, None, encoder_masks[0], None, None, output_encoder_hidden_only=True)
+        # Float16Module hands outputs back in fp32 but casts only positional inputs: back to the weights' dtype.
+        hidden = hidden.to(next(model.parameters()).dtype)
         for _ in range(max_new_tokens):
             masks = attention_masks({"enc_mask": encoder_mask, "dec_mask": torch.ones_like(decoder_ids)}, te_masks)
             logits = _full_vocab_logits(model(encoder_ids, decoder_ids, *masks, encoder_hidden_states=hidden))

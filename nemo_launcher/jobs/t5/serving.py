@@ -18,8 +18,10 @@ class T5Generator(TextGenerator):
 
         if data_type not in DATA_TYPES:
             raise JobConfigError(f"data_type: {data_type!r} is not one of {', '.join(DATA_TYPES)}")
+        from .generate import inference_ready
+
         model, tokenizer = load_t5_from_nemo(nemo_path, precision=data_type)
-        return cls(model, tokenizer, model.max_sequence_length, tokens_to_generate)
+        return cls(inference_ready(model), tokenizer, model.max_sequence_length, tokens_to_generate)
 
     def generate(self, prompt: str, max_tokens: Optional[int] = None) -> List[int]:
         from .generate import greedy_answers
