@@ -237,15 +237,17 @@ class MultimodalDataConfig:
             if getattr(self, name).enable:
                 self.partition(name, f"{key}.{name}")
 
-    def partition(self, step: str, key: str = STAGE) -> Tuple[List[int], int]:
-        """(array task ids this run submits, task count of the partition) of reorganize_tar or precache_encodings."""
+    def partition(self, step: str, key: Optional[str] = None) -> Tuple[List[int], int]:
+        """(array task ids this run submits, task count of the partition) of reorganize_tar or precache_encodings;
+        `key` is the step's section as messages name it."""
+        key = key or f"{STAGE}.{step}"
         size = getattr(self, step).node_array_size
         ids = task_ids(f"{key}.node_array_size", size)
         if self.override_task_id is not None:
             if len(ids) != 1:
                 raise config_fault(f"{key}.node_array_size", size,
                                    f"override_task_id={self.override_task_id} is one task: set node_array_size to 1, "
-                                   f"or disable this sub-stage ({key.rpartition('.')[0]}.enable=false)")
+                                   f"or disable this sub-stage ({key}.enable=false)")
             return [self.override_task_id], self.override_task_count
         count = self.override_task_count if self.override_task_count is not None else (
             len(ids) if ids == list(range(len(ids))) else None)
