@@ -267,7 +267,7 @@ class GptCheckpointParams(CheckpointParams):
     # Which complete checkpoints prune keeps: step/max keeps the newest save_top_k; val_loss/min keeps the
     # save_top_k of lowest validation loss (the newest validation before each save) and always the newest one.
     monitor: Literal["step", "val_loss"] = "step"
-    mode: Literal["min", "max"] = "max"
+    mode: Optional[Literal["min", "max"]] = None  # null: the monitor's own direction (step max, val_loss min)
     model_parallel_size: Optional[int] = None  # if set, must equal TP x PP (the reference's checkpoint layout key)
     filename: Optional[str] = None  # fixed: null (checkpoint folders are step-<N>, what resuming and conversion read)
     always_save_nemo: bool = False  # fixed: false (the conversion stage writes the .nemo)
@@ -282,8 +282,10 @@ class GptCheckpointParams(CheckpointParams):
             "always_save_nemo": (False, nemo),
             "save_nemo_on_train_end": (False, nemo),
         })
-        if (self.monitor, self.mode) == ("step", "min"):
-            raise config_fault(f"{key}.mode", "min", "monitor: step keeps the newest checkpoints: use mode: max")
+        if (self.monitor, self.mode) in (("step", "min"), ("val_loss", "max")):
+            raise config_fault(f"{key}.mode", self.mode, f"monitor: {self.monitor} keeps the "
+                               f"{'newest checkpoints (mode max)' if self.monitor == 'step' else 'lowest validation losses (mode min)'}; "
+                               "set mode to match, or null")
         if self.model_parallel_size is not None:
             positive(f"{key}.model_parallel_size", self.model_parallel_size)
 

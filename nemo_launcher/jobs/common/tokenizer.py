@@ -77,8 +77,9 @@ class MaskingTokenizer(Tokenizer):
 def load_tokenizer(library: str, type: Optional[str] = None, model: Optional[str] = None,
                    vocab_file: Optional[str] = None, merge_file: Optional[str] = None,
                    key: str = "model.tokenizer", num_sentinel_tokens: int = 0,
-                   sentencepiece_legacy: bool = True) -> Tokenizer:
-    """`num_sentinel_tokens`: T5's sentinels (100 for T5 and mT5; 0 for GPT and BERT). `sentencepiece_legacy`:
+                   sentencepiece_legacy: bool = True, delimiter: Optional[str] = None) -> Tokenizer:
+    """`delimiter`: the reference's tabular-tokenizer key, which the GPT schema holds at null (no tokenizer here reads it).
+    `num_sentinel_tokens`: T5's sentinels (100 for T5 and mT5; 0 for GPT and BERT). `sentencepiece_legacy`:
     special tokens a SentencePiece model lacks are added after it (else their absence is an error)."""
     if isinstance(num_sentinel_tokens, bool) or not isinstance(num_sentinel_tokens, int) or num_sentinel_tokens < 0:
         raise JobConfigError(f"{key}.num_sentinel_tokens: {num_sentinel_tokens!r} must be a non-negative integer")

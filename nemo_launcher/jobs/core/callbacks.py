@@ -16,6 +16,7 @@ import torch
 from ..common.report import eta, remaining_seconds
 from .checkpoint_space import CheckpointSpace
 from .checkpoints import CheckpointFolder
+from .optim import parameters_gathered
 from .recipe import extra_loss_names, metric_name
 
 log = logging.getLogger(__name__)
@@ -84,12 +85,13 @@ class ProgressLogger(pl.Callback):
     totals of this attempt for the closing summary."""
 
     def __init__(self, parts, writer: MetricsWriter, clock: StepClock, flops_per_token: Optional[float],
-                 peak_flops: Optional[float]):
+                 peak_flops: Optional[float], step_timer=None):
         self.parts = parts
         self.writer = writer
         self.clock = clock
         self.flops_per_token = flops_per_token
         self.peak_flops = peak_flops  # per GPU; None off GPUs or for GPUs missing from the table
+        self.step_timer = step_timer  # step_hooks.StepTimer: train_step_timing over its last steps
         self._validation_started = 0.0
         self.first_step = 0  # the global step this attempt started from (the resumed checkpoint's)
         self.tokens = 0  # trained this attempt, all ranks together
@@ -128,7 +130,8 @@ class ProgressLogger(pl.Callback):
             "tokens_per_sec": tokens_per_sec,
         }
         if cfg.exp_manager.log_step_timing:
-            metrics["train_step_timing"] = seconds / steps
+            recent = self.step_timer.mean() if self.step_timer is not None else None
+            metrics["train_step_timing"] = recent if recent is not None else seconds / steps
         if record.grad_norm is not None:
             metrics["grad_norm"] = float(record.grad_norm)
         line = (f"step={record.step}/{cfg.trainer.max_steps} loss={loss:.4f}{_extras_text(extras)} lr={record.lr:.3e} "
@@ -254,23 +257,32 @@ class CheckpointAndStop(pl.Callback):
         rank_zero = self.parts.placement.rank == 0
         target = self.space.prepare(step)  # collective: also the barrier before anyone writes
         try:
-            trainer.save_checkpoint(target, weights_only=False)  # every rank writes its shards; ends with a barrier
+            with parameters_gathered(self.parts.ddp_chunks):
+                trainer.save_checkpoint(target, weights_only=False)  # every rank writes its shards; ends with a barrier
             if rank_zero:
                 self.folder.mark_complete(step, {
                     "step": step,
                     "consumed_samples": self.parts.batches.consumed_samples(step),
                     "parallel_layout": dict(self.parts.layout),
+                    "val_loss": pl_module_val_loss(trainer),
                 })
         except BaseException as error:  # torch.distributed.checkpoint's CheckpointException is no Exception
             self.space.failed(step, error)
             raise
         if rank_zero:
             self.space.saved(step)
-            self.folder.prune(self.parts.cfg.exp_manager.checkpoint_callback_params.save_top_k)
+            params = self.parts.cfg.exp_manager.checkpoint_callback_params
+            # (the schema holds mode to the monitor's own direction: newest steps, lowest validation loss)
+            self.folder.prune(params.save_top_k, getattr(params, "monitor", "step"))
         elapsed = time.perf_counter() - started
         self.clock.exclude(elapsed)
         self.saved = target
         self.writer.say(f"checkpoint step={step} saved to {target} in {elapsed:.1f}s")
+
+
+def pl_module_val_loss(trainer) -> Optional[float]:
+    """The newest validation loss (None before the first validation), recorded with each checkpoint."""
+    return getattr(trainer.lightning_module, "last_val_loss", None)
 
 
 def resume_path(folder: CheckpointFolder, resume_if_exists: bool, ignore_missing: bool) -> Optional[Path]:

@@ -78,11 +78,22 @@ class CheckpointFolder:
                 removed.append(self.path(step))
         return removed
 
-    def prune(self, keep: int) -> List[Path]:
-        """Deletes all but the newest `keep` complete checkpoints (keep -1: none), and incomplete folders
-        older than the newest complete one (failed saves). Returns what was deleted. One rank only."""
+    def prune(self, keep: int, monitor: str = "step") -> List[Path]:
+        """Deletes all but `keep` complete checkpoints (keep -1: none), and incomplete folders older than the newest
+        complete one (failed saves). Returns what was deleted. One rank only.
+
+        monitor step keeps the newest; val_loss keeps the `keep` best by the validation loss recorded with each
+        (lowest first), checkpoints without one ranked last, and always the newest, which resuming needs."""
         complete = self.steps()
-        doomed = [] if keep < 0 else complete[:-keep] if keep > 0 else list(complete)
+        if keep < 0:
+            doomed = []
+        elif monitor == "step":
+            doomed = complete[:-keep] if keep > 0 else list(complete)
+        else:
+            losses = {step: self.read_info(self.path(step)).get(monitor) for step in complete}
+            ranked = sorted(complete, key=lambda s: (losses[s] is None, losses[s] or 0.0, -s))
+            kept = set(ranked[:keep]) | set(complete[-1:])
+            doomed = [step for step in complete if step not in kept]
         newest = complete[-1] if complete else None
         if newest is not None:
             doomed += [s for s in self.steps(complete=False) if s < newest and s not in complete]

@@ -18,7 +18,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from .optim import set_hyperparameters
+from .optim import parameters_gathered, set_hyperparameters
 from .samplers import EvalBatchSampler, StepBatchSampler, make_loader
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,8 @@ class TrainingModule(pl.LightningModule):
     # ---- evaluation ----------------------------------------------------------------------------------
     def on_validation_epoch_start(self) -> None:
         self._val_losses = []
+        self._gathered = parameters_gathered(self.parts.ddp_chunks)
+        self._gathered.__enter__()
 
     def validation_step(self, batch, batch_idx):
         losses = self._evaluate_batch(batch)
@@ -149,6 +151,7 @@ class TrainingModule(pl.LightningModule):
             self._val_losses.append(losses)
 
     def on_validation_epoch_end(self) -> None:
+        self._gathered.__exit__(None, None, None)
         self.last_val_losses = self.parts.reduce_last_stage_means(_mean_of(self._val_losses))
 
     def evaluate_test_split(self) -> Optional[float]:
@@ -162,7 +165,7 @@ class TrainingModule(pl.LightningModule):
         was_training = self.training
         self.eval()
         losses = []
-        with torch.no_grad():
+        with torch.no_grad(), parameters_gathered(self.parts.ddp_chunks):
             for batch in loader:
                 batch = {k: v.to(self.parts.device, non_blocking=True) for k, v in batch.items()}
                 batch_losses = self._evaluate_batch(batch)
@@ -217,6 +220,10 @@ class TrainingModule(pl.LightningModule):
         layout, p = self.parts.layout, self.parts
         shape = (layout["pp"], layout["tp"], layout["dp"])
         offset = (p.pp_rank, p.tp_rank, p.dp_rank)
+        if "cp" in layout:  # context-parallel ranks hold states of their own
+            from megatron.core import parallel_state
+
+            shape, offset = shape + (layout["cp"],), offset + (parallel_state.get_context_parallel_rank(),)
         return {"rng_state": ShardedObject("rng_state", _rng_snapshot(p.on_gpu), shape, offset, replica_id=0)}
 
     def restore_extra_state(self, loaded: Dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """Gradient synchronisation and the optimizer: megatron-core DDP around each chunk, megatron-core's Adam.
 
-    ddp_chunks = wrap_chunks(chunks, config, precision="bf16", data_parallel_size=dp, on_gpu=True, distributed=True)
+    ddp_chunks = wrap_chunks(chunks, config, "bf16", ddp_config(cfg, "bf16", data_parallel_size=dp, on_gpu=True, distributed=True))
     optimizer = build_optimizer(cfg, ddp_chunks, precision="bf16", distributed=True)
     attach_schedule_hooks(config, ddp_chunks, optimizer)
 
@@ -10,8 +10,12 @@
 | distributed_fused_adam | DistributedOptimizer (ZeRO-1) over fused Adam       | falls back to plain, warns     |
 | fused_adam, adamw      | Adam (TE/Apex fused kernel where installed)          | torch AdamW                    |
 
-`cfg` is any schema with `model.optim` and `trainer.gradient_clip_val` (every pretraining family, fine-tuning).
+`cfg` is any schema with `model.optim` and `trainer.gradient_clip_val` (every pretraining family, fine-tuning). The
+reference's communication keys (GPT: model.optim.overlap_grad_sync/overlap_param_sync/bucket_cap_mb,
+model.grad_allreduce_chunk_size_mb, grad_div_ar_fusion, fsdp*, hysteresis, native_amp_*) reach
+`ddp_config` and `optimizer_config`; a schema without them gets the behaviour of their reference defaults.
 """
+import contextlib
 import logging
 from typing import List, Tuple
 
@@ -31,33 +35,74 @@ def use_distributed_optimizer(cfg, on_gpu: bool) -> bool:
     return True
 
 
-def wrap_chunks(chunks: List[torch.nn.Module], config, precision: str, data_parallel_size: int, on_gpu: bool,
-                distributed: bool) -> List[torch.nn.Module]:
-    """Float16Module (bf16/fp16) then megatron-core DDP around every chunk, as Megatron-LM does."""
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+# The reference's FSDP sharding strategies as megatron-core's FSDP names them.
+FSDP_SHARDING = {"full": "optim_grads_params", "grad": "optim_grads"}
+
+
+def ddp_config(cfg, precision: str, data_parallel_size: int, on_gpu: bool, distributed: bool):
+    """megatron-core's DistributedDataParallelConfig from the config. `data_parallel_size` counts the ranks that
+    reduce gradients together (data x context parallel)."""
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    model, optim = cfg.model, cfg.model.optim
+    fsdp = getattr(model, "fsdp", False)
+    # Summing bf16 gradients over hundreds of ranks loses precision: mixed precision reduces in fp32, unless FSDP is
+    # told otherwise (fsdp_grad_reduce_dtype).
+    reduce_in_fp32 = precision != "fp32" and (not fsdp or model.fsdp_grad_reduce_dtype == 32)
+    # Overlap the reduction with the backward pass where there is something to overlap it with.
+    overlap_grads = on_gpu and data_parallel_size > 1 and getattr(optim, "overlap_grad_sync", True)
+    bucket_mb = model.bucket_mb() if hasattr(model, "bucket_mb") else None
+    # NCCL averages inside the collective; gloo has no AVG, so on a CPU the gradients are divided after the sum.
+    average_in_collective = on_gpu and getattr(model, "grad_div_ar_fusion", False)
+    return DistributedDataParallelConfig(
+        grad_reduce_in_fp32=reduce_in_fp32,
+        overlap_grad_reduce=overlap_grads,
+        overlap_param_gather=distributed and overlap_grads and getattr(optim, "overlap_param_sync", False),
+        use_distributed_optimizer=distributed,
+        bucket_size=None if bucket_mb is None else bucket_mb * 2 ** 20 // 4,  # elements of fp32 gradients
+        average_in_collective=average_in_collective and not fsdp,
+        use_megatron_fsdp=fsdp,
+        data_parallel_sharding_strategy=FSDP_SHARDING[model.fsdp_sharding_strategy] if fsdp else "no_shard",
+        gradient_reduce_div_fusion=average_in_collective if fsdp else True,
+    )
+
+
+def wrap_chunks(chunks: List[torch.nn.Module], config, precision: str, ddp: "DistributedDataParallelConfig") -> List[torch.nn.Module]:
+    """Float16Module (bf16/fp16) then megatron-core DDP (or its FSDP wrapper) around every chunk, as Megatron-LM does."""
+    from megatron.core.distributed import DistributedDataParallel
     from megatron.core.transformer.module import Float16Module
 
-    ddp_config = DistributedDataParallelConfig(
-        # Summing bf16 gradients over hundreds of ranks loses precision; reduce in fp32.
-        grad_reduce_in_fp32=precision != "fp32",
-        # Overlap the all-reduce with the backward pass where there is something to overlap it with.
-        overlap_grad_reduce=on_gpu and data_parallel_size > 1,
-        use_distributed_optimizer=distributed,
-    )
+    wrapper = DistributedDataParallel
+    if ddp.use_megatron_fsdp:
+        from megatron.core.distributed.fsdp.mcore_fsdp_adapter import FullyShardedDataParallel as wrapper
     wrapped = []
     for index, chunk in enumerate(chunks):
         if precision != "fp32":
             chunk = Float16Module(config, chunk)
         # Only the first chunk's buckets are started early; later chunks' gradients arrive together.
-        wrapped.append(DistributedDataParallel(config, ddp_config, chunk, disable_bucketing=index > 0))
+        wrapped.append(wrapper(config, ddp, chunk, disable_bucketing=index > 0))
     return wrapped
 
 
-def build_optimizer(cfg, ddp_chunks: List[torch.nn.Module], precision: str, distributed: bool):
-    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+@contextlib.contextmanager
+def parameters_gathered(ddp_chunks: List[torch.nn.Module]):
+    """Around evaluation and checkpoint saves: with overlap_param_sync the updated parameters are gathered lazily
+    by the next forward's hooks; here they are gathered at once, and the hooks wait until training goes on."""
+    lazy = [chunk for chunk in ddp_chunks if chunk.ddp_config.overlap_param_gather]
+    for chunk in lazy:
+        chunk.disable_forward_pre_hook(param_sync=True)
+    try:
+        yield
+    finally:
+        for chunk in lazy:
+            chunk.enable_forward_pre_hook()
 
-    optim = cfg.model.optim
-    config = OptimizerConfig(
+
+def optimizer_config(cfg, precision: str, distributed: bool, overlap_param_gather: bool = False):
+    from megatron.core.optimizer import OptimizerConfig
+
+    model, optim = cfg.model, cfg.model.optim
+    return OptimizerConfig(
         optimizer="adam",
         lr=optim.lr,
         min_lr=optim.sched.min_lr,
@@ -70,8 +115,19 @@ def build_optimizer(cfg, ddp_chunks: List[torch.nn.Module], precision: str, dist
         fp16=precision == "fp16",
         params_dtype={"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision],
         use_distributed_optimizer=distributed,
+        overlap_param_gather=overlap_param_gather,
+        # fp16's dynamic loss scaling (the reference's native_amp_* and hysteresis; megatron-core's defaults are the same).
+        initial_loss_scale=float(getattr(model, "native_amp_init_scale", 2.0 ** 32)),
+        loss_scale_window=float(getattr(model, "native_amp_growth_interval", 1000)),
+        hysteresis=getattr(model, "hysteresis", 2),
     )
-    return get_megatron_optimizer(config, ddp_chunks)
+
+
+def build_optimizer(cfg, ddp_chunks: List[torch.nn.Module], precision: str, distributed: bool):
+    from megatron.core.optimizer import get_megatron_optimizer
+
+    overlap = ddp_chunks[0].ddp_config.overlap_param_gather
+    return get_megatron_optimizer(optimizer_config(cfg, precision, distributed, overlap), ddp_chunks)
 
 
 def attach_schedule_hooks(config, ddp_chunks: List[torch.nn.Module], optimizer) -> None:

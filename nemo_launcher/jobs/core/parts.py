@@ -116,14 +116,23 @@ def init_processes(recipe: Recipe, cfg, placement: Placement) -> bool:
 
         apply_cpu_shim()
     m = cfg.model
-    parallel_state.initialize_model_parallel(
-        tensor_model_parallel_size=m.tensor_model_parallel_size,
-        pipeline_model_parallel_size=m.pipeline_model_parallel_size,
-        virtual_pipeline_model_parallel_size=virtual_stages(m),
-        **(recipe.parallel_options(m) if recipe.parallel_options else {}),
-    )
+    parallel_state.initialize_model_parallel(**parallel_sizes(m, on_gpu),
+                                             **(recipe.parallel_options(m) if recipe.parallel_options else {}))
     _seed(m.seed, parallel_state.get_pipeline_model_parallel_rank())
     return on_gpu
+
+
+def parallel_sizes(model, on_gpu: bool) -> Dict[str, Any]:
+    """initialize_model_parallel's layout arguments from the model section (context parallelism and SHARP where
+    the schema has them)."""
+    return dict(
+        tensor_model_parallel_size=model.tensor_model_parallel_size,
+        pipeline_model_parallel_size=model.pipeline_model_parallel_size,
+        virtual_pipeline_model_parallel_size=virtual_stages(model),
+        context_parallel_size=getattr(model, "context_parallel_size", 1),
+        # SHARP runs the data-parallel reductions in the switches: an NCCL (GPU) feature the schema refuses on a CPU.
+        use_sharp=on_gpu and getattr(model, "sharp", False),
+    )
 
 
 def _seed(seed: int, pp_rank: int) -> None:
@@ -195,6 +204,7 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
     vocab_size = padded_vocab_size(tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size)
     vocab_size = resumed_vocab_size(resume, vocab_size, tokenizer.vocab_size, model.tensor_model_parallel_size)
     config = recipe.transformer_config(model, precision, on_gpu, use_te)
+    prepare_layers(model, config, use_te)
     chunks = build_chunks(recipe.build_chunk, model, config, vocab_size, use_te)
     blend = resolve_blend(cfg)
     check_splits(blend, model.data.splits_string)
@@ -209,6 +219,22 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
                           blend=blend)
 
 
+def prepare_layers(model, config, use_te: bool) -> None:
+    """What has to be in place before the layers are built: megatron-core's log level, the environment switch
+    Transformer Engine's attention reads query-key layer scaling from, and TE's userbuffers for TP overlap."""
+    import os
+
+    from .transformer import initialize_userbuffers, userbuffer_settings
+
+    level = getattr(model, "apex_transformer_log_level", None)
+    if level is not None:
+        logging.getLogger("megatron.core").setLevel(level)
+    if use_te:
+        os.environ["NVTE_APPLY_QK_LAYER_SCALING"] = "1" if config.apply_query_key_layer_scaling else "0"
+    if config.tp_comm_overlap:
+        initialize_userbuffers(userbuffer_settings(model, config))
+
+
 def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_te: bool, tokenizer, vocab_size: int,
                    config, chunks: List[torch.nn.Module], datasets: Callable[[BatchSchedule], Tuple[Any, Any, Any]],
                    blend: Optional[List] = None, data_description: Optional[str] = None) -> TrainingParts:
@@ -217,7 +243,7 @@ def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_
     `datasets(batch schedule)` returns as (train, validation, test)."""
     from megatron.core import parallel_state
 
-    from .optim import attach_schedule_hooks, build_optimizer, use_distributed_optimizer, wrap_chunks
+    from .optim import attach_schedule_hooks, build_optimizer, ddp_config, use_distributed_optimizer, wrap_chunks
 
     model = cfg.model
     precision = cfg.trainer.precision_name()
@@ -226,7 +252,9 @@ def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_
         chunk.to(device)  # use_cpu_initialization builds on the host
     dp_size = parallel_state.get_data_parallel_world_size()
     distributed = use_distributed_optimizer(cfg, on_gpu)
-    ddp_chunks = wrap_chunks(chunks, config, precision, dp_size, on_gpu, distributed)
+    # Gradients are reduced over the data- and context-parallel ranks together.
+    reducing = parallel_state.get_data_parallel_world_size(with_context_parallel=True)
+    ddp_chunks = wrap_chunks(chunks, config, precision, ddp_config(cfg, precision, reducing, on_gpu, distributed))
     optimizer = build_optimizer(cfg, ddp_chunks, precision, distributed)
     attach_schedule_hooks(config, ddp_chunks, optimizer)
 
@@ -240,8 +268,7 @@ def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_
     train, valid, test = datasets(batches)
     return TrainingParts(
         recipe=recipe, cfg=cfg, placement=placement, on_gpu=on_gpu, device=device, use_te=use_te,
-        layout={"tp": model.tensor_model_parallel_size, "pp": model.pipeline_model_parallel_size,
-                "vpp": config.virtual_pipeline_model_parallel_size or 1, "dp": dp_size},
+        layout=_layout(model, config, dp_size),
         tp_rank=parallel_state.get_tensor_model_parallel_rank(),
         pp_rank=parallel_state.get_pipeline_model_parallel_rank(),
         dp_rank=parallel_state.get_data_parallel_rank(),
@@ -249,6 +276,15 @@ def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_
         sequences=recipe.sequences(model), bare_chunks=chunks, ddp_chunks=ddp_chunks, optimizer=optimizer, batches=batches, lr_schedule=lr_schedule,
         blend=blend or [], train_dataset=train, valid_dataset=valid, test_dataset=test, data_description=data_description,
     )
+
+
+def _layout(model, config, dp_size: int) -> Dict[str, int]:
+    layout = {"tp": model.tensor_model_parallel_size, "pp": model.pipeline_model_parallel_size,
+              "vpp": config.virtual_pipeline_model_parallel_size or 1, "dp": dp_size}
+    cp = getattr(model, "context_parallel_size", 1)
+    if cp > 1:  # (a layout without CP keeps the keys its checkpoints were saved with)
+        layout["cp"] = cp
+    return layout
 
 
 def shutdown() -> None:

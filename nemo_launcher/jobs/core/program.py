@@ -76,6 +76,11 @@ def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
         rank_zero = placement.rank == 0
         writer = MetricsWriter(_loggers(cfg) if rank_zero else [], rank_zero)
         resume = resume_path(folder, cfg.exp_manager.resume_if_exists, cfg.exp_manager.resume_ignore_no_checkpoint)
+        resume = resume or starting_checkpoint(getattr(cfg.model, "resume_from_checkpoint", None))
+        if rank_zero:
+            from .code_versions import write_code_versions
+
+            write_code_versions(Path(cfg.run.results_dir))
         on_gpu = init_processes(recipe, cfg, placement)
         parts = (build or build_parts)(recipe, cfg, placement, on_gpu, resume)
         _announce(parts, writer, resume)
@@ -109,6 +114,19 @@ def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
     finally:
         shutdown()
     return 0
+
+
+def starting_checkpoint(path: Optional[str]) -> Optional[Path]:
+    """model.resume_from_checkpoint: where a run with no checkpoint of its own starts from (a complete step folder)."""
+    if not path:
+        return None
+    from ...contract import CHECKPOINT_COMPLETE_MARKER
+    from ..common.config import JobConfigError
+
+    if not (Path(path) / CHECKPOINT_COMPLETE_MARKER).is_file():
+        raise JobConfigError(f"model.resume_from_checkpoint: {path} is not a complete checkpoint folder (no "
+                             f"{CHECKPOINT_COMPLETE_MARKER} in it); name a step-<N> folder a finished save wrote")
+    return Path(path)
 
 
 def _mark_resume_needed(log_dir, needed: bool) -> None:
@@ -167,6 +185,7 @@ def _lightning(parts, writer, folder, signals, started: float, max_time_s, modul
     from .callbacks import CheckpointAndStop, ProgressLogger, StepClock
     from .flops import peak_bf16_flops
     from .module import TrainingModule
+    from .step_hooks import step_hooks
     from .strategy import MegatronStrategy
 
     cfg, recipe = parts.cfg, parts.recipe
@@ -178,7 +197,8 @@ def _lightning(parts, writer, folder, signals, started: float, max_time_s, modul
             log.warning("no peak FLOP/s known for %s: MFU is not logged", name)
     clock = StepClock()
     flops = recipe.flops_per_token(cfg.model, parts.vocab_size) if recipe.flops_per_token else None
-    progress = ProgressLogger(parts, writer, clock, flops, peak)
+    timer, *hooks = step_hooks(parts)
+    progress = ProgressLogger(parts, writer, clock, flops, peak, timer)
     stopper = CheckpointAndStop(parts, writer, clock, folder, signals, started, max_time_s)
     validating = parts.valid_dataset is not None and cfg.trainer.limit_val_batches > 0
     trainer = pl.Trainer(
@@ -200,6 +220,6 @@ def _lightning(parts, writer, folder, signals, started: float, max_time_s, modul
         use_distributed_sampler=False,  # our samplers split data by data-parallel rank, not by world rank
         inference_mode=False,  # no_grad instead: megatron's pipeline sends in-place into received buffers
         default_root_dir=cfg.exp_manager.explicit_log_dir,
-        callbacks=[progress, stopper],
+        callbacks=[timer, progress, stopper, *hooks],  # the timer ends each step before it is reported
     )
     return trainer, (module_class or TrainingModule)(parts), progress, stopper

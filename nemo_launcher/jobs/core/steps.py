@@ -27,6 +27,43 @@ def masked_token_loss(loss_mask: torch.Tensor, per_token_loss: torch.Tensor):
     return loss, {"lm loss": loss.detach().clone()}
 
 
+def context_parallel_size() -> int:
+    """1 unless megatron's groups exist and split sequences (programs that run a model without them count as 1)."""
+    from megatron.core import parallel_state
+
+    if not parallel_state.model_parallel_is_initialized():
+        return 1
+    return max(parallel_state.get_context_parallel_world_size(), 1)
+
+
+def this_context_rank(batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """A microbatch's share of this context-parallel rank: two of 2 x CP equal chunks of every sequence (the first
+    and the mirrored last, so causal attention's work is balanced), as megatron-core cuts it. Unchanged at CP 1."""
+    from megatron.core.utils import get_batch_on_this_cp_rank
+
+    if context_parallel_size() == 1:
+        return batch
+    return get_batch_on_this_cp_rank(dict(batch))
+
+
+def context_parallel_token_loss(loss_mask: torch.Tensor, per_token_loss: torch.Tensor):
+    """masked_token_loss over a sequence split across context-parallel ranks: the mean over every rank's tokens.
+
+    Each rank back-propagates its own tokens' share (local sum / global count); the shares add up to the whole
+    sequence's gradient, and x CP undoes megatron DDP's averaging over the data x context-parallel ranks."""
+    from megatron.core import parallel_state
+
+    cp = context_parallel_size()
+    if cp == 1:
+        return masked_token_loss(loss_mask, per_token_loss)
+    mask = loss_mask.reshape(-1).float()
+    local_sum = torch.sum(per_token_loss.reshape(-1).float() * mask)
+    totals = torch.stack([local_sum.detach(), mask.sum()])
+    torch.distributed.all_reduce(totals, group=parallel_state.get_context_parallel_group())
+    count = totals[1].clamp(min=1.0)
+    return local_sum / count * cp, {"lm loss": (totals[0] / count).clone()}
+
+
 def run_microbatches(chunks: List[torch.nn.Module], microbatches: List[dict], forward_step: Callable,
                      sequences: Sequences, micro_batch_size: int, forward_only: bool,
                      loss_names: Sequence[str] = ("lm loss",)) -> Optional[Dict[str, torch.Tensor]]:

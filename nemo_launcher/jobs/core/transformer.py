@@ -36,6 +36,38 @@ def virtual_stages(model) -> Any:
     return vpp if (vpp or 1) > 1 else None
 
 
+def apex_available() -> bool:
+    """megatron-core's local layer spec uses Apex's fused LayerNorm (and its softmax kernels) when Apex imports."""
+    from megatron.core.models.gpt import gpt_layer_specs
+
+    return bool(getattr(gpt_layer_specs, "HAVE_APEX", False))
+
+
+def _fusions(model, precision: str, on_gpu: bool, use_te: bool) -> Dict[str, Any]:
+    """The fusion keys (the reference's defaults where a family has none) as megatron-core can honour them: each is
+    a CUDA kernel, so none on a CPU; the local spec's LayerNorm and softmax kernels are Apex's, and Transformer
+    Engine layers bring their own."""
+    asked = {name: getattr(model, name, default) for name, default in (
+        ("bias_dropout_add_fusion", True), ("masked_softmax_fusion", True), ("persist_layer_norm", True),
+        ("gradient_accumulation_fusion", True), ("apply_query_key_layer_scaling", False))}
+    apex_kernels = on_gpu and not use_te and apex_available()
+    return dict(
+        bias_dropout_fusion=on_gpu and asked["bias_dropout_add_fusion"],
+        masked_softmax_fusion=asked["masked_softmax_fusion"] and apex_kernels,
+        persist_layer_norm=asked["persist_layer_norm"] and apex_kernels,
+        gradient_accumulation_fusion=on_gpu and use_te and asked["gradient_accumulation_fusion"],
+        # As in the reference: query-key layer scaling guards fp16's softmax range; bf16 and fp32 need none.
+        apply_query_key_layer_scaling=asked["apply_query_key_layer_scaling"] and precision == "fp16",
+    )
+
+
+def _tp_overlap(model) -> Dict[str, Any]:
+    """Transformer Engine userbuffers: TP communication overlapped with the GEMMs (the trainer initialises them)."""
+    if not getattr(model, "ub_tp_comm_overlap", False):
+        return {}
+    return dict(tp_comm_overlap=True, tp_comm_atomic_ag=model.tp_comm_atomic_ag, tp_comm_atomic_rs=model.tp_comm_atomic_rs)
+
+
 def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: bool) -> Dict[str, Any]:
     """TransformerConfig keyword arguments read from the `model` keys every family has (widths, heads, dropout,
     initialisation, parallel layout, recompute), and the precision, fusion and pipeline settings that follow from
@@ -61,6 +93,7 @@ def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: boo
         tensor_model_parallel_size=model.tensor_model_parallel_size,
         pipeline_model_parallel_size=model.pipeline_model_parallel_size,
         virtual_pipeline_model_parallel_size=virtual_stages(model),
+        context_parallel_size=getattr(model, "context_parallel_size", 1),
         sequence_parallel=getattr(model, "sequence_parallel", False),
         use_cpu_initialization=model.use_cpu_initialization,
         params_dtype=dtype,
@@ -68,15 +101,31 @@ def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: boo
         bf16=precision == "bf16",
         fp16=precision == "fp16",
         overlap_p2p_comm=overlap_p2p,
-        batch_p2p_comm=not overlap_p2p,
+        batch_p2p_comm=getattr(model, "batch_p2p_comm", not overlap_p2p) and not overlap_p2p,
+        batch_p2p_sync=getattr(model, "sync_batch_comm", True),
+        fp32_residual_connection=getattr(model, "fp32_residual_connection", False),
         # Freeing a stage's output once sent saves GPU memory; on the CPU gloo still reads it.
         deallocate_pipeline_outputs=on_gpu,
-        bias_dropout_fusion=on_gpu,
-        # The fused softmax of the local attention needs Apex kernels; the TE spec has its own attention.
-        masked_softmax_fusion=False,
-        gradient_accumulation_fusion=on_gpu and use_te,
+        **_fusions(model, precision, on_gpu, use_te),
+        **_tp_overlap(model),
         **recompute,
     )
+
+
+def userbuffer_settings(model, config) -> Dict[str, Any]:
+    """Transformer Engine's initialize_ub arguments: one [tokens of a microbatch on this rank, hidden] buffer shape,
+    the TP size, FP8 or not, and the per-GEMM settings of model.ub_tp_comm_overlap_cfg (TE's defaults for the rest)."""
+    overlap = getattr(model, "ub_tp_comm_overlap_cfg", None)
+    tokens = model.encoder_seq_length * model.micro_batch_size // config.context_parallel_size
+    return dict(shape=[tokens, model.hidden_size], tp_size=config.tensor_model_parallel_size,
+                use_fp8=config.fp8 is not None, dtype=config.params_dtype,
+                ub_cfgs=overlap.ub_cfgs() if overlap is not None else None)
+
+
+def initialize_userbuffers(settings: Dict[str, Any]) -> None:
+    from transformer_engine.pytorch.module.base import initialize_ub
+
+    initialize_ub(**settings)
 
 
 def chunk_stages(config) -> List[ChunkStage]:

@@ -11,24 +11,29 @@ from ..core.datasets import megatron_blend, megatron_split
 from ...contract.schemas.gpt_training import TrainingConfig
 
 
-def build_gpt_datasets(cfg: TrainingConfig, tokenizer, sizes: List[int], blend: List):
-    """(train, validation, test) megatron-core GPT datasets of `sizes` samples; a split of weight 0 is None."""
-    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
-    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
-
+def gpt_dataset_settings(cfg: TrainingConfig, blend: List) -> dict:
+    """GPTDatasetConfig's keyword arguments (all but the tokenizer) from the config."""
     data = cfg.model.data
-    dataset_config = GPTDatasetConfig(
+    return dict(
         random_seed=cfg.model.seed,
         sequence_length=cfg.model.encoder_seq_length,
         blend=megatron_blend(blend),
         split=megatron_split(data.splits_string),
         path_to_cache=data.index_mapping_dir,
-        tokenizer=tokenizer,
         reset_position_ids=data.reset_position_ids,
         reset_attention_mask=data.reset_attention_mask,
         eod_mask_loss=data.eod_mask_loss,
+        mmap_bin_files=data.data_impl == "mmap",
         # Without per-document masks the attention is plainly causal, which the layers build themselves;
         # a [1, s, s] mask per sample would cost s*s bytes of host memory and copies for nothing.
         create_attention_mask=data.reset_attention_mask,
     )
+
+
+def build_gpt_datasets(cfg: TrainingConfig, tokenizer, sizes: List[int], blend: List):
+    """(train, validation, test) megatron-core GPT datasets of `sizes` samples; a split of weight 0 is None."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+
+    dataset_config = GPTDatasetConfig(tokenizer=tokenizer, **gpt_dataset_settings(cfg, blend))
     return BlendedMegatronDatasetBuilder(GPTDataset, sizes, lambda: True, dataset_config).build()

@@ -60,9 +60,11 @@ def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te
         fp8 = dict(
             fp8="e4m3" if model.fp8_e4m3 else "hybrid", fp8_margin=model.fp8_margin, fp8_interval=model.fp8_interval,
             fp8_amax_history_len=model.fp8_amax_history_len, fp8_amax_compute_algo=model.fp8_amax_compute_algo,
+            fp8_wgrad=model.fp8_wgrad,
         )
     # Fusions are CUDA kernels; megatron's gelu fusion also needs a bias and only gelu/swiglu are fused.
-    fuse_activation = on_gpu and ((model.activation == "gelu" and model.bias) or model.activation == "fast-swiglu")
+    fusable = (model.activation == "gelu" and model.bias) or model.activation == "fast-swiglu"
+    fuse_activation = on_gpu and model.bias_activation_fusion and fusable
     return TransformerConfig(
         **shared_transformer_settings(model, precision, on_gpu, use_te),
         num_layers=model.num_layers,
@@ -98,6 +100,13 @@ def check_model_support(model: ModelSection, on_gpu: bool, use_te: bool) -> None
     """Settings that cannot work with the chosen layer spec fail here, before any weight is allocated."""
     if model.fp8 and not use_te:
         raise JobConfigError("model.fp8: FP8 needs Transformer Engine on GPUs; install it or set fp8: false")
+    if model.context_parallel_size > 1 and not use_te:
+        raise JobConfigError(f"model.context_parallel_size: {model.context_parallel_size} needs Transformer Engine's "
+                             "attention on GPUs (megatron-core's local attention holds whole sequences)")
+    for switch, what in (("ub_tp_comm_overlap", "userbuffers are Transformer Engine's"),
+                         ("fsdp", "megatron-core's FSDP wrapper imports Transformer Engine")):
+        if getattr(model, switch) and not use_te:
+            raise JobConfigError(f"model.{switch}: {what}, which does not load here; install it or set {switch}: false")
     if model.data.reset_attention_mask and use_te:
         raise JobConfigError("model.data.reset_attention_mask: the Transformer Engine spec applies a plain causal mask; "
                              "set model.transformer_engine: false to use per-document masks")
@@ -108,18 +117,22 @@ def build_gpt_chunks(model: ModelSection, config, vocab_size: int, use_te: bool)
     return build_chunks(gpt_chunk, model, config, vocab_size, use_te)
 
 
-def gpt_chunk(model: ModelSection, config, vocab_size: int, use_te: bool, stage: ChunkStage):
-    from megatron.core.models.gpt import GPTModel
-
-    return GPTModel(
-        config=config,
-        transformer_layer_spec=_layer_spec(model, config, use_te, stage.vp_stage),
-        vocab_size=vocab_size,
+def gpt_model_settings(model: ModelSection, stage: ChunkStage) -> dict:
+    """GPTModel's keyword arguments other than the config, the layer spec and the vocabulary size."""
+    return dict(
         max_sequence_length=model.max_position_embeddings,
         pre_process=stage.pre_process,
         post_process=stage.post_process,
         share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
         position_embedding_type=model.position_embedding_type,
         rotary_percent=model.rotary_percentage,
+        fp16_lm_cross_entropy=model.fp16_lm_cross_entropy,
         vp_stage=stage.vp_stage,
     )
+
+
+def gpt_chunk(model: ModelSection, config, vocab_size: int, use_te: bool, stage: ChunkStage):
+    from megatron.core.models.gpt import GPTModel
+
+    return GPTModel(config=config, transformer_layer_spec=_layer_spec(model, config, use_te, stage.vp_stage),
+                    vocab_size=vocab_size, **gpt_model_settings(model, stage))

@@ -7,7 +7,7 @@ The core (nemo_launcher/jobs/core) does everything else; see core/recipe.py for 
 from functools import partial
 
 from ..core.recipe import Recipe
-from ..core.steps import masked_token_loss
+from ..core.steps import context_parallel_token_loss, this_context_rank
 from .data import build_gpt_datasets
 from .flops import model_flops_per_token
 from .model import check_model_support, gpt_chunk, transformer_config
@@ -15,9 +15,9 @@ from .model import check_model_support, gpt_chunk, transformer_config
 
 def gpt_forward_step(data_iterator, model):
     """megatron-core's forward_step_func: one microbatch through one model chunk (pre-training and fine-tuning)."""
-    batch = next(data_iterator)
+    batch = this_context_rank(next(data_iterator))
     output = model(batch["tokens"], batch["position_ids"], batch.get("attention_mask"), labels=batch["labels"])
-    return output, partial(masked_token_loss, batch["loss_mask"])
+    return output, partial(context_parallel_token_loss, batch["loss_mask"])
 
 
 GPT = Recipe(

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import List
 
 from ...contract import RESUME_MARKER
+from ...contract.schemas.gpu_training import profiled_command, training_environment
 from ..job_spec import Command, JobSpec
-from .base import Stage, tensor_parallel_env
+from ..secrets import refuse_secret_values
+from .base import Stage
 
 
 class TrainingStage(Stage):
@@ -16,8 +18,12 @@ class TrainingStage(Stage):
 
     def job_specs(self) -> List[JobSpec]:
         _, program, config, cfg = self.bind_family()
-        command = Command(program, ("--config", str(self.config_file(cfg.run))))
+        # With model.nsys_profile enabled, every rank starts through the profiling wrapper.
+        module, args = profiled_command(program, ("--config", str(self.config_file(cfg.run))),
+                                        getattr(cfg.model, "nsys_profile", None), cfg.exp_manager.explicit_log_dir)
         marker = Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER if cfg.run.auto_requeue else None
-        return self.one_job(config, cfg.run, [command], nodes=cfg.trainer.num_nodes, tasks_per_node=cfg.trainer.devices,
-                            env=tensor_parallel_env(cfg.model.tensor_model_parallel_size),
+        env = training_environment(cfg)
+        refuse_secret_values(env, self.key("run", "env_vars"))
+        return self.one_job(config, cfg.run, [Command(module, args)], nodes=cfg.trainer.num_nodes,
+                            tasks_per_node=cfg.trainer.devices, env=env,
                             checkpoint_signal=True, requeue_marker=marker, **self.files_of(cfg))

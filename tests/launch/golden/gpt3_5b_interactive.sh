@@ -5,6 +5,10 @@ set -euo pipefail
 export TRANSFORMERS_OFFLINE=1
 export TORCH_NCCL_AVOID_RECORD_STREAMS=1
 export NEMO_LAUNCHER_NUMA_MAPPING='{"balanced":true,"cores":"all_logical","enable":true,"max_cores":8,"min_cores":1,"mode":"unique_contiguous","scope":"node"}'
+export NCCL_NVLS_ENABLE=0
+export NVTE_DP_AMAX_REDUCE_INTERVAL=0
+export NVTE_ASYNC_AMAX_REDUCTION=1
+export NVTE_FUSED_ATTN=0
 export PYTHONPATH=/opt/launcher"${PYTHONPATH:+:${PYTHONPATH}}"
 
 # One log per run: a rerun never overwrites an earlier log.

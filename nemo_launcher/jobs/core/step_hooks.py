@@ -1,0 +1,100 @@
+"""Per-step hooks the reference's GPU keys ask for: the step timer, garbage collection in step, Nsight capture.
+
+    callbacks = step_hooks(parts)          # [StepTimer, GarbageCollection?, NsysCapture?] for the Lightning Trainer
+
+- StepTimer (exp_manager.step_timing_kwargs): each step's own time, the GPU waited for at its start and end when
+  sync_cuda is set; `train_step_timing` is the mean of the last buffer_size steps.
+- GarbageCollection (model.gc_interval): Python's collector is switched off and run every N steps on every rank
+  at the same step, so no rank stalls a collective while the others wait for it.
+- NsysCapture (model.nsys_profile): on the listed ranks, cudaProfilerStart before step start_step and
+  cudaProfilerStop after end_step; the launcher runs those ranks under `nsys profile --capture-range=cudaProfilerApi`.
+"""
+import collections
+import gc
+import time
+from typing import List, Optional
+
+import pytorch_lightning as pl
+import torch
+
+
+class StepTimer(pl.Callback):
+    def __init__(self, sync_cuda: bool, buffer_size: int):
+        self.sync_cuda = sync_cuda  # (a CPU has nothing to wait for)
+        self.durations = collections.deque(maxlen=buffer_size)
+        self._started = 0.0
+
+    def _now(self) -> float:
+        if self.sync_cuda and torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._started = self._now()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.durations.append(self._now() - self._started)
+
+    def mean(self) -> Optional[float]:
+        return sum(self.durations) / len(self.durations) if self.durations else None
+
+
+class GarbageCollection(pl.Callback):
+    def __init__(self, interval: int):
+        self.interval = interval
+        self._was_enabled = True
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        gc.collect()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step % self.interval == 0:
+            gc.collect()
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        if self._was_enabled:
+            gc.enable()
+
+
+class NsysCapture(pl.Callback):
+    def __init__(self, start_step: int, end_step: int, gen_shape: bool):
+        self.start_step, self.end_step, self.gen_shape = start_step, end_step, gen_shape
+        self._nvtx = None
+        self.capturing = False
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.start_step and not self.capturing:
+            torch.cuda.cudart().cudaProfilerStart()
+            self._nvtx = torch.autograd.profiler.emit_nvtx(record_shapes=self.gen_shape)
+            self._nvtx.__enter__()
+            self.capturing = True
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # global_step already counts the step that just ended.
+        if self.capturing and trainer.global_step - 1 >= self.end_step:
+            self._stop()
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        if self.capturing:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._nvtx.__exit__(None, None, None)
+        torch.cuda.cudart().cudaProfilerStop()
+        self.capturing = False
+
+
+def step_hooks(parts) -> List[pl.Callback]:
+    """The hooks the config asks for (a family schema without these keys gets the timer alone)."""
+    cfg = parts.cfg
+    timing = getattr(cfg.exp_manager, "step_timing_kwargs", None)
+    hooks: List[pl.Callback] = [StepTimer(timing.sync_cuda, timing.buffer_size) if timing else StepTimer(False, 1)]
+    interval = getattr(cfg.model, "gc_interval", 0)
+    if interval > 0:
+        hooks.append(GarbageCollection(interval))
+    profile = getattr(cfg.model, "nsys_profile", None)
+    if profile is not None and profile.enabled and parts.on_gpu and parts.placement.rank in profile.ranks:
+        hooks.append(NsysCapture(profile.start_step, profile.end_step, profile.gen_shape))
+    return hooks
