@@ -137,9 +137,11 @@ FAMILIES: Dict[str, Family] = {
             name="dit",
             description="diffusion transformer (adaLN-Zero DiT on megatron-core layers): latents in, noise out",
             # Data preparation runs nemo_launcher.jobs.dit.<step> (the generated Energon dataset of tiny configs).
-            programs={"data_preparation": "nemo_launcher.jobs.dit", "training": "nemo_launcher.jobs.dit.train"},
+            programs={"data_preparation": "nemo_launcher.jobs.dit", "training": "nemo_launcher.jobs.dit.train",
+                      "fw_inference": "nemo_launcher.jobs.dit.sample"},
             schemas={"data_preparation": f"{_SCHEMAS}.dit_data:DitShapesDataConfig",
-                     "training": f"{_SCHEMAS}.dit_training:DitTrainingConfig"},
+                     "training": f"{_SCHEMAS}.dit_training:DitTrainingConfig",
+                     "fw_inference": f"{_SCHEMAS}.dit_inference:DitSampleConfig"},
         ),
         Family(
             name="multimodal",

@@ -12,6 +12,7 @@ checkpoints.
   `.json` metadata, read as energon's CrudeWebdataset and cooked here.
 """
 import dataclasses
+import warnings
 from typing import Any, Dict, Iterator, Optional
 
 import torch
@@ -126,7 +127,10 @@ class EnergonStream:
         self.loader.restore_state_rank(state)
 
     def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
-        batches = iter(self.loader)
+        with warnings.catch_warnings():
+            # energon's loader always pins host memory for the copy to a GPU; on a CPU there is nothing to pin.
+            warnings.filterwarnings("ignore", "'pin_memory' argument is set as true", UserWarning)
+            batches = iter(self.loader)
         while True:
             self._states[self._drawn] = self.loader.save_state_rank()
             self._states.pop(self._drawn - _KEPT_STATES, None)

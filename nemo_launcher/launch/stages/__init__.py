@@ -10,6 +10,7 @@ STAGES = {
     "peft": ("peft", "PeftStage"),
     "evaluation": ("evaluation", "EvaluationStage"),
     "export": ("export", "ExportStage"),
+    "fw_inference": ("fw_inference", "FwInferenceStage"),
 }
 
 
