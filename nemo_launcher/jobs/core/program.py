@@ -172,7 +172,9 @@ def _announce(parts, writer, resume) -> None:
         f"TP={layout['tp']} PP={layout['pp']} VPP={layout['vpp']} DP={layout['dp']}, "
         f"{'GPU' if parts.on_gpu else 'CPU'}, {cfg.trainer.precision_name()}, "
         f"layer spec {'transformer_engine' if parts.use_te else 'local'}, optimizer {wrapper}({inner}), "
-        f"{local_params:,} parameters on rank 0, vocab {parts.vocab_size} (padded)"
+        f"{local_params:,} parameters on rank 0"
+        # Families that read no text (DiT's latents) have no vocabulary.
+        + (f", vocab {parts.vocab_size} (padded)" if parts.tokenizer is not None else "")
     )
     writer.say(f"data: {parts.describe_data()}; {len(parts.train_dataset)} training samples")
     writer.say(f"resuming from {resume}" if resume else "starting from scratch (no checkpoint to resume from)")
