@@ -1,4 +1,4 @@
-"""SQuAD v1.1 JSON -> the prompt/answer jsonl that supervised fine-tuning reads.
+"""SQuAD v1.1 JSON -> the jsonl that supervised fine-tuning, or prompt learning, adapters and IA3, read.
 
     python3 -u -m nemo_launcher.jobs.data.squad --config <job dir>/<run.name>_hydra.yaml
 
@@ -11,6 +11,12 @@ Reads the `squad_preparation` section of a resolved fine_tuning or peft config:
 and writes one line per question:
 
     {"input": "Context: <paragraph>\\nQuestion: <question>", "output": "<first answer>", "answers": [<all answers>]}
+
+With `layout: prompt_learning` (the prompt_learning, adapter_learning and ia3_learning stages, and their
+evaluations, which also name a `test` split) the lines are in the prompt-learning format instead, the fields the
+task template names:
+
+    {"taskname": "squad", "context": "<paragraph>", "question": "<question>", "answer": "<first answer>", "answers": [...]}
 
 An output that already exists is kept, so reruns and later jobs on the same data_dir reuse it. A new one is
 written under a temporary name and renamed when complete, so a killed job never leaves a half-written file
@@ -27,7 +33,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
 
 log = logging.getLogger("nemo_launcher.jobs.data.squad")  # not __name__: run as a program, that is __main__
-SPLITS = ("train", "validation")
+SPLITS = ("train", "validation", "test")
+LAYOUTS = ("prompt_answer", "prompt_learning")
 
 
 def squad_questions(document: Dict[str, Any], source: str = "<json>") -> Iterator[Tuple[str, str, List[str]]]:
@@ -64,7 +71,15 @@ def squad_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator
         }
 
 
-def convert(source: Path, output: Path) -> int:
+def prompt_learning_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator[Dict[str, Any]]:
+    """Records in the prompt-learning format (task `squad`), in file order (see squad_questions)."""
+    for context, question, answers in squad_questions(document, source):
+        texts = [text.strip() for text in answers]
+        yield {"taskname": "squad", "context": context.strip(), "question": question.strip(), "answer": texts[0],
+               "answers": texts}
+
+
+def convert(source: Path, output: Path, layout: str = "prompt_answer") -> int:
     """Writes `output` from `source` unless it exists; returns the number of lines it holds."""
     if output.is_file():
         with open(output, encoding="utf-8") as handle:
@@ -84,7 +99,8 @@ def convert(source: Path, output: Path) -> int:
     count = 0
     try:
         with open(partial, "w", encoding="utf-8") as handle:
-            for record in squad_examples(document, str(source)):
+            records = prompt_learning_examples if layout == "prompt_learning" else squad_examples
+            for record in records(document, str(source)):
                 handle.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
         if count == 0:
@@ -101,14 +117,20 @@ def prepare(section: Optional[Dict[str, Any]], key: str = "squad_preparation") -
     """Converts every split the section names; returns {split: samples}."""
     if not isinstance(section, dict):
         raise JobConfigError(f"{key}: expected a section with train/validation {{source, output}}, got {section!r}")
+    section = dict(section)
+    layout = section.pop("layout", "prompt_answer")
+    if layout not in LAYOUTS:
+        raise JobConfigError(f"{key}.layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
     unknown = sorted(set(section) - set(SPLITS))
     if unknown:
         raise JobConfigError(f"{key}.{unknown[0]}: unknown split; valid splits: {', '.join(SPLITS)}")
     counts = {}
     for split, paths in section.items():
+        if paths is None:
+            continue
         if not isinstance(paths, dict) or not paths.get("source") or not paths.get("output"):
             raise JobConfigError(f"{key}.{split}: needs source (SQuAD JSON) and output (jsonl) paths, got {paths!r}")
-        counts[split] = convert(Path(paths["source"]), Path(paths["output"]))
+        counts[split] = convert(Path(paths["source"]), Path(paths["output"]), layout)
     return counts
 
 

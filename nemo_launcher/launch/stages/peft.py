@@ -1,12 +1,29 @@
-"""PEFT stage: LoRA adapters trained on a frozen `.nemo`, same data and job layout as fine-tuning.
+"""Parameter-efficient tuning stages: the base `.nemo` stays frozen and a small set of new parameters trains, in
+the fine-tuning job layout (one job of trainer.num_nodes x trainer.devices processes on the trainer core).
 
-    python3 main.py stages=[peft] peft=gpt3/squad peft.run.model_train_name=gpt3_126m
+    python3 main.py stages=[peft] peft=gpt3/squad peft.run.model_train_name=gpt3_126m              # LoRA
+    python3 main.py stages=[prompt_learning] prompt_learning=gpt3/squad                             # p-/prompt tuning
+    python3 main.py stages=[adapter_learning] adapter_learning=gpt3/squad                           # Houlsby adapters
+    python3 main.py stages=[ia3_learning] ia3_learning=gpt3/squad                                   # IA3 vectors
 
-The job writes the adapter file and, with model.peft.merge: true, a `.nemo` with the adapters merged in. The
-schema requires the model.peft section here (and refuses it under fine_tuning).
+peft writes the LoRA adapter file and, with model.peft.merge: true, a `.nemo` with the adapters merged in; the
+other three write model.nemo_path (megatron_gpt_prompt.nemo, megatron_gpt_adapter.nemo, megatron_gpt_ia3.nemo),
+which their evaluation configs read beside the base model. Each schema refuses another method's section.
 """
 from .fine_tuning import FineTuningStage
 
 
 class PeftStage(FineTuningStage):
     kind = "peft"
+
+
+class PromptLearningStage(FineTuningStage):
+    kind = "prompt_learning"
+
+
+class AdapterLearningStage(FineTuningStage):
+    kind = "adapter_learning"
+
+
+class Ia3LearningStage(FineTuningStage):
+    kind = "ia3_learning"

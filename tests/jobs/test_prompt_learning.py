@@ -1,0 +1,93 @@
+"""Prompt learning (p-tuning), Houlsby adapters and IA3 on the tiny GPT through their programs on the trainer core:
+each trains and checkpoints only its own tensors, writes them to its result file, and a second prompt-learning task
+leaves the first task's virtual tokens bit-identical."""
+import json
+
+import pytest
+
+from .gpt_train_support import losses, weights
+from .sft_support import COLORS, gpt2_files, run_tuning, tiny_nemo  # noqa: F401  (fixtures)
+
+from tests.conftest import require_module
+
+torch = require_module("torch")
+
+SHAPES = ["circle", "square", "triangle", "star"]
+
+
+def _lines(path, task, values):
+    with open(path, "w") as handle:
+        for i in range(32):
+            value = values[i % len(values)]
+            handle.write(json.dumps({"taskname": task, "context": f"In picture {i} the thing is {value}.",
+                                     "question": "What is it?", "answer": value}) + "\n")
+    return str(path)
+
+
+def _section(stage, nemo, data, work, task="colors", **model):
+    virtual = stage == "prompt_learning"
+    template = ("<|VIRTUAL_PROMPT_0|>" if virtual else "") + "Context: {context} Question: {question} Answer: {answer}"
+    section = {
+        "run": {"name": "tiny", "results_dir": str(work), "time_limit": "0:30:00", "task_name": task},
+        "trainer": {"num_nodes": 1, "devices": 1, "accelerator": "cpu", "precision": 32, "max_steps": 8,
+                    "log_every_n_steps": 1, "val_check_interval": 8, "limit_val_batches": 1, "gradient_clip_val": 1.0},
+        "exp_manager": {"explicit_log_dir": str(work), "name": "result",
+                        "checkpoint_callback_params": {"every_n_train_steps": 4, "save_top_k": 1}},
+        "model": {"language_model_path": nemo, "nemo_path": f"{work}/result.nemo", "global_batch_size": 8,
+                  "micro_batch_size": 4, "encoder_seq_length": 64, "new_tasks": [task],
+                  "virtual_prompt_style": "p-tuning" if virtual else "no-prompts",
+                  "task_templates": [{"taskname": name, "prompt_template": template, "total_virtual_tokens": 4 if virtual else 0,
+                                      "virtual_token_splits": [4] if virtual else [], "truncate_field": "context"}
+                                     for name in ("colors", "shapes")],
+                  "p_tuning": {"encoder_type": "mlp", "encoder_hidden": 32},
+                  "optim": {"name": "adamw", "lr": 2.0e-2, "weight_decay": 0.0, "betas": [0.9, 0.98],
+                            "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "min_lr": 1.0e-4}},
+                  "data": {"train_ds": [data], "validation_ds": [data], "num_workers": 0}, **model},
+    }
+    if stage == "adapter_learning":
+        section["model"]["adapter_tuning"] = {"adapter_dim": 8, "adapter_dropout": 0.0}
+    return section
+
+
+@pytest.mark.parametrize("stage,marker,method", [
+    ("prompt_learning", "prompt.", "prompt"),
+    ("adapter_learning", ".houlsby.", "adapter"),
+    ("ia3_learning", ".ia3", "ia3"),
+])
+def test_each_method_trains_and_saves_only_its_own_tensors(stage, marker, method, tmp_path, tiny_nemo):  # noqa: F811
+    from nemo_launcher.jobs.gpt.prompt_tuning import load_method_file
+
+    data = _lines(tmp_path / "colors.jsonl", "colors", COLORS)
+    stdout = run_tuning(stage, _section(stage, tiny_nemo, data, tmp_path / "run"), tmp_path / "run").stdout
+    assert sorted(losses(stdout)) == list(range(1, 9))
+    saved = weights(tmp_path / "run" / "checkpoints" / "step-8", tmp_path)
+    assert saved and all(marker in key for key in saved), sorted(saved)[:5]
+
+    settings, state = load_method_file(tmp_path / "run" / "result.nemo", method)
+    assert settings["method"] == method and state
+    if method == "prompt":
+        assert state["prompt_table.colors"].shape == (4, 64)
+    elif method == "adapter":
+        ups = [v for k, v in state.items() if k.endswith("houlsby.up.weight")]
+        assert len(ups) == 4 and all(v.abs().sum() > 0 for v in ups), "every adapter has learned (up starts at 0)"
+    else:
+        assert len(state) == 2 * 3 and state["decoder.layers.0.mlp.linear_fc2.ia3_ffn"].shape == (128,)
+        assert any(not torch.equal(v, torch.ones_like(v)) for v in state.values()), "the vectors moved from 1"
+    with pytest.raises(Exception, match="not a"):
+        load_method_file(tiny_nemo, method)
+
+
+def test_adding_a_task_leaves_the_first_tasks_virtual_tokens_bit_identical(tmp_path, tiny_nemo):  # noqa: F811
+    from nemo_launcher.jobs.gpt.prompt_tuning import load_method_file
+
+    colors = _lines(tmp_path / "colors.jsonl", "colors", COLORS)
+    shapes = _lines(tmp_path / "shapes.jsonl", "shapes", SHAPES)
+    run_tuning("prompt_learning", _section("prompt_learning", tiny_nemo, colors, tmp_path / "first"), tmp_path / "first")
+    _, first = load_method_file(tmp_path / "first" / "result.nemo", "prompt")
+    second = _section("prompt_learning", tiny_nemo, shapes, tmp_path / "second", task="shapes",
+                      restore_path=str(tmp_path / "first" / "result.nemo"), existing_tasks=["colors"])
+    run_tuning("prompt_learning", second, tmp_path / "second")
+    settings, both = load_method_file(tmp_path / "second" / "result.nemo", "prompt")
+    assert sorted(settings["tasks"]) == ["colors", "shapes"]
+    assert both["prompt_table.colors"].equal(first["prompt_table.colors"])
+    assert not both["prompt_table.shapes"].equal(both["prompt_table.colors"])
