@@ -232,3 +232,41 @@ def test_geglu_pp2_archive_stages_match_our_split_rules(geglu_tp2):
         assert all(torch.equal(ours[key], megatrons[key]) for key in ours), stage
     assert {"binary_head.weight", "lm_head.dense.weight", "output_layer.weight"} <= megatrons.keys()  # the last stage
     assert "encoder.layers.0.mlp.linear_fc1.weight" in megatrons  # layer 1 of the model, renumbered
+
+
+def test_masked_lm_only_and_untied_output_export_as_megatron_bert_for_masked_lm(tmp_path):
+    """No binary head (no token types, MegatronBertForMaskedLM) and an output layer of its own (decoder.weight):
+    a randomly initialised model, norms moved off 1 and 0, so every mapped tensor matters."""
+    from nemo_launcher.contract.schemas.bert_training import BertModelSection
+    from nemo_launcher.jobs.bert.hf_export import MASKED_LM, export_hf
+    from nemo_launcher.jobs.bert.standalone import build_inference_model, inference_section, start_bert_model_parallel
+    from nemo_launcher.jobs.common.config import bind
+
+    section = {
+        "micro_batch_size": 2, "global_batch_size": 2, "num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 96,
+        "num_attention_heads": 4, "encoder_seq_length": 16, "max_position_embeddings": 16, "activation": "gelu",
+        "bert_binary_head": False, "share_embeddings_and_output_weights": False, "layernorm_epsilon": 1.0e-6,
+        "init_method_std": 0.2, "hidden_dropout": 0.0, "attention_dropout": 0.0, "transformer_engine": False,
+        "tokenizer": {"library": "megatron", "type": "BertWordPieceLowerCase", "vocab_file": "unused.txt"},
+        "optim": {"name": "adamw", "lr": 1.0e-3, "sched": {"name": "CosineAnnealing"}}, "data": {"seq_length": 16},
+    }
+    start_bert_model_parallel(1, 1)
+    torch.manual_seed(3)
+    model = build_inference_model(inference_section(bind(BertModelSection, section, "model"), 1, 1), 256, "fp32",
+                                  initialize=True)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.add_(torch.randn_like(param) * 0.2)
+    state = {key: value for key, value in model.state_dict().items() if not key.endswith("._extra_state")}
+    assert MASKED_LM == export_hf(section, state, tmp_path, vocab_size=250, pad_id=0)
+
+    tokens = torch.randint(5, 250, (2, 12))
+    mask = torch.ones_like(tokens)
+    mask[1, 9:] = 0
+    with torch.no_grad():
+        ours, binary = model(tokens, mask)
+        hf = transformers.MegatronBertForMaskedLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+        theirs = hf(input_ids=tokens, attention_mask=mask).logits
+    assert binary is None and theirs.shape == (2, 12, 250)
+    assert _max_diff(_real(theirs, {"padding_mask": mask}), _real(ours[..., :250], {"padding_mask": mask})) < TOLERANCE
