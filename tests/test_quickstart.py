@@ -1,5 +1,5 @@
 """The README's quick starts, end to end on this CPU: python3 main.py --config-name=quickstart (GPT) and
---config-name=quickstart_bert.
+--config-name=quickstart_bert and --config-name=quickstart_t5.
 
 Each runs once (about a minute), so every check of what a quick start shows a user is made here: the
 results, and that the output and every job log are free of Python warnings and end with a summary.
@@ -74,6 +74,33 @@ def test_quickstart_bert_pipeline_runs_end_to_end(tmp_path):
     assert re.search(r"^  Hugging Face +not written \(hf\.mode: auto\): .*activation is geglu", joined, re.M)
     losses = [float(value) for value in re.findall(r"^step=\d+/40 loss=(\S+) lm_loss=", joined, re.M)]
     assert len(losses) == 8 and losses[-1] < losses[0] - 0.5, losses  # masked LM + sentence order learn
+
+
+def test_quickstart_t5_pipeline_runs_end_to_end(tmp_path):
+    run, results, data = _run_quickstart("quickstart_t5", tmp_path)
+    train_dir = results / "t5_tiny"
+    for line in (f"training: {train_dir}", f"conversion: {train_dir}/convert_nemo", f"fine_tuning: {train_dir}/squad",
+                 f"evaluation: {train_dir}/squad_eval"):
+        assert line in run.stdout
+    assert (train_dir / "convert_nemo" / "results" / "megatron_t5.nemo").exists()
+    assert (train_dir / "squad" / "results" / "checkpoints" / "megatron_t5_squad.nemo").exists()
+    # The generated SQuAD stand-in, in SQuAD's own format, where the real files would go.
+    squad = json.loads((data / "squad_data" / "v1.1" / "dev-v1.1.json").read_text())
+    assert len(squad["data"][0]["paragraphs"]) == 64
+
+    logs = {path: path.read_text() for path in sorted(results.rglob("log-*.out"))}
+    # download, extract, train_tokenizer, preprocess, training, conversion, fine-tuning, evaluation
+    assert len(logs) == 8, sorted(logs)
+    joined = _assert_quiet_and_informative(run.stdout + run.stderr, logs, megatron_jobs=4, summaries=(
+        "train_tokenizer finished: 1 tokenizer done", "preprocess finished: 3 shards done",
+        "training finished at step=40 of 40", "conversion finished:", "squad preparation finished: 2 files",
+        "training finished at step=300 of 300", "evaluation finished:"))
+    # The evaluation job's own scores: 8 colours make chance 12.5% exact match; the tuned tiny T5 answers by copying.
+    scores = json.loads((train_dir / "squad_eval" / "results" / "qa_metrics.json").read_text())
+    text = json.dumps(scores)
+    exact_match = [float(value) for value in re.findall(r'"exact_match": ([0-9.]+)', text)]
+    assert exact_match and min(exact_match) > 50.0, scores
+    assert re.search(r"^squad +\d+\.\d+ +\d+\.\d+ +64$", joined, re.M)
 
 
 # What Python prints for a warning: `<file>:<line>: UserWarning: <message>`, then the `warnings.warn(` source line.

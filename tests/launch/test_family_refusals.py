@@ -63,6 +63,8 @@ CASES = [
      ["validation_ds.tgt_file_name", "one target file per source file (1 source files)"]),
     (T5_TUNE, ["fine_tuning.model.data.validation_ds.metric.num_classes=3"], ["metric.num_classes=3", "no classes"]),
     (T5_CUSTOM, ["+fine_tuning.squad_preparation=[]"], ["fine_tuning.squad_preparation", "or set null"]),
+    (T5_TUNE, ["+fine_tuning.squad_preparation.0.sample_questions=0"],
+     ["fine_tuning.squad_preparation[0].sample_questions=0", "positive number"]),
     (MT5_TUNE, ["fine_tuning.model.data.train_ds.src_file_name=[/a.txt,/b.txt]",
                 "fine_tuning.model.data.train_ds.tgt_file_name=[/a.txt,/b.txt]"],
      ["train_ds.concat_sampling_probabilities", "2 pairs"]),

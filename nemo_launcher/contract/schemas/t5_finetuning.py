@@ -114,6 +114,14 @@ class QaToText:
     src_file_name: str  # written: one line per answerable question, holding the question and its paragraph
     tgt_file_name: str  # written: the question's first answer, on the same line number
     answers_file_name: Optional[str] = None  # written when set: a JSON list of all the question's answers per line
+    # The quick start's stand-in for SQuAD: when `source` is missing, first write this many generated questions
+    # there (jobs/t5/sample_squad.py: colours of things; the scores say nothing about SQuAD). null: read the file.
+    sample_questions: Optional[int] = None
+
+    def check(self, key: str) -> None:
+        if self.sample_questions is not None and self.sample_questions < 1:
+            raise config_fault(f"{key}.sample_questions", self.sample_questions,
+                               "give a positive number of questions, or null to read the published file")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,11 +148,14 @@ class T5FinetuneModel:
 
 
 def prepared_reads(preparation: Optional[List[QaToText]], stage: str) -> List[Tuple[str, str]]:
-    return [(f"{stage}.squad_preparation[{i}].source", item.source) for i, item in enumerate(preparation or [])]
+    return [(f"{stage}.squad_preparation[{i}].source", item.source) for i, item in enumerate(preparation or [])
+            if item.sample_questions is None]
 
 
 def prepared_writes(preparation: Optional[List[QaToText]]) -> List[str]:
-    return [path for item in preparation or [] for path in (item.src_file_name, item.tgt_file_name, item.answers_file_name)
+    return [path for item in preparation or []
+            for path in (item.src_file_name, item.tgt_file_name, item.answers_file_name,
+                         item.source if item.sample_questions is not None else None)
             if path is not None]
 
 

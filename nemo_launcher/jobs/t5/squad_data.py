@@ -55,6 +55,10 @@ def convert(item: QaToText) -> Tuple[int, bool]:
         with open(outputs[0], encoding="utf-8") as handle:
             return sum(1 for _ in handle), False
     source = Path(item.source)
+    if item.sample_questions is not None:
+        from .sample_squad import write_sample_squad
+
+        write_sample_squad(source, item.sample_questions)
     if not source.is_file():
         raise JobConfigError(f"{source}: no such file. Nothing is downloaded here: copy the SQuAD-format JSON "
                              f"({source.name}, as published) there, or point {KEY} at it")
