@@ -35,14 +35,14 @@ def compose_config(overrides: List[str], config_name: str = "config"):
 def launch(tmp_path, monkeypatch, capsys):
     """Runs the launcher in-process with results under tmp_path; returns (exit code, stdout, stderr)."""
 
-    def _launch(overrides: List[str], debug: bool = True, results: Optional[Path] = None):
+    def _launch(overrides: List[str], debug: bool = True, results: Optional[Path] = None, config_name: str = "config"):
         results = results or tmp_path / "results"
         if debug:
             monkeypatch.setenv("NEMO_LAUNCHER_DEBUG", "1")
         else:
             monkeypatch.delenv("NEMO_LAUNCHER_DEBUG", raising=False)
         argv = ["main.py", f"base_results_dir={results}", *overrides]
-        cfg, choices = compose_config(argv[1:])
+        cfg, choices = compose_config(argv[1:], config_name)
         code = run(cfg, choices, argv)
         captured = capsys.readouterr()
         return code, captured.out, captured.err
