@@ -115,8 +115,10 @@ class Stage(ABC):
 
     def preparation(self, family: Family, cfg) -> Tuple[Command, ...]:
         """The family's one-process preparation step, when the bound config asks for one: its schema's
-        `preparation_args(config_file)` gives the arguments, or None for nothing to prepare."""
-        args = cfg.preparation_args(str(self.config_file(cfg.run)))
+        `preparation_args(config_file)` gives the arguments, or None for nothing to prepare (as for a schema
+        without that method: its stage never prepares anything)."""
+        prepare = getattr(cfg, "preparation_args", None)
+        args = None if prepare is None else prepare(str(self.config_file(cfg.run)))
         if args is None:
             return ()
         return (Command(family.preparers[self.kind], tuple(args), distributed=False),)
