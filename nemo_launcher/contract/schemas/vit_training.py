@@ -1,0 +1,101 @@
+"""Schema of the resolved `training` section of the ViT family (conf/_family/vit_training.yaml): megatron-core's
+vision tower (CLIPViTModel) with a classification head (one hidden layer, tanh) on its first class token, trained
+with cross-entropy on images in ImageNet's class-folder layout.
+
+    cfg = VitTrainingConfig.from_dict(section)     # the launcher before submitting; the trainer when it starts
+    dp = cfg.data_parallel_size(world_size)        # the trainer, once it knows how many processes started
+
+The run, trainer, exp_manager and optimizer sections are every family's (common_training); the tower's keys are
+vision_training's.
+"""
+import dataclasses
+from typing import Any, Dict, List, Literal, Optional, Tuple
+
+from ..binding import bind_stage, config_fault, non_negative
+from .common_training import (ExpManagerSection, OptimSection, RunSection, TrainerSection, check_layout,
+                              check_world_size)
+from .vision_training import Recompute, RecomputeMethod, VisionTower, check_amp_o2, check_parallel
+
+STAGE = "training"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassFolderData:
+    """ImageNet's layout (the seed's data/imagenet_1k): <folder>/<class name>/<image file>; classes are the
+    sub-folders of the training folder in sorted order, so their index is the label."""
+
+    data_path: List[str]  # [training folder, validation folder]; the validation folder may be left out without validation
+    num_workers: int = 2  # DataLoader worker processes per rank
+    dataloader_type: Literal["single", "cyclic"] = "cyclic"  # single: folder order; cyclic: shuffled over the run
+    random_crop_scale: List[float] = dataclasses.field(default_factory=lambda: [0.08, 1.0])  # area range of training crops
+    random_flip: bool = True  # mirror half of the training images left-right
+
+    def check(self, key: str) -> None:
+        non_negative(f"{key}.num_workers", self.num_workers)
+        if not 1 <= len(self.data_path) <= 2:
+            raise config_fault(f"{key}.data_path", self.data_path,
+                               "expected [training folder] or [training folder, validation folder]")
+        low, high = (self.random_crop_scale + [0, 0])[:2]
+        if len(self.random_crop_scale) != 2 or not 0 < low <= high <= 1:
+            raise config_fault(f"{key}.random_crop_scale", self.random_crop_scale,
+                               "expected [smallest, largest] share of the image area, 0 < smallest <= largest <= 1")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VitModelSection(VisionTower):
+    micro_batch_size: int  # images per forward pass per data-parallel rank
+    global_batch_size: int  # images per optimizer step over all data-parallel ranks
+    optim: OptimSection
+    data: ClassFolderData
+    num_classes: int = 1000  # outputs of the head; must equal the class folders of data_path[0]
+    tensor_model_parallel_size: int = 1
+    pipeline_model_parallel_size: int = 1  # must be 1 (the seed's feature matrix)
+    seed: int = 1234
+    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
+    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
+    megatron_amp_O2: bool = True  # half-precision weights, fp32 master copies (must be true with bf16/16)
+    activations_checkpoint_granularity: Recompute = None
+    activations_checkpoint_method: RecomputeMethod = None  # full recompute only
+    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        check_parallel(self, key)
+        if self.num_classes < 2:
+            raise config_fault(f"{key}.num_classes", self.num_classes, "a classifier needs at least 2 classes")
+
+
+@dataclasses.dataclass(frozen=True)
+class VitTrainingConfig:
+    run: RunSection
+    trainer: TrainerSection
+    exp_manager: ExpManagerSection
+    model: VitModelSection
+
+    def check(self, key: str) -> None:
+        check_amp_o2(self.model, self.trainer, f"{key}.model")
+        if self.trainer.limit_val_batches and len(self.model.data.data_path) < 2:
+            raise config_fault(f"{key}.model.data.data_path", self.model.data.data_path,
+                               "validation (trainer.limit_val_batches > 0) reads the second folder: add it, or set "
+                               "limit_val_batches 0")
+        if self.trainer.limit_test_batches:
+            raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
+                               "ImageNet's layout has no test split: set 0 (evaluation=vit/imagenet_val scores the "
+                               "validation folder)")
+        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+
+    def reads(self) -> List[Tuple[str, str]]:
+        """(key, path) of what the trainer opens: the class folders."""
+        return [(f"{STAGE}.model.data.data_path", folder) for folder in self.model.data.data_path]
+
+    def writes(self) -> List[str]:
+        return [self.exp_manager.explicit_log_dir]
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "VitTrainingConfig":
+        return bind_stage(cls, data, stage)
+
+    def data_parallel_size(self, world_size: int) -> int:
+        """Checks the layout against the processes actually started; returns DP."""
+        check_world_size(self.trainer, world_size, STAGE)
+        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)
