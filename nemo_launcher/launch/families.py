@@ -149,6 +149,18 @@ FAMILIES: Dict[str, Family] = {
             programs={"data_preparation": "nemo_launcher.jobs.multimodal"},
             schemas={"data_preparation": f"{_SCHEMAS}.multimodal_data:MultimodalDataConfig"},
         ),
+        Family(
+            name="vit",
+            description="vision transformer classifier (megatron-core CLIPViTModel and a head) on class folders",
+            programs={"training": "nemo_launcher.jobs.vit.train"},
+            schemas={"training": f"{_SCHEMAS}.vit_training:VitTrainingConfig"},
+        ),
+        Family(
+            name="clip",
+            description="CLIP: megatron-core vision and text towers, contrastive loss, on WebDataset image-caption tars",
+            programs={"training": "nemo_launcher.jobs.clip.train"},
+            schemas={"training": f"{_SCHEMAS}.clip_training:ClipTrainingConfig"},
+        ),
     )
 }
 
