@@ -41,6 +41,11 @@ REFUSED = {
                                   "does not divide nodes(1) x devices(8) = 8"),
     ("bert/100b", "interactive"): ("training.model.tensor_model_parallel_size=4", "TP(4) x PP(16) = 64",
                                    "does not divide nodes(1) x devices(8) = 8"),
+    # CLIP has no gradient accumulation: one node's 8 GPUs cannot make the seed's global batch.
+    **{(f"clip/{name}", "interactive"): (f"training.model.global_batch_size={gbs}", "CLIP has no gradient accumulation",
+                                         f"micro_batch_size({mbs}) x GPUs (nodes(1) x devices(8) = 8) = {8 * mbs}")
+       for name, mbs, gbs in (("vit_B_32", 500, 32000), ("vit_L_14", 112, 32256), ("vit_H_14", 80, 32000),
+                              ("vit_g_14", 88, 32384))},
 }
 
 
