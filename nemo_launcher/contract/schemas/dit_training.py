@@ -57,6 +57,7 @@ class DitData:
     num_workers: int = 2  # loader worker processes per rank
     shuffle_buffer_size: int = 100  # energon: samples mixed in the shuffle buffer
     mock_samples: int = 1024  # mock: distinct training samples before they repeat
+    dataloader_type: Literal["single", "cyclic"] = "single"  # mock: samples in order, or reshuffled on each pass
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "seq_length", "text_length", "shuffle_buffer_size", "mock_samples")

@@ -11,10 +11,13 @@ checkpoints.
   with the next unseen sample. Samples are `.pth` latents, `.pickle` text embeddings (a [tokens, width] array) and
   `.json` metadata, read as energon's CrudeWebdataset and cooked here.
 """
+import contextlib
 import dataclasses
+import random
 import warnings
 from typing import Any, Dict, Iterator, Optional
 
+import numpy as np
 import torch
 
 from ..common.config import JobConfigError
@@ -96,6 +99,20 @@ def _task_encoder(text_length: int):
     return DitTaskEncoder()
 
 
+@contextlib.contextmanager
+def _global_random_states_kept():
+    """Starting the loader's iterator draws seeds from the global generators (torch, random, numpy). The training
+    noise comes from those generators, whose states checkpoints save; a resumed run starts a new iterator after
+    restoring them, so without this its noise would be shifted against an uninterrupted run's."""
+    states = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+        np.random.set_state(states[2])
+
+
 class EnergonStream:
     """This rank's training stream of step batches from an Energon dataset, resumable from a saved loader state.
 
@@ -134,7 +151,8 @@ class EnergonStream:
         while True:
             self._states[self._drawn] = self.loader.save_state_rank()
             self._states.pop(self._drawn - _KEPT_STATES, None)
-            batch = next(batches)
+            with _global_random_states_kept():
+                batch = next(batches)
             self._drawn += 1
             self._check(batch)
             yield {"latents": batch.latents, "text": batch.text}

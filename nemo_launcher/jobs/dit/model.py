@@ -71,14 +71,18 @@ def _modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torc
     return x * (1 + scale.unsqueeze(0)) + shift.unsqueeze(0)
 
 
-def _replicated_linear(config, fan_in: int, fan_out: int, zero: bool = False) -> torch.nn.Linear:
+def _replicated_linear(config, fan_in: int, fan_out: int, init: str = "megatron") -> torch.nn.Linear:
     """A linear layer every tensor-parallel rank holds whole; under sequence parallelism its gradient covers only
-    this rank's tokens, so megatron all-reduces it across TP (the `sequence_parallel` attribute)."""
+    this rank's tokens, so megatron all-reduces it across TP (the `sequence_parallel` attribute).
+
+    init "megatron": normal(init_method_std) like the transformer's layers; "zero": the adaLN-Zero outputs;
+    "fan_in": torch's own uniform(+-1/sqrt(fan_in)), for the conditioning embedders, whose output must not shrink
+    with the width of their input (a 4096-wide T5 embedding through std-0.02 weights leaves almost nothing)."""
     layer = torch.nn.Linear(fan_in, fan_out, dtype=config.params_dtype)
     with torch.no_grad():
-        if zero:
+        if init == "zero":
             layer.weight.zero_()
-        else:
+        elif init == "megatron":
             config.init_method(layer.weight)
         layer.bias.zero_()
     for parameter in layer.parameters():
@@ -104,7 +108,7 @@ def _dit_layer_class():
             self.has_cross_attention = submodules.cross_attention is not IdentityOp
             parts = 9 if self.has_cross_attention else 6  # shift, scale, gate per sub-layer
             self.adaLN_modulation = torch.nn.Sequential(
-                torch.nn.SiLU(), _replicated_linear(config, config.hidden_size, parts * config.hidden_size, zero=True))
+                torch.nn.SiLU(), _replicated_linear(config, config.hidden_size, parts * config.hidden_size, init="zero"))
 
         def _residual(self, x, gate, output_and_bias):
             output, bias = output_and_bias
@@ -197,15 +201,15 @@ def _dit_class():
             for table in self.pos_embedder.values():
                 torch.nn.init.normal_(table, std=0.02)
                 table.sequence_parallel = config.sequence_parallel
-            self.t_embedder = torch.nn.Sequential(_replicated_linear(config, FREQUENCY_DIM, h), torch.nn.SiLU(),
-                                                  _replicated_linear(config, h, h))
-            self.text_embedder = torch.nn.Sequential(_replicated_linear(config, model.text_embedding_dim, h),
-                                                     torch.nn.SiLU(), _replicated_linear(config, h, h))
+            self.t_embedder = torch.nn.Sequential(_replicated_linear(config, FREQUENCY_DIM, h, init="fan_in"),
+                                                  torch.nn.SiLU(), _replicated_linear(config, h, h, init="fan_in"))
+            self.text_embedder = torch.nn.Sequential(_replicated_linear(config, model.text_embedding_dim, h, init="fan_in"),
+                                                     torch.nn.SiLU(), _replicated_linear(config, h, h, init="fan_in"))
             self.decoder = TransformerBlock(config, layer_spec(model.cross_attention, model.qk_layernorm, use_te),
                                             post_layer_norm=False)
             self.final_norm = torch.nn.LayerNorm(h, elementwise_affine=False, eps=config.layernorm_epsilon)
-            self.final_modulation = torch.nn.Sequential(torch.nn.SiLU(), _replicated_linear(config, h, 2 * h, zero=True))
-            self.final_linear = _replicated_linear(config, h, patch, zero=True)
+            self.final_modulation = torch.nn.Sequential(torch.nn.SiLU(), _replicated_linear(config, h, 2 * h, init="zero"))
+            self.final_linear = _replicated_linear(config, h, patch, init="zero")
 
         def set_input_tensor(self, input_tensor) -> None:
             # One pipeline stage: the schedule hands None.
