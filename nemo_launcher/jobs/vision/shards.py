@@ -1,0 +1,124 @@
+"""WebDataset tars of image-caption examples (<key>.jpg or another image extension, <key>.txt) as a map-style
+dataset indexed by the run's sample number, read with the `webdataset` library.
+
+    shards = list_shards(["/data/laion/wdinfo.pkl", "/data/more/tarfiles_reorganized"], "model.data.train.dataset_path")
+    dataset = ShardExamples(shards, length=12_000_000_000, seed=1234, shuffle=True, encode=to_tensors)
+    dataset[n] -> encode(members, n)          # members: {"jpg": bytes, "txt": bytes, "__key__": ...}
+
+Pass e = n // (examples in all shards) reads the shards in an order drawn from (seed, e), and the examples of each
+shard in an order drawn from (seed, e, shard): every example once per pass, a new order every pass, and any
+process can compute which example sample n is. A process keeps the shard it read last in memory; consecutive
+samples of a step come from the same shard, so each shard is read about once per pass and process.
+"""
+import bisect
+import dataclasses
+import os
+import pickle
+import tarfile
+from typing import Callable, Dict, List, Sequence
+
+import numpy as np
+import torch
+
+from ..common.config import JobConfigError
+from ..multimodal.tars import split_name, tar_files
+
+IMAGE_MEMBERS = ("jpg", "jpeg", "png", "webp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    path: str
+    examples: int  # image-caption examples it holds
+
+
+def _complete(extensions) -> bool:
+    return "txt" in extensions and any(e in extensions for e in IMAGE_MEMBERS)
+
+
+def count_pairs(path: str) -> int:
+    """Examples with a caption and an image, from the tar's headers."""
+    found: Dict[str, set] = {}
+    with tarfile.open(path, "r:") as tar:
+        for info in tar.getmembers():
+            if info.isfile():
+                key, extension = split_name(info.name)
+                found.setdefault(key, set()).add(extension.lstrip(".").lower())
+    return sum(1 for extensions in found.values() if _complete(extensions))
+
+
+def list_shards(entries: Sequence[str], key: str) -> List[Shard]:
+    """The shards of wdinfo.pkl files (generate_wdinfo: full and partial tars, paths relative to the file), .tar
+    files and folders of complete .tar files."""
+    shards: List[Shard] = []
+    for entry in entries:
+        if entry.endswith(".pkl"):
+            try:
+                with open(entry, "rb") as handle:
+                    info = pickle.load(handle)
+                base = os.path.dirname(os.path.abspath(entry))
+                listed = [(t, info["chunk_size"]) for t in info["tar_files"]]
+                listed += sorted(info.get("partial_tar_files", {}).items())
+            except (OSError, pickle.UnpicklingError, KeyError, TypeError) as error:
+                raise JobConfigError(f"{key}: {entry} is no wdinfo.pkl of generate_wdinfo ({error})") from None
+            shards += [Shard(os.path.join(base, t), int(n)) for t, n in listed]
+        elif entry.endswith(".tar") and os.path.isfile(entry):
+            shards.append(Shard(entry, count_pairs(entry)))
+        elif os.path.isdir(entry):
+            shards += [Shard(os.path.join(entry, name), count_pairs(os.path.join(entry, name))) for name in tar_files(entry)]
+        else:
+            raise JobConfigError(f"{key}: {entry} is neither a wdinfo.pkl, a .tar nor a folder of .tar files")
+    shards = [s for s in shards if s.examples]
+    if not shards:
+        raise JobConfigError(f"{key}: {list(entries)} hold no image-caption examples (<key>.jpg and <key>.txt)")
+    return shards
+
+
+def read_pairs(path: str) -> List[Dict[str, bytes]]:
+    """The complete examples of one tar, in its order."""
+    from webdataset.tariterators import tarfile_samples
+
+    samples = tarfile_samples([{"url": path}])
+    return [s for s in samples if _complete({k.lower() for k in s if not k.startswith("__")})]
+
+
+def _permutation(size: int, *seed: int) -> np.ndarray:
+    return np.random.default_rng(list(seed)).permutation(size)
+
+
+class ShardExamples(torch.utils.data.Dataset):
+    def __init__(self, shards: List[Shard], length: int, seed: int, shuffle: bool,
+                 encode: Callable[[Dict[str, bytes], int], Dict[str, torch.Tensor]]):
+        self.shards, self.length, self.seed, self.shuffle, self.encode = shards, length, seed, shuffle, encode
+        self.total = sum(s.examples for s in shards)
+        self._pass, self._order, self._ends = None, None, None
+        self._cached_path, self._cached = None, None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def _plan(self, epoch: int) -> None:
+        if epoch != self._pass:
+            order = _permutation(len(self.shards), self.seed, epoch) if self.shuffle else np.arange(len(self.shards))
+            self._order = order.tolist()
+            self._ends = np.cumsum([self.shards[i].examples for i in self._order]).tolist()
+            self._pass = epoch
+
+    def _examples(self, shard: Shard) -> List[Dict[str, bytes]]:
+        if self._cached_path != shard.path:
+            examples = read_pairs(shard.path)
+            if len(examples) != shard.examples:
+                raise JobConfigError(f"model.data: {shard.path} holds {len(examples)} image-caption examples where its "
+                                     f"listing says {shard.examples}; regenerate wdinfo.pkl (generate_wdinfo)")
+            self._cached_path, self._cached = shard.path, examples
+        return self._cached
+
+    def __getitem__(self, sample: int):
+        epoch, position = divmod(sample, self.total)
+        self._plan(epoch)
+        slot = bisect.bisect_right(self._ends, position)
+        index = self._order[slot]
+        offset = position - (self._ends[slot - 1] if slot else 0)
+        if self.shuffle:
+            offset = int(_permutation(self.shards[index].examples, self.seed, epoch, index)[offset])
+        return self.encode(self._examples(self.shards[index])[offset], sample)
