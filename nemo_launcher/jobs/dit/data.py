@@ -144,14 +144,14 @@ class EnergonStream:
         self.loader.restore_state_rank(state)
 
     def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
-        with warnings.catch_warnings():
-            # energon's loader always pins host memory for the copy to a GPU; on a CPU there is nothing to pin.
-            warnings.filterwarnings("ignore", "'pin_memory' argument is set as true", UserWarning)
-            batches = iter(self.loader)
+        batches = iter(self.loader)
         while True:
             self._states[self._drawn] = self.loader.save_state_rank()
             self._states.pop(self._drawn - _KEPT_STATES, None)
-            with _global_random_states_kept():
+            with _global_random_states_kept(), warnings.catch_warnings():
+                # energon's loader always pins host memory for the copy to a GPU (its torch iterator starts with the
+                # first batch); on a CPU there is nothing to pin.
+                warnings.filterwarnings("ignore", "'pin_memory' argument is set as true", UserWarning)
                 batch = next(batches)
             self._drawn += 1
             self._check(batch)
