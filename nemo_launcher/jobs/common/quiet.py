@@ -41,6 +41,8 @@ NOISY_WARNINGS: Tuple[NoisyWarning, ...] = (
     NoisyWarning(FutureWarning, "`load_state_dict` is deprecated", "megatron.core.dist_checkpointing"),
     NoisyWarning(FutureWarning, "Please use DTensor instead and we are deprecating ShardedTensor", "torch.distributed"),
     NoisyWarning(FutureWarning, "`isinstance(treespec", "torch.utils._pytree"),
+    # megatron-core's vocabulary gather (greedy decoding at TP > 1) still calls the old collective's name.
+    NoisyWarning(FutureWarning, "`torch.distributed.all_gather_into_tensor` is deprecated", "torch.distributed"),
     NoisyWarning(FutureWarning, "`isinstance(treespec", "pytorch_lightning.utilities"),
     NoisyWarning(DeprecationWarning, "", "megatron.core"),
     NoisyWarning(DeprecationWarning, "`torch.jit.script_method` is deprecated", "torch.jit"),
