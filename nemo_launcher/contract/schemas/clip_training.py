@@ -91,6 +91,9 @@ class ClipData:
     validation: Optional[ShardSet] = None  # held-out shards scored every val_check_interval steps; null: none
     num_workers: int = 2  # DataLoader worker processes per rank
     shuffle: bool = True  # shard order and the examples inside each shard reshuffled on every pass (seeded)
+    # Steps read the examples in the order above; the trainer's global reshuffle ("cyclic") would jump between shards
+    # at every sample and read each whole tar for one example, so it is not offered.
+    dataloader_type: Literal["single"] = "single"
 
     def check(self, key: str) -> None:
         non_negative(f"{key}.num_workers", self.num_workers)
