@@ -31,11 +31,21 @@ class Family:
     # The .nemo the family's conversion writes into <train dir>/convert_nemo/results/, and its fine-tuning,
     # evaluation and export configs read by default (tests/launch/test_families.py holds the configs to it).
     nemo_file_name: Optional[str] = None
+    # A config group prefix that evaluates another family's models tuned one way (prompt_gpt3 -> gpt3): its
+    # configs follow that family's training run.
+    tunes: Optional[str] = None
 
 
 def _data_preparation_only(name: str, description: str) -> Family:
     return Family(name, description, programs={"data_preparation": _DATA_PREPARATION},
                   schemas={"data_preparation": _DATA_PREPARATION_SCHEMA})
+
+
+def _tuned_evaluation(method: str, family: str, program: str, schema: str) -> Family:
+    """evaluation=<method>_<family>/<task>: the frozen base of `family` with a prompt, adapter or IA3 result file."""
+    return Family(f"{method}_{family}", f"evaluation of a {family} model tuned by {method} learning",
+                  programs={"evaluation": program}, schemas={"evaluation": f"{_SCHEMAS}.tuned_evaluation:{schema}"},
+                  tunes=family)
 
 
 # T5 and mT5 are one architecture: mT5 differs in its configs (sizes, mC4, a SentencePiece vocabulary), not in
@@ -133,6 +143,10 @@ FAMILIES: Dict[str, Family] = {
             nemo_file_name="megatron_bert.nemo",
         ),
         _data_preparation_only("generic", "any model family's corpus: your own files and a SentencePiece tokenizer"),
+        # The seed picks the evaluation program by these prefixes; prompt_gpt3 keeps the seed's own key layout.
+        _tuned_evaluation("prompt", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "PromptGptEvaluationConfig"),
+        _tuned_evaluation("adapter", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "TunedEvaluationConfig"),
+        _tuned_evaluation("ia3", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "TunedEvaluationConfig"),
         Family(
             name="dit",
             description="diffusion transformer (adaLN-Zero DiT on megatron-core layers): latents in, noise out",
@@ -169,9 +183,9 @@ def family_for(stage: str, choice: str) -> Family:
     """The family of a config choice such as `gpt3/5b` (the part before the last slash)."""
     name = choice.rsplit("/", 1)[0] if "/" in choice else ""
     if name not in FAMILIES:
+        known = sorted(family for family, row in FAMILIES.items() if stage in row.programs) or sorted(FAMILIES)
         raise config_error(
-            stage, choice,
-            f"pick a config under a known model family ({', '.join(sorted(FAMILIES))}), e.g. {stage}=gpt3/<name>",
+            stage, choice, f"pick a config under a known model family ({', '.join(known)}), e.g. {stage}=gpt3/<name>",
         )
     return FAMILIES[name]
 
@@ -201,7 +215,10 @@ def check_same_family(cfg, choices: Dict[str, Optional[str]], stages) -> None:
     for stage in stages:
         choice = choices.get(stage) or ""
         family = choice.rpartition("/")[0]
-        if stage == "training" or not family or family == training_family or family not in FAMILIES:
+        if stage == "training" or family not in FAMILIES:
+            continue
+        family = FAMILIES[family].tunes or family
+        if family == training_family:
             continue
         follows = OmegaConf.select(cfg, f"{stage}.run.model_train_name", default=None, throw_on_missing=False)
         if follows == training_name:

@@ -8,7 +8,7 @@ Each new token reruns the whole sequence (no key/value cache). That is exactly t
 was trained with, costs nothing extra to keep correct, and is quick for the short answers this serves;
 megatron-core's inference contexts (a KV cache) are the step to take for long outputs.
 """
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 import torch
 
@@ -52,6 +52,56 @@ def greedy_generate(model: torch.nn.Module, prompt_ids: List[int], max_new_token
                 break
             generated.append(token)
             sequence = torch.cat([sequence, torch.tensor([[token]], device=device)], dim=1)
+    finally:
+        model.train(was_training)
+    return generated
+
+
+@torch.no_grad()
+def greedy_generate_batch(model: torch.nn.Module, prompts: Sequence[List[int]], max_new_tokens: int, stop_id: int,
+                          vocab_size: int, max_length: int,
+                          prepare: Optional[Callable[[torch.Tensor], None]] = None) -> List[List[int]]:
+    """greedy_generate for several prompts at once: each row's new token ids (without its prompt).
+
+    Rows are padded at the end. Causal attention keeps every position from seeing the ones after it, so the padding
+    changes nothing a row computes up to its own last token, where its next token is read: each row gets what it
+    would get alone. Every prompt plus max_new_tokens must fit in max_length (no window slides here).
+    prepare: called with the [rows, width] tokens before each forward.
+    """
+    if not prompts or any(not ids for ids in prompts):
+        raise ValueError("every prompt needs at least one token")
+    longest = max(len(ids) for ids in prompts)
+    if longest + max_new_tokens > max_length:
+        raise ValueError(f"a prompt of {longest} tokens and {max_new_tokens} new ones exceed the {max_length} positions")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    rows = len(prompts)
+    tokens = torch.full((rows, longest), stop_id, dtype=torch.long, device=device)
+    for row, ids in enumerate(prompts):
+        tokens[row, :len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
+    lengths = [len(ids) for ids in prompts]
+    generated: List[List[int]] = [[] for _ in prompts]
+    running = set(range(rows))
+    try:
+        for _ in range(max_new_tokens):
+            positions = torch.arange(tokens.shape[1], device=device).unsqueeze(0).expand_as(tokens)
+            if prepare is not None:
+                prepare(tokens)
+            logits = _full_vocab_logits(model(tokens, positions, None))
+            last = logits[torch.arange(rows, device=device), torch.tensor(lengths, device=device) - 1, :vocab_size]
+            chosen = last.float().argmax(dim=-1).tolist()
+            if max(lengths[row] for row in running) == tokens.shape[1]:
+                tokens = torch.cat([tokens, torch.full((rows, 1), stop_id, dtype=torch.long, device=device)], dim=1)
+            for row in sorted(running):
+                if chosen[row] == stop_id:
+                    running.discard(row)
+                    continue
+                tokens[row, lengths[row]] = chosen[row]
+                lengths[row] += 1
+                generated[row].append(chosen[row])
+            if not running:
+                break
     finally:
         model.train(was_training)
     return generated

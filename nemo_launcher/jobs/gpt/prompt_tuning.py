@@ -30,17 +30,24 @@ def save_method_file(path: str, settings: Dict[str, Any], state: Dict[str, torch
         save_nemo(path, {"tuning": settings, "base_model": str(base_model)}, state, tokenizer_files={})
 
 
-def load_method_file(path: str, method: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
-    """(settings, tensors) of a result file of `method` (prompt, adapter or ia3); refuses any other .nemo."""
+def load_method_file(path: str, *methods: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+    """(settings, tensors) of a result file of one of `methods` (prompt, adapter, ia3); refuses any other .nemo."""
     from ..common.config import JobConfigError
     from .nemo_archive import load_nemo
 
     config, state = load_nemo(path)
     settings = config.get("tuning")
-    if not isinstance(settings, dict) or settings.get("method") != method:
+    if not isinstance(settings, dict) or settings.get("method") not in methods:
         found = settings.get("method") if isinstance(settings, dict) else "a full model"
-        raise JobConfigError(f"{path}: not a {method} file of this launcher (it holds {found})")
+        raise JobConfigError(f"{path}: not a result of {' or '.join(methods)} learning (it holds {found})")
     return settings, state
+
+
+def templates_of(model, tasks) -> Dict[str, Dict[str, Any]]:
+    """The task templates a result file records, so that its evaluation lays out test lines as training did."""
+    import dataclasses
+
+    return {task: dataclasses.asdict(model.template(task)) for task in tasks}
 
 
 class PromptMethod(Method):
@@ -104,9 +111,7 @@ class PromptMethod(Method):
         m = self.cfg.model
         if module.parts.placement.rank == 0:
             table = self.prompts.table()
-            tasks = {t: {"total_virtual_tokens": m.template(t).total_virtual_tokens,
-                         "prompt_template": m.template(t).prompt_template} for t in table}
-            settings = {"method": "prompt", "virtual_prompt_style": m.virtual_prompt_style, "tasks": tasks}
+            settings = {"method": "prompt", "virtual_prompt_style": m.virtual_prompt_style, "tasks": templates_of(m, table)}
             save_method_file(m.nemo_path, settings, {f"prompt_table.{t}": v for t, v in table.items()},
                              job.base_path, job.stage)
         return {"virtual prompts": m.nemo_path}
@@ -151,7 +156,7 @@ class LayerMethod(Method):
         m = self.cfg.model
         state = self.whole_state()
         if module.parts.placement.rank == 0:
-            settings = {"method": self.kind, "tasks": list(m.new_tasks)}
+            settings = {"method": self.kind, "tasks": templates_of(m, m.new_tasks)}
             if self.kind == "adapter":
                 settings["adapter_tuning"] = dataclasses.asdict(m.adapter_tuning)
             save_method_file(m.nemo_path, settings, state, job.base_path, job.stage)
@@ -182,3 +187,32 @@ def run(argv, stage: str) -> int:
 
     return run_program(argv, PROGRAMS[stage], SimpleNamespace(from_dict=bind), lambda cfg: jobs["job"].recipe(cfg),
                        build=lambda *args: jobs["job"].build(*args), module_class=lambda parts: jobs["job"].module(parts))
+
+
+def restore_result(model: torch.nn.Module, path: str, methods: Tuple[str, ...]):
+    """Puts a result file's tensors into `model` (the frozen base, this TP rank's shard) for inference.
+
+    Returns (settings, prompts): `prompts` is the table of virtual tokens for a prompt file (place them before
+    each forward), None for adapters and IA3, which sit in the layers from now on.
+    """
+    from ..common.config import bind
+    from ...contract.schemas.gpt_prompt_learning import AdapterSection
+    from .layer_adapters import add_houlsby, add_ia3, load_whole
+    from .virtual_prompts import VirtualPrompts
+
+    settings, state = load_method_file(path, *methods)
+    weight = next(model.parameters())
+    if settings["method"] == "prompt":
+        table = {task: state[f"prompt_table.{task}"] for task in settings["tasks"]}
+        prompts = VirtualPrompts(model, list(table), [], {}, "prompt-tuning", table, None, None, None, None, 0)
+        model.virtual_prompts = prompts.to(weight.device)
+        return settings, prompts
+    if settings["method"] == "adapter":
+        params = add_houlsby(model, bind(AdapterSection, settings["adapter_tuning"], "adapter_tuning"), seed=0)
+    else:
+        params = add_ia3(model)
+    load_whole(params, state, settings["method"] == "ia3", str(path))
+    with torch.no_grad():
+        for param in params.values():  # a bf16 base computes its adapters in bf16 too
+            param.data = param.data.to(weight.dtype)
+    return settings, None

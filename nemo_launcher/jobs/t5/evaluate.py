@@ -15,9 +15,7 @@ and prints a table. The task files are local (nemo_launcher.jobs.t5.squad_data w
 first, as a separate command). Holds run.results_dir's lock. Exit codes: 0 done, 2 configuration error, 74 a
 result could not be written (space, permission), 75 run.results_dir is in use by another job, else a crash.
 """
-import json
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -29,7 +27,7 @@ def evaluate(cfg, placement) -> Dict[str, dict]:
     import torch
     from megatron.core import parallel_state
 
-    from ..common.qa_metrics import average_over_files
+    from ..common.qa_results import gathered, with_average, write_json
     from .scoring import SCORE_NAMES, score_answers
     from .generate import inference_ready
     from .standalone import load_t5_from_nemo
@@ -48,104 +46,32 @@ def evaluate(cfg, placement) -> Dict[str, dict]:
         pairs = read_pairs(source, target, answers, key="evaluation.model.data.validation_ds")
         mine = list(range(dp_rank, len(pairs), dp_size))
         texts = answer_pairs(model, [pairs[i] for i in mine], encoder, model_section.eval_batch_size)
-        predictions = _gathered(dict(zip(mine, texts)), placement.world_size)
+        predictions = gathered(dict(zip(mine, texts)), placement.world_size)
         ordered = [predictions[i] for i in range(len(pairs))]
         examples, scores = score_answers(section.metric.name, ordered, pairs)
         results[name] = {**scores, "examples": examples}
         if placement.rank == 0:
             _write_predictions(cfg.predictions_file(name), pairs, ordered)
-    if len(results) > 1:
-        results["average"] = {score: average_over_files({k: (v["examples"], v[score]) for k, v in results.items()},
-                                                        section.metric.average)
-                              for score in SCORE_NAMES[section.metric.name]}
-        results["average"]["examples"] = sum(v["examples"] for k, v in results.items() if k != "average")
+    results = with_average(results, SCORE_NAMES[section.metric.name], section.metric.average)
     if placement.rank == 0:
-        _write_json(cfg.results_file, results)
+        write_json(cfg.results_file, results, "evaluation")
     if torch.distributed.is_initialized() and placement.world_size > 1:
         torch.distributed.barrier()
     return results
 
 
-def _gathered(local: Dict[int, str], world_size: int) -> Dict[int, str]:
-    """Every rank's {question index: prediction}, merged (tensor-parallel ranks hold the same ones)."""
-    import torch
-
-    if world_size == 1:
-        return local
-    everyone: List[Dict[int, str]] = [{} for _ in range(world_size)]
-    torch.distributed.all_gather_object(everyone, local)
-    return {index: text for part in everyone for index, text in part.items()}
-
-
-def _advice(path: Path) -> str:
-    return (f"Nothing was written to {path}. Free space there, or point evaluation.run.results_dir (or "
-            "base_results_dir) at a larger file system, then run the evaluation again.")
-
-
 def _write_predictions(path: Path, pairs: List[dict], predictions: List[str]) -> None:
-    from ..common.storage import guarded_write
+    from ..common.qa_results import write_jsonl
 
-    lines = [json.dumps({"source": pair["source"], "prediction": text, "target": pair["target"], "answers": pair["answers"]},
-                        ensure_ascii=False) for pair, text in zip(pairs, predictions)]
-    _write_text(path, "".join(line + "\n" for line in lines), guarded_write)
-
-
-def _write_json(path: Path, results: dict) -> None:
-    from ..common.storage import guarded_write
-
-    _write_text(path, json.dumps(results, indent=2, ensure_ascii=False) + "\n", guarded_write)
-
-
-def _write_text(path: Path, text: str, guarded_write) -> None:
-    """Written beside its place and renamed, so a reader never sees half a file."""
-    data = text.encode("utf-8")
-    with guarded_write(path.parent, len(data), path.name, _advice(path)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")
-        partial.write_bytes(data)
-        partial.replace(path)
-
-
-def results_table(results: Dict[str, dict]) -> str:
-    names = list(results)
-    scores = [key for key in next(iter(results.values())) if key != "examples"]
-    width = max(len(name) for name in names + ["task"])
-    lines = [f"{'task'.ljust(width)}  " + "  ".join(f"{s:>18}" for s in scores) + f"  {'examples':>8}"]
-    for name in names:
-        row = results[name]
-        lines.append(f"{name.ljust(width)}  " + "  ".join(f"{row[s]:>18.2f}" for s in scores) + f"  {row['examples']:>8}")
-    return "\n".join(lines)
+    write_jsonl(path, ({"source": pair["source"], "prediction": text, "target": pair["target"], "answers": pair["answers"]}
+                       for pair, text in zip(pairs, predictions)), "evaluation")
 
 
 def main(argv=None) -> int:
-    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
-    from ..common.distributed import placement_from_env
-    from ..common.quiet import start_job
-    from ..common.report import JobFault, Summary, duration, print_error
-    from ..common.run_directory import claimed
+    from ..common.qa_results import run_evaluation
     from ...contract.schemas.t5_evaluation import QaEvaluationConfig
 
-    started = time.monotonic()
-    try:
-        path = config_path_from_argv(argv, prog=PROG)
-        placement = placement_from_env()
-        start_job(placement.rank)
-        cfg = QaEvaluationConfig.from_dict(load_resolved_config(path))
-        with claimed(cfg.run.results_dir, placement.rank):
-            try:
-                results = evaluate(cfg, placement)
-            finally:
-                from ..core.parts import shutdown
-
-                shutdown()
-        if placement.rank == 0:
-            print(results_table(results), flush=True)
-        summary = Summary(f"evaluation finished: {cfg.model.restore_from_path}")
-        summary.add("results", cfg.results_file).add("predictions", cfg.predictions_file("<name>"))
-        summary.add("time", duration(time.monotonic() - started)).show(placement.rank)
-    except (JobConfigError, JobFault) as error:
-        return print_error(error)
-    return 0
+    return run_evaluation(argv, PROG, QaEvaluationConfig.from_dict, evaluate, lambda cfg: cfg.model.restore_from_path)
 
 
 if __name__ == "__main__":
