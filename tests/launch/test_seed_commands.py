@@ -1,4 +1,5 @@
-"""Every T5, mT5 and BERT launcher command the seed prints dry-runs clean once its paths are filled in.
+"""Every T5, mT5 and BERT launcher command the seed prints, and its GPT prompt learning, adapter and IA3 commands
+with their evaluations, dry-run clean once their paths are filled in.
 
 The commands are copied as the seed prints them (all for Base Command Platform, `cluster_type=bcp`). Before they
 run here: the container paths become folders of this test (`/opt/NeMo-Megatron-Launcher/launcher_scripts` this
@@ -7,8 +8,8 @@ the seed's prose gives, the log redirection is dropped, and the typos the seed i
 corrected, each said below. "Clean" means exit 0 with the input check on and no warning: every file the jobs
 would open exists where the command says.
 
-Not here: the seed's prompt_learning, adapter_learning and ia3_learning commands (t5/squad, mt5/squad) and their
-evaluation=prompt_t5/..., adapter_t5/..., ia3_t5/... commands: those stages are not part of this launcher.
+Not here yet: the seed's T5/mT5 prompt_learning, adapter_learning and ia3_learning commands (t5/squad, mt5/squad)
+and their evaluation=prompt_t5/..., adapter_t5/..., ia3_t5/... commands: the T5 side of those stages is to come.
 """
 import shlex
 import subprocess
@@ -156,6 +157,46 @@ export.triton_deployment.pipeline_model_parallel_size=1 \
 """, ["results/mt5_125m/convert_nemo/results/megatron_mt5.nemo"], None),
 })
 
+# GPT's parameter-efficient tuning and its evaluations (seed §5.10-5.11, §5.13.4, §5.13.6): each tunes, or reads the
+# result of, the converted 5B GPT; the tuning jobs first write the prompt-learning jsonl from SQuAD's JSON.
+GPT_BASE = "results/gpt3_5b/convert_nemo/results/megatron_gpt.nemo"
+PROMPT_TEST = "data/prompt_data/v1.1/squad_test.jsonl"
+_GPT_TUNING = r"""
+python3 /opt/NeMo-Megatron-Launcher/launcher_scripts/main.py {stage}=gpt3/squad \
+stages=[{stage}] cluster_type=bcp \
+launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts data_dir=/mount/data base_results_dir=/mount/results \
+{stage}.run.model_train_name=gpt3_5b \
+{stage}.model.language_model_path=/mount/results/gpt3_5b/convert_nemo/results/megatron_gpt.nemo \
+>> /results/{stage}_gpt3_log.txt 2>&1
+"""
+for line, stage in ((3394, "prompt_learning"), (3608, "adapter_learning"), (3623, "ia3_learning")):
+    SEED[f"{stage}_gpt3"] = (line, _GPT_TUNING.replace("{stage}", stage), [GPT_BASE] + SQUAD, None)
+SEED.update({
+    "evaluate_prompt_gpt3": (4246, r"""
+python3 /opt/NeMo-Megatron-Launcher/launcher_scripts/main.py stages=[evaluation] evaluation=prompt_gpt3/squad \
+ cluster_type=bcp launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts data_dir=/mount/data \
+base_results_dir=/mount/results evaluation.run.results_dir=/mount/results/gpt3_5b/eval_prompt_squad \
+evaluation.model.nemo_model=/mount/results/gpt3_5b/prompt_learning_squad/results/megatron_gpt_prompt.nemo \
+evaluation.model.nemo_model=4 evaluation.model.tensor_model_parallel_size=2 \
+>> /results/eval_prompt_gpt3_log.txt 2>&1
+""", ["results/gpt3_5b/prompt_learning_squad/results/megatron_gpt_prompt.nemo", GPT_BASE, PROMPT_TEST], None),
+    "evaluate_adapter_gpt3": (4464, r"""
+python3 /opt/NeMo-Megatron-Launcher/launcher_scripts/main.py stages=[evaluation] evaluation=adapter_gpt3/squad \
+ cluster_type=bcp launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts data_dir=/mount/data \
+base_results_dir=/mount/results evaluation.run.results_dir=/mount/results/gpt3_5b/eval_adapter_squad \
+evaluation.model.adapter_model_file=/mount/results/gpt3_5b/adapter_learning_squad/results/megatron_gpt3_adapter.nemo \
+>> /results/eval_adapter_gpt3_log.txt 2>&1
+""", ["results/gpt3_5b/adapter_learning_squad/results/megatron_gpt3_adapter.nemo", GPT_BASE, PROMPT_TEST], None),
+    # §10.3 #15: the IA3 file is named megatron_t5_ia3.nemo (a GPT run's result all the same); kept as printed.
+    "evaluate_ia3_gpt3": (4477, r"""
+python3 /opt/NeMo-Megatron-Launcher/launcher_scripts/main.py stages=[evaluation] evaluation=ia3_gpt3/squad \
+ cluster_type=bcp launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts data_dir=/mount/data \
+base_results_dir=/mount/results evaluation.run.results_dir=/mount/results/gpt3_5b/eval_ia3_squad \
+evaluation.model.adapter_model_file=/mount/results/gpt3_5b/ia3_learning_squad/results/megatron_t5_ia3.nemo \
+>> /results/eval_ia3_t5_log.txt 2>&1
+""", ["results/gpt3_5b/ia3_learning_squad/results/megatron_t5_ia3.nemo", GPT_BASE, PROMPT_TEST], None),
+})
+
 # The seed's typos (inventory §10.3), corrected before the command runs: name -> [(as printed, corrected)].
 TYPOS = {
     # §1.2, §10.3 #11: the BCP examples name conversion configs without their family folder.
@@ -164,6 +205,8 @@ TYPOS = {
     "convert_mt5": [("conversion=convert_mt5", "conversion=mt5/convert_mt5"),
                     ("launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts \ndata_dir",
                      "launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts \\\ndata_dir")],
+    # §10.3 #14: the prompt evaluation sets nemo_model a second time, to 4 (the value would replace the file).
+    "evaluate_prompt_gpt3": [("evaluation.model.nemo_model=4 ", "")],
 }
 # Choices these commands leave to conf/config.yaml, where the seed's "Settings for T5/mT5/Bert Models" put them
 # (this repository's config.yaml selects GPT's): name -> the choice added to the command.
