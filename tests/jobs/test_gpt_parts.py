@@ -66,6 +66,8 @@ def test_every_predefined_config_binds(tmp_path, size):
     ("model.overlap_p2p_comm=true", "training.model.overlap_p2p_comm=True: only works with the interleaved schedule"),
     ("trainer.devices=4", "training.model.global_batch_size=8: must be a multiple of micro_batch_size(4) x data-parallel size(4) = 16"),
     ("model.tensor_model_parallel_size=3", "TP(3) x PP(1) x CP(1) = 3 does not divide nodes(1) x devices(1) = 1"),
+    ("model.optim.sched.constant_steps=35", "training.model.optim.sched.warmup_steps=5: warmup_steps(5) + constant_steps(35) "
+                                            "must be below trainer.max_steps(40)"),
 ])
 def test_bad_values_name_the_key(tmp_path, override, message):
     with pytest.raises(JobConfigError) as error:
@@ -108,8 +110,9 @@ def test_cosine_schedule_warms_up_decays_and_holds():
     assert schedule(4) == pytest.approx(1.0)
     assert schedule(8) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 4 / 8)))
     assert schedule(12) == schedule(13) == pytest.approx(0.1)
-    with pytest.raises(ValueError, match="leaves no step for the cosine decay"):
-        CosineSchedule(lr=1.0, min_lr=0.1, warmup_steps=10, constant_steps=5, max_steps=15)
+    # One step of decay is the least the schema lets through (common_training.check_schedule).
+    shortest = CosineSchedule(lr=1.0, min_lr=0.1, warmup_steps=10, constant_steps=4, max_steps=15)
+    assert shortest(10) == pytest.approx(1.0) and shortest(11) == pytest.approx(0.1)
 
 
 def test_batch_ramp_up_follows_megatron():
@@ -266,7 +269,7 @@ def test_stage_config_writes_what_the_program_reads(tmp_path):
     from nemo_launcher.jobs.common.config import load_resolved_config
 
     path = write_stage_config(tmp_path / "cfg.yaml", "training", "gpt3/tiny", tmp_path / "data", tmp_path / "results",
-                              overrides=["trainer.max_steps=3"])
+                              overrides=["trainer.max_steps=3", "model.optim.sched.warmup_steps=1"])
     cfg = TrainingConfig.from_dict(load_resolved_config(path))
     assert cfg.trainer.max_steps == 3 and cfg.run.preprocessed_dir == str(tmp_path / "data" / "tiny_pile" / "preprocessed")
     assert cfg.exp_manager.explicit_log_dir == str(tmp_path / "results" / "gpt3_tiny" / "results")

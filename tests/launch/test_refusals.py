@@ -42,6 +42,10 @@ CASES = [
     (TRAIN, ["training.model.data.splits_string=abc"], ["training.model.data.splits_string='abc'", "weights"]),
     (TRAIN, ["training.model.data.data_prefix=[0.5]"], ["training.model.data.data_prefix", "[weight, prefix"]),
     # training: cross-key rules
+    (TRAIN, ["training.model.optim.sched.constant_steps=74885"],
+     ["training.model.optim.sched.warmup_steps=115", "warmup_steps(115) + constant_steps(74885)", "trainer.max_steps(75000)",
+      "raise trainer.max_steps"]),
+    (TRAIN, ["training.trainer.max_steps=100"], ["training.model.optim.sched.warmup_steps=115", "constant_steps(12500)"]),
     (TRAIN, ["training.model.max_position_embeddings=1024"], ["max_position_embeddings=1024", "encoder_seq_length (2048)"]),
     (TRAIN, ["training.model.data.seq_length=1024"], ["training.model.data.seq_length=1024", "encoder_seq_length (2048)"]),
     (TRAIN, ["training.model.tensor_model_parallel_size=3"], ["TP(3) x PP(1) x CP(1) = 3", "nodes(16) x devices(8) = 128"]),

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
 from .common_training import (ExpManagerSection, OptimSection, RunSection, TrainerSection, check_heads, check_layout,
-                              check_world_size)
+                              check_schedule, check_world_size)
 from .vision_training import Recompute, RecomputeMethod, VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
@@ -196,6 +196,7 @@ class ClipTrainingConfig:
             raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
                                "CLIP has no test split here: set 0 (evaluation=clip/imagenet_zeroshot scores the model)")
         self.data_parallel_size_of(self.trainer.num_nodes * self.trainer.devices, key)
+        check_schedule(model, self.trainer, key)
 
     def data_parallel_size_of(self, world: int, key: str) -> int:
         """DP from the layout, with the seed's no-accumulation rule: micro_batch_size x GPUs (per TP group) =

@@ -109,6 +109,17 @@ class SchedSection:
         non_negative_fields(self, key, "warmup_steps", "constant_steps", "min_lr")
 
 
+def check_schedule(model, trainer, key: str) -> None:
+    """The learning-rate schedule must leave at least one step of cosine decay within trainer.max_steps
+    (the trainer's CosineSchedule divides by that count). Shared by every stage whose model has an `optim`."""
+    sched = model.optim.sched
+    if sched.warmup_steps + sched.constant_steps >= trainer.max_steps:
+        raise config_fault(f"{key}.model.optim.sched.warmup_steps", sched.warmup_steps,
+                           f"warmup_steps({sched.warmup_steps}) + constant_steps({sched.constant_steps}) must be below "
+                           f"trainer.max_steps({trainer.max_steps}) to leave a step of cosine decay; "
+                           "lower warmup_steps or constant_steps, or raise trainer.max_steps")
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimSection:
     name: Literal["distributed_fused_adam", "fused_adam", "adamw"]  # all Adam with decoupled weight decay

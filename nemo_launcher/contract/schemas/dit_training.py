@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
 from .common_training import (ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
-                              check_world_size)
+                              check_schedule, check_world_size)
 from .run import RunBase
 
 STAGE = "training"
@@ -156,6 +156,7 @@ class DitTrainingConfig:
                                        "an Energon dataset is read as one endless training stream here: set 0 "
                                        "(or use model.data.data_type: mock to validate on held-out mock samples)")
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the Energon dataset's index."""

@@ -14,7 +14,7 @@ import re
 from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
-from .common_training import OptimSection, check_layout, check_world_size
+from .common_training import OptimSection, check_layout, check_schedule, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer
 
 STAGES = ("prompt_learning", "adapter_learning", "ia3_learning")
@@ -177,6 +177,14 @@ class PromptLearningModel:
 class PromptSquadSplit:
     source: str  # SQuAD v1.1 JSON as published
     output: str  # the prompt-learning jsonl written from it
+    # A stand-in for SQuAD where it cannot be had (tiny pipelines, tests): when `source` is missing, first write this
+    # many generated questions there (jobs/t5/sample_squad.py: colours of things). null: read the published file.
+    sample_questions: Optional[int] = None
+
+    def check(self, key: str) -> None:
+        if self.sample_questions is not None and self.sample_questions < 1:
+            raise config_fault(f"{key}.sample_questions", self.sample_questions,
+                               "give a positive number of questions, or null to read the published file")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,6 +242,7 @@ class PromptLearningConfig:
                 raise config_fault(f"{key}.model.restore_path", m.restore_path,
                                    "adding tasks to an earlier result is prompt learning's; train adapters and IA3 anew")
         check_layout(m, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(m, self.trainer, key)
 
     @property
     def stage(self) -> str:
@@ -251,7 +260,7 @@ class PromptLearningConfig:
             paths += [(f"{key}.data.{split}", name) for name in getattr(self.model.data, split) if name not in prepared]
         if self.squad_preparation is not None:  # this job's first step converts these into the jsonl files above
             paths += [(f"{self.stage}.squad_preparation.{name}.source", split.source)
-                      for name, split in self.squad_preparation.splits()]
+                      for name, split in self.squad_preparation.splits() if split.sample_questions is None]
         return paths
 
     def writes(self) -> List[str]:

@@ -10,7 +10,7 @@ import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
-from .common_training import OptimSection, check_layout, check_world_size
+from .common_training import OptimSection, check_layout, check_schedule, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer
 
 TARGET_MODULES = ("attention_qkv", "attention_dense", "mlp_fc1", "mlp_fc2")
@@ -154,6 +154,7 @@ class SftConfig:
         if key == "fine_tuning" and self.model.peft is not None:
             raise config_fault("fine_tuning.model.peft", "...", "fine-tuning trains every weight; use the peft stage for adapters")
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         key = f"{self.stage}.model"

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
 from .common_training import (CheckpointParams, ExpManagerSection, OptimSection, RunSection, TrainerSection, blend,
-                              check_data_source, check_heads, check_layout, check_recompute, check_splits,
+                              check_data_source, check_heads, check_layout, check_recompute, check_schedule, check_splits,
                               check_world_size, data_reads)
 from .gpu_training import NsysSection, UbOverlapSection, check_fixed, check_gpu_settings, check_profile_ranks
 
@@ -338,6 +338,7 @@ class TrainingConfig:
         model, trainer, params = self.model, self.trainer, self.exp_manager.checkpoint_callback_params
         check_data_source(self.run, model.data, key)
         check_layout(model, trainer.num_nodes, trainer.devices, key)
+        check_schedule(model, trainer, key)
         check_gpu_settings(model, trainer, f"{key}.model")
         check_profile_ranks(model.nsys_profile, trainer.num_nodes * trainer.devices, f"{key}.model.nsys_profile")
         model_parallel = model.tensor_model_parallel_size * model.pipeline_model_parallel_size

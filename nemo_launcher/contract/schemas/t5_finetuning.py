@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, fraction, positive_fields
-from .common_training import OptimSection, check_layout, check_world_size
+from .common_training import OptimSection, check_layout, check_schedule, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer
 from .t5_training import check_no_pipeline_split
 
@@ -175,6 +175,7 @@ class T5FinetuneConfig:
     def check(self, key: str) -> None:
         check_preparation(self.squad_preparation, key)
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         key = f"{STAGE}.model"

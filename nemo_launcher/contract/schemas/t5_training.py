@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
 from .common_training import (ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
-                              check_heads, check_layout, check_recompute, check_world_size, data_reads)
+                              check_heads, check_layout, check_recompute, check_schedule, check_world_size, data_reads)
 
 STAGE = "training"
 # gelu/relu: one up-projection; the *glu variants gate it with a second one (ffn_hidden_size each).
@@ -169,6 +169,7 @@ class T5TrainingConfig:
     def check(self, key: str) -> None:
         check_data_source(self.run, self.model.data, key)
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the tokenizer file and the data. mC4's preparation

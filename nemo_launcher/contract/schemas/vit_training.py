@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, non_negative
 from .common_training import (ExpManagerSection, OptimSection, RunSection, TrainerSection, check_layout,
-                              check_world_size)
+                              check_schedule, check_world_size)
 from .vision_training import Recompute, RecomputeMethod, VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
@@ -83,6 +83,7 @@ class VitTrainingConfig:
                                "ImageNet's layout has no test split: set 0 (evaluation=vit/imagenet_val scores the "
                                "validation folder)")
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path) of what the trainer opens: the class folders."""

@@ -261,10 +261,7 @@ def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_
     batches = BatchSchedule(model.global_batch_size, model.micro_batch_size, dp_size,
                             getattr(model, "rampup_batch_size", None))
     sched = model.optim.sched
-    try:
-        lr_schedule = CosineSchedule(model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps)
-    except ValueError as error:
-        raise JobConfigError(f"model.optim.sched: {error}") from None
+    lr_schedule = CosineSchedule(model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps)
     train, valid, test = datasets(batches)
     return TrainingParts(
         recipe=recipe, cfg=cfg, placement=placement, on_gpu=on_gpu, device=device, use_te=use_te,
