@@ -10,7 +10,7 @@ pre-norm transformer layers attending in both directions.
 import dataclasses
 from typing import List, Literal, Optional
 
-from ..binding import config_fault, fraction, positive, positive_fields
+from ..binding import config_fault, fraction, positive_fields
 from .common_training import check_heads, check_recompute
 
 # CLIP's pixel statistics (OpenAI's) and ImageNet's; null mean/std in a config pick the family's.

@@ -16,7 +16,7 @@ import numpy as np
 _ATTEMPTS = 10  # random crops tried before falling back to the centre crop
 
 
-def decode(data) -> "PIL.Image.Image":
+def decode(data):
     """An RGB image from encoded bytes or a file path."""
     from PIL import Image
 
