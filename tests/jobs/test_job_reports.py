@@ -87,8 +87,9 @@ def test_training_summary_says_why_it_stopped_and_that_it_resumes(tmp_path):
 
 
 # ---- errors ---------------------------------------------------------------------------------------------
-PROGRAMS = ["nemo_launcher.jobs.gpt.train", "nemo_launcher.jobs.gpt.convert", "nemo_launcher.jobs.gpt.evaluate",
-            "nemo_launcher.jobs.gpt.export", "nemo_launcher.jobs.gpt.finetune", "nemo_launcher.jobs.gpt.peft",
+PROGRAMS = ["nemo_launcher.jobs.gpt.train", "nemo_launcher.jobs.gpt.convert", "nemo_launcher.jobs.bert.convert",
+            "nemo_launcher.jobs.gpt.evaluate", "nemo_launcher.jobs.gpt.export", "nemo_launcher.jobs.gpt.finetune",
+            "nemo_launcher.jobs.gpt.peft",
             "nemo_launcher.jobs.data.squad"]
 DATA_STEPS = ["download", "extract", "preprocess", "train_tokenizer"]
 
