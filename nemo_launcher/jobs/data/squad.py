@@ -79,13 +79,18 @@ def prompt_learning_examples(document: Dict[str, Any], source: str = "<json>") -
                "answers": texts}
 
 
-def convert(source: Path, output: Path, layout: str = "prompt_answer") -> int:
-    """Writes `output` from `source` unless it exists; returns the number of lines it holds."""
+def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_questions: Optional[int] = None) -> int:
+    """Writes `output` from `source` unless it exists; returns the number of lines it holds. With sample_questions,
+    a missing `source` is first written with that many generated questions (the tiny pipelines' stand-in)."""
     if output.is_file():
         with open(output, encoding="utf-8") as handle:
             count = sum(1 for line in handle if line.strip())
         log.info("%s exists (%d samples); kept", output, count)
         return count
+    if sample_questions is not None:
+        from ..t5.sample_squad import write_sample_squad
+
+        write_sample_squad(source, sample_questions)
     if not source.is_file():
         raise JobConfigError(f"{source}: no such file. Nothing is downloaded here: copy SQuAD v1.1 "
                              f"({source.name}, as published) there, or point squad_preparation at it")
@@ -130,7 +135,7 @@ def prepare(section: Optional[Dict[str, Any]], key: str = "squad_preparation") -
             continue
         if not isinstance(paths, dict) or not paths.get("source") or not paths.get("output"):
             raise JobConfigError(f"{key}.{split}: needs source (SQuAD JSON) and output (jsonl) paths, got {paths!r}")
-        counts[split] = convert(Path(paths["source"]), Path(paths["output"]), layout)
+        counts[split] = convert(Path(paths["source"]), Path(paths["output"]), layout, paths.get("sample_questions"))
     return counts
 
 

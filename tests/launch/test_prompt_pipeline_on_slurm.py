@@ -1,0 +1,31 @@
+"""The prompt-learning quick start's pipeline on a real Slurm with default paths only: data preparation (array
+jobs), training, conversion to megatron_gpt.nemo, p-tuning of the frozen .nemo on generated SQuAD-format questions
+and the evaluation of its answers, each job waiting for the one before."""
+import json
+
+from .conftest import plan_rows
+from .test_data_preparation_stage import _wait_for_arrays
+from .test_training_on_slurm import SLURM_CPU
+
+# As in tests/test_quickstart_prompt.py: the GPU reference's NVTE_FUSED_ATTN=0 stops the tiny GPT's training on a CPU.
+CPU_TRAINING = ["training.run.env_vars.NVTE_FUSED_ATTN=null"]
+
+
+def test_tiny_gpt_prompt_learning_pipeline(slurm_cluster, launch, tmp_path):
+    results, data = tmp_path / "results", tmp_path / "data"
+    code, out, err = launch(["cluster_type=bcm", f"data_dir={data}", "training.trainer.max_steps=10",
+                             "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5",
+                             "prompt_learning.trainer.max_steps=8", *SLURM_CPU, *CPU_TRAINING],
+                            debug=False, results=results, config_name="quickstart_prompt")
+    assert code == 0, err
+    rows = plan_rows(out)
+    stages = [row[0] for row in rows]
+    assert stages[-4:] == ["training", "conversion", "prompt_learning", "evaluation"], stages
+    ids = [row[2] for row in rows]
+    _wait_for_arrays(ids[:-4], timeout_s=300)
+    states = [slurm_cluster.wait(job_id, timeout_s=600) for job_id in ids[-4:]]
+    assert states == ["COMPLETED"] * 4, states
+    train = results / "gpt3_tiny"
+    assert (train / "prompt_learning_squad" / "results" / "megatron_gpt_prompt.nemo").exists()
+    scores = json.loads((train / "eval_prompt_squad" / "results" / "qa_metrics.json").read_text())
+    assert scores["squad_test"]["examples"] == 32 and 0.0 <= scores["squad_test"]["exact_match"] <= 100.0
