@@ -30,6 +30,20 @@ def tiny_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
 
 
 @pytest.fixture(scope="session")
+def sharp_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
+    """tiny_nemo with large random weights (init std 0.2): its logits span a wide range, so a frozen copy can be
+    steered to confident answers by prompts, adapters or IA3 (tiny_nemo's stay near uniform whatever they do), and
+    its answers depend on the prompt and on the method's tensors."""
+    from nemo_launcher.jobs.gpt.nemo_archive import save_nemo
+
+    section = model_section("classic", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
+                            data={"seq_length": 64, "num_workers": 0})
+    path = tmp_path_factory.mktemp("sharp_gpt") / "megatron_gpt.nemo"
+    save_nemo(path, section, random_model(section).state_dict())
+    return str(path)
+
+
+@pytest.fixture(scope="session")
 def qa_jsonl(tmp_path_factory):
     """64 questions whose answer is a color named in the question."""
     path = tmp_path_factory.mktemp("qa") / "colors.jsonl"

@@ -12,8 +12,7 @@ import pytest
 import yaml
 
 from .gpt_train_support import REPO, command, environment
-from .gpt_models import model_section, random_model
-from .sft_support import COLORS, gpt2_files  # noqa: F401  (fixture)
+from .sft_support import COLORS, gpt2_files, sharp_nemo  # noqa: F401  (fixtures)
 
 from tests.conftest import require_module
 
@@ -25,19 +24,6 @@ TEMPLATE = {"taskname": "colors", "prompt_template": "Context: {context} Questio
             "answer_only_loss": True}
 VIRTUAL = dict(TEMPLATE, prompt_template="<|VIRTUAL_PROMPT_0|>" + TEMPLATE["prompt_template"], total_virtual_tokens=3,
                virtual_token_splits=[3])
-
-
-@pytest.fixture(scope="module")
-def tiny_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
-    """A random 2-layer GPT whose large weights make its answers depend on the prompt and on the method's tensors
-    (sft_support's, initialised for training, says the same few tokens to everything)."""
-    from nemo_launcher.jobs.gpt.nemo_archive import save_nemo
-
-    section = model_section("classic", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
-                            data={"seq_length": 64, "num_workers": 0})
-    path = tmp_path_factory.mktemp("base") / "megatron_gpt.nemo"
-    save_nemo(path, section, random_model(section).state_dict())
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +45,7 @@ def _base():
 
 
 @pytest.fixture(scope="module")
-def result_files(tmp_path_factory, tiny_nemo):  # noqa: F811
+def result_files(tmp_path_factory, sharp_nemo):  # noqa: F811
     """Result files as the tuning stages write them, with tensors far enough from their start to change answers."""
     from nemo_launcher.contract.schemas.gpt_prompt_learning import AdapterSection
     from nemo_launcher.jobs.gpt.layer_adapters import add_houlsby, add_ia3
@@ -68,21 +54,21 @@ def result_files(tmp_path_factory, tiny_nemo):  # noqa: F811
     folder = tmp_path_factory.mktemp("results")
     generator = torch.Generator().manual_seed(3)
     files = {}
-    model, _ = _base()(tiny_nemo)
+    model, _ = _base()(sharp_nemo)
     adapter = {"adapter_dim": 8, "adapter_dropout": 0.1, "norm_position": "pre"}
     params = add_houlsby(model, AdapterSection(**adapter), seed=1)
     state = {name: torch.randn(p.shape, generator=generator) * 0.5 for name, p in params.items()}
     files["adapter"] = folder / "megatron_gpt_adapter.nemo"
     save_method_file(files["adapter"], {"method": "adapter", "tasks": {"colors": TEMPLATE}, "adapter_tuning": adapter},
-                     state, tiny_nemo, "adapter_learning")
-    model, _ = _base()(tiny_nemo)
+                     state, sharp_nemo, "adapter_learning")
+    model, _ = _base()(sharp_nemo)
     params = add_ia3(model)
     state = {name: 1.0 + torch.randn(p.shape, generator=generator) for name, p in params.items()}
     files["ia3"] = folder / "megatron_gpt_ia3.nemo"
-    save_method_file(files["ia3"], {"method": "ia3", "tasks": {"colors": TEMPLATE}}, state, tiny_nemo, "ia3_learning")
+    save_method_file(files["ia3"], {"method": "ia3", "tasks": {"colors": TEMPLATE}}, state, sharp_nemo, "ia3_learning")
     files["prompt"] = folder / "megatron_gpt_prompt.nemo"
     save_method_file(files["prompt"], {"method": "prompt", "virtual_prompt_style": "p-tuning", "tasks": {"colors": VIRTUAL}},
-                     {"prompt_table.colors": torch.randn(3, 64, generator=generator)}, tiny_nemo, "prompt_learning")
+                     {"prompt_table.colors": torch.randn(3, 64, generator=generator)}, sharp_nemo, "prompt_learning")
     return {name: str(path) for name, path in files.items()}
 
 
@@ -142,11 +128,11 @@ def _check_scores(predictions, metrics, lines):
     assert metrics == {"colors_test": squad_scores([p["prediction"] for p in predictions], [p["answers"] for p in predictions])}
 
 
-def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp_path, tiny_nemo, result_files, test_lines):  # noqa: F811
+def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
     from nemo_launcher.jobs.gpt.prompt_tuning import load_method_file
 
     config, section = _launcher_config(
-        tmp_path, "ia3_gpt3/squad", f"evaluation.model.language_model_path={tiny_nemo}",
+        tmp_path, "ia3_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
         f"evaluation.model.adapter_model_file={result_files['ia3']}", f"evaluation.model.data.test_ds=[{test_lines}]",
         "evaluation.model.data.num_workers=0", "evaluation.model.data.micro_batch_size=3",
         "evaluation.model.data.global_batch_size=3")
@@ -157,7 +143,7 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
     assert "exact_match" in stdout and "evaluation finished" in stdout
 
     # IA3 scales qkv's key and value rows and fc2's input columns: the same function as scaled weights.
-    model, tokenizer = _base()(tiny_nemo)
+    model, tokenizer = _base()(sharp_nemo)
     _, vectors = load_method_file(result_files["ia3"], "ia3")
     heads, head = 4, 16
     with torch.no_grad():
@@ -175,7 +161,7 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
 
     expected = [_greedy(step, prompt, tokenizer) for prompt in _prompts(tokenizer, lines)]
     assert [p["prediction"] for p in predictions] == expected
-    base, _ = _base()(tiny_nemo)
+    base, _ = _base()(sharp_nemo)
     plain = [_greedy(lambda ids: base(ids, torch.arange(ids.shape[1]).unsqueeze(0), None), prompt, tokenizer)
              for prompt in _prompts(tokenizer, lines)]
     assert plain != expected, "the vectors change the answers, so the comparison means something"
@@ -189,19 +175,19 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
     assert [p["prediction"] for p in two] == expected and metrics_two == metrics
 
 
-def test_adapter_answers_equal_one_line_at_a_time(tmp_path, tiny_nemo, result_files, test_lines):  # noqa: F811
+def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
     from nemo_launcher.jobs.gpt.generate import greedy_generate
     from nemo_launcher.jobs.gpt.prompt_tuning import restore_result
 
     config, _ = _launcher_config(
-        tmp_path, "adapter_gpt3/squad", f"evaluation.model.language_model_path={tiny_nemo}",
+        tmp_path, "adapter_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
         f"evaluation.model.adapter_model_file={result_files['adapter']}", f"evaluation.model.data.test_ds=[{test_lines}]",
         "evaluation.model.data.num_workers=1", "evaluation.model.data.micro_batch_size=4",
         "evaluation.model.data.global_batch_size=4")
     _, predictions, metrics = _evaluate(config)
     lines = _lines(test_lines)
     _check_scores(predictions, metrics, lines)
-    model, tokenizer = _base()(tiny_nemo)
+    model, tokenizer = _base()(sharp_nemo)
     restore_result(model, result_files["adapter"], ("adapter",))
     expected = [tokenizer.decode(greedy_generate(model, ids, TOKENS, tokenizer.eod, tokenizer.vocab_size, 64)).strip()
                 for ids in _prompts(tokenizer, lines)]
@@ -209,11 +195,11 @@ def test_adapter_answers_equal_one_line_at_a_time(tmp_path, tiny_nemo, result_fi
     assert predictions[0]["prompt"] == f"Context: {lines[0]['context']} Question: What color is the sky? Answer:"
 
 
-def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path, tiny_nemo, result_files, test_lines):  # noqa: F811
+def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
     from nemo_launcher.jobs.gpt.prompt_tuning import load_method_file
 
     config, section = _launcher_config(
-        tmp_path, "prompt_gpt3/squad", f"evaluation.model.language_model_path={tiny_nemo}",
+        tmp_path, "prompt_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
         f"evaluation.model.nemo_model={result_files['prompt']}", f"evaluation.model.prompt_dataset_paths={test_lines}",
         "evaluation.model.tensor_model_parallel_size=1", "evaluation.model.eval_batch_size=5")
     assert (section["run"]["name"], section["model"]["model_type"]) == ("eval_prompt_squad_gpt3_5b", "nemo-gpt3-prompt")
@@ -221,7 +207,7 @@ def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path
     lines = _lines(test_lines)
     _check_scores(predictions, metrics, lines)
 
-    model, tokenizer = _base()(tiny_nemo)
+    model, tokenizer = _base()(sharp_nemo)
     _, state = load_method_file(result_files["prompt"], "prompt")
     table = state["prompt_table.colors"]
 
@@ -246,9 +232,9 @@ def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path
     assert [p["prediction"] for p in plain] == base != expected
 
 
-def test_a_result_file_of_another_method_is_refused_in_one_line(tmp_path, tiny_nemo, result_files, test_lines):  # noqa: F811
+def test_a_result_file_of_another_method_is_refused_in_one_line(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
     config, _ = _launcher_config(
-        tmp_path, "adapter_gpt3/squad", f"evaluation.model.language_model_path={tiny_nemo}",
+        tmp_path, "adapter_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
         f"evaluation.model.adapter_model_file={result_files['prompt']}", f"evaluation.model.data.test_ds=[{test_lines}]",
         "evaluation.model.data.num_workers=0")
     done = subprocess.run(command(config, 1, ("nemo_launcher.jobs.gpt.evaluate_tuned",)), cwd=REPO, env=environment(),

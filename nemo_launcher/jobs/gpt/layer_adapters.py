@@ -106,6 +106,7 @@ class KeyValueScales(torch.nn.Module):
 def add_ia3(model: torch.nn.Module) -> Dict[str, torch.nn.Parameter]:
     """Freezes `model` and adds IA3 vectors to every layer; returns {name: parameter} (this TP rank's slices)."""
     from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.layers import set_tensor_model_parallel_attributes
 
     for param in model.parameters():
         param.requires_grad_(False)
@@ -126,6 +127,10 @@ def add_ia3(model: torch.nn.Module) -> Dict[str, torch.nn.Parameter]:
         params[f"{prefix}.self_attention.linear_qkv.ia3.key"] = qkv.ia3.key
         params[f"{prefix}.self_attention.linear_qkv.ia3.value"] = qkv.ia3.value
         params[f"{prefix}.mlp.linear_fc2.ia3_ffn"] = fc2.ia3_ffn
+    for param in params.values():
+        # Each TP rank holds its own slice: without the mark, megatron's gradient norm (clipping) would count only
+        # rank 0's slices, as it does for tensors every rank holds whole.
+        set_tensor_model_parallel_attributes(param, is_parallel=True, dim=0, stride=1)
     return params
 
 
