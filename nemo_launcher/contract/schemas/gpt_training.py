@@ -265,7 +265,8 @@ class StepTiming:
 @dataclasses.dataclass(frozen=True)
 class GptCheckpointParams(CheckpointParams):
     # Which complete checkpoints prune keeps: step/max keeps the newest save_top_k; val_loss/min keeps the
-    # save_top_k of lowest validation loss (the newest validation before each save) and always the newest one.
+    # save_top_k of lowest validation loss and always the newest one. A checkpoint's loss is that of the validation
+    # at its step (of its own weights) where one runs there, else the newest one before it.
     monitor: Literal["step", "val_loss"] = "step"
     mode: Optional[Literal["min", "max"]] = None  # null: the monitor's own direction (step max, val_loss min)
     model_parallel_size: Optional[int] = None  # if set, must equal TP x PP (the reference's checkpoint layout key)

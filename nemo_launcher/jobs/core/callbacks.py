@@ -236,6 +236,20 @@ class CheckpointAndStop(pl.Callback):
             self.writer.say(f"stopping after step={step}: {reason}")
             raise StopTraining(reason)
 
+    def on_validation_end(self, trainer, pl_module) -> None:
+        loss = pl_module_val_loss(trainer)
+        if self.parts.placement.rank != 0 or loss is None:
+            return
+        step = trainer.global_step
+        if self.folder.steps()[-1:] == [step]:
+            self.folder.update_info(step, val_loss=loss)
+            self._prune()
+
+    def _prune(self) -> None:
+        params = self.parts.cfg.exp_manager.checkpoint_callback_params
+        # (the schema holds mode to the monitor's own direction: newest steps, lowest validation loss)
+        self.folder.prune(params.save_top_k, getattr(params, "monitor", "step"))
+
     def _agreed_stop_reason(self) -> Optional[str]:
         out_of_time = self.max_time_s is not None and time.monotonic() - self.started_at >= self.max_time_s
         flags = [1.0 if self.signals.received is not None else 0.0, 1.0 if out_of_time else 0.0]
@@ -264,20 +278,26 @@ class CheckpointAndStop(pl.Callback):
                     "step": step,
                     "consumed_samples": self.parts.batches.consumed_samples(step),
                     "parallel_layout": dict(self.parts.layout),
-                    "val_loss": pl_module_val_loss(trainer),
+                    # Lightning validates after this hook: a validation of these very weights labels them then
+                    # (on_validation_end). Until it does, the older validation's loss would rank them wrongly.
+                    "val_loss": None if _validates_at(trainer, step) else pl_module_val_loss(trainer),
                 })
         except BaseException as error:  # torch.distributed.checkpoint's CheckpointException is no Exception
             self.space.failed(step, error)
             raise
         if rank_zero:
             self.space.saved(step)
-            params = self.parts.cfg.exp_manager.checkpoint_callback_params
-            # (the schema holds mode to the monitor's own direction: newest steps, lowest validation loss)
-            self.folder.prune(params.save_top_k, getattr(params, "monitor", "step"))
+            self._prune()
         elapsed = time.perf_counter() - started
         self.clock.exclude(elapsed)
         self.saved = target
         self.writer.say(f"checkpoint step={step} saved to {target} in {elapsed:.1f}s")
+
+
+def _validates_at(trainer, step: int) -> bool:
+    """Whether Lightning runs a validation once the hooks of `step` are done (validation every val_check_interval
+    steps, counted over the run)."""
+    return bool(trainer.limit_val_batches) and step % trainer.val_check_interval == 0
 
 
 def pl_module_val_loss(trainer) -> Optional[float]:

@@ -63,6 +63,10 @@ class CheckpointFolder:
         os.replace(temporary, target / MARKER)
         _fsync_dir(target)
 
+    def update_info(self, step: int, **changes) -> None:
+        """Rewrites a complete checkpoint's marker with `changes` merged in (atomically: it stays complete)."""
+        self.mark_complete(step, {**self.read_info(self.path(step)), **changes})
+
     def read_info(self, path: Path) -> dict:
         with open(Path(path) / MARKER) as handle:
             return json.load(handle)

@@ -199,7 +199,7 @@ def _lightning(parts, writer, folder, signals, started: float, max_time_s, modul
             log.warning("no peak FLOP/s known for %s: MFU is not logged", name)
     clock = StepClock()
     flops = recipe.flops_per_token(cfg.model, parts.vocab_size) if recipe.flops_per_token else None
-    timer, *hooks = step_hooks(parts)
+    timer, *hooks = step_hooks(parts, writer.say)
     progress = ProgressLogger(parts, writer, clock, flops, peak, timer)
     stopper = CheckpointAndStop(parts, writer, clock, folder, signals, started, max_time_s)
     validating = parts.valid_dataset is not None and cfg.trainer.limit_val_batches > 0

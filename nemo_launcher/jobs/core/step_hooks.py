@@ -12,7 +12,7 @@
 import collections
 import gc
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import pytorch_lightning as pl
 import torch
@@ -40,20 +40,54 @@ class StepTimer(pl.Callback):
 
 
 class GarbageCollection(pl.Callback):
-    def __init__(self, interval: int):
+    """At the end of training it says which steps it collected after and how many collections anything else
+    started meanwhile (gc.callbacks sees every one): a stall a user blames on gc can be checked against that."""
+
+    def __init__(self, interval: int, say: Optional[Callable[[str], None]] = None):
         self.interval = interval
+        self.say = say
+        self.collected_after: List[int] = []  # global steps after which this hook collected
+        self.other_collections = 0  # collections of any generation started elsewhere while training
+        self._collecting = False
         self._was_enabled = True
+
+    def _count(self, phase: str, info: dict) -> None:
+        if phase == "start" and not self._collecting:
+            self.other_collections += 1
+
+    def _collect(self) -> None:
+        self._collecting = True
+        try:
+            gc.collect()
+        finally:
+            self._collecting = False
 
     def on_train_start(self, trainer, pl_module) -> None:
         self._was_enabled = gc.isenabled()
         gc.disable()
-        gc.collect()
+        self._collect()
+        gc.callbacks.append(self._count)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        # global_step already counts the step that just ended, on every rank alike.
         if trainer.global_step % self.interval == 0:
-            gc.collect()
+            self._collect()
+            self.collected_after.append(trainer.global_step)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self.say is not None:
+            self.say(self.summary())
+
+    def summary(self) -> str:
+        steps = self.collected_after
+        shown = steps if len(steps) <= 6 else [*steps[:3], "...", *steps[-2:]]
+        where = f"after steps {', '.join(map(str, shown))}" if steps else "after no step"
+        return (f"gc: model.gc_interval={self.interval}: collected in the training loop {where} ({len(steps)} in all); "
+                f"automatic collection off, collections started elsewhere: {self.other_collections}")
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
+        if self._count in gc.callbacks:
+            gc.callbacks.remove(self._count)
         if self._was_enabled:
             gc.enable()
 
@@ -86,14 +120,15 @@ class NsysCapture(pl.Callback):
         self.capturing = False
 
 
-def step_hooks(parts) -> List[pl.Callback]:
-    """The hooks the config asks for (a family schema without these keys gets the timer alone)."""
+def step_hooks(parts, say: Optional[Callable[[str], None]] = None) -> List[pl.Callback]:
+    """The hooks the config asks for (a family schema without these keys gets the timer alone); `say` prints a
+    line of the job's output (rank 0's)."""
     cfg = parts.cfg
     timing = getattr(cfg.exp_manager, "step_timing_kwargs", None)
     hooks: List[pl.Callback] = [StepTimer(timing.sync_cuda, timing.buffer_size) if timing else StepTimer(False, 1)]
     interval = getattr(cfg.model, "gc_interval", 0)
     if interval > 0:
-        hooks.append(GarbageCollection(interval))
+        hooks.append(GarbageCollection(interval, say))
     profile = getattr(cfg.model, "nsys_profile", None)
     if profile is not None and profile.enabled and parts.on_gpu and parts.placement.rank in profile.ranks:
         hooks.append(NsysCapture(profile.start_step, profile.end_step, profile.gen_shape))
