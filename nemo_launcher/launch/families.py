@@ -166,8 +166,10 @@ FAMILIES: Dict[str, Family] = {
         Family(
             name="vit",
             description="vision transformer classifier (megatron-core CLIPViTModel and a head) on class folders",
-            programs={"training": "nemo_launcher.jobs.vit.train"},
-            schemas={"training": f"{_SCHEMAS}.vit_training:VitTrainingConfig"},
+            # Data preparation runs nemo_launcher.jobs.vision.<step> (the generated class folders of tiny configs).
+            programs={"data_preparation": "nemo_launcher.jobs.vision", "training": "nemo_launcher.jobs.vit.train"},
+            schemas={"data_preparation": f"{_SCHEMAS}.vit_data:VitShapeFoldersConfig",
+                     "training": f"{_SCHEMAS}.vit_training:VitTrainingConfig"},
         ),
         Family(
             name="clip",

@@ -50,7 +50,7 @@ def test_a_family_without_the_stage_is_refused_with_what_it_has():
     with pytest.raises(ConfigError, match=r"fine_tuning='bert/squad': the bert family has no fine_tuning program yet; "
                                           r"it has: conversion, data_preparation, training"):
         program_for(FAMILIES["bert"], "fine_tuning", "bert/squad")
-    with pytest.raises(ConfigError, match=r"known model family \(bert, .*gpt3, .*t5\)"):
+    with pytest.raises(ConfigError, match=r"known model family \(bert, .*gpt3, .*t5, vit\)"):
         family_for("training", "llama/7b")
 
 

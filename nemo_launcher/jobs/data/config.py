@@ -102,6 +102,24 @@ class StepConfig:
             raise DataConfigError(str(error)) from None
 
 
+def load_bound(schema, program: str, argv: Sequence[str] = None):
+    """Parses `--config <resolved data_preparation YAML>` and binds it to `schema` (a contract class with
+    from_dict), as the launcher did before submitting; `program` is the module the usage line names."""
+    from nemo_launcher.contract.binding import JobConfigError
+
+    parser = argparse.ArgumentParser(prog=f"python3 -m {program}")
+    parser.add_argument("--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)")
+    path = parser.parse_args(argv).config
+    if not os.path.isfile(path):
+        raise DataConfigError(f"--config {path}: no such file")
+    with open(path) as handle:
+        values = yaml.safe_load(handle) or {}
+    try:
+        return schema.from_dict(values)
+    except JobConfigError as error:
+        raise DataConfigError(str(error)) from None
+
+
 def this_task_items(items: List[int], env=None) -> List[int]:
     """The part of `items` this process handles.
 

@@ -4,32 +4,18 @@
     tasks, count = array_tasks(cfg, "reorganize_tar")  # e.g. ([1], 2) on array task 1 of 2; every task when run here
     mine = share(items, task, count)                   # task's contiguous slice of the items
 """
-import argparse
 import os
 from typing import List, Sequence, Tuple, TypeVar
 
-import yaml
-
-from nemo_launcher.contract.binding import JobConfigError
 from nemo_launcher.contract.schemas.multimodal_data import MultimodalDataConfig
 
-from ..data.config import DataConfigError
+from ..data.config import DataConfigError, load_bound
 
 T = TypeVar("T")
 
 
 def load_config(step: str, argv: Sequence[str] = None) -> MultimodalDataConfig:
-    parser = argparse.ArgumentParser(prog=f"python3 -m nemo_launcher.jobs.multimodal.{step}")
-    parser.add_argument("--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)")
-    path = parser.parse_args(argv).config
-    if not os.path.isfile(path):
-        raise DataConfigError(f"--config {path}: no such file")
-    with open(path) as handle:
-        values = yaml.safe_load(handle) or {}
-    try:
-        return MultimodalDataConfig.from_dict(values)
-    except JobConfigError as error:
-        raise DataConfigError(str(error)) from None
+    return load_bound(MultimodalDataConfig, f"nemo_launcher.jobs.multimodal.{step}", argv)
 
 
 def array_tasks(cfg: MultimodalDataConfig, step: str, env=None) -> Tuple[List[int], int]:

@@ -1,22 +1,32 @@
 """The generated coloured shapes (jobs/multimodal/shapes.py) in ImageNet's class-folder layout, for the tiny ViT
-configs and the vision tests (no ImageNet here).
+configs and the vision tests (no ImageNet here). As the ViT family's data preparation step (data_preparation=vit/*):
+
+    python3 -u -m nemo_launcher.jobs.vision.shape_folders --config <job dir>/<run.name>_hydra.yaml
 
     write_shape_folders("/data/tiny_shapes_folders", train=480, val=120, size=64, seed=0)
     # /data/.../train/<class>/<n>.png and /data/.../val/<class>/<n>.png; class folders named "red_circle", ...
 
 Validation images are other examples of the same generator (indices after the training ones), so they test more
-than memory. A rerun with the same settings leaves the folders as they are.
+than memory. A rerun with the same settings leaves the folders as they are; one with other settings rewrites them
+whole, so that no image of the earlier settings stays behind to be read as a training example.
 """
 import json
 import os
+import shutil
 
 from ..multimodal.shapes import CLASSES, shape_example
 
+PROG = "nemo_launcher.jobs.vision.shape_folders"
 _SETTINGS = "shape_folders.json"
+SPLITS = ("train", "val")
 
 
 def folder_name(label: int) -> str:
     return CLASSES[label].replace(" ", "_")
+
+
+class ForeignFolders(Exception):
+    """The root holds train/ or val/ folders that this generator did not write."""
 
 
 def write_shape_folders(root: str, train: int, val: int, size: int, seed: int) -> bool:
@@ -27,6 +37,14 @@ def write_shape_folders(root: str, train: int, val: int, size: int, seed: int) -
         with open(marker) as handle:
             if json.load(handle) == settings:
                 return False
+        os.remove(marker)  # from here on the folders are incomplete until the new marker is written
+        for split in SPLITS:
+            shutil.rmtree(os.path.join(root, split), ignore_errors=True)
+    else:
+        # Never mix generated images into (or delete) a real dataset that output_dir was pointed at by mistake.
+        present = [split for split in SPLITS if os.path.exists(os.path.join(root, split))]
+        if present:
+            raise ForeignFolders(os.path.join(root, present[0]))
     for split, first, count in (("train", 0, train), ("val", train, val)):
         for label in range(len(CLASSES)):
             os.makedirs(os.path.join(root, split, folder_name(label)), exist_ok=True)
@@ -39,3 +57,29 @@ def write_shape_folders(root: str, train: int, val: int, size: int, seed: int) -
         json.dump(settings, handle, indent=1)
     os.replace(marker + ".tmp", marker)
     return True
+
+
+def main(argv=None):
+    from ...contract.schemas.vit_data import VitShapeFoldersConfig
+    from ..data.config import DataConfigError, load_bound
+    from ..data.step_report import StepReport
+
+    cfg = load_bound(VitShapeFoldersConfig, PROG, argv)
+    report = StepReport("shape_folders", unit="dataset")
+    try:
+        written = write_shape_folders(cfg.output_dir, cfg.num_train, cfg.num_val, cfg.image_size, cfg.seed)
+    except ForeignFolders as error:
+        raise DataConfigError(
+            f"data_preparation.output_dir={cfg.output_dir!r}: {error} exists and was not written by this step; "
+            "name an empty or new folder") from None
+    (report.done if written else report.kept)(cfg.output_dir, output=os.path.join(cfg.output_dir, _SETTINGS))
+    report.note("images", f"{cfg.num_train} train, {cfg.num_val} val, {cfg.image_size} x {cfg.image_size} px, "
+                          f"{len(CLASSES)} classes")
+    report.note("folders", ", ".join(os.path.join(cfg.output_dir, split) for split in SPLITS))
+    return report
+
+
+if __name__ == "__main__":
+    from ..data.config import run_step
+
+    run_step(main)
