@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_launcher.launch.families import FAMILIES
 from nemo_launcher.launch.resolvers import REPO_ROOT
 
 CONF = REPO_ROOT / "conf"
@@ -256,7 +257,8 @@ def test_tiny_configs_train_on_this_cpu_from_what_the_tiny_data_preparation_writ
         assert (m["encoder_num_layers"], m["decoder_num_layers"], m["data"]["seq_length_dec"]) == (2, 2, 64)
 
 
-STAGE_GROUPS = ("data_preparation", "training", "conversion", "fine_tuning", "peft", "evaluation", "export")
+STAGE_GROUPS = ("data_preparation", "training", "conversion", "fine_tuning", "peft", "prompt_learning", "adapter_learning",
+                "ia3_learning", "evaluation", "export")
 EVERY_CONFIG = sorted((group, str(path.relative_to(CONF / group).with_suffix("")))
                       for group in STAGE_GROUPS for path in (CONF / group).rglob("*.yaml"))
 # Shipped configs that ask the user for a value (`???` or an empty list) and say which: config -> key in the error.
@@ -274,6 +276,7 @@ def test_every_shipped_config_of_every_stage_binds(group, choice, launch, tmp_pa
     """Each config binds to its job program's schema as shipped (a dry run binds every selected stage)."""
     results = tmp_path / "results"
     family = choice.rpartition("/")[0]
+    family = FAMILIES[family].tunes or family if family in FAMILIES else family  # prompt_t5 evaluates t5's models
     # Downstream stages follow a training run of their own family (the default training config is GPT's).
     follows = [f"training={family}/tiny"] if group not in ("training", "data_preparation") and family != "gpt3" else []
     code, out, err = launch([f"stages=[{group}]", f"{group}={choice}", *follows], results=results)
