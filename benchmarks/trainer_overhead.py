@@ -1,29 +1,71 @@
-"""Tokens/s of our GPT trainer (Lightning loop) against a plain megatron-core loop, in one run.
+"""Tokens/s of our trainer (Lightning loop) against a plain megatron-core loop, per family, in one run.
 
-    OMP_NUM_THREADS=1 python3 benchmarks/trainer_overhead.py [--steps 40] [--rounds 2]
+    OMP_NUM_THREADS=1 python3 benchmarks/trainer_overhead.py [--families gpt,t5,bert] [--steps 40] [--rounds 3]
 
-Both sides train the tiny GPT (conf/training/gpt3/tiny.yaml) on the same data for the same steps, from
-the same parts (nemo_launcher.jobs.core.parts with the GPT recipe: model chunks, megatron DDP, megatron
-optimizer, dataset, sampler), each in a fresh process. The plain side is the loop Megatron-LM's pretrain_gpt runs: fetch a
-step's batch, zero the grad buffers, get_forward_backward_func(), set the learning rate, optimizer.step().
-Ours is `python3 -m nemo_launcher.jobs.gpt.train` itself, read from its progress lines, with checkpoints,
-validation and the test pass turned off so that only the loop differs.
+For each family both sides train its tiny model (conf/training/{gpt3,t5,bert}/tiny.yaml) on the same data for
+the same steps, from the same parts (nemo_launcher.jobs.core.parts with the family's recipe: model chunks,
+megatron DDP, megatron optimizer, dataset, sampler), each in a fresh process. The plain side is the loop
+Megatron-LM's pretrain_gpt / pretrain_t5 / pretrain_bert run: fetch a step's batch, zero the grad buffers,
+get_forward_backward_func() with the recipe's forward step, set the learning rate, optimizer.step(). Ours is the
+family's `python3 -m nemo_launcher.jobs.<family>.train` itself, read from its progress lines, with checkpoints,
+validation and the test pass turned off so that only the loop differs. Tokens count as the trainer counts
+them (T5: encoder plus decoder tokens). GPT reads a sample corpus written here; T5 and BERT read what their
+tiny data preparation writes (run first, on this machine).
 
 Throughput counts the steps after the first logging window (start-up and first-step costs excluded) on
-both sides. The machine is shared, so the sides alternate for --rounds rounds and each keeps its best
-round. The last line is `ratio=<ours / plain>`; the goal is >= 0.95.
+both sides, per second of wall-clock time and per second of the process's CPU time (one thread: OMP_NUM_THREADS=1,
+no loader workers), which other work on a shared machine disturbs far less. The sides alternate for --rounds
+rounds (which goes first alternates too) and each keeps its best round; the median of the rounds' own ratios is
+printed beside it. One line per family ends the output: `<family> ratio=<ours / plain, wall-clock>
+cpu_ratio=<ours / plain, CPU time>`; the goal is >= 0.95 each.
 """
 import argparse
+import dataclasses
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Dict
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    train: str  # the training program's module
+    config: str  # the tiny training config
+    data_preparation: str  # its tiny data preparation config; "" for GPT's sample corpus
+
+
+FAMILIES = {
+    "gpt": Family("nemo_launcher.jobs.gpt.train", "gpt3/tiny", ""),
+    "t5": Family("nemo_launcher.jobs.t5.train", "t5/tiny", "t5/tiny_pile"),
+    "bert": Family("nemo_launcher.jobs.bert.train", "bert/tiny", "bert/tiny_pile"),
+}
+
+
+def _schema_and_recipe(name: str, section):
+    """The bound training config and the recipe its train.py would run."""
+    if name == "gpt":
+        from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
+        from nemo_launcher.jobs.gpt.recipe import GPT
+
+        return TrainingConfig.from_dict(section), GPT
+    if name == "t5":
+        from nemo_launcher.contract.schemas.t5_training import T5TrainingConfig
+        from nemo_launcher.jobs.t5.recipe import T5
+
+        return T5TrainingConfig.from_dict(section), T5
+    from nemo_launcher.contract.schemas.bert_training import BertTrainingConfig
+    from nemo_launcher.jobs.bert.recipe import bert_recipe
+
+    cfg = BertTrainingConfig.from_dict(section)
+    return cfg, bert_recipe(cfg)
 
 
 def _overrides(steps: int, window: int):
@@ -44,101 +86,165 @@ def _env():
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
 
 
-def ours(config: Path, window: int) -> float:
-    """Tokens/s of the trainer over all logging windows but the first."""
-    result = subprocess.run([sys.executable, "-u", "-m", "nemo_launcher.jobs.gpt.train", "--config", str(config)],
-                            cwd=REPO, env=_env(), capture_output=True, text=True)
-    if result.returncode:
-        raise SystemExit(f"trainer failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    lines = re.findall(r"^step=(\d+)/\d+ .*tokens_per_sec=(\d+) step_time=([0-9.]+)s", result.stdout, re.M)
+@dataclasses.dataclass(frozen=True)
+class Throughput:
+    wall: float  # tokens per second of wall-clock time
+    cpu: float  # tokens per second of the process's CPU time: what other processes on a shared machine disturb least
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ours(family: Family, config: Path, window: int) -> Throughput:
+    """Tokens/s of the trainer over all logging windows but the first. Its CPU time is read as each progress line
+    arrives (printed and flushed at the log point, while the next step has barely started)."""
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        child = subprocess.Popen([sys.executable, "-u", "-m", family.train, "--config", str(config)], cwd=REPO,
+                                 env=_env(), stdout=subprocess.PIPE, stderr=errors, text=True)
+        output, cpu = [], {}
+        for line in child.stdout:
+            output.append(line)
+            step = re.match(r"step=(\d+)/", line)
+            if step:
+                cpu[int(step.group(1))] = _cpu_seconds(child.pid)
+        if child.wait():
+            errors.seek(0)
+            raise SystemExit(f"trainer failed:\n{''.join(output)[-3000:]}\n{errors.read()[-3000:]}")
+    lines = re.findall(r"^step=(\d+)/\d+ .*tokens_per_sec=(\d+) step_time=([0-9.]+)s", "".join(output), re.M)
     later = [(int(step), float(tps), float(seconds)) for step, tps, seconds in lines if int(step) > window]
     tokens = sum(tps * seconds * window for _, tps, seconds in later)
     seconds = sum(seconds * window for _, _, seconds in later)
-    return tokens / seconds
+    return Throughput(tokens / seconds, tokens / (cpu[later[-1][0]] - cpu[window]))
 
 
-def plain(config: Path, window: int) -> float:
-    result = subprocess.run([sys.executable, "-u", __file__, "--plain-loop", str(config), "--window", str(window)],
+def plain(name: str, config: Path, window: int) -> Throughput:
+    result = subprocess.run([sys.executable, "-u", __file__, "--plain-loop", str(config), "--family", name,
+                             "--window", str(window)],
                             cwd=REPO, env=_env(), capture_output=True, text=True)
-    match = re.search(r"^plain_tokens_per_sec=([0-9.]+)$", result.stdout, re.M)
+    match = re.search(r"^plain_tokens_per_sec=([0-9.]+) cpu=([0-9.]+)$", result.stdout, re.M)
     if result.returncode or not match:
         raise SystemExit(f"plain loop failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return float(match.group(1))
+    return Throughput(float(match.group(1)), float(match.group(2)))
 
 
-def plain_loop(config: Path, window: int) -> None:
+def plain_loop(name: str, config: Path, window: int) -> None:
     """Runs in its own process: the same parts as the trainer, driven by a bare loop."""
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.common.distributed import placement_from_env
-    from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
     from nemo_launcher.jobs.core.optim import set_hyperparameters
     from nemo_launcher.jobs.core.parts import build_parts, init_processes, shutdown
-    from nemo_launcher.jobs.core.recipe import split_along_batch
     from nemo_launcher.jobs.core.samplers import StepBatchSampler, make_loader
     from nemo_launcher.jobs.core.steps import run_microbatches
-    from nemo_launcher.jobs.gpt.recipe import GPT, gpt_forward_step
 
-    cfg = TrainingConfig.from_dict(load_resolved_config(config))
+    cfg, recipe = _schema_and_recipe(name, load_resolved_config(config))
     placement = placement_from_env()
-    parts = build_parts(GPT, cfg, placement, init_processes(GPT, cfg, placement))
+    parts = build_parts(recipe, cfg, placement, init_processes(recipe, cfg, placement))
     m = parts.cfg.model
     sampler = StepBatchSampler(len(parts.train_dataset), parts.batches, cfg.trainer.max_steps, lambda: 0, parts.dp_rank)
     loader = make_loader(parts.train_dataset, sampler, m.data.num_workers, parts.on_gpu, m.seed)
     for chunk in parts.ddp_chunks:
         chunk.train()
-    tokens, started = 0, None
+    tokens, started, cpu_started = 0, None, None
     consumed = 0
     for step, batch in enumerate(loader):
         batch_size = parts.batches.batch_size(consumed)
         for chunk in parts.ddp_chunks:
             chunk.zero_grad_buffer()
         parts.optimizer.zero_grad()
-        losses = run_microbatches(parts.ddp_chunks, split_along_batch(batch, m.micro_batch_size), gpt_forward_step,
-                                  parts.sequences, m.micro_batch_size, forward_only=False)
+        losses = run_microbatches(parts.ddp_chunks, recipe.split_microbatches(batch, m.micro_batch_size),
+                                  recipe.forward_step, parts.sequences, m.micro_batch_size, forward_only=False,
+                                  loss_names=recipe.loss_names)
         set_hyperparameters(parts.optimizer, parts.lr_schedule(step), m.optim.weight_decay)
         parts.optimizer.step()
         consumed += batch_size
         if (step + 1) % window == 0:
-            losses["lm loss"].item()  # the trainer reads the loss at each log point too
+            for value in losses.values():  # the trainer reads every reported loss at each log point too
+                value.item()
         if step + 1 == window:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
         elif step + 1 > window:
-            tokens += batch_size * m.encoder_seq_length
-    seconds = time.perf_counter() - started
+            tokens += batch_size * parts.sequences.tokens
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     shutdown()
-    print(f"plain_tokens_per_sec={tokens / seconds:.1f}", flush=True)
+    print(f"plain_tokens_per_sec={tokens / seconds:.1f} cpu={tokens / cpu_seconds:.1f}", flush=True)
+
+
+def measure(name: str, work: Path, args) -> Dict[str, float]:
+    """{clock: ours / plain} for one family, each side's best of args.rounds rounds, by wall-clock and CPU time."""
+    from nemo_launcher.launch.stage_config import write_stage_config
+
+    family = FAMILIES[name]
+    data_dir = work / "data"
+    prepare_data(family, data_dir, work / "results")
+    config = write_stage_config(work / f"{name}_tiny_hydra.yaml", "training", family.config, data_dir=data_dir,
+                                base_results_dir=work / "results", overrides=_overrides(args.steps, args.window))
+    runs = []  # (plain, ours) per round
+    for round_ in range(1, args.rounds + 1):
+        # Alternating which side goes first keeps a slow start of a round (page cache, a neighbour's burst) from
+        # always landing on the same side.
+        if round_ % 2:
+            pair = plain(name, config, args.window), ours(family, config, args.window)
+        else:
+            pair = tuple(reversed((ours(family, config, args.window), plain(name, config, args.window))))
+        runs.append(pair)
+        print(f"{name} round {round_}: plain {pair[0].wall:,.0f} tokens/s ({pair[0].cpu:,.0f} per CPU second), "
+              f"ours {pair[1].wall:,.0f} tokens/s ({pair[1].cpu:,.0f} per CPU second)", flush=True)
+    ratios = {}
+    for clock in ("wall", "cpu"):
+        best_plain = max(getattr(p, clock) for p, _ in runs)
+        best_ours = max(getattr(o, clock) for _, o in runs)
+        median = statistics.median(getattr(o, clock) / getattr(p, clock) for p, o in runs)
+        print(f"{name} {clock}: plain {best_plain:,.0f}, ours {best_ours:,.0f} tokens/s (best of {args.rounds}); "
+              f"ratio {best_ours / best_plain:.3f}, median of the rounds' ratios {median:.3f}", flush=True)
+        ratios[clock] = best_ours / best_plain
+    return ratios
+
+
+def prepare_data(family: Family, data_dir: Path, results: Path) -> None:
+    if not family.data_preparation:
+        from nemo_launcher.jobs.common.sample_data import build_sample_data
+
+        build_sample_data(data_dir)
+        return
+    env = _env()
+    env.pop("NEMO_LAUNCHER_DEBUG", None)
+    result = subprocess.run([sys.executable, "main.py", "stages=[data_preparation]", "cluster_type=interactive",
+                             f"data_preparation={family.data_preparation}", f"data_dir={data_dir}",
+                             f"base_results_dir={results}"], cwd=REPO, env=env, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"data preparation {family.data_preparation} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated: " + ", ".join(FAMILIES))
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--window", type=int, default=10, help="steps per logging window; the first is not timed")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--plain-loop", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--family", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from nemo_launcher.jobs.common.quiet import install_warning_filters
+
+    install_warning_filters()  # megatron-core's import-time notes about absent accelerators, as in the job logs
     if args.plain_loop:
-        plain_loop(args.plain_loop, args.window)
+        plain_loop(args.family, args.plain_loop, args.window)
         return 0
     if args.steps % args.window or args.steps <= args.window:
         parser.error("--steps must be a multiple of --window and larger than it")
-
-    from nemo_launcher.jobs.common.sample_data import build_sample_data
-    from nemo_launcher.launch.stage_config import write_stage_config
+    names = [name.strip() for name in args.families.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FAMILIES]
+    if unknown or not names:
+        parser.error(f"--families: {', '.join(unknown) or 'none given'}; choose from {', '.join(FAMILIES)}")
 
     with tempfile.TemporaryDirectory(prefix="trainer_overhead_") as scratch:
         work = Path(scratch)
-        build_sample_data(work / "data")
-        config = write_stage_config(work / "gpt3_tiny_hydra.yaml", "training", "gpt3/tiny", data_dir=work / "data",
-                                    base_results_dir=work / "results", overrides=_overrides(args.steps, args.window))
-        best_ours, best_plain = 0.0, 0.0
-        for round_ in range(1, args.rounds + 1):
-            measured_plain = plain(config, args.window)
-            measured_ours = ours(config, args.window)
-            print(f"round {round_}: plain {measured_plain:,.0f} tokens/s, ours {measured_ours:,.0f} tokens/s", flush=True)
-            best_plain, best_ours = max(best_plain, measured_plain), max(best_ours, measured_ours)
-    print(f"plain megatron-core loop: {best_plain:,.0f} tokens/s (best of {args.rounds})")
-    print(f"our trainer (Lightning):  {best_ours:,.0f} tokens/s (best of {args.rounds})")
-    print(f"ratio={best_ours / best_plain:.3f}")
+        ratios = {name: measure(name, work, args) for name in names}
+    for name, ratio in ratios.items():
+        print(f"{name} ratio={ratio['wall']:.3f} cpu_ratio={ratio['cpu']:.3f}")
     return 0
 
 
