@@ -6,6 +6,7 @@ settings every family sets alike, and one chunk per virtual pipeline stage.
     chunks = build_chunks(recipe, model, config, vocab_size, use_te)   # recipe.build_chunk per stage
 """
 import contextlib
+import os
 from typing import Any, Dict, List
 
 import torch
@@ -68,6 +69,28 @@ def _tp_overlap(model) -> Dict[str, Any]:
     return dict(tp_comm_overlap=True, tp_comm_atomic_ag=model.tp_comm_atomic_ag, tp_comm_atomic_rs=model.tp_comm_atomic_rs)
 
 
+def attention_backend(use_te: bool, environ=None):
+    """megatron-core's AttnBackend that agrees with the NVTE_*_ATTN variables the job exports.
+
+    megatron-core asserts that those variables match its backend (its default, auto, wants them unset or 1), while
+    the reference's GPT environment exports NVTE_FUSED_ATTN=0 to keep Transformer Engine off cuDNN's fused kernel.
+    So the backend follows the environment: the local layer spec has one attention (local, every variable 0); with
+    Transformer Engine, a 0 for fused selects flash, a 0 for flash selects fused, both 0 unfused, none auto."""
+    from megatron.core.transformer.enums import AttnBackend
+
+    if not use_te:
+        return AttnBackend.local
+    environ = os.environ if environ is None else environ
+    off = {name for name in ("FLASH", "FUSED", "UNFUSED") if environ.get(f"NVTE_{name}_ATTN") == "0"}
+    if {"FLASH", "FUSED"} <= off:
+        return AttnBackend.unfused
+    if "FUSED" in off:
+        return AttnBackend.flash
+    if "FLASH" in off:
+        return AttnBackend.fused
+    return AttnBackend.auto
+
+
 def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: bool) -> Dict[str, Any]:
     """TransformerConfig keyword arguments read from the `model` keys every family has (widths, heads, dropout,
     initialisation, parallel layout, recompute), and the precision, fusion and pipeline settings that follow from
@@ -106,6 +129,7 @@ def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: boo
         fp32_residual_connection=getattr(model, "fp32_residual_connection", False),
         # Freeing a stage's output once sent saves GPU memory; on the CPU gloo still reads it.
         deallocate_pipeline_outputs=on_gpu,
+        attention_backend=attention_backend(use_te),
         **_fusions(model, precision, on_gpu, use_te),
         **_tp_overlap(model),
         **recompute,
