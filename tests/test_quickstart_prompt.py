@@ -9,17 +9,13 @@ import sys
 from nemo_launcher.jobs.common.qa_metrics import squad_scores
 from nemo_launcher.launch.resolvers import REPO_ROOT
 
-# training=gpt3/tiny inherits the GPU reference's NVTE_FUSED_ATTN=0, which megatron-core's attention-backend check
-# refuses on this CPU (the GPT quick start meets the same); the tuning stages are what this test is about.
-CPU_TRAINING = ["training.run.env_vars.NVTE_FUSED_ATTN=null"]
-
 
 def test_prompt_learning_pipeline_runs_end_to_end_with_default_paths(tmp_path):
     results, data = tmp_path / "results", tmp_path / "data"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
     run = subprocess.run([sys.executable, "main.py", "--config-name=quickstart_prompt", f"base_results_dir={results}",
-                          f"data_dir={data}", *CPU_TRAINING],
+                          f"data_dir={data}"],
                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     train = results / "gpt3_tiny"

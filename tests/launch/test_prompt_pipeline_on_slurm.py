@@ -7,15 +7,12 @@ from .conftest import plan_rows
 from .test_data_preparation_stage import _wait_for_arrays
 from .test_training_on_slurm import SLURM_CPU
 
-# As in tests/test_quickstart_prompt.py: the GPU reference's NVTE_FUSED_ATTN=0 stops the tiny GPT's training on a CPU.
-CPU_TRAINING = ["training.run.env_vars.NVTE_FUSED_ATTN=null"]
-
 
 def test_tiny_gpt_prompt_learning_pipeline(slurm_cluster, launch, tmp_path):
     results, data = tmp_path / "results", tmp_path / "data"
     code, out, err = launch(["cluster_type=bcm", f"data_dir={data}", "training.trainer.max_steps=10",
                              "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5",
-                             "prompt_learning.trainer.max_steps=8", *SLURM_CPU, *CPU_TRAINING],
+                             "prompt_learning.trainer.max_steps=8", *SLURM_CPU],
                             debug=False, results=results, config_name="quickstart_prompt")
     assert code == 0, err
     rows = plan_rows(out)
