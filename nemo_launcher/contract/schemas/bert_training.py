@@ -8,11 +8,11 @@ word-piece dataset.
 The run, trainer, exp_manager and optimizer sections are every family's (common_training).
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
-from .common_training import (ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
-                              check_heads, check_layout, check_recompute, check_schedule, check_world_size, data_reads)
+from ..binding import config_fault, fraction, positive, positive_fields
+from .common_training import (TrainingStage, ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
+                              check_heads, check_layout, check_recompute, check_schedule, data_reads)
 
 STAGE = "training"
 
@@ -99,7 +99,7 @@ class BertModelSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class BertTrainingConfig:
+class BertTrainingConfig(TrainingStage):
     run: RunSection
     trainer: TrainerSection
     exp_manager: ExpManagerSection
@@ -113,15 +113,3 @@ class BertTrainingConfig:
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the vocabulary and the data."""
         return [(f"{STAGE}.model.tokenizer.vocab_file", self.model.tokenizer.vocab_file)] + data_reads(self.run, self.model.data, STAGE)
-
-    def writes(self) -> List[str]:
-        return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "BertTrainingConfig":
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, STAGE)
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)

@@ -10,11 +10,11 @@ The seed's rules: no gradient accumulation (micro_batch_size x data-parallel GPU
 (exp_manager.ema.enable) only with model.megatron_amp_O2 false.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (ExpManagerSection, OptimSection, RunSection, TrainerSection, check_heads, check_layout,
-                              check_schedule, check_world_size)
+from ..binding import config_fault, fraction, non_negative, positive, positive_fields
+from .common_training import (TrainingStage, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_heads, check_layout,
+                              check_schedule)
 from .vision_training import Recompute, RecomputeMethod, VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
@@ -175,7 +175,7 @@ class ClipModelSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class ClipTrainingConfig:
+class ClipTrainingConfig(TrainingStage):
     run: RunSection
     trainer: TrainerSection
     exp_manager: ClipExpManager
@@ -221,14 +221,5 @@ class ClipTrainingConfig:
         found += [(f"{STAGE}.model.tokenizer", f) for f in self.model.tokenizer.files()]
         return found
 
-    def writes(self) -> List[str]:
-        return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ClipTrainingConfig":
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, STAGE)
+    def layout_data_parallel_size(self, world_size: int) -> int:
         return self.data_parallel_size_of(world_size, STAGE)

@@ -11,11 +11,11 @@ data.task_encoder.seq_length -> model.data.seq_length. The run, trainer, exp_man
 every family's (common_training).
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
-                              check_schedule, check_world_size)
+from ..binding import config_fault, fraction, non_negative, positive, positive_fields
+from .common_training import (TrainingStage, ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
+                              check_schedule)
 from .run import RunBase
 
 STAGE = "training"
@@ -142,7 +142,7 @@ class DitModelSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class DitTrainingConfig:
+class DitTrainingConfig(TrainingStage):
     run: DitRun
     trainer: TrainerSection
     exp_manager: ExpManagerSection
@@ -164,15 +164,3 @@ class DitTrainingConfig:
         if data.data_type != "energon":
             return []
         return [(f"{STAGE}.model.data.path", f"{data.path}/.nv-meta/dataset.yaml")]
-
-    def writes(self) -> List[str]:
-        return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "DitTrainingConfig":
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, STAGE)
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)

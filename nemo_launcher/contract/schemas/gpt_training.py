@@ -9,12 +9,12 @@ ranks, ramp-up steps) are checked against trainer.num_nodes x trainer.devices at
 refuses what Megatron would refuse hours later in the queue.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (CheckpointParams, ExpManagerSection, OptimSection, RunSection, TrainerSection, blend,
+from ..binding import config_fault, fraction, non_negative, positive, positive_fields
+from .common_training import (TrainingStage, CheckpointParams, ExpManagerSection, OptimSection, RunSection, TrainerSection, blend,
                               check_data_source, check_heads, check_layout, check_recompute, check_schedule, check_splits,
-                              check_world_size, data_reads)
+                              data_reads)
 from .gpu_training import NsysSection, UbOverlapSection, check_fixed, check_gpu_settings, check_profile_ranks
 
 STAGE = "training"
@@ -329,7 +329,7 @@ def tokenizer_files(tokenizer: TokenizerSection, key: str) -> List[Tuple[str, st
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingConfig:
+class TrainingConfig(TrainingStage):
     run: RunSection
     trainer: GptTrainerSection
     exp_manager: GptExpManagerSection
@@ -358,15 +358,3 @@ class TrainingConfig:
         if self.model.resume_from_checkpoint:
             files.append((f"{STAGE}.model.resume_from_checkpoint", self.model.resume_from_checkpoint))
         return files
-
-    def writes(self) -> List[str]:
-        return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "TrainingConfig":
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, STAGE)
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)

@@ -9,11 +9,11 @@ The run, trainer, exp_manager and optimizer sections are every family's (common_
 position embeddings other than learned_absolute and relative, a mean span length (`mean_ngram_size`).
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
-from .common_training import (ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
-                              check_heads, check_layout, check_recompute, check_schedule, check_world_size, data_reads)
+from ..binding import config_fault, fraction, positive, positive_fields
+from .common_training import (TrainingStage, ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
+                              check_heads, check_layout, check_recompute, check_schedule, data_reads)
 
 STAGE = "training"
 # gelu/relu: one up-projection; the *glu variants gate it with a second one (ffn_hidden_size each).
@@ -160,7 +160,7 @@ class T5ModelSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class T5TrainingConfig:
+class T5TrainingConfig(TrainingStage):
     run: RunSection
     trainer: TrainerSection
     exp_manager: ExpManagerSection
@@ -175,15 +175,3 @@ class T5TrainingConfig:
         """(key, path or glob) of the files the trainer opens: the tokenizer file and the data. mC4's preparation
         writes a folder of .bin/.idx pairs per language into run.preprocessed_dir, the Pile's the pairs themselves."""
         return self.model.tokenizer.files(f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE, blended="*")
-
-    def writes(self) -> List[str]:
-        return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "T5TrainingConfig":
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, STAGE)
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)

@@ -9,11 +9,11 @@ The run, trainer, exp_manager and optimizer sections are every family's (common_
 vision_training's.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, non_negative
-from .common_training import (ExpManagerSection, OptimSection, RunSection, TrainerSection, check_layout,
-                              check_schedule, check_world_size)
+from ..binding import config_fault, non_negative
+from .common_training import (TrainingStage, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_layout,
+                              check_schedule)
 from .vision_training import Recompute, RecomputeMethod, VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
@@ -66,7 +66,7 @@ class VitModelSection(VisionTower):
 
 
 @dataclasses.dataclass(frozen=True)
-class VitTrainingConfig:
+class VitTrainingConfig(TrainingStage):
     run: RunSection
     trainer: TrainerSection
     exp_manager: ExpManagerSection
@@ -88,15 +88,3 @@ class VitTrainingConfig:
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path) of what the trainer opens: the class folders."""
         return [(f"{STAGE}.model.data.data_path", folder) for folder in self.model.data.data_path]
-
-    def writes(self) -> List[str]:
-        return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "VitTrainingConfig":
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, STAGE)
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)
