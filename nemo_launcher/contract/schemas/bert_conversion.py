@@ -4,14 +4,10 @@ for, and a Hugging Face checkpoint where one computes the model exactly (`hf`, a
 MegatronBert classes, for gelu with learned absolute positions). The keys are every family's (common_conversion).
 """
 import dataclasses
-from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Literal, Tuple
+from typing import ClassVar, Literal
 
-from ..binding import bind_stage, config_fault
-from .common_conversion import CheckpointSourceBase, ConversionRunBase, check_no_merges, check_processes, checkpoint_reads, nemo_path
-from .gpt_conversion import HFSection  # one definition of the Hugging Face export keys for every family that has one
-
-STAGE = "conversion"
+from ..binding import config_fault
+from .common_conversion import CheckpointSourceBase, ConversionRunBase, ConversionStage, HFSection, check_no_merges
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -32,28 +28,7 @@ class BertConversionModel(CheckpointSourceBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class BertConversionConfig:
+class BertConversionConfig(ConversionStage):
     run: BertConversionRun
     model: BertConversionModel
     hf: HFSection = HFSection()
-
-    def check(self, key: str) -> None:
-        check_processes(self.run, self.model, key)
-
-    def reads(self) -> List[Tuple[str, str]]:
-        return checkpoint_reads(self.model, STAGE)
-
-    def writes(self) -> List[str]:
-        return [self.run.results_dir, str(self.hf_dir)]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "BertConversionConfig":
-        return bind_stage(cls, data, stage)
-
-    @property
-    def nemo_path(self) -> Path:
-        return nemo_path(self.run)
-
-    @property
-    def hf_dir(self) -> Path:
-        return Path(self.hf.output_dir) if self.hf.output_dir else Path(self.run.results_dir) / "results" / "hf"

@@ -6,9 +6,9 @@ process reads its slice of the checkpoint.
 """
 import dataclasses
 from pathlib import Path
-from typing import ClassVar, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple
 
-from ..binding import config_fault, positive_fields
+from ..binding import bind_stage, config_fault, positive_fields
 from .run import RunBase
 
 
@@ -77,3 +77,38 @@ def checkpoint_reads(model: CheckpointSourceBase, stage: str) -> List[Tuple[str,
 
 def nemo_path(run: ConversionRunBase) -> Path:
     return Path(run.results_dir) / "results" / run.nemo_file_name
+
+
+@dataclasses.dataclass(frozen=True)
+class HFSection:
+    """The Hugging Face export of a conversion job, for every family that has one."""
+
+    mode: Literal["auto", "required", "off"] = "auto"  # auto: export if an architecture matches, else say why
+    output_dir: Optional[str] = None  # null = <run.results_dir>/results/hf
+    dtype: Optional[Literal["float32", "bfloat16", "float16"]] = None  # null = the dtype the model was trained in
+
+
+class ConversionStage:
+    """What every family's conversion schema does alike (mixed into its frozen dataclass with `run`, `model` and
+    `hf` fields): the process check, the checkpoint it reads, the .nemo and Hugging Face folder it writes."""
+
+    def check(self, key: str) -> None:
+        check_processes(self.run, self.model, key)
+
+    def reads(self) -> List[Tuple[str, str]]:
+        return checkpoint_reads(self.model, "conversion")
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir, str(self.hf_dir)]
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], stage: str = "conversion"):
+        return bind_stage(cls, data, stage)
+
+    @property
+    def nemo_path(self) -> Path:
+        return nemo_path(self.run)
+
+    @property
+    def hf_dir(self) -> Path:
+        return Path(self.hf.output_dir) if self.hf.output_dir else Path(self.run.results_dir) / "results" / "hf"

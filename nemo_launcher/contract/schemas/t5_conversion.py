@@ -5,16 +5,10 @@ T5ForConditionalGeneration / MT5ForConditionalGeneration computes the model exac
 (common_conversion), the pipeline split rank that T5 configs carry (a T5 .nemo has PP 1) and GPT's `hf` section.
 """
 import dataclasses
-from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple
+from typing import ClassVar, Literal, Optional
 
-from ..binding import bind_stage
-from .common_conversion import (CheckpointSourceBase, ConversionRunBase, check_no_merges, check_processes, checkpoint_reads,
-                                nemo_path)
-from .gpt_conversion import HFSection
+from .common_conversion import CheckpointSourceBase, ConversionRunBase, ConversionStage, HFSection, check_no_merges
 from .t5_training import check_no_pipeline_split
-
-STAGE = "conversion"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,28 +28,7 @@ class T5ConversionModel(CheckpointSourceBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class T5ConversionConfig:
+class T5ConversionConfig(ConversionStage):
     run: T5ConversionRun
     model: T5ConversionModel
     hf: HFSection = HFSection()  # mode auto | required | off, output_dir, dtype: as GPT's
-
-    def check(self, key: str) -> None:
-        check_processes(self.run, self.model, key)
-
-    def reads(self) -> List[Tuple[str, str]]:
-        return checkpoint_reads(self.model, STAGE)
-
-    def writes(self) -> List[str]:
-        return [self.run.results_dir, str(self.hf_dir)]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "T5ConversionConfig":
-        return bind_stage(cls, data, stage)
-
-    @property
-    def nemo_path(self) -> Path:
-        return nemo_path(self.run)
-
-    @property
-    def hf_dir(self) -> Path:
-        return Path(self.hf.output_dir) if self.hf.output_dir else Path(self.run.results_dir) / "results" / "hf"
