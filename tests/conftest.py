@@ -6,7 +6,7 @@ each, fake pyxis) or any other that `sbatch` reaches. Without one, Slurm tests s
 
 Strict mode (CI): `.ci/run` exports NEMO_LAUNCHER_TEST_STRICT=1 (NEMO_LAUNCHER_TEST_SLURM=required
 implies it). There a test that would skip fails instead, saying what is missing and how CI provides it:
-use `require_module` instead of `pytest.importorskip` and `skip_or_fail` instead of `pytest.skip`. A skip
+use `require_module` instead of pytest's import-or-skip helper and `skip_or_fail` instead of `pytest.skip`. A skip
 that still happens under strict mode (a new `pytest.skip`, a `skipif` marker) fails the session, unless
 ALLOWED_SKIPS lists it with its reason.
 """
@@ -49,7 +49,7 @@ def skip_or_fail(missing: str, setup: str) -> None:
 
 
 def require_module(name: str):
-    """Imports and returns module `name`; a test module calls it where it would call pytest.importorskip.
+    """Imports and returns module `name`; a test module calls it where it would use pytest's import-or-skip helper.
 
     Not importable: skips outside strict mode, fails under it. Installed but raising something other than
     ImportError while importing (a broken pin) fails everywhere: that is a broken environment, not a missing extra.

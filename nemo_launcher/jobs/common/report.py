@@ -9,6 +9,7 @@
 
 Every program ends with one, so the last lines of any job log look alike. Standard library only.
 """
+import contextlib
 import os
 import sys
 from typing import Any, List, Optional, Tuple
@@ -121,8 +122,6 @@ def print_error(error: BaseException, stream=None) -> int:
     A failing stream (the log is on the file system that is full) must not turn an orderly stop into a
     traceback: the exit status still tells what happened."""
     if getattr(error, "echo", True):
-        try:
+        with contextlib.suppress(OSError):  # the log itself may be what cannot be written
             print(f"Error: {error}", file=stream or sys.stderr, flush=True)
-        except OSError:
-            pass
     return getattr(error, "exit_code", 2)

@@ -19,6 +19,7 @@ Otherwise the holder is alive, or cannot be shown dead (another host, no Slurm j
 
 Standard library only: it runs before torch is imported.
 """
+import contextlib
 import dataclasses
 import errno
 import json
@@ -294,10 +295,9 @@ class RunDirectoryLock:
         try:
             if aside.read_bytes() == judged:
                 return True
-            try:
-                os.link(aside, self.path)  # not ours to remove: put it back unless yet another lock is there
-            except FileExistsError:
-                pass
+            # Not ours to remove: put it back, unless yet another lock has been taken there since.
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, self.path)
             return False
         finally:
             aside.unlink(missing_ok=True)
