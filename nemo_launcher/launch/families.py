@@ -205,28 +205,42 @@ def schema_for(family: Family, stage: str) -> str:
 
 def check_same_family(cfg, choices: Dict[str, Optional[str]], stages) -> None:
     """A stage that follows the training run (its run.model_train_name is training.run.name) must be of the
-    training config's family: conversion=t5/convert_t5 after the default training=gpt3/5b would feed a GPT
-    checkpoint to the T5 converter after the queue wait."""
-    from omegaconf import OmegaConf
+    training config's family: conversion=t5/convert_t5 after training=gpt3/tiny in one pipeline would feed a GPT
+    checkpoint to the T5 converter after the queue wait.
+
+    A training config that is not among the stages and is of another family than every selected stage (the
+    default gpt3/5b under stages=[conversion] conversion=t5/convert_t5) is not followed at all: it is dropped, so
+    each downstream config falls back to its own family's run (`${oc.select:training.run.name,t5_220m}`)."""
+    from omegaconf import OmegaConf, open_dict
 
     training_choice = choices.get("training") or ""
     training_family = training_choice.rpartition("/")[0]
     training_name = OmegaConf.select(cfg, "training.run.name", default=None, throw_on_missing=False)
     if not training_family or training_name is None:
         return
-    for stage in stages:
-        choice = choices.get(stage) or ""
-        family = choice.rpartition("/")[0]
-        if stage == "training" or family not in FAMILIES:
-            continue
-        family = FAMILIES[family].tunes or family
+    families = {stage: _stage_family(choices.get(stage) or "") for stage in stages if stage != "training"}
+    families = {stage: family for stage, family in families.items() if family is not None}
+    if "training" not in stages and families and training_family not in families.values():
+        with open_dict(cfg):
+            cfg.training = None
+        return
+    for stage, family in families.items():
         if family == training_family:
             continue
         follows = OmegaConf.select(cfg, f"{stage}.run.model_train_name", default=None, throw_on_missing=False)
         if follows == training_name:
+            choice = choices.get(stage)
             raise config_error(
                 stage, choice,
                 f"this {family} config follows the training run {training_name!r} of training={training_choice} "
                 f"({training_family}); pick a {family} training config (training={family}/<size>), or name the run "
                 f"with {stage}.run.model_train_name=<run name>",
             )
+
+
+def _stage_family(choice: str) -> Optional[str]:
+    """The family whose training runs a stage config follows (a tuning family's base), or None."""
+    family = choice.rpartition("/")[0]
+    if family not in FAMILIES:
+        return None
+    return FAMILIES[family].tunes or family

@@ -162,11 +162,21 @@ def test_tiny_training_reads_what_the_tiny_data_preparation_writes(preparation, 
 
 def test_a_stage_of_another_family_than_the_training_run_it_follows_is_refused(launch, tmp_path):
     results = tmp_path / "results"
-    code, _, err = launch(["stages=[conversion]", "conversion=t5/convert_t5"], results=results)
-    assert code == 2 and "conversion='t5/convert_t5'" in err and "training=gpt3/5b" in err and "training=t5/<size>" in err
     code, _, err = launch(["stages=[training,conversion]", "training=gpt3/tiny", "conversion=mt5/convert_mt5"], results=results)
+    assert code == 2 and "conversion='mt5/convert_mt5'" in err and "follows the training run 'gpt3_tiny'" in err
+    assert "training=gpt3/tiny" in err and "training=mt5/<size>" in err
+    code, _, err = launch(["stages=[training,fine_tuning]", "training=gpt3/tiny", "fine_tuning=t5/squad"], results=results)
     assert code == 2 and "follows the training run 'gpt3_tiny'" in err
     assert not results.exists()
-    assert launch(["stages=[conversion]", "conversion=t5/convert_t5", "training=t5/220m"], results=results)[0] == 0
-    assert launch(["stages=[conversion]", "conversion=t5/convert_t5", "conversion.run.model_train_name=t5_220m"],
-                  results=tmp_path / "named")[0] == 0
+
+
+def test_an_unselected_training_config_of_another_family_is_not_followed(launch, tmp_path):
+    """The default training=gpt3/5b, not among the stages, does not decide a T5 stage's run: the stage follows its
+    own family's default run, so every downstream config dry-runs on its own."""
+    code, out, err = launch(["stages=[conversion]", "conversion=t5/convert_t5"], results=tmp_path / "results")
+    assert code == 0, err
+    assert f"conversion: {tmp_path / 'results' / 't5_220m' / 'convert_nemo'}" in out
+    code, out, err = launch(["stages=[fine_tuning,evaluation]", "fine_tuning=mt5/xquad", "evaluation=mt5/xquad"],
+                            results=tmp_path / "mt5")
+    assert code == 0, err
+    assert f"evaluation: {tmp_path / 'mt5' / 'mt5_390m' / 'xquad_eval'}" in out
