@@ -12,7 +12,7 @@ sizes are the trainer core's (core/datasets.py).
 """
 from typing import List
 
-from ..core.datasets import megatron_blend, megatron_split
+from ..core.datasets import masked_word_piece_settings
 from ...contract.schemas.bert_training import BertTrainingConfig
 
 
@@ -25,21 +25,6 @@ def build_bert_datasets(cfg: BertTrainingConfig, tokenizer, sizes: List[int], bl
     from megatron.core.datasets.bert_dataset import BERTMaskedWordPieceDataset, BERTMaskedWordPieceDatasetConfig
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
 
-    model, data = cfg.model, cfg.model.data
-    dataset_config = BERTMaskedWordPieceDatasetConfig(
-        random_seed=model.seed,
-        sequence_length=model.encoder_seq_length,
-        blend=megatron_blend(blend),
-        split=megatron_split(data.splits_string),
-        path_to_cache=data.index_mapping_dir,
-        tokenizer=tokenizer,
-        masking_probability=data.masked_lm_prob,
-        short_sequence_probability=data.short_seq_prob,
-        masking_max_ngram=data.max_ngram_size,
-        masking_do_full_word=data.whole_word_masking,
-        masking_do_permutation=data.permutation,
-        masking_use_longer_ngrams=data.favor_longer_ngrams,
-        masking_use_geometric_distribution=data.geometric_dist,
-        classification_head=model.bert_binary_head,
-    )
+    dataset_config = BERTMaskedWordPieceDatasetConfig(**masked_word_piece_settings(cfg, tokenizer, blend),
+                                                      classification_head=cfg.model.bert_binary_head)
     return BlendedMegatronDatasetBuilder(BERTMaskedWordPieceDataset, sizes, lambda: True, dataset_config).build()

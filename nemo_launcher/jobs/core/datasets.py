@@ -90,3 +90,24 @@ def megatron_blend(blend: List):
 def dataset_description(blend: Sequence) -> str:
     parts = [f"{float(w):.3f} x {p}" for w, p in zip(blend[0::2], blend[1::2])]
     return ", ".join(parts)
+
+
+def masked_word_piece_settings(cfg, tokenizer, blend: List) -> dict:
+    """The keyword arguments megatron-core's masked word-piece dataset configs (BERT's and T5's) share, from a
+    training config whose `model.data` has the masking keys."""
+    model, data = cfg.model, cfg.model.data
+    return dict(
+        random_seed=model.seed,
+        sequence_length=model.encoder_seq_length,
+        blend=megatron_blend(blend),
+        split=megatron_split(data.splits_string),
+        path_to_cache=data.index_mapping_dir,
+        tokenizer=tokenizer,
+        masking_probability=data.masked_lm_prob,
+        short_sequence_probability=data.short_seq_prob,
+        masking_max_ngram=data.max_ngram_size,
+        masking_do_full_word=data.whole_word_masking,
+        masking_do_permutation=data.permutation,
+        masking_use_longer_ngrams=data.favor_longer_ngrams,
+        masking_use_geometric_distribution=data.geometric_dist,
+    )

@@ -10,7 +10,7 @@ vocabulary (mT5) has none, so there every piece is a word of its own (megatron-c
 """
 from typing import List
 
-from ..core.datasets import megatron_blend, megatron_split
+from ..core.datasets import masked_word_piece_settings
 from ...contract.schemas.t5_training import T5TrainingConfig
 
 
@@ -19,21 +19,6 @@ def build_t5_datasets(cfg: T5TrainingConfig, tokenizer, sizes: List[int], blend:
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.t5_dataset import T5MaskedWordPieceDataset, T5MaskedWordPieceDatasetConfig
 
-    model, data = cfg.model, cfg.model.data
-    dataset_config = T5MaskedWordPieceDatasetConfig(
-        random_seed=model.seed,
-        sequence_length=model.encoder_seq_length,
-        sequence_length_decoder=data.seq_length_dec,
-        blend=megatron_blend(blend),
-        split=megatron_split(data.splits_string),
-        path_to_cache=data.index_mapping_dir,
-        tokenizer=tokenizer,
-        masking_probability=data.masked_lm_prob,
-        short_sequence_probability=data.short_seq_prob,
-        masking_max_ngram=data.max_ngram_size,
-        masking_do_full_word=data.whole_word_masking,
-        masking_do_permutation=data.permutation,
-        masking_use_longer_ngrams=data.favor_longer_ngrams,
-        masking_use_geometric_distribution=data.geometric_dist,
-    )
+    dataset_config = T5MaskedWordPieceDatasetConfig(**masked_word_piece_settings(cfg, tokenizer, blend),
+                                                    sequence_length_decoder=cfg.model.data.seq_length_dec)
     return BlendedMegatronDatasetBuilder(T5MaskedWordPieceDataset, sizes, lambda: True, dataset_config).build()
