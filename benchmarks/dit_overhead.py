@@ -15,7 +15,6 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,41 +42,14 @@ def plain_loop(config: Path, window: int) -> None:
     from nemo_launcher.contract.schemas.dit_training import DitTrainingConfig
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.common.distributed import placement_from_env
-    from nemo_launcher.jobs.core.optim import set_hyperparameters
     from nemo_launcher.jobs.core.parts import init_processes, shutdown
-    from nemo_launcher.jobs.core.samplers import StepBatchSampler, make_loader
-    from nemo_launcher.jobs.core.steps import run_microbatches
     from nemo_launcher.jobs.dit.recipe import build_dit_parts, dit_recipe
 
     cfg = DitTrainingConfig.from_dict(load_resolved_config(config))
     recipe = dit_recipe(cfg)
     placement = placement_from_env()
     parts = build_dit_parts(recipe, cfg, placement, init_processes(recipe, cfg, placement))
-    m = parts.cfg.model
-    sampler = StepBatchSampler(len(parts.train_dataset), parts.batches, cfg.trainer.max_steps, lambda: 0, parts.dp_rank)
-    loader = make_loader(parts.train_dataset, sampler, m.data.num_workers, parts.on_gpu, m.seed)
-    for chunk in parts.ddp_chunks:
-        chunk.train()
-    tokens, started, consumed = 0, None, 0
-    for step, batch in enumerate(loader):
-        batch_size = parts.batches.batch_size(consumed)
-        for chunk in parts.ddp_chunks:
-            chunk.zero_grad_buffer()
-        parts.optimizer.zero_grad()
-        losses = run_microbatches(parts.ddp_chunks, recipe.split_microbatches(batch, m.micro_batch_size),
-                                  recipe.forward_step, parts.sequences, m.micro_batch_size, forward_only=False,
-                                  loss_names=recipe.loss_names)
-        set_hyperparameters(parts.optimizer, parts.lr_schedule(step), m.optim.weight_decay)
-        parts.optimizer.step()
-        consumed += batch_size
-        if (step + 1) % window == 0:
-            for value in losses.values():  # the trainer reads the loss at each log point too
-                value.item()
-        if step + 1 == window:
-            started = time.perf_counter()
-        elif step + 1 > window:
-            tokens += batch_size * parts.sequences.tokens
-    seconds = time.perf_counter() - started
+    tokens, seconds, _ = trainer_overhead.drive_parts(recipe, cfg, parts, window)
     shutdown()
     print(f"plain_tokens_per_sec={tokens / seconds:.1f}", flush=True)
 
@@ -107,7 +79,7 @@ def main() -> int:
         best_ours, best_plain = 0.0, 0.0
         for round_ in range(1, args.rounds + 1):
             measured_plain = plain(config, args.window)
-            measured_ours = trainer_overhead.ours(DIT, config, args.window)
+            measured_ours = trainer_overhead.ours(DIT, config, args.window).wall
             print(f"dit round {round_}: plain {measured_plain:,.0f} tokens/s, ours {measured_ours:,.0f} tokens/s", flush=True)
             best_plain, best_ours = max(best_plain, measured_plain), max(best_ours, measured_ours)
     print(f"dit plain megatron-core loop: {best_plain:,.0f} tokens/s (best of {args.rounds})")

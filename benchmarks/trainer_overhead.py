@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -130,18 +130,13 @@ def plain(name: str, config: Path, window: int) -> Throughput:
     return Throughput(float(match.group(1)), float(match.group(2)))
 
 
-def plain_loop(name: str, config: Path, window: int) -> None:
-    """Runs in its own process: the same parts as the trainer, driven by a bare loop."""
-    from nemo_launcher.jobs.common.config import load_resolved_config
-    from nemo_launcher.jobs.common.distributed import placement_from_env
+def drive_parts(recipe, cfg, parts, window: int) -> Tuple[int, float, float]:
+    """The bare loop over a trainer's parts (no Lightning, no callbacks): (tokens, wall seconds, CPU seconds)
+    after the first `window` steps, which warm up and are not timed. The DiT benchmark drives its parts with it."""
     from nemo_launcher.jobs.core.optim import set_hyperparameters
-    from nemo_launcher.jobs.core.parts import build_parts, init_processes, shutdown
     from nemo_launcher.jobs.core.samplers import StepBatchSampler, make_loader
     from nemo_launcher.jobs.core.steps import run_microbatches
 
-    cfg, recipe = _schema_and_recipe(name, load_resolved_config(config))
-    placement = placement_from_env()
-    parts = build_parts(recipe, cfg, placement, init_processes(recipe, cfg, placement))
     m = parts.cfg.model
     sampler = StepBatchSampler(len(parts.train_dataset), parts.batches, cfg.trainer.max_steps, lambda: 0, parts.dp_rank)
     loader = make_loader(parts.train_dataset, sampler, m.data.num_workers, parts.on_gpu, m.seed)
@@ -168,6 +163,19 @@ def plain_loop(name: str, config: Path, window: int) -> None:
         elif step + 1 > window:
             tokens += batch_size * parts.sequences.tokens
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    return tokens, seconds, cpu_seconds
+
+
+def plain_loop(name: str, config: Path, window: int) -> None:
+    """Runs in its own process: the same parts as the trainer, driven by a bare loop."""
+    from nemo_launcher.jobs.common.config import load_resolved_config
+    from nemo_launcher.jobs.common.distributed import placement_from_env
+    from nemo_launcher.jobs.core.parts import build_parts, init_processes, shutdown
+
+    cfg, recipe = _schema_and_recipe(name, load_resolved_config(config))
+    placement = placement_from_env()
+    parts = build_parts(recipe, cfg, placement, init_processes(recipe, cfg, placement))
+    tokens, seconds, cpu_seconds = drive_parts(recipe, cfg, parts, window)
     shutdown()
     print(f"plain_tokens_per_sec={tokens / seconds:.1f} cpu={tokens / cpu_seconds:.1f}", flush=True)
 
