@@ -159,6 +159,45 @@ class Stage(ABC):
             )
         ]
 
+    def step_jobs(self, package: str, config: Dict[str, Any], cfg) -> List[JobSpec]:
+        """A chain of steps, one job each running `<package>.<step>`, shaped as the bound config's `steps()` plans
+        say (contract/schemas/data_preparation.py: StepPlan): an array (one task per item) or a single job. An array
+        step after an array step waits per task (aftercorr) when its plan reads only its own task's output; any
+        other step waits for the whole step before (afterok). The first job writes the config and checks reads."""
+        from ...contract.file_numbers import slurm_array
+
+        run = cfg.run
+        chain, dependency = parse_dependency(self.key("run", "dependency"), run.dependency)
+        config_file = self.config_file(run)
+        specs: List[JobSpec] = []
+        files = self.files_of(cfg)
+        for plan in cfg.steps():
+            is_array = plan.items is not None
+            previous = specs[-1] if specs else None
+            specs.append(JobSpec(
+                stage=self.kind,
+                name=f"{run.name}_{plan.name}",
+                directory=Path(run.results_dir) / plan.name,
+                # Several tasks of one step each run the program (srun over all tasks, torchrun here); one task runs it once.
+                commands=(Command(f"{package}.{plan.name}", ("--config", str(config_file)),
+                                  distributed=plan.tasks_per_node > 1),),
+                time_limit=str(run.time_limit),
+                tasks_per_node=plan.tasks_per_node,
+                uses_gpus=plan.uses_gpus,
+                cpus_per_task=plan.cpus_per_task,
+                array=slurm_array(plan.items, plan.array_limit) if is_array else None,
+                array_nodes=plan.bcp_nodes,
+                array_tasks_per_node=plan.bcp_tasks_per_node,
+                # The first step waits for the previous stage; a shard's next step waits for that shard only.
+                chain=chain if previous is None else (
+                    "aftercorr" if previous.array and is_array and plan.per_task else "afterok"),
+                dependency=dependency,
+                files=((config_file, dump_config(config)),) if previous is None else (),
+                reads=files["reads"] if previous is None else (),
+                writes=files["writes"],
+            ))
+        return specs
+
     @abstractmethod
     def job_specs(self) -> List[JobSpec]:
         """Validates the section and returns the jobs this stage needs, in submission order."""

@@ -7,7 +7,9 @@ GPT runs lm-eval's tasks on the converted model; T5/mT5 score a fine-tuned model
     python3 main.py stages=[evaluation] evaluation=t5/squad evaluation.run.model_train_name=t5_220m
 
 One job of TP processes (model.tensor_model_parallel_size), spread over run.nodes x run.ntasks_per_node. When
-the config asks for it, the family's preparation program writes the task files first, in one process.
+the config asks for it, the family's preparation program writes the task files first, in one process. A schema
+that plans steps (stable_diffusion/fid_clip: generate -> fid -> clip -> plot) gets one job per step instead, each
+running `<the family's evaluation package>.<step>`, chained as data preparation's steps are.
 """
 from typing import List
 
@@ -21,6 +23,8 @@ class EvaluationStage(Stage):
     def job_specs(self) -> List[JobSpec]:
         self.check_divisors("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size")
         family, program, config, cfg = self.bind_family()
+        if hasattr(cfg, "steps"):
+            return self.step_jobs(program, config, cfg)
         commands = self.preparation(family, cfg) + (Command(program, ("--config", str(self.config_file(cfg.run)))),)
         return self.one_job(config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node,
                             **self.files_of(cfg))
