@@ -126,21 +126,21 @@ def build_unet(model: LatentDiffusionModel, load_pretrained: bool = True):
     return unet
 
 
-def build_vae(model: LatentDiffusionModel, load_pretrained: bool = True):
+def build_vae(first_stage, scale_factor: float, load_pretrained: bool = True):
+    """The frozen AutoencoderKL of a FirstStageConfig."""
     from diffusers import AutoencoderKL
 
-    first = model.first_stage_config
-    with _seeded(first.seed):
-        vae = AutoencoderKL(**vae_settings(first, model.scale_factor))
-    if load_pretrained and first.from_pretrained:
-        vae.load_state_dict(_diffusers_weights(first.from_pretrained, "vae", "model.first_stage_config.from_pretrained"))
+    with _seeded(first_stage.seed):
+        vae = AutoencoderKL(**vae_settings(first_stage, scale_factor))
+    if load_pretrained and first_stage.from_pretrained:
+        vae.load_state_dict(_diffusers_weights(first_stage.from_pretrained, "vae", "model.first_stage_config.from_pretrained"))
     return vae.requires_grad_(False).eval()
 
 
-def build_text_encoder(model: LatentDiffusionModel, tokenizer, load_pretrained: bool = True):
+def build_text_encoder(text, tokenizer, trainable: bool = False, load_pretrained: bool = True):
+    """The CLIPTextModel of a CondStageConfig, frozen unless trainable."""
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    text = model.cond_stage_config
     if text.pretrained is not None and load_pretrained:
         if not (Path(text.pretrained) / "config.json").is_file():
             raise JobConfigError(f"model.cond_stage_config.pretrained: {text.pretrained} is not a transformers model "
@@ -153,7 +153,7 @@ def build_text_encoder(model: LatentDiffusionModel, tokenizer, load_pretrained: 
                         hidden_act=text.hidden_act, pad_token_id=tokenizer.pad, bos_token_id=tokenizer.bos, eos_token_id=tokenizer.eos)
         with _seeded(text.seed):
             encoder = CLIPTextModel(CLIPTextConfig(**settings))
-    return encoder.requires_grad_(model.cond_stage_trainable).train(model.cond_stage_trainable)
+    return encoder.requires_grad_(trainable).train(trainable)
 
 
 def text_context(text_encoder, ids: torch.Tensor, layer: str) -> torch.Tensor:
@@ -181,8 +181,9 @@ def build_stable_diffusion(model: LatentDiffusionModel, load_pretrained: bool = 
     from ..clip.tokenizer import load_clip_tokenizer
 
     tokenizer = load_clip_tokenizer(model.tokenizer)
-    return StableDiffusionParts(unet=build_unet(model, load_pretrained), vae=build_vae(model, load_pretrained),
-                                text_encoder=build_text_encoder(model, tokenizer, load_pretrained), tokenizer=tokenizer,
+    return StableDiffusionParts(unet=build_unet(model, load_pretrained), vae=build_vae(model.first_stage_config, model.scale_factor, load_pretrained),
+                                text_encoder=build_text_encoder(model.cond_stage_config, tokenizer, model.cond_stage_trainable,
+                                                                load_pretrained), tokenizer=tokenizer,
                                 noise_scheduler=noise_scheduler(model), config=model)
 
 
@@ -278,7 +279,7 @@ def load_stable_diffusion(path, device: str = "cpu") -> StableDiffusionParts:
 def stored_config(model: LatentDiffusionModel, text_encoder) -> Dict[str, Any]:
     """The section a .nemo or checkpoint keeps: the weights travel with it, so nothing is read from the pretrained
     folders again (they need not exist where the file is used) and the text encoder is described by its sizes."""
-    section = dataclasses.asdict(model)
+    section = {f.name: dataclasses.asdict(model)[f.name] for f in dataclasses.fields(LatentDiffusionModel)}
     section["unet_config"]["from_pretrained"] = None
     section["first_stage_config"]["from_pretrained"] = None
     text = text_encoder.config

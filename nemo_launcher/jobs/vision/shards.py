@@ -36,18 +36,24 @@ def _complete(extensions) -> bool:
     return "txt" in extensions and any(e in extensions for e in IMAGE_MEMBERS)
 
 
-def count_pairs(path: str) -> int:
-    """Examples with a caption and an image, from the tar's headers."""
+def precached(extensions) -> bool:
+    """A precache_encodings example: its encodings are one .pickle (the image and caption may be beside it)."""
+    return "pickle" in extensions
+
+
+def count_pairs(path: str, complete=_complete) -> int:
+    """Examples with a caption and an image (or what `complete` asks of an example's extensions), from the tar's
+    headers."""
     found: Dict[str, set] = {}
     with tarfile.open(path, "r:") as tar:
         for info in tar.getmembers():
             if info.isfile():
                 key, extension = split_name(info.name)
                 found.setdefault(key, set()).add(extension.lstrip(".").lower())
-    return sum(1 for extensions in found.values() if _complete(extensions))
+    return sum(1 for extensions in found.values() if complete(extensions))
 
 
-def list_shards(entries: Sequence[str], key: str) -> List[Shard]:
+def list_shards(entries: Sequence[str], key: str, complete=_complete) -> List[Shard]:
     """The shards of wdinfo.pkl files (generate_wdinfo: full and partial tars, paths relative to the file), .tar
     files and folders of complete .tar files."""
     shards: List[Shard] = []
@@ -63,9 +69,10 @@ def list_shards(entries: Sequence[str], key: str) -> List[Shard]:
                 raise JobConfigError(f"{key}: {entry} is no wdinfo.pkl of generate_wdinfo ({error})") from None
             shards += [Shard(os.path.join(base, t), int(n)) for t, n in listed]
         elif entry.endswith(".tar") and os.path.isfile(entry):
-            shards.append(Shard(entry, count_pairs(entry)))
+            shards.append(Shard(entry, count_pairs(entry, complete)))
         elif os.path.isdir(entry):
-            shards += [Shard(os.path.join(entry, name), count_pairs(os.path.join(entry, name))) for name in tar_files(entry)]
+            shards += [Shard(os.path.join(entry, name), count_pairs(os.path.join(entry, name), complete))
+                       for name in tar_files(entry)]
         else:
             raise JobConfigError(f"{key}: {entry} is neither a wdinfo.pkl, a .tar nor a folder of .tar files")
     shards = [s for s in shards if s.examples]
@@ -74,12 +81,12 @@ def list_shards(entries: Sequence[str], key: str) -> List[Shard]:
     return shards
 
 
-def read_pairs(path: str) -> List[Dict[str, bytes]]:
+def read_pairs(path: str, complete=_complete) -> List[Dict[str, bytes]]:
     """The complete examples of one tar, in its order."""
     from webdataset.tariterators import tarfile_samples
 
     samples = tarfile_samples([{"url": path}])
-    return [s for s in samples if _complete({k.lower() for k in s if not k.startswith("__")})]
+    return [s for s in samples if complete({k.lower() for k in s if not k.startswith("__")})]
 
 
 def _permutation(size: int, *seed: int) -> np.ndarray:
@@ -88,8 +95,9 @@ def _permutation(size: int, *seed: int) -> np.ndarray:
 
 class ShardExamples(torch.utils.data.Dataset):
     def __init__(self, shards: List[Shard], length: int, seed: int, shuffle: bool,
-                 encode: Callable[[Dict[str, bytes], int], Dict[str, torch.Tensor]]):
+                 encode: Callable[[Dict[str, bytes], int], Dict[str, torch.Tensor]], complete=_complete):
         self.shards, self.length, self.seed, self.shuffle, self.encode = shards, length, seed, shuffle, encode
+        self.complete = complete
         self.total = sum(s.examples for s in shards)
         self._pass, self._order, self._ends = None, None, None
         self._cached_path, self._cached = None, None
@@ -106,7 +114,7 @@ class ShardExamples(torch.utils.data.Dataset):
 
     def _examples(self, shard: Shard) -> List[Dict[str, bytes]]:
         if self._cached_path != shard.path:
-            examples = read_pairs(shard.path)
+            examples = read_pairs(shard.path, self.complete)
             if len(examples) != shard.examples:
                 raise JobConfigError(f"model.data: {shard.path} holds {len(examples)} image-caption examples where its "
                                      f"listing says {shard.examples}; regenerate wdinfo.pkl (generate_wdinfo)")

@@ -1,0 +1,137 @@
+"""Schema of the resolved `training` section of the stable_diffusion family (conf/_family/stable_diffusion_training.yaml):
+a latent-diffusion UNet trained to predict the noise (or velocity) added to the latents of a frozen autoencoder,
+cross-attending to a frozen CLIP text encoder's features, on WebDataset image-caption shards (precached latents and
+text embeddings, or images and captions encoded on the fly).
+
+    cfg = StableDiffusionTrainingConfig.from_dict(section)   # the launcher before submitting; the trainer when it starts
+
+The seed's rules: data parallelism only (no tensor or pipeline parallelism for SD), continuing stages load the UNet's
+weights alone (model.unet_config.from_pretrained, from_NeMo), 10% caption dropout after the v1.1 stage
+(model.text_embedding_dropout_rate). The networks' keys are stable_diffusion_model.py's.
+"""
+import dataclasses
+import os
+from typing import List, Optional, Tuple
+
+from ..binding import config_fault, non_negative, positive_fields
+from .clip_training import ClipExpManager, ShardSet
+from .common_training import OptimSection, RunSection, TrainerSection, TrainingStage, check_layout, check_schedule
+from .stable_diffusion_model import LatentDiffusionModel
+
+STAGE = "training"
+# first_stage_key / cond_stage_key values that mean "encode the example's image / caption on the fly".
+RAW_IMAGES, RAW_CAPTIONS = "images", "captions"
+
+
+@dataclasses.dataclass(frozen=True)
+class Augmentations:
+    """How an image becomes pixels when it is encoded on the fly (precached latents were made by the precache spec)."""
+
+    resize_smallest_side: int = 256  # the shorter side is resized to this, keeping the aspect ratio
+    center_crop_h_w: str = "256, 256"  # then the centre "H, W" is cut out
+    horizontal_flip: bool = False  # mirror half of the samples (drawn from the seed and the sample number)
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "resize_smallest_side")
+        height, width = self.crop()
+        if min(height, width) <= 0 or max(height, width) > self.resize_smallest_side:
+            raise config_fault(f"{key}.center_crop_h_w", self.center_crop_h_w,
+                               f"expected \"H, W\", each in 1..resize_smallest_side ({self.resize_smallest_side})")
+
+    def crop(self) -> Tuple[int, int]:
+        try:
+            height, width = (int(part) for part in self.center_crop_h_w.split(","))
+        except ValueError:
+            return 0, 0
+        return height, width
+
+
+@dataclasses.dataclass(frozen=True)
+class SdData:
+    train: ShardSet  # wdinfo.pkl files, tars or folders of tars (precache_encodings' or reorganize_tar's output)
+    validation: Optional[ShardSet] = None  # held-out shards scored every val_check_interval steps; null: none
+    num_workers: int = 2  # DataLoader worker processes per rank
+    shuffle: bool = True  # shard order and examples within each shard reshuffled on every pass (seeded)
+    dataloader_type: str = "single"  # examples are read in shard order (a global reshuffle would reread whole tars)
+    augmentations: Augmentations = dataclasses.field(default_factory=Augmentations)
+
+    def check(self, key: str) -> None:
+        non_negative(f"{key}.num_workers", self.num_workers)
+        if self.dataloader_type != "single":
+            raise config_fault(f"{key}.dataloader_type", self.dataloader_type,
+                               "WebDataset shards are read in shard order here: set single")
+
+
+@dataclasses.dataclass(frozen=True)
+class SdModelSection(LatentDiffusionModel):
+    micro_batch_size: int = 1  # samples per forward pass per data-parallel rank
+    global_batch_size: int = 1  # samples per optimizer step over all data-parallel ranks
+    optim: Optional[OptimSection] = None
+    data: Optional[SdData] = None
+    # "images": the example's image is encoded by the VAE at every step; any other value is the key of the
+    # precached posterior (mean, log-variance) in the example's .pickle (the precache spec's `key`).
+    first_stage_key: str = RAW_IMAGES
+    # "captions": the example's .txt is encoded by the text encoder; any other value is the precached embedding's key.
+    cond_stage_key: str = RAW_CAPTIONS
+    text_embedding_dropout_rate: float = 0.0  # share of samples trained on the empty caption (classifier-free guidance)
+    tensor_model_parallel_size: int = 1  # must be 1: SD trains data-parallel only (the seed's feature matrix)
+    pipeline_model_parallel_size: int = 1  # must be 1
+    use_cpu_initialization: bool = False
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        positive_fields(self, key, "micro_batch_size", "global_batch_size")
+        for name in ("optim", "data"):
+            if getattr(self, name) is None:
+                raise config_fault(f"{key}.{name}", None, "training needs this section")
+        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
+            if getattr(self, name) != 1:
+                raise config_fault(f"{key}.{name}", getattr(self, name),
+                                   "Stable Diffusion trains with data parallelism only (the seed's feature matrix): set 1")
+        if not 0.0 <= self.text_embedding_dropout_rate < 1.0:
+            raise config_fault(f"{key}.text_embedding_dropout_rate", self.text_embedding_dropout_rate, "must be in [0, 1), e.g. 0.1")
+        if self.first_stage_key == RAW_IMAGES:
+            crop = self.data.augmentations.crop()
+            factor = 2 ** (len(self.first_stage_config.ddconfig.ch_mult) - 1)
+            if crop != (self.image_size * factor,) * 2:
+                raise config_fault(f"{key}.data.augmentations.center_crop_h_w", self.data.augmentations.center_crop_h_w,
+                                   f"images of {self.image_size * factor} px make the {self.image_size}-px latents of "
+                                   f"model.image_size through the autoencoder (/{factor}); crop to "
+                                   f"\"{self.image_size * factor}, {self.image_size * factor}\" or change image_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class StableDiffusionTrainingConfig(TrainingStage):
+    run: RunSection
+    trainer: TrainerSection
+    exp_manager: ClipExpManager
+    model: SdModelSection
+
+    def check(self, key: str) -> None:
+        if self.trainer.limit_val_batches and self.model.data.validation is None:
+            raise config_fault(f"{key}.model.data.validation", None,
+                               "validation (trainer.limit_val_batches > 0) needs held-out shards: set "
+                               "validation.dataset_path, or limit_val_batches 0")
+        if self.trainer.limit_test_batches:
+            raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
+                               "Stable Diffusion has no test split here: set 0 (evaluation=stable_diffusion/fid_clip scores it)")
+        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
+
+    def reads(self) -> List[Tuple[str, str]]:
+        """(key, path) of what the trainer opens: shards, tokenizer files, the weights it starts from."""
+        m, data = self.model, self.model.data
+        found = [(f"{STAGE}.model.data.train.dataset_path", p) for p in data.train.dataset_path]
+        if data.validation is not None:
+            found += [(f"{STAGE}.model.data.validation.dataset_path", p) for p in data.validation.dataset_path]
+        found += [(f"{STAGE}.model.tokenizer", f) for f in m.tokenizer.files()]
+        for name, path in (("unet_config.from_pretrained", m.unet_config.from_pretrained),
+                           ("first_stage_config.from_pretrained", m.first_stage_config.from_pretrained),
+                           ("cond_stage_config.pretrained", m.cond_stage_config.pretrained)):
+            if path:
+                found.append((f"{STAGE}.model.{name}", path))
+        return found
+
+    def nemo_path(self) -> str:
+        """Where the finished run writes its .nemo (what later stages read by default)."""
+        return os.path.join(self.exp_manager.explicit_log_dir, "checkpoints", "nemo_stable_diffusion.nemo")

@@ -1,0 +1,222 @@
+"""Stable Diffusion on the trainer core: the latent-diffusion loss, WebDataset data, EMA weights, the .nemo at the end.
+
+    run_program(argv, prog, StableDiffusionTrainingConfig, sd_recipe, build=build_sd_parts, module_class=SdModule)
+
+One step: latents (the VAE's posterior sample of the image, or of its precached mean and log-variance) are noised at
+a random step of the DDPM schedule, the UNet predicts the noise (or the velocity) from them, the timestep and the
+caption's CLIP features, and the squared error is the loss. With text_embedding_dropout_rate, that share of samples
+is trained on the empty caption's features, the unconditional input classifier-free guidance contrasts with.
+Only the UNet trains (and the text encoder where cond_stage_trainable says so); the VAE stays frozen.
+
+Noise, timesteps and dropped captions come from the default random generators, whose states every checkpoint saves,
+so a resumed run draws what an uninterrupted one would; validation draws them from the samples' numbers, so every
+validation scores the same noised samples. Sample n of the run is the same example in any process (data.py).
+"""
+import contextlib
+import dataclasses
+import functools
+
+import torch
+
+from ..core.module import TrainingModule
+from ..core.recipe import Recipe, Sequences
+from .data import describe, sd_datasets
+from .model import CONFIG_STATE_KEY, NEMO_FILE_NAME, build_stable_diffusion, stored_config, text_context
+
+LOSS = "diffusion loss"
+
+
+def transformer_config(model, precision: str, on_gpu: bool, use_te: bool):
+    """What megatron's precision wrapper, DDP and optimizer read; SD's networks are diffusers', not megatron layers."""
+    from megatron.core.transformer import TransformerConfig
+
+    from ..core.transformer import DTYPES
+
+    dtype = DTYPES[precision]
+    return TransformerConfig(num_layers=1, hidden_size=model.unet_config.model_channels, num_attention_heads=1,
+                             params_dtype=dtype, pipeline_dtype=dtype, bf16=precision == "bf16", fp16=precision == "fp16",
+                             use_cpu_initialization=model.use_cpu_initialization)
+
+
+def _latent_diffusion_class():
+    from megatron.core.transformer.module import MegatronModule
+
+    class LatentDiffusion(MegatronModule):
+        """The three networks as one megatron module (its sharded state dict saves them under unet., vae.,
+        text_encoder.); forward returns each sample's squared error."""
+
+        def __init__(self, config, model):
+            from megatron.core.enums import ModelType
+
+            super().__init__(config)
+            self.model_type = ModelType.encoder_or_decoder  # what megatron-core's schedules ask a model
+            parts = build_stable_diffusion(model)
+            self.unet, self.vae, self.text_encoder = parts.unet, parts.vae, parts.text_encoder
+            self.scheduler, self.model_cfg = parts.noise_scheduler, model
+            empty = torch.tensor([parts.tokenizer.encode("", model.cond_stage_config.max_length)], dtype=torch.long)
+            self.register_buffer("empty_ids", empty, persistent=False)
+
+        def set_input_tensor(self, input_tensor) -> None:
+            """One pipeline stage: nothing arrives from another."""
+
+        def _latents(self, image: torch.Tensor) -> torch.Tensor:
+            from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
+
+            if image.shape[1] == 2 * self.model_cfg.channels:  # a precached posterior: mean and log-variance
+                posterior = DiagonalGaussianDistribution(image.to(self.vae.dtype))
+            else:
+                with torch.no_grad():
+                    posterior = self.vae.encode(image.to(self.vae.dtype)).latent_dist
+            latents = posterior.sample() if self.training else posterior.mode()
+            return latents * self.model_cfg.scale_factor
+
+        def _context(self, text: torch.Tensor) -> torch.Tensor:
+            if text.is_floating_point():  # precached embeddings
+                return text
+            with torch.set_grad_enabled(self.model_cfg.cond_stage_trainable and torch.is_grad_enabled()):
+                return text_context(self.text_encoder, text, self.model_cfg.cond_stage_config.layer)
+
+        def forward(self, image, text, noise, timesteps, keep_text):
+            latents = self._latents(image)
+            context = self._context(text)
+            if not bool(keep_text.all()):
+                empty = self._context(self.empty_ids).to(context.dtype)
+                context = torch.where(keep_text[:, None, None], context, empty.expand_as(context))
+            noisy = self.scheduler.add_noise(latents, noise.to(latents.dtype), timesteps)
+            prediction = self.unet(noisy, timesteps, encoder_hidden_states=context.to(noisy.dtype)).sample
+            if self.model_cfg.parameterization == "eps":
+                target = noise
+            else:
+                target = self.scheduler.get_velocity(latents.float(), noise.float(), timesteps)
+            return (prediction.float() - target.float()).pow(2).mean(dim=(1, 2, 3))
+
+    return LatentDiffusion
+
+
+def sd_chunk(model, config, vocab_size: int, use_te: bool, stage):
+    return _latent_diffusion_class()(config, model)
+
+
+def sd_forward_step(data_iterator, model, model_cfg):
+    batch = next(data_iterator)
+    image = batch["image"]
+    b, side = image.shape[0], model_cfg.image_size
+    generator = None
+    if not model.training:
+        generator = torch.Generator(device=image.device).manual_seed(int(batch["sample"][0]) + model_cfg.seed)
+    device = image.device if generator is None else generator.device
+    timesteps = torch.randint(0, model_cfg.timesteps, (b,), generator=generator, device=device).to(image.device)
+    noise = torch.randn((b, model_cfg.channels, side, side), generator=generator, device=device).to(image.device)
+    keep = torch.ones(b, dtype=torch.bool, device=image.device)
+    if model.training and model_cfg.text_embedding_dropout_rate > 0:
+        keep = torch.rand(b, device=image.device) >= model_cfg.text_embedding_dropout_rate
+    return model(image, batch["text"], noise, timesteps, keep), _loss
+
+
+def _loss(per_sample):
+    loss = per_sample.mean()
+    # The schedule divides the returned loss by the number of microbatches in place; report a copy.
+    return loss, {LOSS: loss.detach().clone()}
+
+
+def _sequences(model) -> Sequences:
+    # Throughput counts latent pixels: what the UNet's cost grows with.
+    return Sequences(model.image_size * model.image_size)
+
+
+def _summary_items(cfg, outcome):
+    m, ema = cfg.model, cfg.exp_manager.ema
+    u = m.unet_config
+    return [("model", f"latent diffusion: UNet {u.model_channels} x {u.channel_mult} channels on {m.channels}x"
+                      f"{m.image_size}x{m.image_size} latents, {m.parameterization} prediction, text dropout "
+                      f"{m.text_embedding_dropout_rate}"),
+            ("EMA", f"decay {ema.decay} every {ema.every_n_steps} steps (written into the .nemo)" if ema.enable else None)]
+
+
+def sd_recipe(cfg) -> Recipe:
+    return Recipe(
+        megatron_modules=("megatron.core.transformer.module",),
+        transformer_config=transformer_config,
+        build_chunk=sd_chunk,
+        build_datasets=None,
+        forward_step=functools.partial(sd_forward_step, model_cfg=cfg.model),
+        loss_names=(LOSS,),
+        sequences=_sequences,
+        summary_items=_summary_items,
+    )
+
+
+def build_sd_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
+    """The core's parts around the networks (UNet from model.seed or unet_config.from_pretrained; a checkpoint's
+    weights are loaded later by the strategy) over the WebDataset shards."""
+    from ..core.datasets import dataset_sizes
+    from ..core.parts import assemble_parts
+    from ..core.transformer import build_chunks
+    from ..clip.tokenizer import load_clip_tokenizer
+
+    config = recipe.transformer_config(cfg.model, cfg.trainer.precision_name(), on_gpu, False)
+    chunks = build_chunks(recipe.build_chunk, cfg.model, config, 0, False)
+    tokenizer = load_clip_tokenizer(cfg.model.tokenizer)
+    built = {}
+
+    def datasets(batches):
+        built["splits"] = sd_datasets(cfg, tokenizer, dataset_sizes(cfg, batches))
+        return built["splits"]
+
+    parts = assemble_parts(recipe, cfg, placement, on_gpu, False, None, 0, config, chunks, datasets)
+    train, valid, _ = built["splits"]
+    return dataclasses.replace(parts, data_description=describe(cfg, train, valid))
+
+
+class SdModule(TrainingModule):
+    """The core's module with the EMA weights of exp_manager.ema (the UNet's trained parameters), the model section in
+    every checkpoint (load_stable_diffusion rebuilds the networks from a step folder alone), and the .nemo at the end."""
+
+    def __init__(self, parts):
+        super().__init__(parts)
+        ema = parts.cfg.exp_manager.ema
+        self.average = None
+        if ema.enable:
+            from ..clip.ema import WeightAverage
+
+            self.average = WeightAverage(parts.bare_chunks, ema.decay, ema.every_n_steps, ema.cpu_offload)
+
+    def training_step(self, batch, batch_idx):
+        super().training_step(batch, batch_idx)
+        if self.average is not None:
+            self.average.update(self.last_step.step)
+
+    def sharded_extra_state(self):
+        state = super().sharded_extra_state()
+        chunk = self.parts.bare_chunks[0]
+        state[CONFIG_STATE_KEY] = stored_config(self.parts.cfg.model, chunk.text_encoder)
+        if self.average is not None:
+            state["ema"] = self.average.sharded_state()
+        return state
+
+    def sharded_extra_state_to_load(self, saved_layout):
+        template = super().sharded_extra_state_to_load(saved_layout)
+        if self.average is not None:
+            template["ema"] = self.average.sharded_state()
+        return template
+
+    def restore_extra_state(self, loaded) -> None:
+        super().restore_extra_state(loaded)
+        if self.average is not None and "ema" in loaded:
+            self.average.load(loaded["ema"])
+
+    def write_outputs(self):
+        """Rank 0 writes nemo_stable_diffusion.nemo beside the checkpoints (the EMA weights where EMA is on)."""
+        from pathlib import Path
+
+        from .model import StableDiffusionParts, save_stable_diffusion
+
+        cfg = self.parts.cfg
+        path = Path(cfg.exp_manager.explicit_log_dir) / "checkpoints" / NEMO_FILE_NAME
+        if self.parts.placement.rank != 0:
+            return {".nemo": str(path)}
+        chunk = self.parts.bare_chunks[0]
+        with self.average.swapped_in() if self.average is not None else contextlib.nullcontext():
+            parts = StableDiffusionParts(chunk.unet, chunk.vae, chunk.text_encoder, None, chunk.scheduler, cfg.model)
+            save_stable_diffusion(path, parts)
+        return {".nemo": str(path)}
