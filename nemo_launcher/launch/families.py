@@ -158,6 +158,12 @@ FAMILIES: Dict[str, Family] = {
                      "fw_inference": f"{_SCHEMAS}.dit_inference:DitSampleConfig"},
         ),
         Family(
+            name="stable_diffusion",
+            description="latent diffusion: diffusers' UNet and VAE, transformers' CLIP text encoder, on WebDataset shards",
+            programs={"training": "nemo_launcher.jobs.stable_diffusion.train"},
+            schemas={"training": f"{_SCHEMAS}.stable_diffusion_training:StableDiffusionTrainingConfig"},
+        ),
+        Family(
             name="multimodal",
             description="image-text pairs for the vision and diffusion families: parquet -> WebDataset tars",
             programs={"data_preparation": "nemo_launcher.jobs.multimodal"},
