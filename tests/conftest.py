@@ -157,6 +157,8 @@ def require_project_cluster(cluster: SlurmCluster, nodes: int = 2, gpus_per_node
 
 
 def _allowed(nodeid: str) -> bool:
+    if nodeid.rfind(_UNIT_MARK) > nodeid.rfind("]"):  # CI's parallel run: the node id ends with its shared unit
+        nodeid = nodeid.rsplit(_UNIT_MARK, 1)[0]
     return any(nodeid == allowed or nodeid.startswith((allowed + "::", allowed + "["))
                for allowed in ALLOWED_SKIPS)
 
@@ -200,3 +202,71 @@ class _StrictSkips:
 def pytest_configure(config):
     if strict_ci():
         config.pluginmanager.register(_StrictSkips(), "nemo_launcher_strict_skips")
+
+
+# ---- CI's parallel run: pytest-xdist with --dist loadgroup ---------------------------------------------------------
+# .ci/run spreads the suite over more workers than cores (the Slurm tests spend much of their time waiting on the
+# scheduler). xdist hands a worker one work unit at a time; here a unit is a whole module, so its module fixtures
+# are built once, and modules share a unit when running them on different workers would cost or break something:
+# - every module with a test on the real Slurm (fixture `slurm_cluster`): the local cluster has two nodes that
+#   several tests take whole (exclusive jobs, faults), so those tests run one after another, as in a serial run;
+# - the modules using one of SHARED_SESSION_FIXTURES: session fixtures that train or convert a model, which each
+#   worker would otherwise build again (a cheap session fixture, such as the GPT-2 files, is simply rebuilt).
+# The Slurm unit is queued first: it is the longest, and the other workers fill the time it leaves a core idle.
+SLURM_UNIT = "slurm"
+SHARED_SESSION_FIXTURES = ("tiny_pipeline",)
+_UNIT_MARK = "@"  # what xdist puts between a node id and its xdist_group name
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::")[0]
+
+
+def _shared_units(items) -> dict:
+    """Module path -> the unit it shares (SLURM_UNIT or a shared fixture's name), for the modules that share one."""
+    joined = {}  # union-find over module paths and unit names; a unit name stays the root of its set
+
+    def root(name):
+        while joined.setdefault(name, name) != name:
+            name = joined[name]
+        return name
+
+    for item in items:
+        names = set(item.fixturenames)
+        links = [SLURM_UNIT] if "slurm_cluster" in names else []
+        links += [fixture for fixture in SHARED_SESSION_FIXTURES if fixture in names]
+        for link in links:
+            first, second = root(_module(item.nodeid)), root(link)
+            if first != second:
+                rank = (SLURM_UNIT, *SHARED_SESSION_FIXTURES)
+                keep, drop = sorted((first, second), key=lambda name: rank.index(name) if name in rank else len(rank))
+                joined[drop] = keep
+    return {name: root(name) for name in joined if name.endswith(".py")}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
+def pytest_collection_modifyitems(config, items):
+    # An xdist worker sees `loadgroup` set (its own `dist` is "no"); a run without workers sees `dist`.
+    if not (getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", "no") == "loadgroup"):
+        return
+    units = _shared_units(items)
+    for item in items:
+        if _module(item.nodeid) in units:
+            item.add_marker(pytest.mark.xdist_group(units[_module(item.nodeid)]))
+    items.sort(key=lambda item: units.get(_module(item.nodeid)) != SLURM_UNIT)  # stable: modules stay whole
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; without the plugin it is never called
+def pytest_xdist_make_scheduler(config, log):
+    """Under --dist loadgroup: a module whose tests carry no xdist_group is one unit (plain loadgroup would hand out
+    its tests one by one, building its module fixtures on every worker)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ModuleUnits(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return _module(nodeid) if scope == nodeid else scope
+
+    return ModuleUnits(config, log)
