@@ -289,10 +289,12 @@ def stored_config(model: LatentDiffusionModel, text_encoder) -> Dict[str, Any]:
     return section
 
 
-def save_stable_diffusion(path, parts: StableDiffusionParts) -> Path:
+def save_stable_diffusion(path, parts: StableDiffusionParts, replaced: Optional[Mapping[str, torch.Tensor]] = None) -> Path:
     """Writes the .nemo that load_stable_diffusion (and every later stage) reads: the model section, the weights of
-    the three networks, the tokenizer's files."""
+    the three networks (those named in `replaced`, e.g. an average of the trained ones, from there), the tokenizer's
+    files."""
     from ..gpt.nemo_archive import save_nemo
 
     state = {key: value.detach().cpu() for key, value in parts.state_dict().items()}
+    state.update({key: value.detach().cpu().to(state[key].dtype) for key, value in (replaced or {}).items()})
     return save_nemo(path, stored_config(parts.config, parts.text_encoder), state)

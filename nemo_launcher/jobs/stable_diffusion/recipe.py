@@ -12,7 +12,6 @@ Noise, timesteps and dropped captions come from the default random generators, w
 so a resumed run draws what an uninterrupted one would; validation draws them from the samples' numbers, so every
 validation scores the same noised samples. Sample n of the run is the same example in any process (data.py).
 """
-import contextlib
 import dataclasses
 import functools
 
@@ -216,7 +215,10 @@ class SdModule(TrainingModule):
         if self.parts.placement.rank != 0:
             return {".nemo": str(path)}
         chunk = self.parts.bare_chunks[0]
-        with self.average.swapped_in() if self.average is not None else contextlib.nullcontext():
-            parts = StableDiffusionParts(chunk.unet, chunk.vae, chunk.text_encoder, None, chunk.scheduler, cfg.model)
-            save_stable_diffusion(path, parts)
+        # Only what trained is averaged into the file: the frozen networks keep their weights bit for bit.
+        averaged = {}
+        if self.average is not None:
+            averaged = {name: self.average.shadow[0][name] for name, p in chunk.named_parameters() if p.requires_grad}
+        parts = StableDiffusionParts(chunk.unet, chunk.vae, chunk.text_encoder, None, chunk.scheduler, cfg.model)
+        save_stable_diffusion(path, parts, averaged)
         return {".nemo": str(path)}
