@@ -9,7 +9,8 @@ import pytest
 
 from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
 
-from .vision_support import kill_after_checkpoint, log_dir, losses, run_training, weights, write_config
+from .vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses, nemo_state,
+                             run_training, weights, write_config)
 
 PROGRAM = "nemo_launcher.jobs.vit.train"
 RUN = [
@@ -45,7 +46,8 @@ def test_loss_falls_and_validation_reports_top1(baseline):
     assert sum(curve[s] for s in (22, 23, 24)) / 3 < 0.85 * sum(curve[s] for s in (1, 2, 3)) / 3, curve
     assert "data: class folders " in stdout and "(192 images, 12 classes), validation " in stdout
     assert re.search(r"^validation step=24 val_loss=[0-9.]+ top1_accuracy=[0-9.]+$", stdout, re.M), stdout
-    assert sorted(p.name for p in (log_dir(work, "vit_tiny") / "checkpoints").iterdir()) == ["step-12", "step-24"]
+    assert sorted(p.name for p in (log_dir(work, "vit_tiny") / "checkpoints").iterdir()) == [
+        "nemo_vit_classification.nemo", "step-12", "step-24"]
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -53,6 +55,24 @@ def test_loss_falls_and_validation_reports_top1(baseline):
     events.Reload()
     assert [e.step for e in events.Scalars("reduced_train_loss")] == list(range(1, 25))
     assert [e.step for e in events.Scalars("val_top1_accuracy")] == [12, 24]
+
+
+def test_finished_run_writes_the_nemo_that_load_vision_model_reads(baseline, data_dir, tmp_path):
+    work, stdout = baseline
+    nemo = log_dir(work, "vit_tiny") / "checkpoints" / "nemo_vit_classification.nemo"
+    assert re.search(rf"^  \.nemo +{re.escape(str(nemo))}$", stdout, re.M), stdout
+    config, state = nemo_state(nemo)
+    state = layers_stacked(state)
+    final = weights(log_dir(work, "vit_tiny") / "checkpoints" / "step-24", tmp_path)
+    assert state.keys() == final.keys()
+    for key in final:
+        assert state[key].equal(final[key]), key
+    classes = sorted(p.name for p in (data_dir / "tiny_shapes_folders" / "train").iterdir())
+    assert config["vision_saved_model"] == {"family": "vit", "precision": "fp32", "class_names": classes}
+    images = sorted((data_dir / "tiny_shapes_folders" / "val").glob("*/*.png"))[:6]
+    loaded = load_in_process(nemo, images)
+    assert loaded["family"] == "vit" and loaded["size"] == [32, 32] and loaded["classes"] == classes
+    assert len(loaded["logits"]) == 6 and all(len(row) == 12 for row in loaded["logits"])
 
 
 def test_rerun_after_kill_9_is_bit_identical(baseline, data_dir, tmp_path):
@@ -80,3 +100,9 @@ def test_tensor_parallel_2_trains_to_the_losses_of_tp_1(data_dir, tmp_path):
     expected = losses(single.stdout)
     assert sorted(expected) == [1, 2, 3, 4]
     assert losses(split.stdout) == pytest.approx(expected, abs=2e-4)
+    # The TP=2 run gathers its shards into the TP=1 .nemo: the weights of its own last checkpoint, whole.
+    state = layers_stacked(nemo_state(log_dir(tmp_path / "tp2", "vit_tiny") / "checkpoints" / "nemo_vit_classification.nemo")[1])
+    final = weights(log_dir(tmp_path / "tp2", "vit_tiny") / "checkpoints" / "step-4", tmp_path)
+    assert state.keys() == final.keys() and any("linear_qkv" in key for key in final)
+    for key in final:
+        assert state[key].equal(final[key]), key

@@ -16,7 +16,8 @@ from nemo_launcher.jobs.multimodal.tars import AtomicTar
 
 from .gpt_train_support import REPO, command, environment, losses, run_training, weights
 
-__all__ = ["REPO", "losses", "run_training", "weights", "write_shape_tars", "write_config", "log_dir", "kill_after_checkpoint"]
+__all__ = ["REPO", "losses", "run_training", "weights", "write_shape_tars", "write_config", "log_dir", "kill_after_checkpoint",
+           "nemo_state", "load_in_process", "layers_stacked"]
 
 
 def write_shape_tars(folder: Path, examples: int, per_tar: int, first: int = 0, seed: int = 0, size: int = 64) -> None:
@@ -57,3 +58,58 @@ def kill_after_checkpoint(config: Path, program: str, checkpoint: Path, output: 
     finally:
         process.wait()
     assert not (later / "COMPLETE").exists(), "killed too late to test a resume"
+
+
+def nemo_state(path: Path):
+    """(model_config.yaml, TP=1 state dict) of a vision .nemo, read by the archive code alone (no model built)."""
+    from nemo_launcher.jobs.gpt.nemo_archive import load_nemo
+
+    return load_nemo(path)
+
+
+_LOAD = """
+import json, sys, torch
+from nemo_launcher.jobs.common.quiet import start_job
+start_job(0)
+from nemo_launcher.jobs.vision.saved_models import load_vision_model
+saved = load_vision_model(sys.argv[1])
+images = torch.stack([saved.pixels(path) for path in sys.argv[2:]])
+out = {"family": saved.family, "size": list(saved.image_size), "classes": saved.class_names, "mean": saved.mean}
+if saved.family == "vit":
+    out["logits"] = saved.classify(images).tolist()
+else:
+    out["image"] = saved.image_features(images).tolist()
+    out["text"] = saved.text_features(["a red circle", "a blue square"]).tolist()
+    out["scale"] = saved.logit_scale()
+print(json.dumps(out))
+"""
+
+
+def load_in_process(nemo: Path, images: Sequence[Path]) -> dict:
+    """What load_vision_model gives a consumer job, run in its own process (megatron's parallel state is global)."""
+    import json
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _LOAD, str(nemo), *map(str, images)], cwd=REPO, env=environment(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def layers_stacked(state: dict) -> dict:
+    """A state dict as megatron-core's dist checkpoints name it: every `<stack>.layers.<n>.<name>` stacked into one
+    `<stack>.layers.<name>` tensor (layer n at index n), so a .nemo compares with weights() of a checkpoint."""
+    import re as _re
+
+    import torch
+
+    grouped, out = {}, {}
+    for key, value in state.items():
+        match = _re.fullmatch(r"(.*\.layers)\.(\d+)\.(.*)", key)
+        if match:
+            grouped.setdefault(f"{match.group(1)}.{match.group(3)}", {})[int(match.group(2))] = value
+        else:
+            out[key] = value
+    for key, layers in grouped.items():
+        out[key] = torch.stack([layers[n] for n in sorted(layers)])
+    return out

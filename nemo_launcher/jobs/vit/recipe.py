@@ -7,8 +7,10 @@ the core's step sampler, so a resumed run reads what an uninterrupted one would;
 limit_val_batches global batches of the validation folder, centre-cropped, every time.
 """
 import dataclasses
+from pathlib import Path
 
 from ..common.config import JobConfigError
+from ..core.module import TrainingModule
 from ..core.recipe import Recipe, Sequences
 from ..vision.class_folders import Augment, ClassFolderImages, ClassFolders
 from ..vision.tower import tower_flops_per_image
@@ -108,3 +110,14 @@ def build_vit_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
     parts = assemble_parts(recipe, cfg, placement, on_gpu, use_te, None, 0, config, chunks, datasets)
     train, valid, _ = built["splits"]
     return dataclasses.replace(parts, data_description=describe(cfg, train, valid))
+
+
+class VitModule(TrainingModule):
+    """The core's module; a run that reaches max_steps writes its model as the seed's .nemo, with the class names."""
+
+    def write_outputs(self):
+        from ..vision.saved_models import TRAINING_NEMO, save_from_training
+
+        p = self.parts
+        path = Path(p.cfg.exp_manager.explicit_log_dir) / "checkpoints" / TRAINING_NEMO["vit"]
+        return {".nemo": save_from_training(p, "vit", path, class_names=p.train_dataset.folders.classes)}

@@ -21,12 +21,18 @@ def _build(*args, **kwargs):
     return build_vit_parts(*args, **kwargs)
 
 
+def _module(parts):
+    from .recipe import VitModule
+
+    return VitModule(parts)
+
+
 def main(argv=None) -> int:
     # The recipe's modules (torch, megatron-core) load only once the core has installed its log filters.
     from ..core.program import run_program
     from ...contract.schemas.vit_training import VitTrainingConfig
 
-    return run_program(argv, PROG, VitTrainingConfig, _recipe, build=_build)
+    return run_program(argv, PROG, VitTrainingConfig, _recipe, build=_build, module_class=_module)
 
 
 if __name__ == "__main__":
