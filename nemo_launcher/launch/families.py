@@ -160,8 +160,25 @@ FAMILIES: Dict[str, Family] = {
         Family(
             name="stable_diffusion",
             description="latent diffusion: diffusers' UNet and VAE, transformers' CLIP text encoder, on WebDataset shards",
-            programs={"training": "nemo_launcher.jobs.stable_diffusion.train"},
-            schemas={"training": f"{_SCHEMAS}.stable_diffusion_training:StableDiffusionTrainingConfig"},
+            # Evaluation (fid_clip) runs nemo_launcher.jobs.fid_evaluation.<step>: generate -> fid -> clip -> plot.
+            programs={"training": "nemo_launcher.jobs.stable_diffusion.train",
+                      "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
+                      "evaluation": "nemo_launcher.jobs.fid_evaluation"},
+            schemas={"training": f"{_SCHEMAS}.stable_diffusion_training:StableDiffusionTrainingConfig",
+                     "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig",
+                     "evaluation": f"{_SCHEMAS}.sd_evaluation:FidClipConfig"},
+        ),
+        Family(
+            name="dreambooth",
+            description="Stable Diffusion fine-tuned to bind a token to one subject: SD's text2img on its .nemo",
+            programs={"fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img"},
+            schemas={"fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig"},
+        ),
+        Family(
+            name="instruct_pix2pix",
+            description="Stable Diffusion editing an input image by an instruction (8-channel UNet input)",
+            programs={"fw_inference": "nemo_launcher.jobs.stable_diffusion.edit_cli"},
+            schemas={"fw_inference": f"{_SCHEMAS}.sd_inference:EditConfig"},
         ),
         Family(
             name="multimodal",

@@ -1,0 +1,144 @@
+"""Schema of `evaluation=stable_diffusion/fid_clip`: images generated for COCO captions at several classifier-free
+guidance scales, scored by FID against the real images and by CLIP score against their captions, and plotted.
+
+    cfg = FidClipConfig.from_dict(section, "evaluation")
+    cfg.steps()      # generate (array) -> fid -> clip -> plot, each `nemo_launcher.jobs.fid_evaluation.<step>`
+
+| step     | shape                                                  | reads                              | writes                        |
+|----------|--------------------------------------------------------|------------------------------------|-------------------------------|
+| generate | array of run.node_array_size = len(cfgs) x nnodes_per_cfg tasks, run.ntasks_per_node processes each | model, captions | fid.save_path/cfg<scale>/<caption>.png |
+| fid      | one process                                            | real images, generated, Inception  | fid_scores.csv                |
+| clip     | one process                                            | generated, captions, CLIP folder   | clip_scores.csv               |
+| plot     | one process                                            | both CSV files                     | fid_clip_plot.pdf             |
+
+Each step waits for the whole step before it (afterok). Array task i generates guidance scale
+classifier_free_guidance[i // nnodes_per_cfg], share i % nnodes_per_cfg of the captions; its processes split that
+share again. The CSV files and the plot go into run.results_dir.
+"""
+import dataclasses
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..binding import bind_stage, config_fault, positive, positive_fields
+from .data_preparation import StepPlan
+from .run import RunBase
+from .sd_inference import InferenceModel, InferenceTrainer, InferSection
+
+STAGE = "evaluation"
+FID_SCORES, CLIP_SCORES, PLOT = "fid_scores.csv", "clip_scores.csv", "fid_clip_plot.pdf"
+STEP_SWITCHES = (("generate", "generate_images"), ("fid", "compute_fid_scores"), ("clip", "compute_clip_scores"),
+                 ("plot", "plot_fid_clip"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FidClipRun(RunBase):
+    model_train_name: Optional[str] = None
+    task_name: str = "fid_clip"
+    node_array_size: int = 8  # generate's array tasks: len(fid.classifier_free_guidance) x fid.nnodes_per_cfg
+    ntasks_per_node: int = 8  # processes (GPUs) of one generate task
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        positive_fields(self, key, "node_array_size", "ntasks_per_node")
+
+
+@dataclasses.dataclass(frozen=True)
+class FidSection:
+    coco_captions_path: str  # one <name>.txt caption per file (data_preparation=fid_evaluation/* writes them)
+    coco_images_path: str  # the real images FID compares with
+    save_path: str  # generated images: <save_path>/cfg<scale>/<caption name>.png
+    classifier_free_guidance: List[float] = dataclasses.field(default_factory=lambda: [1.5, 2, 3, 4, 5, 6, 7, 8])
+    nnodes_per_cfg: int = 1  # array tasks sharing one guidance scale's captions
+    ntasks_per_node: int = 8  # the seed's echo of run.ntasks_per_node
+    local_task_id: Optional[int] = None  # play this array task alone (to redo one), instead of Slurm's
+    num_images_to_eval: int = 30000  # captions used (the first ones, in name order)
+    image_size: int = 256  # FID and CLIP score read every image at this square size (the seed scores at 256)
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "nnodes_per_cfg", "num_images_to_eval", "image_size")
+        if not self.classifier_free_guidance:
+            raise config_fault(f"{key}.classifier_free_guidance", self.classifier_free_guidance, "list at least one scale")
+        if len(set(self.classifier_free_guidance)) != len(self.classifier_free_guidance):
+            raise config_fault(f"{key}.classifier_free_guidance", self.classifier_free_guidance, "list each scale once")
+        for scale in self.classifier_free_guidance:
+            if scale < 0:
+                raise config_fault(f"{key}.classifier_free_guidance", self.classifier_free_guidance, "scales are 0 or more")
+
+
+@dataclasses.dataclass(frozen=True)
+class FidClipConfig:
+    run: FidClipRun
+    fid: FidSection
+    infer: InferSection
+    model: InferenceModel
+    inception_weights_path: str  # torch-fidelity's Inception state dict (weights-inception-2015-12-05-6726825d.pth)
+    clip_model_path: str  # a transformers CLIPModel folder with its tokenizer and image processor
+    clip_version: str = "ViT-L-14"  # the CLIP that clip_model_path holds, as the CSV and the plot name it
+    trainer: InferenceTrainer = InferenceTrainer()
+    generate_images: bool = True
+    compute_fid_scores: bool = True
+    compute_clip_scores: bool = True
+    plot_fid_clip: bool = True
+
+    def check(self, key: str) -> None:
+        if not any(getattr(self, switch) for _, switch in STEP_SWITCHES):
+            raise config_fault(f"{key}.generate_images", False, "every sub-stage is disabled; enable one")
+        expected = len(self.fid.classifier_free_guidance) * self.fid.nnodes_per_cfg
+        if self.generate_images and self.run.node_array_size != expected:
+            raise config_fault(
+                f"{key}.run.node_array_size", self.run.node_array_size,
+                f"must be len(fid.classifier_free_guidance) x fid.nnodes_per_cfg = "
+                f"{len(self.fid.classifier_free_guidance)} x {self.fid.nnodes_per_cfg} = {expected}")
+        if self.fid.local_task_id is not None and not 0 <= self.fid.local_task_id < self.run.node_array_size:
+            raise config_fault(f"{key}.fid.local_task_id", self.fid.local_task_id,
+                               f"an array task of run.node_array_size={self.run.node_array_size} is 0-{self.run.node_array_size - 1}")
+        if self.trainer.devices != self.run.ntasks_per_node:
+            raise config_fault(f"{key}.trainer.devices", self.trainer.devices,
+                               f"one process per GPU: must equal run.ntasks_per_node ({self.run.ntasks_per_node})")
+        positive(f"{key}.infer.num_images_per_prompt", self.infer.num_images_per_prompt)
+        if self.infer.num_images_per_prompt != 1:
+            raise config_fault(f"{key}.infer.num_images_per_prompt", self.infer.num_images_per_prompt,
+                               "FID/CLIP pairs one image with each caption: set 1")
+
+    def task_scale(self, task: int) -> Tuple[float, int]:
+        """(guidance scale, share of its captions) of generate's array task `task`."""
+        return self.fid.classifier_free_guidance[task // self.fid.nnodes_per_cfg], task % self.fid.nnodes_per_cfg
+
+    def steps(self) -> List[StepPlan]:
+        gpus = self.trainer.accelerator == "gpu"
+        plans = []
+        if self.generate_images:
+            tasks = self.run.node_array_size
+            single = tasks == 1 or self.fid.local_task_id is not None
+            plans.append(StepPlan("generate", items=None if single else tuple(range(tasks)),
+                                  array_limit=None if single else tasks, tasks_per_node=self.run.ntasks_per_node,
+                                  uses_gpus=gpus, per_task=False))
+        if self.compute_fid_scores:
+            plans.append(StepPlan("fid", uses_gpus=gpus, per_task=False))
+        if self.compute_clip_scores:
+            plans.append(StepPlan("clip", uses_gpus=gpus, per_task=False))
+        if self.plot_fid_clip:
+            plans.append(StepPlan("plot", per_task=False))
+        return plans
+
+    def reads(self) -> List[Tuple[str, str]]:
+        """Inputs on this filesystem that no earlier step of this evaluation writes."""
+        paths = []
+        if self.generate_images:
+            paths += [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path),
+                      (f"{STAGE}.fid.coco_captions_path", self.fid.coco_captions_path)]
+        elif self.compute_fid_scores or self.compute_clip_scores:
+            paths.append((f"{STAGE}.fid.save_path", self.fid.save_path))
+        if self.compute_fid_scores:
+            paths += [(f"{STAGE}.fid.coco_images_path", self.fid.coco_images_path),
+                      (f"{STAGE}.inception_weights_path", self.inception_weights_path)]
+        if self.compute_clip_scores:
+            paths += [(f"{STAGE}.fid.coco_captions_path", self.fid.coco_captions_path),
+                      (f"{STAGE}.clip_model_path", f"{self.clip_model_path}/config.json")]
+        return list(dict.fromkeys(paths))
+
+    def writes(self) -> List[str]:
+        return [self.run.results_dir, self.fid.save_path]
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "FidClipConfig":
+        return bind_stage(cls, data, stage)
