@@ -190,15 +190,21 @@ FAMILIES: Dict[str, Family] = {
             name="vit",
             description="vision transformer classifier (megatron-core CLIPViTModel and a head) on class folders",
             # Data preparation runs nemo_launcher.jobs.vision.<step> (the generated class folders of tiny configs).
-            programs={"data_preparation": "nemo_launcher.jobs.vision", "training": "nemo_launcher.jobs.vit.train"},
+            programs={"data_preparation": "nemo_launcher.jobs.vision", "training": "nemo_launcher.jobs.vit.train",
+                      "fw_inference": "nemo_launcher.jobs.vit.classify", "export": "nemo_launcher.jobs.vit.export"},
             schemas={"data_preparation": f"{_SCHEMAS}.vit_data:VitShapeFoldersConfig",
-                     "training": f"{_SCHEMAS}.vit_training:VitTrainingConfig"},
+                     "training": f"{_SCHEMAS}.vit_training:VitTrainingConfig",
+                     "fw_inference": f"{_SCHEMAS}.vision_inference:VitClassifyConfig",
+                     "export": f"{_SCHEMAS}.vision_export:VitExportConfig"},
         ),
         Family(
             name="clip",
             description="CLIP: megatron-core vision and text towers, contrastive loss, on WebDataset image-caption tars",
-            programs={"training": "nemo_launcher.jobs.clip.train"},
-            schemas={"training": f"{_SCHEMAS}.clip_training:ClipTrainingConfig"},
+            programs={"training": "nemo_launcher.jobs.clip.train", "fw_inference": "nemo_launcher.jobs.clip.similarity",
+                      "export": "nemo_launcher.jobs.clip.export"},
+            schemas={"training": f"{_SCHEMAS}.clip_training:ClipTrainingConfig",
+                     "fw_inference": f"{_SCHEMAS}.vision_inference:ClipSimilarityConfig",
+                     "export": f"{_SCHEMAS}.vision_export:ClipExportConfig"},
         ),
     )
 }

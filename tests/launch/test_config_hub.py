@@ -261,7 +261,7 @@ def test_tiny_configs_train_on_this_cpu_from_what_the_tiny_data_preparation_writ
 
 
 STAGE_GROUPS = ("data_preparation", "training", "conversion", "fine_tuning", "peft", "prompt_learning", "adapter_learning",
-                "ia3_learning", "evaluation", "export")
+                "ia3_learning", "evaluation", "fw_inference", "export")
 EVERY_CONFIG = sorted((group, str(path.relative_to(CONF / group).with_suffix("")))
                       for group in STAGE_GROUPS for path in (CONF / group).rglob("*.yaml"))
 # Shipped configs that ask the user for a value (`???` or an empty list) and say which: config -> key in the error.
@@ -271,6 +271,8 @@ ASKS_FOR = {
     ("fine_tuning", "mt5/custom_task"): "fine_tuning.model.data.train_ds.src_file_name",
     ("data_preparation", "generic/custom_dataset"): "data_preparation.raw_dataset_files",
     ("data_preparation", "multimodal/download_multimodal"): "data_preparation.dataset_repo_id",
+    ("fw_inference", "vit/imagenet1k"): "fw_inference.data_path",
+    ("fw_inference", "clip/clip_similarity"): "fw_inference.image_path",
 }
 
 

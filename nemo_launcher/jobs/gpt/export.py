@@ -30,25 +30,30 @@ VERSION = "1"
 def config_pbtxt(name: str, deployment: TritonDeployment, launcher_path: str, generator: Optional[str] = None) -> str:
     """Triton's model configuration, in its protobuf text format. generator: "module:Class" of a family's own
     generator (serving.py's GENERATOR_PARAMETER); None serves GPT's."""
-    def tensor(spec) -> str:
-        optional = " optional: true" if spec.optional else ""
-        return f'  {{ name: "{spec.name}" data_type: {spec.triton_type} dims: [ {", ".join(map(str, spec.dims))} ]{optional} }}'
-
     parameters = {"data_type": deployment.data_type, "tokens_to_generate": str(deployment.tokens_to_generate),
                   "launcher_path": launcher_path}
     if generator is not None:
         parameters[GENERATOR_PARAMETER] = generator
     lines = [f'name: "{name}"', 'backend: "python"', f"max_batch_size: {deployment.max_batch_size}",
-             "input [", ",\n".join(tensor(s) for s in INPUTS), "]",
-             "output [", ",\n".join(tensor(s) for s in OUTPUTS), "]",
+             *tensors_pbtxt(INPUTS, OUTPUTS),
              f"instance_group [ {{ count: {deployment.instance_count} kind: {deployment.instance_kind} }} ]"]
     for key, value in parameters.items():
-        lines.append(f'parameters: {{ key: "{key}" value: {{ string_value: {_pbtxt_string(value)} }} }}')
+        lines.append(parameter_pbtxt(key, value))
     return "\n".join(lines) + "\n"
 
 
-def _pbtxt_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def tensors_pbtxt(inputs, outputs) -> list:
+    """config.pbtxt's input and output blocks for serving.TensorSpec entries (dims without the batch dimension)."""
+    def tensor(spec) -> str:
+        optional = " optional: true" if spec.optional else ""
+        return f'  {{ name: "{spec.name}" data_type: {spec.triton_type} dims: [ {", ".join(map(str, spec.dims))} ]{optional} }}'
+
+    return ["input [", ",\n".join(tensor(s) for s in inputs), "]", "output [", ",\n".join(tensor(s) for s in outputs), "]"]
+
+
+def parameter_pbtxt(key: str, value: str) -> str:
+    quoted = '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f'parameters: {{ key: "{key}" value: {{ string_value: {quoted} }} }}'
 
 
 def export(cfg: ExportConfig, load: Optional[Callable] = None, generator: Optional[str] = None) -> Path:

@@ -1,0 +1,179 @@
+"""Export of a saved ViT or CLIP model, run by `python3 -m nemo_launcher.jobs.vit.export` and
+`nemo_launcher.jobs.clip.export` (`--config <resolved export yaml>`; schemas: contract/schemas/vision_export.py).
+
+    <infer.out_path>/onnx/vit.onnx | clip_vision.onnx, clip_text.onnx    fp32 graphs, batch 1..max_batch_size
+    <infer.out_path>/plan/<graph>.plan                                    TensorRT engines, where TensorRT builds them
+    <infer.out_path>/plan/infer_config.yaml                               the inference settings (served defaults)
+    <infer.out_path>/model_repo/vit_trt | clip_vision_trt, clip_trt       Triton entries (triton_entries.py)
+    <infer.out_path>/export_report.json                                   what was written and checked
+
+Every graph is run under onnxruntime at batch 1 and at max_batch_size on the same random inputs as the framework
+model (fp32); the largest difference is reported, and above infer.check_tolerance the job fails (exit 1) before
+anything is served from it. Triton serves an engine where one was built, else the ONNX graph.
+"""
+import json
+import shutil
+from pathlib import Path
+from typing import Dict, List
+
+from ..common.config import JobConfigError
+from ..common.report import JobFault
+from ...contract.schemas.vision_export import (CLIP_MODEL, CLIP_VISION_MODEL, EXPORT_REPORT_FILE, INFER_CONFIG_FILE,
+                                                STAGE, VIT_MODEL)
+
+
+class GraphMismatch(JobFault):
+    """An exported graph computes something else than the model under onnxruntime."""
+
+
+def _check_sizes(cfg, saved) -> None:
+    height, width = saved.image_size
+    if not cfg.infer.max_dim == height == width:
+        shape = f"{height} x {width}" + ("" if height == width else " (not square: max_dim cannot name it)")
+        raise JobConfigError(f"{STAGE}.infer.max_dim={cfg.infer.max_dim}: the model takes {shape} pixel images (its "
+                             f"position table is fixed); set {STAGE}.infer.max_dim={height}")
+    if saved.family == "clip":
+        limit = saved.model_config.text.max_position_embeddings
+        if cfg.infer.max_text > limit:
+            raise JobConfigError(f"{STAGE}.infer.max_text={cfg.infer.max_text}: the text tower has {limit} positions; "
+                                 f"set at most {limit}")
+
+
+def _tensor_specs(saved, graph) -> tuple:
+    from ..gpt.serving import TensorSpec
+
+    height, width = saved.image_size
+    if graph.name == "clip_text":
+        inputs = (TensorSpec("tokens", "TYPE_INT64", (-1,)),)
+    else:
+        inputs = (TensorSpec("images", "TYPE_FP32", (3, height, width)),)
+    width_out = saved.model_config.num_classes if saved.family == "vit" else saved.model_config.output_dim
+    return inputs, (TensorSpec(graph.output, "TYPE_FP32", (width_out,)),)
+
+
+def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path, input_shapes) -> Dict:
+    from .tensorrt_engines import build_engine, unavailable
+
+    reason = unavailable()
+    if reason is not None:
+        return {"built": {}, "reason": reason}
+    built = {}
+    for graph in graphs:
+        path = plan_dir / f"{graph.name}.plan"
+        profiles = {name: ((1, *shape), (cfg.infer.max_batch_size, *shape), (cfg.infer.max_batch_size, *shape))
+                    for name, shape in input_shapes[graph.name].items()}
+        build_engine(str(onnx_dir / f"{graph.name}.onnx"), str(path), profiles, fp16=cfg.trainer.dtype() == "fp16")
+        built[graph.name] = str(path)
+    return {"built": built, "reason": None}
+
+
+def export(cfg, family: str):
+    from ..common.report import Summary
+    from .onnx_graphs import check_graph, export_graph, model_graphs
+    from .saved_model_job import load_for
+
+    saved = load_for(cfg, family, STAGE, precision="fp32")  # the graphs are fp32; engines take trainer.precision
+    _check_sizes(cfg, saved)
+    out = Path(cfg.infer.out_path)
+    onnx_dir, plan_dir, repository = out / "onnx", out / "plan", out / "model_repo"
+    for folder in (onnx_dir, plan_dir, repository):
+        folder.mkdir(parents=True, exist_ok=True)
+    graphs = model_graphs(saved, cfg.infer.max_dim, getattr(cfg.infer, "max_text", 0))
+    differences, input_shapes = {}, {}
+    for graph in graphs:
+        path = onnx_dir / f"{graph.name}.onnx"
+        export_graph(graph, str(path))
+        worst = check_graph(graph, str(path), sorted({1, cfg.infer.max_batch_size}))
+        differences[graph.name] = worst
+        if worst > cfg.infer.check_tolerance:
+            raise GraphMismatch(f"{path}: onnxruntime's output differs from the model's by up to {worst:.3g}, more "
+                                f"than {STAGE}.infer.check_tolerance={cfg.infer.check_tolerance}; nothing was served from it")
+        input_shapes[graph.name] = {name: tuple(make(1, _generator()).shape[1:]) for name, make in graph.inputs.items()}
+    engines = _engines(cfg, graphs, onnx_dir, plan_dir, input_shapes)
+    settings = _infer_settings(cfg, saved, graphs, engines)
+    (plan_dir / INFER_CONFIG_FILE).write_text(_yaml(settings))
+    entries = _repository(cfg, saved, graphs, engines, onnx_dir, repository, settings)
+    report = {"model": cfg.model.restore_from_path, "family": family, "onnx": {g.name: str(onnx_dir / f"{g.name}.onnx") for g in graphs},
+              "max_abs_difference": differences, "check_tolerance": cfg.infer.check_tolerance,
+              "checked_batch_sizes": sorted({1, cfg.infer.max_batch_size}), "tensorrt": engines,
+              "model_repository": str(repository), "entries": [str(e) for e in entries]}
+    (out / EXPORT_REPORT_FILE).write_text(json.dumps(report, indent=1))
+    summary = Summary(f"export finished: {cfg.model.restore_from_path}")
+    summary.add("onnx", f"{onnx_dir} ({', '.join(f'{g.name}.onnx' for g in graphs)}; batch 1..{cfg.infer.max_batch_size})")
+    summary.add("onnx check", ", ".join(f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in differences.items())
+                + f" (tolerance {cfg.infer.check_tolerance:g})")
+    summary.add("tensorrt", ", ".join(engines["built"].values()) if engines["built"] else engines["reason"])
+    summary.add("plan", plan_dir / INFER_CONFIG_FILE)
+    summary.add("triton entries", ", ".join(str(e) for e in entries))
+    return summary.add("report", out / EXPORT_REPORT_FILE)
+
+
+def _generator():
+    import torch
+
+    return torch.Generator().manual_seed(0)
+
+
+def _infer_settings(cfg, saved, graphs, engines) -> Dict:
+    settings = {"family": saved.family, "max_batch_size": cfg.infer.max_batch_size, "max_dim": cfg.infer.max_dim,
+                "precision": cfg.trainer.dtype() or "fp32", "image_mean": saved.mean, "image_std": saved.std,
+                "onnx": [f"{g.name}.onnx" for g in graphs], "engines": sorted(Path(p).name for p in engines["built"].values())}
+    if saved.family == "vit":
+        settings["class_names"] = saved.class_names
+    else:
+        tokenizer = saved.model_config.tokenizer
+        settings.update(max_text=cfg.infer.max_text, logit_scale=saved.logit_scale(), tokenizer_library=tokenizer.library)
+    return settings
+
+
+def _yaml(settings: Dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(settings, sort_keys=False)
+
+
+def _repository(cfg, saved, graphs, engines, onnx_dir: Path, repository: Path, settings: Dict) -> List[Path]:
+    from .triton_entries import write_clip_entry, write_graph_entry
+
+    def model_file(graph) -> Path:
+        built = engines["built"].get(graph.name)
+        return Path(built) if built else onnx_dir / f"{graph.name}.onnx"
+
+    by_name = {graph.name: graph for graph in graphs}
+    entries = []
+    if saved.family == "vit":
+        graph = by_name["vit"]
+        entries.append(write_graph_entry(repository, VIT_MODEL, model_file(graph), *_tensor_specs(saved, graph),
+                                         cfg.infer.max_batch_size))
+    else:
+        graph = by_name["clip_vision"]
+        entries.append(write_graph_entry(repository, CLIP_VISION_MODEL, model_file(graph), *_tensor_specs(saved, graph),
+                                         cfg.infer.max_batch_size))
+        tokenizer = saved.model_config.tokenizer
+        scorer = {"text_length": cfg.infer.max_text, "logit_scale": settings["logit_scale"],
+                  "max_batch_size": cfg.infer.max_batch_size, "tokenizer_library": tokenizer.library}
+        launcher_path = str(Path(__file__).resolve().parents[3])  # the folder holding the nemo_launcher package
+        entries.append(write_clip_entry(repository, CLIP_MODEL, CLIP_VISION_MODEL, onnx_dir / "clip_text.onnx", scorer,
+                                        {"vocab_file": tokenizer.vocab_file, "merge_file": tokenizer.merge_file},
+                                        saved.image_size, launcher_path))
+    if cfg.infer.deployment_dir:
+        deployment = Path(cfg.infer.deployment_dir)
+        deployment.mkdir(parents=True, exist_ok=True)
+        for entry in list(entries):
+            target = deployment / entry.name
+            staging = target.with_name(f".{target.name}.partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(entry, staging)
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+            entries.append(target)
+    return entries
+
+
+def run_vision_export(argv, prog: str, schema, family: str) -> int:
+    import functools
+
+    from .saved_model_job import run_saved_model_job
+
+    return run_saved_model_job(argv, prog, schema, STAGE, functools.partial(export, family=family))

@@ -1,0 +1,64 @@
+"""The Triton model repository entries of the vision export, named as the seed's deployment step names them.
+
+    write_graph_entry(repo, "vit_trt", model_file, inputs, outputs, max_batch_size=64)   # .plan or .onnx
+    write_clip_entry(repo, "clip_trt", text_graph, settings, tokenizer_files, image_size)
+
+    <repo>/vit_trt/config.pbtxt            platform tensorrt_plan (an engine was built) or onnxruntime_onnx
+    <repo>/vit_trt/1/model.plan|model.onnx
+    <repo>/clip_trt/config.pbtxt           backend python; asks clip_vision_trt for the image's features (BLS)
+    <repo>/clip_trt/1/{model.py, clip_text.onnx, clip_serving.json, tokenizer files}
+
+Each entry is built beside its final place and swapped in when complete, so a server never sees half of one.
+"""
+import json
+import shutil
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Sequence
+
+from ..gpt.export import VERSION, parameter_pbtxt, tensors_pbtxt
+
+PLATFORMS = {".plan": "tensorrt_plan", ".onnx": "onnxruntime_onnx"}
+
+
+def _swap_in(target: Path, files: Mapping[str, Path], config: str, texts: Optional[Mapping[str, str]] = None) -> Path:
+    """files: version-folder name -> file copied there; texts: version-folder name -> content written there."""
+    staging = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / VERSION).mkdir(parents=True)
+    for name, source in files.items():
+        shutil.copyfile(source, staging / VERSION / name)
+    for name, content in (texts or {}).items():
+        (staging / VERSION / name).write_text(content)
+    (staging / "config.pbtxt").write_text(config)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
+
+
+def write_graph_entry(repository: Path, name: str, model_file: Path, inputs: Sequence, outputs: Sequence,
+                      max_batch_size: int) -> Path:
+    """An engine or an ONNX graph served by Triton's own backend for it, batches of 1..max_batch_size."""
+    platform = PLATFORMS[model_file.suffix]
+    lines = [f'name: "{name}"', f'platform: "{platform}"', f"max_batch_size: {max_batch_size}", *tensors_pbtxt(inputs, outputs)]
+    return _swap_in(repository / name, {f"model{model_file.suffix}": model_file}, "\n".join(lines) + "\n")
+
+
+def write_clip_entry(repository: Path, name: str, vision_model: str, text_graph: Path, settings: Dict,
+                     tokenizer_files: Mapping[str, Optional[str]], image_size, launcher_path: str) -> Path:
+    """clip_trt: a Python backend model (triton_clip_model.py) with the text graph, its settings and the tokenizer
+    files; settings name the files by their name inside the version folder."""
+    from ..clip.serving import SETTINGS_FILE, TEXT_GRAPH, clip_tensors
+
+    inputs, outputs = clip_tensors(*image_size)
+    template = Path(__file__).resolve().parents[1] / "clip" / "triton_clip_model.py"
+    files = {"model.py": template, TEXT_GRAPH: text_graph}
+    names = {}
+    for key, path in tokenizer_files.items():
+        names[key] = Path(path).name if path else None
+        if path:
+            files[Path(path).name] = Path(path)
+    lines = [f'name: "{name}"', 'backend: "python"', "max_batch_size: 0", *tensors_pbtxt(inputs, outputs),
+             parameter_pbtxt("launcher_path", launcher_path), parameter_pbtxt("vision_model", vision_model)]
+    return _swap_in(repository / name, files, "\n".join(lines) + "\n",
+                    {SETTINGS_FILE: json.dumps({**settings, "tokenizer_files": names}, indent=1)})
