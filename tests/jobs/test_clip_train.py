@@ -4,10 +4,15 @@ rerun ends bit-identical to an uninterrupted one (losses after the checkpoint, w
 contrastive loss covers the whole global batch (two data-parallel ranks of 8 pairs give the losses of one rank of
 16, which comparing only a rank's own pairs would not); TP=2 trains to TP=1's losses."""
 import math
+import re
 
 import pytest
+import torch
 
-from .vision_support import kill_after_checkpoint, log_dir, losses, run_training, weights, write_config, write_shape_tars
+from nemo_launcher.jobs.multimodal.shapes import shape_example
+
+from .vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses, module_names,
+                             nemo_state, run_training, weights, write_config, write_shape_tars)
 
 PROGRAM = "nemo_launcher.jobs.clip.train"
 RUN = [
@@ -57,6 +62,28 @@ def test_loss_falls_and_the_ema_weights_are_checkpointed(baseline, tmp_path):
     assert not averaged["vision_projection.weight"].equal(trained["vision_projection.weight"])
 
 
+def test_finished_run_writes_the_ema_weights_as_the_nemo(baseline, data_dir, tmp_path):
+    work, stdout = baseline
+    nemo = log_dir(work, "clip_tiny") / "checkpoints" / "nemo_clip.nemo"
+    assert re.search(rf"^  \.nemo +{re.escape(str(nemo))}$", stdout, re.M), stdout
+    config, state = nemo_state(nemo)
+    state = layers_stacked(state)
+    saved = module_names(weights(log_dir(work, "clip_tiny") / "checkpoints" / "step-40", tmp_path))
+    averaged = {k[len("ema."):]: v for k, v in saved.items() if k.startswith("ema.")}
+    assert state.keys() == averaged.keys()
+    for key in averaged:
+        assert state[key].equal(averaged[key]), key
+    assert config["vision_saved_model"]["family"] == "clip" and config["tokenizer"]["library"] == "byte"
+    images = []
+    for index in (1000, 1001):
+        images.append(tmp_path / f"{index}.png")
+        shape_example(index, 0, 64)[0].save(images[-1])
+    loaded = load_in_process(nemo, images)
+    assert loaded["family"] == "clip" and loaded["size"] == [32, 32] and len(loaded["image"]) == 2
+    assert loaded["scale"] == pytest.approx(math.exp(min(float(averaged["logit_scale"]), 4.6052)), rel=1e-6)
+    assert all(abs(sum(x * x for x in row) - 1) < 1e-5 for row in loaded["text"]) and len(loaded["text"][0]) == 32
+
+
 def test_rerun_after_kill_9_is_bit_identical(baseline, data_dir, tmp_path):
     reference, reference_out = baseline
     config = write_config(tmp_path, data_dir, "clip/tiny", [*RUN, *VALIDATION])
@@ -96,3 +123,10 @@ def test_tensor_parallel_2_trains_to_the_losses_of_tp_1(data_dir, tmp_path):
     expected = losses(single.stdout)
     assert sorted(expected) == [1, 2, 3, 4]
     assert losses(split.stdout) == pytest.approx(expected, abs=2e-4)
+    # Both .nemo files are TP=1 (the TP=2 run gathers the EMA shards, vocabulary rows included) and hold nearly the
+    # same average.
+    _, one = nemo_state(log_dir(tmp_path / "tp1", "clip_tiny") / "checkpoints" / "nemo_clip.nemo")
+    _, two = nemo_state(log_dir(tmp_path / "tp2", "clip_tiny") / "checkpoints" / "nemo_clip.nemo")
+    assert one.keys() == two.keys() and two["embedding.word_embeddings.weight"].shape[0] == 320
+    for key in one:
+        assert one[key].shape == two[key].shape and torch.allclose(one[key], two[key], atol=1e-4), key

@@ -200,3 +200,15 @@ class ClipModule(TrainingModule):
         super().restore_extra_state(loaded)
         if self.average is not None:
             self.average.load(loaded["ema"])
+
+    def write_outputs(self):
+        """The seed's .nemo of a finished run; with EMA on it holds the average, the weights the run validated."""
+        import contextlib
+        from pathlib import Path
+
+        from ..vision.saved_models import TRAINING_NEMO, save_from_training
+
+        p = self.parts
+        path = Path(p.cfg.exp_manager.explicit_log_dir) / "checkpoints" / TRAINING_NEMO["clip"]
+        with self.average.swapped_in() if self.average is not None else contextlib.nullcontext():
+            return {".nemo": save_from_training(p, "clip", path)}
