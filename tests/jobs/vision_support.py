@@ -17,7 +17,7 @@ from nemo_launcher.jobs.multimodal.tars import AtomicTar
 from .gpt_train_support import REPO, command, environment, losses, run_training, weights
 
 __all__ = ["REPO", "losses", "run_training", "weights", "write_shape_tars", "write_config", "log_dir", "kill_after_checkpoint",
-           "nemo_state", "load_in_process", "layers_stacked"]
+           "nemo_state", "load_in_process", "layers_stacked", "module_names"]
 
 
 def write_shape_tars(folder: Path, examples: int, per_tar: int, first: int = 0, seed: int = 0, size: int = 64) -> None:
@@ -112,4 +112,16 @@ def layers_stacked(state: dict) -> dict:
             out[key] = value
     for key, layers in grouped.items():
         out[key] = torch.stack([layers[n] for n in sorted(layers)])
+    return out
+
+
+def module_names(checkpoint_weights: dict) -> dict:
+    """weights() of a checkpoint under the module's own names: megatron-core's GPT local layer (CLIP's text tower)
+    saves its norms under Transformer Engine's fused names (linear_qkv.layer_norm_*, linear_fc1.layer_norm_*)."""
+    renames = {"self_attention.linear_qkv.layer_norm_": "input_layernorm.", "mlp.linear_fc1.layer_norm_": "pre_mlp_layernorm."}
+    out = {}
+    for key, value in checkpoint_weights.items():
+        for fused, own in renames.items():
+            key = key.replace(fused, own)
+        out[key] = value
     return out
