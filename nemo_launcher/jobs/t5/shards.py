@@ -13,9 +13,11 @@ position_embeddings, the output layer as lm_head.output_layer and output_layer. 
 its one pipeline stage holds everything: the decoder's layers are the numbered stack, and the encoder, the final
 norms, the bias tables and the output layer are named as what that (last) stage holds besides.
 """
+import dataclasses
 from typing import Any, Mapping
 
 from ..core.shards import ShardLayout, ShardRules
+from ...contract.schemas.t5_training import T5ModelSection
 from .model import GATED
 
 T5_RULES = ShardRules(
@@ -39,6 +41,10 @@ def t5_shard_layout(model: Mapping[str, Any], tensor_parallel: int, pipeline_par
     """The layout of a T5 `model:` section split over TP (PP must be 1)."""
     if pipeline_parallel != 1:
         raise ValueError(f"PP({pipeline_parallel}): a T5 has one pipeline stage in megatron-core 0.16")
+    # A key the config leaves out takes the schema's default, as the model built from the config does (a .nemo
+    # without `activation` holds a GeGLU model, whose linear_fc1 splits gate and up rows apart).
+    defaults = {f.name: f.default for f in dataclasses.fields(T5ModelSection)}
     return ShardLayout(T5_RULES, tensor_parallel, 1, int(model["decoder_num_layers"]),
-                       gated_mlp=model.get("activation") in GATED,
-                       tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)))
+                       gated_mlp=model.get("activation", defaults["activation"]) in GATED,
+                       tied_embeddings=bool(model.get("share_embeddings_and_output_weights",
+                                                      defaults["share_embeddings_and_output_weights"])))
