@@ -12,7 +12,6 @@ model (fp32); the largest difference is reported, and above infer.check_toleranc
 anything is served from it. Triton serves an engine where one was built, else the ONNX graph.
 """
 import json
-import shutil
 from pathlib import Path
 from typing import Dict, List
 
@@ -133,7 +132,7 @@ def _yaml(settings: Dict) -> str:
 
 
 def _repository(cfg, saved, graphs, engines, onnx_dir: Path, repository: Path, settings: Dict) -> List[Path]:
-    from .triton_entries import write_clip_entry, write_graph_entry
+    from .triton_entries import copy_entry, write_clip_entry, write_graph_entry
 
     def model_file(graph) -> Path:
         built = engines["built"].get(graph.name)
@@ -157,17 +156,7 @@ def _repository(cfg, saved, graphs, engines, onnx_dir: Path, repository: Path, s
                                         {"vocab_file": tokenizer.vocab_file, "merge_file": tokenizer.merge_file},
                                         saved.image_size, launcher_path))
     if cfg.infer.deployment_dir:
-        deployment = Path(cfg.infer.deployment_dir)
-        deployment.mkdir(parents=True, exist_ok=True)
-        for entry in list(entries):
-            target = deployment / entry.name
-            staging = target.with_name(f".{target.name}.partial")
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(entry, staging)
-            if target.exists():
-                shutil.rmtree(target)
-            staging.rename(target)
-            entries.append(target)
+        entries += [copy_entry(entry, Path(cfg.infer.deployment_dir)) for entry in list(entries)]
     return entries
 
 

@@ -2,6 +2,7 @@
 
     write_graph_entry(repo, "vit_trt", model_file, inputs, outputs, max_batch_size=64)   # .plan or .onnx
     write_clip_entry(repo, "clip_trt", text_graph, settings, tokenizer_files, image_size)
+    copy_entry(repo / "vit_trt", Path("deployment/server"))                                # the seed's place
 
     <repo>/vit_trt/config.pbtxt            platform tensorrt_plan (an engine was built) or onnxruntime_onnx
     <repo>/vit_trt/1/model.plan|model.onnx
@@ -62,3 +63,16 @@ def write_clip_entry(repository: Path, name: str, vision_model: str, text_graph:
              parameter_pbtxt("launcher_path", launcher_path), parameter_pbtxt("vision_model", vision_model)]
     return _swap_in(repository / name, files, "\n".join(lines) + "\n",
                     {SETTINGS_FILE: json.dumps({**settings, "tokenizer_files": names}, indent=1)})
+
+
+def copy_entry(entry: Path, deployment: Path) -> Path:
+    """A copy of a written entry in another repository (the seed's deployment/server), swapped in whole."""
+    deployment.mkdir(parents=True, exist_ok=True)
+    target = deployment / entry.name
+    staging = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(entry, staging)
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    return target
