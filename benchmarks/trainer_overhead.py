@@ -1,23 +1,26 @@
 """Tokens/s of our trainer (Lightning loop) against a plain megatron-core loop, per family, in one run.
 
-    OMP_NUM_THREADS=1 python3 benchmarks/trainer_overhead.py [--families gpt,t5,bert] [--steps 40] [--rounds 3]
+    OMP_NUM_THREADS=1 python3 benchmarks/trainer_overhead.py [--families gpt,t5,bert,dit] [--steps 40] [--rounds 5]
 
-For each family both sides train its tiny model (conf/training/{gpt3,t5,bert}/tiny.yaml) on the same data for
+For each family both sides train its tiny model (conf/training/{gpt3,t5,bert,dit}/tiny.yaml) on the same data for
 the same steps, from the same parts (nemo_launcher.jobs.core.parts with the family's recipe: model chunks,
-megatron DDP, megatron optimizer, dataset, sampler), each in a fresh process. The plain side is the loop
-Megatron-LM's pretrain_gpt / pretrain_t5 / pretrain_bert run: fetch a step's batch, zero the grad buffers,
-get_forward_backward_func() with the recipe's forward step, set the learning rate, optimizer.step(). Ours is the
-family's `python3 -m nemo_launcher.jobs.<family>.train` itself, read from its progress lines, with checkpoints,
-validation and the test pass turned off so that only the loop differs. Tokens count as the trainer counts
-them (T5: encoder plus decoder tokens). GPT reads a sample corpus written here; T5 and BERT read what their
-tiny data preparation writes (run first, on this machine).
+megatron DDP, megatron optimizer, dataset, sampler; DiT's build_dit_parts), each in a fresh process. The plain
+side is the loop Megatron-LM's pretrain_gpt / pretrain_t5 / pretrain_bert run: fetch a step's batch, zero the grad
+buffers, get_forward_backward_func() with the recipe's forward step, set the learning rate, optimizer.step(). Ours
+is the family's `python3 -m nemo_launcher.jobs.<family>.train` itself, read from its progress lines, with
+checkpoints, validation and the test pass turned off so that only the loop differs. Tokens count as the trainer
+counts them (T5: encoder plus decoder tokens; DiT: latent patches). GPT reads a sample corpus written here; T5 and
+BERT read what their tiny data preparation writes (run first, on this machine); DiT trains on seed 002's mock
+latents. Without --families: GPT, T5 and BERT (benchmarks/dit_overhead.py runs DiT).
 
 Throughput counts the steps after the first logging window (start-up and first-step costs excluded) on
 both sides, per second of wall-clock time and per second of the process's CPU time (one thread: OMP_NUM_THREADS=1,
-no loader workers), which other work on a shared machine disturbs far less. The sides alternate for --rounds
-rounds (which goes first alternates too) and each keeps its best round; the median of the rounds' own ratios is
-printed beside it. One line per family ends the output: `<family> ratio=<ours / plain, wall-clock>
-cpu_ratio=<ours / plain, CPU time>`; the goal is >= 0.95 each.
+no loader workers), which other work on a shared machine disturbs far less. Each round runs both sides back to
+back (which goes first alternates), so its ratio compares runs under about the same load. Per family and clock
+the output gives each side's best round and their ratio, and the median and range of the rounds' own ratios. One
+line per family ends it: `<family> ratio=<best ours / best plain, wall-clock> cpu_ratio=<the same by CPU time>
+median_ratio=<median of the rounds' wall-clock ratios> median_cpu_ratio=<the same by CPU time>`; the goal is
+>= 0.95.
 """
 import argparse
 import dataclasses
@@ -29,7 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -39,33 +42,48 @@ sys.path.insert(0, str(REPO))
 class Family:
     train: str  # the training program's module
     config: str  # the tiny training config
-    data_preparation: str  # its tiny data preparation config; "" for GPT's sample corpus
+    # its tiny data preparation config; "" for GPT's sample corpus, None for a family that trains on mock data
+    data_preparation: Optional[str]
+    overrides: Tuple[str, ...] = ()  # further settings of the tiny config for both sides
 
 
 FAMILIES = {
     "gpt": Family("nemo_launcher.jobs.gpt.train", "gpt3/tiny", ""),
     "t5": Family("nemo_launcher.jobs.t5.train", "t5/tiny", "t5/tiny_pile"),
     "bert": Family("nemo_launcher.jobs.bert.train", "bert/tiny", "bert/tiny_pile"),
+    # Seed 002's mock latents and text embeddings (64 tokens a sample, 32 samples a step in 2 microbatches), so no
+    # data preparation runs; benchmarks/dit_overhead.py measures this family alone.
+    "dit": Family("nemo_launcher.jobs.dit.train", "dit/tiny", None,
+                  ("model.data.data_type=mock", "model.data.num_workers=0")),
 }
+DEFAULT_FAMILIES = ("gpt", "t5", "bert")
 
 
-def _schema_and_recipe(name: str, section):
-    """The bound training config and the recipe its train.py would run."""
+def _schema_recipe_and_build(name: str, section):
+    """The bound training config, the recipe its train.py would run and the function that builds its parts."""
+    from nemo_launcher.jobs.core.parts import build_parts
+
     if name == "gpt":
         from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
         from nemo_launcher.jobs.gpt.recipe import GPT
 
-        return TrainingConfig.from_dict(section), GPT
+        return TrainingConfig.from_dict(section), GPT, build_parts
     if name == "t5":
         from nemo_launcher.contract.schemas.t5_training import T5TrainingConfig
         from nemo_launcher.jobs.t5.recipe import T5
 
-        return T5TrainingConfig.from_dict(section), T5
+        return T5TrainingConfig.from_dict(section), T5, build_parts
+    if name == "dit":
+        from nemo_launcher.contract.schemas.dit_training import DitTrainingConfig
+        from nemo_launcher.jobs.dit.recipe import build_dit_parts, dit_recipe
+
+        cfg = DitTrainingConfig.from_dict(section)
+        return cfg, dit_recipe(cfg), build_dit_parts
     from nemo_launcher.contract.schemas.bert_training import BertTrainingConfig
     from nemo_launcher.jobs.bert.recipe import bert_recipe
 
     cfg = BertTrainingConfig.from_dict(section)
-    return cfg, bert_recipe(cfg)
+    return cfg, bert_recipe(cfg), build_parts
 
 
 def _overrides(steps: int, window: int):
@@ -170,25 +188,30 @@ def plain_loop(name: str, config: Path, window: int) -> None:
     """Runs in its own process: the same parts as the trainer, driven by a bare loop."""
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.common.distributed import placement_from_env
-    from nemo_launcher.jobs.core.parts import build_parts, init_processes, shutdown
+    from nemo_launcher.jobs.core.parts import init_processes, shutdown
 
-    cfg, recipe = _schema_and_recipe(name, load_resolved_config(config))
+    cfg, recipe, build = _schema_recipe_and_build(name, load_resolved_config(config))
     placement = placement_from_env()
-    parts = build_parts(recipe, cfg, placement, init_processes(recipe, cfg, placement))
+    parts = build(recipe, cfg, placement, init_processes(recipe, cfg, placement))
     tokens, seconds, cpu_seconds = drive_parts(recipe, cfg, parts, window)
     shutdown()
     print(f"plain_tokens_per_sec={tokens / seconds:.1f} cpu={tokens / cpu_seconds:.1f}", flush=True)
 
 
 def measure(name: str, work: Path, args) -> Dict[str, float]:
-    """{clock: ours / plain} for one family, each side's best of args.rounds rounds, by wall-clock and CPU time."""
+    """summarize()'s ratios for one family, by wall-clock and CPU time.
+
+    Each round runs both sides back to back, so a round's ratio compares runs under about the same load from other
+    processes, and the median of those drops the rounds a burst of load hit on one side only. Each side's best
+    round estimates its undisturbed speed, which is what a load that changes within seconds leaves least touched."""
     from nemo_launcher.launch.stage_config import write_stage_config
 
     family = FAMILIES[name]
     data_dir = work / "data"
     prepare_data(family, data_dir, work / "results")
     config = write_stage_config(work / f"{name}_tiny_hydra.yaml", "training", family.config, data_dir=data_dir,
-                                base_results_dir=work / "results", overrides=_overrides(args.steps, args.window))
+                                base_results_dir=work / "results",
+                                overrides=[*_overrides(args.steps, args.window), *family.overrides])
     runs = []  # (plain, ours) per round
     for round_ in range(1, args.rounds + 1):
         # Alternating which side goes first keeps a slow start of a round (page cache, a neighbour's burst) from
@@ -199,19 +222,29 @@ def measure(name: str, work: Path, args) -> Dict[str, float]:
             pair = tuple(reversed((ours(family, config, args.window), plain(name, config, args.window))))
         runs.append(pair)
         print(f"{name} round {round_}: plain {pair[0].wall:,.0f} tokens/s ({pair[0].cpu:,.0f} per CPU second), "
-              f"ours {pair[1].wall:,.0f} tokens/s ({pair[1].cpu:,.0f} per CPU second)", flush=True)
+              f"ours {pair[1].wall:,.0f} tokens/s ({pair[1].cpu:,.0f} per CPU second), "
+              f"ratio {pair[1].wall / pair[0].wall:.3f} (CPU {pair[1].cpu / pair[0].cpu:.3f})", flush=True)
+    return summarize(name, runs)
+
+
+def summarize(name: str, runs: Sequence[Tuple[Throughput, Throughput]]) -> Dict[str, float]:
+    """Prints each clock's best-of-rounds throughputs and the median and spread of the rounds' ratios; returns
+    {clock: best ours / best plain, "median_" + clock: median of the rounds' ratios}."""
     ratios = {}
     for clock in ("wall", "cpu"):
         best_plain = max(getattr(p, clock) for p, _ in runs)
         best_ours = max(getattr(o, clock) for _, o in runs)
-        median = statistics.median(getattr(o, clock) / getattr(p, clock) for p, o in runs)
-        print(f"{name} {clock}: plain {best_plain:,.0f}, ours {best_ours:,.0f} tokens/s (best of {args.rounds}); "
-              f"ratio {best_ours / best_plain:.3f}, median of the rounds' ratios {median:.3f}", flush=True)
-        ratios[clock] = best_ours / best_plain
+        per_round = sorted(getattr(o, clock) / getattr(p, clock) for p, o in runs)
+        ratios[clock], ratios[f"median_{clock}"] = best_ours / best_plain, statistics.median(per_round)
+        print(f"{name} {clock}: plain {best_plain:,.0f}, ours {best_ours:,.0f} tokens/s (best of {len(runs)}), ratio "
+              f"{ratios[clock]:.3f}; median of the rounds' ratios {ratios[f'median_{clock}']:.3f} "
+              f"(range {per_round[0]:.3f}-{per_round[-1]:.3f})", flush=True)
     return ratios
 
 
 def prepare_data(family: Family, data_dir: Path, results: Path) -> None:
+    if family.data_preparation is None:
+        return
     if not family.data_preparation:
         from nemo_launcher.jobs.common.sample_data import build_sample_data
 
@@ -228,10 +261,10 @@ def prepare_data(family: Family, data_dir: Path, results: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated: " + ", ".join(FAMILIES))
+    parser.add_argument("--families", default=",".join(DEFAULT_FAMILIES), help="comma-separated: " + ", ".join(FAMILIES))
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--window", type=int, default=10, help="steps per logging window; the first is not timed")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--plain-loop", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--family", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -252,7 +285,8 @@ def main() -> int:
         work = Path(scratch)
         ratios = {name: measure(name, work, args) for name in names}
     for name, ratio in ratios.items():
-        print(f"{name} ratio={ratio['wall']:.3f} cpu_ratio={ratio['cpu']:.3f}")
+        print(f"{name} ratio={ratio['wall']:.3f} cpu_ratio={ratio['cpu']:.3f} "
+              f"median_ratio={ratio['median_wall']:.3f} median_cpu_ratio={ratio['median_cpu']:.3f}")
     return 0
 
 
