@@ -1,7 +1,7 @@
 """Session fixtures for the job tests that need a real tiny pipeline run (conversion, evaluation)."""
 import pytest
 
-from .pipeline_support import SHORT_TRAINING, build_data, plan_pipeline, run_job
+from .pipeline_support import SHORT_TRAINING, build_data, plan_pipeline, prepare_data, run_job
 
 
 @pytest.fixture(scope="session")
@@ -10,6 +10,20 @@ def sample_data_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("data")
     build_data(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """tiny_data(choice) -> the data_dir that `data_preparation=<choice>` (e.g. bert/tiny_pile) filled, run by the
+    launcher here once per session for every module that trains on it; tests only read it."""
+    prepared = {}
+
+    def data_dir(choice: str):
+        if choice not in prepared:
+            prepared[choice] = prepare_data(choice, tmp_path_factory.mktemp(choice.replace("/", "_")))
+        return prepared[choice]
+
+    return data_dir
 
 
 @pytest.fixture(scope="session")

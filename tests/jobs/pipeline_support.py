@@ -51,6 +51,18 @@ def build_data(data_dir: Path) -> None:
     build_sample_data(data_dir, max_files=8)
 
 
+def prepare_data(choice: str, work: Path) -> Path:
+    """Runs `data_preparation=<choice>` with the launcher on this machine (interactive), as a user would; returns the
+    data_dir it filled (<work>/data)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env.pop("NEMO_LAUNCHER_DEBUG", None)
+    run = subprocess.run([sys.executable, "main.py", "stages=[data_preparation]", f"data_preparation={choice}",
+                          "cluster_type=interactive", f"base_results_dir={work / 'results'}", f"data_dir={work / 'data'}"],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return work / "data"
+
+
 def plan_pipeline(work: Path, overrides: List[str], data_dir: Path) -> PlannedRun:
     from nemo_launcher.launch.pipeline import build_plan, write_plan
     from tests.launch.conftest import compose_config

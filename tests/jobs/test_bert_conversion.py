@@ -46,17 +46,10 @@ SHORT_TRAINING = [
 
 
 @pytest.fixture(scope="module")
-def bert_data(tmp_path_factory):
+def bert_data(tiny_data):
     """What `data_preparation=bert/tiny_pile` writes: the three tiny Pile shards split into sentences and the
     lower-case WordPiece vocabulary trained on them, run by the launcher on this machine."""
-    work = tmp_path_factory.mktemp("bert_data")
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    env.pop("NEMO_LAUNCHER_DEBUG", None)
-    run = subprocess.run([sys.executable, "main.py", "stages=[data_preparation]", "data_preparation=bert/tiny_pile",
-                          "cluster_type=interactive", f"base_results_dir={work / 'results'}", f"data_dir={work / 'data'}"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return work / "data"
+    return tiny_data("bert/tiny_pile")
 
 
 def _train_and_convert(work, data_dir, overrides, processes):

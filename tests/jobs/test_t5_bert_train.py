@@ -3,9 +3,7 @@
 writes: the loss falls, a rerun after kill -9 ends bit-identical to an uninterrupted run, TP=2 gives TP=1's losses,
 and BERT trains with PP=2 (megatron-core 0.16 cannot split a T5 over pipeline stages: the launch refuses it,
 tests/launch/test_family_refusals.py)."""
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -45,18 +43,11 @@ def _checkpoints(family, work: Path) -> Path:
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
-def family_data(request, tmp_path_factory):
+def family_data(request, tiny_data):
     """(family, data_dir): the family's tiny data preparation run by the launcher on this machine."""
     require_module("megatron.core")
     family = request.param
-    work = tmp_path_factory.mktemp(f"{family}_data")
-    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    env.pop("NEMO_LAUNCHER_DEBUG", None)
-    run = subprocess.run([sys.executable, "main.py", "stages=[data_preparation]", f"data_preparation={FAMILIES[family][0]}",
-                          "cluster_type=interactive", f"base_results_dir={work / 'results'}", f"data_dir={work / 'data'}"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return family, work / "data"
+    return family, tiny_data(FAMILIES[family][0])
 
 
 @pytest.fixture(scope="module")

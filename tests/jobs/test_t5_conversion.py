@@ -182,13 +182,9 @@ def _prepare_data(choice, folder, steps, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def t5_tp2(tmp_path_factory):
+def t5_tp2(tmp_path_factory, tiny_data):
     """t5/tiny in the exportable style, trained at TP=2 for 4 steps, converted to TP=1 (+ Hugging Face) and TP=2."""
-    from nemo_launcher.jobs.data import download, extract, preprocess, train_tokenizer
-
-    work = tmp_path_factory.mktemp("t5_tp2")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        data = _prepare_data("t5/tiny_pile", work, (download, extract, train_tokenizer, preprocess), monkeypatch)
+    work, data = tmp_path_factory.mktemp("t5_tp2"), tiny_data("t5/tiny_pile")
     common = ["training=t5/tiny", "conversion=t5/convert_t5", *SHORT_T5, *EXPORTABLE, "training.trainer.devices=2",
               "training.model.tensor_model_parallel_size=2"]
     run = plan_pipeline(work, ["stages=[training,conversion]", *common, "conversion.hf.mode=required"], data)
