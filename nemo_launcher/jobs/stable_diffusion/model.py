@@ -252,7 +252,9 @@ def _checkpoint_tensors(folder: Path):
     metadata = dist_checkpointing.load_tensors_metadata(str(checkpoint))
     wanted = {name: entry for name, entry in metadata.items() if name.startswith((UNET, VAE, TEXT_ENCODER))}
     loaded = dist_checkpointing.load(wanted, str(checkpoint), validate_access_integrity=False)
-    return {name: tensor.cpu() for name, tensor in loaded.items()}, common[CONFIG_STATE_KEY]
+    # The metadata lists the sharded objects (e.g. Transformer Engine's extra states) beside the tensors; weights only.
+    return ({name: tensor.cpu() for name, tensor in loaded.items() if isinstance(tensor, torch.Tensor)},
+            common[CONFIG_STATE_KEY])
 
 
 def load_stable_diffusion(path, device: str = "cpu") -> StableDiffusionParts:
