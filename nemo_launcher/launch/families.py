@@ -181,6 +181,13 @@ FAMILIES: Dict[str, Family] = {
             schemas={"fw_inference": f"{_SCHEMAS}.sd_inference:EditConfig"},
         ),
         Family(
+            name="fid_evaluation",
+            description="COCO-2014 val images and captions for the Stable Diffusion FID/CLIP evaluation",
+            # Data preparation runs nemo_launcher.jobs.fid_evaluation.<step>: [generate_shapes] [standin_scorers] preprocess.
+            programs={"data_preparation": "nemo_launcher.jobs.fid_evaluation"},
+            schemas={"data_preparation": f"{_SCHEMAS}.fid_evaluation_data:FidEvaluationDataConfig"},
+        ),
+        Family(
             name="multimodal",
             description="image-text pairs for the vision and diffusion families: parquet -> WebDataset tars",
             programs={"data_preparation": "nemo_launcher.jobs.multimodal"},
