@@ -55,6 +55,9 @@ _T5_PROGRAMS = {
     "training": "nemo_launcher.jobs.t5.train",
     "conversion": "nemo_launcher.jobs.t5.convert",
     "fine_tuning": "nemo_launcher.jobs.t5.finetune",
+    "prompt_learning": "nemo_launcher.jobs.t5.prompt_learning",
+    "adapter_learning": "nemo_launcher.jobs.t5.adapter_learning",
+    "ia3_learning": "nemo_launcher.jobs.t5.ia3_learning",
     "evaluation": "nemo_launcher.jobs.t5.evaluate",
     "export": "nemo_launcher.jobs.t5.export",
 }
@@ -63,11 +66,17 @@ _T5_SCHEMAS = {
     "training": f"{_SCHEMAS}.t5_training:T5TrainingConfig",
     "conversion": f"{_SCHEMAS}.t5_conversion:T5ConversionConfig",
     "fine_tuning": f"{_SCHEMAS}.t5_finetuning:T5FinetuneConfig",
+    # GPT's schema of the frozen-base methods: the architecture comes from the .nemo, the keys are the same.
+    "prompt_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
+    "adapter_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
+    "ia3_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
     "evaluation": f"{_SCHEMAS}.t5_evaluation:QaEvaluationConfig",
     "export": f"{_SCHEMAS}.t5_export:T5ExportConfig",
 }
-# SQuAD-format JSON (SQuAD, XQuAD) -> source/target text files, before fine-tuning or evaluating on them.
-_T5_PREPARERS = {"fine_tuning": "nemo_launcher.jobs.t5.squad_data", "evaluation": "nemo_launcher.jobs.t5.squad_data"}
+# SQuAD-format JSON (SQuAD, XQuAD) -> source/target text files, before fine-tuning or evaluating on them; -> the
+# prompt-learning jsonl (GPT's preparer) before the frozen-base methods.
+_T5_PREPARERS = {"fine_tuning": "nemo_launcher.jobs.t5.squad_data", "evaluation": "nemo_launcher.jobs.t5.squad_data",
+                 **{stage: "nemo_launcher.jobs.data.squad" for stage in ("prompt_learning", "adapter_learning", "ia3_learning")}}
 
 FAMILIES: Dict[str, Family] = {
     family.name: family
@@ -147,6 +156,10 @@ FAMILIES: Dict[str, Family] = {
         _tuned_evaluation("prompt", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "PromptGptEvaluationConfig"),
         _tuned_evaluation("adapter", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "TunedEvaluationConfig"),
         _tuned_evaluation("ia3", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "TunedEvaluationConfig"),
+        _tuned_evaluation("prompt", "t5", "nemo_launcher.jobs.t5.evaluate_tuned", "TunedEvaluationConfig"),
+        _tuned_evaluation("prompt", "mt5", "nemo_launcher.jobs.t5.evaluate_tuned", "TunedEvaluationConfig"),
+        _tuned_evaluation("adapter", "t5", "nemo_launcher.jobs.t5.evaluate_tuned", "TunedEvaluationConfig"),
+        _tuned_evaluation("ia3", "t5", "nemo_launcher.jobs.t5.evaluate_tuned", "TunedEvaluationConfig"),
         Family(
             name="dit",
             description="diffusion transformer (adaLN-Zero DiT on megatron-core layers): latents in, noise out",

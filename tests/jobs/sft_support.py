@@ -86,9 +86,9 @@ def lora_section(nemo: str, data: str, log_dir: str, **lora_overrides) -> dict:
     return section
 
 
-def run_tuning(program: str, section: dict, work, processes: int = 1, expect_rc: int = 0):
-    """Writes the resolved section to <work>/<program>.yaml and runs nemo_launcher.jobs.gpt.<program> on it as the
-    launcher would (torchrun for several processes); returns the CompletedProcess."""
+def run_tuning(program: str, section: dict, work, processes: int = 1, expect_rc: int = 0, family: str = "gpt"):
+    """Writes the resolved section to <work>/<program>.yaml and runs nemo_launcher.jobs.<family>.<program> on it as
+    the launcher would (torchrun for several processes); returns the CompletedProcess."""
     import yaml
 
     from .gpt_train_support import run_training
@@ -96,10 +96,11 @@ def run_tuning(program: str, section: dict, work, processes: int = 1, expect_rc:
     config = Path(work) / f"{program}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(section))
-    return run_training(config, processes=processes, expect_rc=expect_rc, program=(f"nemo_launcher.jobs.gpt.{program}",))
+    return run_training(config, processes=processes, expect_rc=expect_rc, timeout=600,
+                        program=(f"nemo_launcher.jobs.{family}.{program}",))
 
 
-def start_tuning(program: str, section: dict, work, log):
+def start_tuning(program: str, section: dict, work, log, family: str = "gpt"):
     """The program in the background (for kill -9 tests), its output in `log`."""
     import subprocess
 
@@ -111,5 +112,5 @@ def start_tuning(program: str, section: dict, work, log):
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(section))
     handle = open(log, "w")
-    return subprocess.Popen(command(config, program=(f"nemo_launcher.jobs.gpt.{program}",)), cwd=REPO, env=environment(),
+    return subprocess.Popen(command(config, program=(f"nemo_launcher.jobs.{family}.{program}",)), cwd=REPO, env=environment(),
                             stdout=handle, stderr=subprocess.STDOUT, text=True)

@@ -1,5 +1,5 @@
-"""Every T5, mT5 and BERT launcher command the seed prints, and its GPT prompt learning, adapter and IA3 commands
-with their evaluations, dry-run clean once their paths are filled in.
+"""Every T5, mT5 and BERT launcher command the seed prints, and its GPT, T5 and mT5 prompt learning, adapter and IA3
+commands with their evaluations, dry-run clean once their paths are filled in.
 
 The commands are copied as the seed prints them (all for Base Command Platform, `cluster_type=bcp`). Before they
 run here: the container paths become folders of this test (`/opt/NeMo-Megatron-Launcher/launcher_scripts` this
@@ -7,9 +7,6 @@ repository, `/mount/...` a tmp folder holding the inputs the command names), `$N
 the seed's prose gives, the log redirection is dropped, and the typos the seed inventory lists (§10.3) are
 corrected, each said below. "Clean" means exit 0 with the input check on and no warning: every file the jobs
 would open exists where the command says.
-
-Not here yet: the seed's T5/mT5 prompt_learning, adapter_learning and ia3_learning commands (t5/squad, mt5/squad)
-and their evaluation=prompt_t5/..., adapter_t5/..., ia3_t5/... commands: the T5 side of those stages is to come.
 """
 import shlex
 import subprocess
@@ -196,6 +193,38 @@ evaluation.model.adapter_model_file=/mount/results/gpt3_5b/ia3_learning_squad/re
 >> /results/eval_ia3_t5_log.txt 2>&1
 """, ["results/gpt3_5b/ia3_learning_squad/results/megatron_t5_ia3.nemo", GPT_BASE, PROMPT_TEST], None),
 })
+
+# T5's and mT5's parameter-efficient tuning and evaluations (seed §5.10.2, §5.11.2, §5.13.5, §5.13.7).
+T5_BASE = "results/t5_220m/convert_nemo/results/megatron_t5.nemo"
+_T5_TUNING = r"""
+python3 /opt/NeMo-Megatron-Launcher/launcher_scripts/main.py {stage}={family}/squad \
+stages=[{stage}] cluster_type=bcp \
+launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts data_dir=/mount/data base_results_dir=/mount/results \
+{stage}.run.model_train_name={run} \
+{stage}.model.language_model_path=/mount/results/t5_220m/convert_nemo/results/megatron_{family}.nemo \
+>> /results/{stage}_{family}_log.txt 2>&1
+"""
+# The mT5 command reads megatron_mt5.nemo from the t5_220m run's folder, as printed.
+for line, stage, family, train_run in ((3480, "prompt_learning", "t5", "t5_220m"), (3495, "prompt_learning", "mt5", "mt5_390m"),
+                                 (3714, "adapter_learning", "t5", "t5_220m"), (3729, "ia3_learning", "t5", "t5_220m")):
+    text = _T5_TUNING.replace("{stage}", stage).replace("{family}", family).replace("{run}", train_run)
+    SEED[f"{stage}_{family}"] = (line, text, [f"results/t5_220m/convert_nemo/results/megatron_{family}.nemo"] + SQUAD, None)
+_T5_EVALUATION = r"""
+python3 /opt/NeMo-Megatron-Launcher/launcher_scripts/main.py stages=[evaluation] evaluation={method}_{family}/squad \
+ cluster_type=bcp launcher_scripts_path=/opt/NeMo-Megatron-Launcher/launcher_scripts data_dir=/mount/data \
+base_results_dir=/mount/results evaluation.run.results_dir=/mount/results/{run}/eval_{method}_squad \
+evaluation.model.{key}=/mount/results/{run}/{method}_learning_squad/results/megatron_{family}_{method}.nemo \
+>> /results/eval_{method}_{family}_log.txt 2>&1
+"""
+for line, method, family, train_run, key in ((4349, "prompt", "t5", "t5_220m", "virtual_prompt_model_file"),
+                                       (4362, "prompt", "mt5", "mt5_390m", "virtual_prompt_model_file"),
+                                       (4572, "adapter", "t5", "t5_220m", "adapter_model_file"),
+                                       (4585, "ia3", "t5", "t5_220m", "adapter_model_file")):
+    text = _T5_EVALUATION
+    for word, value in (("{method}", method), ("{family}", family), ("{run}", train_run), ("{key}", key)):
+        text = text.replace(word, value)
+    SEED[f"evaluate_{method}_{family}"] = (line, text, [f"results/{train_run}/{method}_learning_squad/results/megatron_{family}_{method}.nemo",
+                                                        f"results/{train_run}/convert_nemo/results/megatron_{family}.nemo", PROMPT_TEST], None)
 
 # The seed's typos (inventory §10.3), corrected before the command runs: name -> [(as printed, corrected)].
 TYPOS = {

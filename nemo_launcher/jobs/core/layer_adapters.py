@@ -1,22 +1,25 @@
-"""Houlsby adapters and IA3 vectors inside the layers of a frozen megatron-core GPTModel (local layer spec).
+"""Houlsby adapters and IA3 vectors inside the layers of a frozen megatron-core model (local layer spec): a
+GPTModel's decoder layers, or a T5Model's encoder and decoder layers.
 
     adapters = add_houlsby(model, adapter_section, seed=1234)   # after each layer's attention and MLP
     vectors = add_ia3(model)                                      # scales keys, values and the MLP's activations
 
-Both attach through forward hooks, so the base model's parameter names and code stay untouched.
+Both attach through forward hooks, so the base model's parameter names and code stay untouched. Tensors are named
+after the linear they sit on (decoder.layers.0.mlp.linear_fc2.ia3_ffn, encoder.layers.1...).
 
-- Houlsby (adapter_learning): out + up(act(down(norm(out)))) on the attention block's and the MLP's outputs
+- Houlsby (adapter_learning): out + up(act(down(norm(out)))) on the self-attention block's and the MLP's outputs
   (linear_proj, linear_fc2; the row-parallel outputs are whole on every TP rank, so each rank holds the whole
   adapter and computes the same thing). `up` starts at zero: training starts from the base model.
-- IA3 (ia3_learning): learned vectors, started at 1, multiply the keys and values that linear_qkv produces and the
-  activations that enter linear_fc2. They follow the TP split of what they scale (query groups, FFN columns).
+- IA3 (ia3_learning): learned vectors, started at 1, multiply the keys and values that linear_qkv produces (and, in
+  a T5 decoder layer, the encoder-side keys and values of the cross-attention's linear_kv) and the activations that
+  enter linear_fc2. They follow the TP split of what they scale (query groups, heads, FFN columns).
 """
 import math
 from typing import Dict
 
 import torch
 
-from ..core.tuning import replicated, split
+from .tuning import replicated, split
 
 
 class HoulsbyAdapter(torch.nn.Module):
@@ -59,15 +62,24 @@ def add_houlsby(model: torch.nn.Module, section, seed: int) -> Dict[str, torch.n
         param.requires_grad_(False)
     generator = torch.Generator().manual_seed(seed)
     params = {}
-    for index, layer in enumerate(model.decoder.layers):
+    for prefix, layer in transformer_layers(model):
         for path in ("self_attention.linear_proj", "mlp.linear_fc2"):
             linear = layer.get_submodule(path)
             adapter = HoulsbyAdapter(model.config.hidden_size, section, generator).to(linear.weight.device)
             linear.houlsby = adapter
             linear.register_forward_hook(_add_adapter, with_kwargs=True)
             for name, param in adapter.named_parameters():
-                params[f"decoder.layers.{index}.{path}.houlsby.{name}"] = param
+                params[f"{prefix}.{path}.houlsby.{name}"] = param
     return params
+
+
+def transformer_layers(model: torch.nn.Module):
+    """(name prefix, layer) of every transformer layer: the encoder's first (T5), then the decoder's."""
+    for stack in ("encoder", "decoder"):
+        block = getattr(model, stack, None)
+        if block is not None:
+            for index, layer in enumerate(block.layers):
+                yield f"{stack}.layers.{index}", layer
 
 
 def houlsby_sharded_state(params: Dict[str, torch.nn.Parameter]) -> Dict[str, object]:
@@ -91,6 +103,7 @@ class KeyValueScales(torch.nn.Module):
     """This rank's key and value vectors ([local query groups x head size] each) and the qkv output scale they make."""
 
     def __init__(self, groups: int, queries_per_group: int, head: int, device):
+        # queries_per_group 0: a cross-attention's linear_kv, which produces keys and values only
         super().__init__()
         self.groups, self.queries, self.head = groups, queries_per_group, head
         self.key = torch.nn.Parameter(torch.ones(groups * head, device=device))
@@ -115,17 +128,20 @@ def add_ia3(model: torch.nn.Module) -> Dict[str, torch.nn.Parameter]:
     heads, groups = config.num_attention_heads, config.num_query_groups or config.num_attention_heads
     head = config.kv_channels
     params = {}
-    for index, layer in enumerate(model.decoder.layers):
-        qkv = layer.self_attention.linear_qkv
-        qkv.ia3 = KeyValueScales(groups // tp, heads // groups, head, qkv.weight.device)
-        qkv.ia3_scale = qkv.ia3.forward
-        qkv.register_forward_hook(_scale_kv, with_kwargs=True)
+    for prefix, layer in transformer_layers(model):
+        linears = [("self_attention.linear_qkv", groups, heads // groups)]
+        if hasattr(layer.cross_attention, "linear_kv"):  # a T5 decoder layer: one key and value head per query head
+            linears.append(("cross_attention.linear_kv", heads, 0))
+        for path, kv_heads, queries in linears:
+            linear = layer.get_submodule(path)
+            linear.ia3 = KeyValueScales(kv_heads // tp, queries, head, linear.weight.device)
+            linear.ia3_scale = linear.ia3.forward
+            linear.register_forward_hook(_scale_kv, with_kwargs=True)
+            params[f"{prefix}.{path}.ia3.key"] = linear.ia3.key
+            params[f"{prefix}.{path}.ia3.value"] = linear.ia3.value
         fc2 = layer.mlp.linear_fc2
         fc2.ia3_ffn = torch.nn.Parameter(torch.ones(fc2.weight.shape[1], device=fc2.weight.device))
         fc2.register_forward_pre_hook(_scale_ffn, with_kwargs=True)
-        prefix = f"decoder.layers.{index}"
-        params[f"{prefix}.self_attention.linear_qkv.ia3.key"] = qkv.ia3.key
-        params[f"{prefix}.self_attention.linear_qkv.ia3.value"] = qkv.ia3.value
         params[f"{prefix}.mlp.linear_fc2.ia3_ffn"] = fc2.ia3_ffn
     for param in params.values():
         # Each TP rank holds its own slice: without the mark, megatron's gradient norm (clipping) would count only

@@ -42,6 +42,40 @@ class Tuning:
         return {}
 
 
+class Method:
+    """What a tuning method does to the frozen (or not) base model. Parameters it adds are named for checkpoints."""
+
+    name = "method"
+    freezes_base = True
+    base_step: Any = None  # the family recipe's forward_step_func; the family's tuning job sets it
+
+    def attach(self, model: torch.nn.Module, job: "Tuning") -> None:
+        """Freezes what stays fixed and adds the method's parameters to `model` (before DDP wraps it)."""
+        raise NotImplementedError
+
+    def sharded_state(self) -> Dict[str, Any]:
+        return {}
+
+    def load_state(self, state: Dict[str, Any]) -> None:
+        """Loads what sharded_state saved."""
+
+    def forward_step(self, data_iterator, model):
+        """megatron-core's forward_step_func: the family's own unless the method feeds the model differently."""
+        return self.base_step(data_iterator, model)
+
+    def before_generation(self, tokens: torch.Tensor, sample: Dict[str, Any]) -> None:
+        """Called with each generation window; prompt learning places its virtual tokens here."""
+
+    def write(self, module: "TuningModule", job: "Tuning") -> Dict[str, str]:
+        """Every rank, once max_steps is reached: writes the results; {summary label: path}."""
+        raise NotImplementedError
+
+    def describe(self, model: torch.nn.Module) -> str:
+        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in model.parameters())
+        return f"{self.name}: {trainable:,} trainable of {total:,} parameters on this rank"
+
+
 class TuningModule(TrainingModule):
     def __init__(self, parts, tuning: Tuning):
         super().__init__(parts)

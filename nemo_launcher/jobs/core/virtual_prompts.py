@@ -1,4 +1,4 @@
-"""Prompt tuning and p-tuning on a frozen megatron-core GPTModel: virtual-token embeddings per task.
+"""Prompt tuning and p-tuning on a frozen megatron-core GPTModel or T5Model: virtual-token embeddings per task.
 
     prompts = VirtualPrompts(model, hidden=64, tasks=["a", "b"], new_tasks=["b"], style="p-tuning", ...)
     prompts.place(virtual_mask, task_ids)     # before a forward: which positions get which task's tokens
@@ -7,6 +7,8 @@
 The virtual tokens enter through a forward hook on the word embedding: its output rows at the virtual positions
 are replaced by the task's tokens, so position embeddings, dropout and everything after stay megatron's own. The
 embedding's output is whole on every TP rank, and so are the prompt parameters (their gradients agree across ranks).
+A T5Model embeds its encoder input and then its decoder input with the same table: the virtual tokens belong to
+the encoder's input, so there a placement serves the first embedding call after `place` only.
 
 - prompt tuning (Lester et al.): each new task's tokens are parameters, started from the embeddings of a text or
   at random;
@@ -55,7 +57,7 @@ class PromptEncoder(torch.nn.Module):
 
 
 class VirtualPrompts(torch.nn.Module):
-    """A child module of the GPTModel (so DDP and the optimizer see its parameters)."""
+    """A child module of the model (so DDP and the optimizer see its parameters)."""
 
     def __init__(self, model, tasks: List[str], new_tasks: List[str], tokens: Dict[str, int], style: str,
                  existing: Dict[str, torch.Tensor], p_tuning, init_methods: Optional[List[str]],
@@ -76,6 +78,7 @@ class VirtualPrompts(torch.nn.Module):
         self.encoder = (PromptEncoder(p_tuning.encoder_type, hidden, p_tuning.encoder_hidden, p_tuning.num_layers,
                                       p_tuning.dropout, p_tuning.init_std, generator) if style == "p-tuning" else None)
         self._placement = None
+        self._encoder_only = getattr(model, "encoder", None) is not None  # an encoder-decoder (T5)
         self._hook = embedding.register_forward_hook(self._replace)
 
     def tokens_of(self, task: str) -> torch.Tensor:
@@ -91,6 +94,8 @@ class VirtualPrompts(torch.nn.Module):
         if self._placement is None:
             return output
         mask, task_ids = self._placement
+        if self._encoder_only:  # the decoder's embedding call comes next and keeps its own tokens
+            self._placement = None
         rows = [int(r) for r in torch.nonzero(mask.any(dim=1)).flatten()]
         values = torch.cat([self.tokens_of(self.tasks[int(task_ids[r])]) for r in rows]).to(output.dtype)
         return output.masked_scatter(mask.unsqueeze(-1).expand_as(output), values)

@@ -16,44 +16,9 @@ import torch
 
 from ..common.config import JobConfigError
 from ..core.recipe import Sequences
-from ..core.tuning import Tuning, TuningModule
+from ..core.tuning import Method, Tuning, TuningModule  # noqa: F401  (Method: the methods' base, here for them)
 
 log = logging.getLogger(__name__)
-
-
-class Method:
-    """What a tuning method does to the frozen (or not) base model. Parameters it adds are named for checkpoints."""
-
-    name = "method"
-    freezes_base = True
-
-    def attach(self, model: torch.nn.Module, job: "GptTuning") -> None:
-        """Freezes what stays fixed and adds the method's parameters to `model` (before DDP wraps it)."""
-        raise NotImplementedError
-
-    def sharded_state(self) -> Dict[str, Any]:
-        return {}
-
-    def load_state(self, state: Dict[str, Any]) -> None:
-        """Loads what sharded_state saved."""
-
-    def forward_step(self, data_iterator, model):
-        """megatron-core's forward_step_func; the plain GPT one unless the method feeds the model differently."""
-        from .recipe import gpt_forward_step
-
-        return gpt_forward_step(data_iterator, model)
-
-    def before_generation(self, tokens: torch.Tensor, sample: Dict[str, Any]) -> None:
-        """Called with each generation window; prompt learning places its virtual tokens here."""
-
-    def write(self, module: TuningModule, job: "GptTuning") -> Dict[str, str]:
-        """Every rank, once max_steps is reached: writes the results; {summary label: path}."""
-        raise NotImplementedError
-
-    def describe(self, model: torch.nn.Module) -> str:
-        trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        total = sum(p.numel() for p in model.parameters())
-        return f"{self.name}: {trainable:,} trainable of {total:,} parameters on this rank"
 
 
 class GptTuning(Tuning):
@@ -72,6 +37,7 @@ class GptTuning(Tuning):
     def recipe(self, cfg):
         from .recipe import GPT
 
+        self.method.base_step = GPT.forward_step
         return dataclasses.replace(GPT, forward_step=self.method.forward_step,
                                    sequences=lambda model: Sequences(self.data.max_seq_length), flops_per_token=None)
 

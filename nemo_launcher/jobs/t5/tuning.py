@@ -64,9 +64,9 @@ def _validation_files(cfg, encoder: PairEncoder) -> List[ValidationFile]:
     return files
 
 
-def _load_model(cfg, precision: str):
+def load_base_model(path: str, tp: int, dropout, precision: str, key: str = "model.restore_from_path"):
     """(this rank's T5Model with the .nemo's weights, in training mode, the .nemo's config, tokenizer). The
-    architecture is the .nemo's; dropout is this config's."""
+    architecture is the .nemo's; dropout, (hidden, attention), is the tuning config's. `key` names the path in errors."""
     from megatron.core import parallel_state
 
     from ..common.config import bind
@@ -77,9 +77,8 @@ def _load_model(cfg, precision: str):
     from .shards import t5_shard_layout
     from .standalone import build_inference_model, inference_section, load_t5_nemo
 
-    path, tp = cfg.model.restore_from_path, cfg.model.tensor_model_parallel_size
     if not Path(path).is_file():
-        raise JobConfigError(f"model.restore_from_path: {path} does not exist")
+        raise JobConfigError(f"{key}: {path} does not exist")
     nemo_config = read_nemo_config(path)
     section = bind(T5ModelSection, nemo_config, "model")
     if section.num_attention_heads % tp:
@@ -91,12 +90,17 @@ def _load_model(cfg, precision: str):
     else:  # another layout: merged, then cut for this TP (each rank reads the archive whole once)
         _, full = load_t5_nemo(path)
         state_dict = split_state_dict(full, t5_shard_layout(nemo_config, tp), tp_rank, 0)
-    section = dataclasses.replace(inference_section(section, tp), hidden_dropout=cfg.model.hidden_dropout,
-                                  attention_dropout=cfg.model.attention_dropout)
+    section = dataclasses.replace(inference_section(section, tp), hidden_dropout=dropout[0], attention_dropout=dropout[1])
     tokenizer = load_tokenizer(**dataclasses.asdict(section.tokenizer))
     model = build_inference_model(section, padded_vocab_of(state_dict, tp, tokenizer.vocab_size), precision)
     load_weights(model, state_dict, str(path))
     return model.train(), nemo_config, tokenizer
+
+
+def check_cpu_precision(trainer) -> None:
+    if trainer.accelerator == "cpu" and trainer.precision_name() != "fp32":
+        raise JobConfigError(f"trainer.precision: {trainer.precision} needs accelerator gpu (megatron-core's "
+                             "mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
 
 
 def build_tuning_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
@@ -106,10 +110,10 @@ def build_tuning_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None
     from ..core.schedule import BatchSchedule
     from ..gpt.sft_data import MixedDataset
 
-    if cfg.trainer.accelerator == "cpu" and cfg.trainer.precision_name() != "fp32":
-        raise JobConfigError(f"trainer.precision: {cfg.trainer.precision} needs accelerator gpu (megatron-core's "
-                             "mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
-    model, nemo_config, tokenizer = _load_model(cfg, cfg.trainer.precision_name())
+    check_cpu_precision(cfg.trainer)
+    m = cfg.model
+    model, nemo_config, tokenizer = load_base_model(m.restore_from_path, m.tensor_model_parallel_size,
+                                                    (m.hidden_dropout, m.attention_dropout), cfg.trainer.precision_name())
     train_ds = cfg.model.data.train_ds
     encoder = PairEncoder(tokenizer, train_ds.max_src_seq_length, train_ds.max_tgt_seq_length)
     positions = nemo_config.get("max_position_embeddings")
