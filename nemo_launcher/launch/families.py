@@ -176,10 +176,12 @@ FAMILIES: Dict[str, Family] = {
             # Evaluation (fid_clip) runs nemo_launcher.jobs.fid_evaluation.<step>: generate -> fid -> clip -> plot.
             programs={"training": "nemo_launcher.jobs.stable_diffusion.train",
                       "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
-                      "evaluation": "nemo_launcher.jobs.fid_evaluation"},
+                      "evaluation": "nemo_launcher.jobs.fid_evaluation",
+                      "export": "nemo_launcher.jobs.stable_diffusion.export"},
             schemas={"training": f"{_SCHEMAS}.stable_diffusion_training:StableDiffusionTrainingConfig",
                      "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig",
-                     "evaluation": f"{_SCHEMAS}.sd_evaluation:FidClipConfig"},
+                     "evaluation": f"{_SCHEMAS}.sd_evaluation:FidClipConfig",
+                     "export": f"{_SCHEMAS}.sd_export:SdExportConfig"},
         ),
         Family(
             name="dreambooth",

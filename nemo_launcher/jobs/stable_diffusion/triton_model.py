@@ -1,0 +1,46 @@
+"""Triton Python backend of the stable_diffusion and instruct_pix2pix entries the export writes (copied to
+<entry>/1/model.py): the whole pipeline (tokenizer, text encoder, denoising loop, VAE) per request, its graphs under
+onnxruntime, through serving.py's DiffusionServer. config.pbtxt's parameter launcher_path names the repository whose
+`nemo_launcher` package this imports (with torch, diffusers, onnxruntime). Serve with
+
+    tritonserver --model-repository <out_path>/model_repo --model-control-mode=explicit --load-model stable_diffusion
+"""
+import json
+import os
+import sys
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        parameters = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+        launcher_path = parameters.get("launcher_path")
+        if launcher_path and launcher_path not in sys.path:
+            sys.path.insert(0, launcher_path)
+        from nemo_launcher.jobs.gpt.triton_model import _prefer_utf8
+
+        _prefer_utf8()  # before torch is imported (see there)
+        from nemo_launcher.jobs.stable_diffusion.serving import DiffusionServer
+
+        self.server = DiffusionServer.load(os.path.join(args["model_repository"], str(args["model_version"])))
+
+    def execute(self, requests):
+        import triton_python_backend_utils as pb_utils
+
+        responses = []
+        for request in requests:
+            inputs = {}
+            for spec in self.server.inputs:
+                tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
+                inputs[spec.name] = None if tensor is None else tensor.as_numpy()
+            try:
+                outputs = self.server.answer(inputs)
+            except ValueError as error:  # a bad request fails alone; the model stays up
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(error))))
+                continue
+            responses.append(pb_utils.InferenceResponse(
+                output_tensors=[pb_utils.Tensor(name, value) for name, value in outputs.items()]))
+        return responses
+
+    def finalize(self):
+        self.server = None
