@@ -16,7 +16,9 @@ import numpy as np
 class ClipScorer:
     def __init__(self, model_path: str, device="cpu"):
         from transformers import AutoImageProcessor, CLIPModel, CLIPTokenizer
+        from transformers.utils import logging as transformers_logging
 
+        transformers_logging.disable_progress_bar()  # a per-tensor loading bar is noise in a job log
         if not os.path.isfile(os.path.join(model_path, "config.json")):
             raise FileNotFoundError(os.path.join(model_path, "config.json"))
         self.model = CLIPModel.from_pretrained(model_path).eval().to(device)

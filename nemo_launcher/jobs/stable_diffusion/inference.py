@@ -35,7 +35,9 @@ def load_model(cfg):
     parts = load_stable_diffusion(cfg.model.restore_from_path, device=device)
     dtype = getattr(torch, torch_dtype_name(cfg.trainer))
     for network in (parts.unet, parts.vae, parts.text_encoder):
-        network.to(dtype)
+        # torch's own Module.to: diffusers' override logs a warning about modules to keep in float32 on every cast,
+        # even to float32, and these networks have none.
+        torch.nn.Module.to(network, dtype)
     return parts
 
 

@@ -81,15 +81,16 @@ def _denoise(parts, scheduler, latents, sampling: Sampling, generator, predict) 
     return latents
 
 
-def _to_unit(parts, latents) -> torch.Tensor:
+def decode_to_unit(parts, latents) -> torch.Tensor:
+    """Scaled latents -> images in [0, 1] on the CPU."""
     return ((parts.decode_latents(latents).float() + 1.0) / 2.0).clamp(0.0, 1.0).cpu()
 
 
 @torch.no_grad()
-def text_to_images(parts, prompts: List[str], sampling: Sampling, guidance_scale: float, images_per_prompt: int,
-                   height: int, width: int, generator: torch.Generator) -> torch.Tensor:
-    """[len(prompts) x images_per_prompt, 3, height, width] images in [0, 1], prompt-major. The starting noise
-    is drawn on the CPU from `generator`, so a seed gives the same images on any device."""
+def text_to_latents(parts, prompts: List[str], sampling: Sampling, guidance_scale: float, images_per_prompt: int,
+                    height: int, width: int, generator: torch.Generator) -> torch.Tensor:
+    """[len(prompts) x images_per_prompt, channels, height / f, width / f] scaled latents, prompt-major. The
+    starting noise is drawn on the CPU from `generator`, so a seed gives the same images on any device."""
     factor = vae_factor(parts)
     device = _device(parts)
     texts = [prompt for prompt in prompts for _ in range(images_per_prompt)]
@@ -107,7 +108,15 @@ def text_to_images(parts, prompts: List[str], sampling: Sampling, guidance_scale
         return unconditional + guidance_scale * (conditional - unconditional)
 
     scheduler = make_scheduler(parts.noise_scheduler, sampling.sampler)
-    return _to_unit(parts, _denoise(parts, scheduler, latents, sampling, generator, predict))
+    return _denoise(parts, scheduler, latents, sampling, generator, predict)
+
+
+@torch.no_grad()
+def text_to_images(parts, prompts: List[str], sampling: Sampling, guidance_scale: float, images_per_prompt: int,
+                   height: int, width: int, generator: torch.Generator) -> torch.Tensor:
+    """[len(prompts) x images_per_prompt, 3, height, width] images in [0, 1], prompt-major (text_to_latents decoded)."""
+    return decode_to_unit(parts, text_to_latents(parts, prompts, sampling, guidance_scale, images_per_prompt, height,
+                                                 width, generator))
 
 
 def resize_for_edit(image, resolution: int, multiple: int):
@@ -154,7 +163,7 @@ def edit_image(parts, pixels: torch.Tensor, prompt: str, steps: int, cfg_text: f
         return unconditional + cfg_text * (full - image_only) + cfg_image * (image_only - unconditional)
 
     scheduler = make_scheduler(parts.noise_scheduler, "EulerAncestral")
-    return _to_unit(parts, _denoise(parts, scheduler, latents, Sampling(steps=steps), generator, predict))
+    return decode_to_unit(parts, _denoise(parts, scheduler, latents, Sampling(steps=steps), generator, predict))
 
 
 def tile(images: torch.Tensor, rows: int, cols: int) -> torch.Tensor:

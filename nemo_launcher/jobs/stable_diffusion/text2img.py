@@ -4,7 +4,10 @@
 For each prompt, infer.num_images_per_prompt images from the .nemo (schema: contract/schemas/sd_inference.py):
 `<out_path>/images/<prompt>_<image>.png`, with infer.combine_images a `grid_<prompt>.png`, and `text2img.json`
 (prompts, settings, files). With class_reference_dir, each prompt that names a class (a folder name, underscores as
-spaces) is scored by its images' nearest class-mean image (mean squared pixel difference), as DiT's samples are.
+spaces) is scored by the nearest class mean, as DiT's samples are: in the model's latent space (the sampled latents
+against the mean VAE latent of each class's reference images: what the UNet learned, whatever the VAE) and in pixels
+(the decoded images against each class's mean image: meaningful only with a trained VAE; the tiny configs' VAE is
+random, so its decoder draws no shapes).
 """
 import json
 import sys
@@ -15,8 +18,9 @@ from ...contract.schemas.sd_inference import TEXT2IMG_RESULTS, Text2ImgConfig
 from .inference import output_folder, run_program
 
 
-def class_folder_means(root: str, height: int, width: int) -> Dict[str, object]:
-    """{class name: mean image [3, H, W] in [0, 1]} of the class folders under root (<class>/*.png|jpg)."""
+def class_folder_means(root: str, height: int, width: int, encode=None) -> Dict[str, object]:
+    """{class name: mean image [3, H, W] in [0, 1]} of the class folders under root (<class>/*.png|jpg); with
+    `encode` (pixels [n, 3, H, W] in [-1, 1] -> latents), the mean of the encoded images instead."""
     import numpy as np
     import torch
     from PIL import Image
@@ -28,8 +32,40 @@ def class_folder_means(root: str, height: int, width: int) -> Dict[str, object]:
             continue
         stack = [np.asarray(Image.open(f).convert("RGB").resize((width, height), Image.BICUBIC), dtype=np.float32) / 255
                  for f in files]
-        means[folder.name.replace("_", " ")] = torch.from_numpy(np.mean(stack, axis=0)).permute(2, 0, 1)
+        pixels = torch.from_numpy(np.stack(stack)).permute(0, 3, 1, 2)
+        means[folder.name.replace("_", " ")] = (pixels if encode is None else encode(pixels * 2 - 1)).mean(0)
     return means
+
+
+def reference_latents(parts):
+    """pixels [n, 3, H, W] in [-1, 1] -> the scaled latents of the VAE posterior's mode (what sampling aims at)."""
+    import torch
+
+    def encode(pixels):
+        with torch.no_grad():
+            posterior = parts.vae.encode(pixels.to(next(parts.vae.parameters()).device, parts.vae.dtype)).latent_dist
+        return (posterior.mode() * parts.config.scale_factor).float().cpu()
+
+    return encode
+
+
+def class_scores(root: str, height: int, width: int, parts, prompts: List[str], latents, images) -> Dict:
+    """Nearest-class-mean scores of each prompt naming a class, in latent space and in pixels."""
+    import torch
+
+    from ..dit.sample import nearest_class_scores
+
+    scores = {}
+    for space, samples, encode in (("latent", latents, reference_latents(parts)), ("pixel", images, None)):
+        means = class_folder_means(root, height, width, encode)
+        classes = [named_class(prompt, list(means)) for prompt in prompts]
+        scored = [(c, s.float().cpu()) for c, s in zip(classes, samples) if c is not None]
+        scores[space] = nearest_class_scores(torch.stack([s for _, s in scored]) if scored else torch.zeros(0),
+                                             [c for c, _ in scored], means)
+    scores["latent"]["metric"] = ("mean squared difference of each sampled latent to the mean VAE latent (posterior "
+                                  "mode) of each class's reference images; the nearest mean is the predicted class")
+    scores["pixel"]["metric"] = "mean squared pixel difference of each decoded image to each class's mean image"
+    return scores
 
 
 def named_class(prompt: str, classes: List[str]) -> Optional[str]:
@@ -43,7 +79,7 @@ def generate(cfg: Text2ImgConfig, parts):
 
     from ..common.config import JobConfigError
     from ..common.report import Summary
-    from .sampling import Sampling, save_png, text_to_images, tile, vae_factor
+    from .sampling import Sampling, decode_to_unit, save_png, text_to_latents, tile, vae_factor
 
     infer = cfg.infer
     if vae_factor(parts) != infer.down_factor:
@@ -52,12 +88,14 @@ def generate(cfg: Text2ImgConfig, parts):
     output = output_folder(infer.out_path)
     images_dir = output_folder(str(output / "images"))
     sampling = Sampling(infer.inference_steps, infer.sampler_type, infer.eta)
-    files, samples = [], []
+    files, samples, sampled_latents = [], [], []
     for p, prompt in enumerate(infer.prompts):
         generator = torch.Generator().manual_seed(infer.seed + p)
-        images = text_to_images(parts, [prompt], sampling, infer.unconditional_guidance_scale,
-                                infer.num_images_per_prompt, infer.height, infer.width, generator)
+        latents = text_to_latents(parts, [prompt], sampling, infer.unconditional_guidance_scale,
+                                  infer.num_images_per_prompt, infer.height, infer.width, generator)
+        images = decode_to_unit(parts, latents)
         samples.append(images)
+        sampled_latents.append(latents)
         for i, image in enumerate(images):
             save_png(image, images_dir / f"{p:02d}_{i:02d}.png")
             files.append(f"images/{p:02d}_{i:02d}.png")
@@ -70,17 +108,14 @@ def generate(cfg: Text2ImgConfig, parts):
     summary = Summary(f"text2img finished: {len(infer.prompts) * infer.num_images_per_prompt} images of "
                       f"{len(infer.prompts)} prompts")
     if cfg.class_reference_dir:
-        from ..dit.sample import nearest_class_scores
-
-        means = class_folder_means(cfg.class_reference_dir, infer.height, infer.width)
-        classes = [named_class(prompt, list(means)) for prompt in infer.prompts]
-        scored = [(c, s) for c, s in zip(classes, samples) if c is not None]
-        scores = nearest_class_scores(torch.stack([s for _, s in scored]) if scored else torch.zeros(0),
-                                      [c for c, _ in scored], means)
-        report["class_scores"] = {**scores, "metric": "mean squared pixel difference to each class's mean image"}
-        if scores["accuracy"] is not None:
-            summary.add("nearest class", f"{100 * scores['accuracy']:.0f}% of images closest to their prompt's class "
-                                         f"mean (chance {100 * scores['chance']:.0f}%)")
+        scores = class_scores(cfg.class_reference_dir, infer.height, infer.width, parts, infer.prompts,
+                              sampled_latents, samples)
+        report["class_scores"] = scores
+        for space, what in (("latent", "latents nearest their prompt's class mean latent"),
+                            ("pixel", "images nearest their prompt's class mean image")):
+            if scores[space]["accuracy"] is not None:
+                summary.add(f"nearest class ({space})", f"{100 * scores[space]['accuracy']:.0f}% of {what} (chance "
+                                                       f"{100 * scores[space]['chance']:.0f}%)")
     (output / TEXT2IMG_RESULTS).write_text(json.dumps(report, indent=1))
     summary.add("images", f"{images_dir} ({len(infer.prompts) * infer.num_images_per_prompt} PNG)")
     summary.add("results", output / TEXT2IMG_RESULTS)

@@ -1,0 +1,22 @@
+"""generate_shapes: a COCO-2014-format stand-in of coloured shapes where the real val2014 files would go (tiny configs).
+
+    python3 -u -m nemo_launcher.jobs.fid_evaluation.generate_shapes --config <job dir>/<run.name>_hydra.yaml
+"""
+from ..data.config import run_step
+from ..data.step_report import StepReport
+from .coco import load_data_config, write_coco_shapes
+
+
+def main(argv=None) -> StepReport:
+    cfg = load_data_config("generate_shapes", argv)
+    spec = cfg.generate_shapes
+    report = StepReport("generate_shapes", unit="set")
+    write_coco_shapes(cfg.coco_images_dir, cfg.coco_captions_file, spec.num_images, spec.image_size, spec.seed)
+    report.done("coco2014 stand-in", output=cfg.coco_images_dir)
+    report.note("images", f"{spec.num_images} of {spec.image_size} px, two captions each, in {cfg.coco_images_dir}")
+    report.note("captions", cfg.coco_captions_file)
+    return report
+
+
+if __name__ == "__main__":
+    run_step(main)

@@ -1,0 +1,23 @@
+"""standin_scorers: randomly initialised Inception and CLIP files in the real ones' formats (tiny configs; nothing
+downloads here). See standins.py for what scores computed with them mean.
+
+    python3 -u -m nemo_launcher.jobs.fid_evaluation.standin_scorers --config <job dir>/<run.name>_hydra.yaml
+"""
+from ..data.config import run_step
+from ..data.step_report import StepReport
+from .coco import load_data_config
+
+
+def main(argv=None) -> StepReport:
+    from .standins import write_random_inception, write_tiny_clip
+
+    cfg = load_data_config("standin_scorers", argv)
+    spec = cfg.standin_scorers
+    report = StepReport("standin_scorers", unit="network")
+    report.done("inception", output=write_random_inception(spec.inception_weights_path, spec.seed))
+    report.done("clip", output=write_tiny_clip(spec.clip_model_path, spec.seed))
+    return report
+
+
+if __name__ == "__main__":
+    run_step(main)
