@@ -157,6 +157,23 @@ class DitTrainingConfig(TrainingStage):
                                        "(or use model.data.data_type: mock to validate on held-out mock samples)")
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
         check_schedule(self.model, self.trainer, key)
+        self._check_cpu_parallelism(key)
+
+    def _check_cpu_parallelism(self, key: str) -> None:
+        """What splits a sample's tokens needs Transformer Engine, which runs on GPUs only: on the CPU context
+        parallelism would fail at the first step and sequence parallelism would be dropped (the local spec's torch
+        LayerNorm refuses it), so both are refused before the queue wait."""
+        if self.trainer.accelerator != "cpu":
+            return
+        m = self.model
+        if m.context_parallel_size > 1:
+            raise config_fault(f"{key}.model.context_parallel_size", m.context_parallel_size,
+                               "context parallelism needs Transformer Engine attention, on GPUs only: set 1 with "
+                               "trainer.accelerator cpu")
+        if m.sequence_parallel and m.tensor_model_parallel_size > 1:
+            raise config_fault(f"{key}.model.sequence_parallel", True,
+                               "sequence parallelism needs Transformer Engine's norms, on GPUs only (the local spec's "
+                               "torch LayerNorm refuses it): set false with trainer.accelerator cpu")
 
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the Energon dataset's index."""
