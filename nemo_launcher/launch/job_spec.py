@@ -30,6 +30,7 @@ class JobSpec:
     nodes: int = 1
     tasks_per_node: int = 1
     uses_gpus: bool = True  # False: CPU-only job, no GPUs are requested
+    gpus_per_node: Optional[int] = None  # GPUs asked for on each node when uses_gpus; None: the cluster's gpus_per_node
     cpus_per_task: Optional[int] = None
     array: Optional[str] = None  # Slurm array spec such as "0-29%30"; None for a single job
     # Where there are no job arrays (BCP), the array's items are dealt over this many nodes x processes instead.

@@ -188,7 +188,7 @@ def _gpus_per_node(plan: Plan, spec: JobSpec) -> str:
     if not spec.uses_gpus:
         return "-"
     if plan.backend.name == "bcm":
-        return str(plan.context.cluster.get("gpus_per_node") or "-")
+        return str(spec.gpus_per_node or plan.context.cluster.get("gpus_per_node") or "-")
     return str(spec.tasks_per_node)  # one process per GPU where no scheduler hands GPUs out
 
 

@@ -24,6 +24,10 @@ def test_fid_clip_renders_four_chained_jobs(launch, tmp_path):
     assert "#SBATCH --array=0-7%8" in scripts["generate"]
     assert "nemo_launcher.jobs.fid_evaluation.generate" in scripts["generate"]
     assert not any("--array" in scripts[step] for step in ("fid", "clip", "plot"))
+    # generate takes the node's GPUs, one per process; the scoring steps one GPU, the plot none.
+    assert "#SBATCH --gpus-per-node=8" in scripts["generate"] and "--ntasks-per-node=8" in scripts["generate"]
+    assert "#SBATCH --gpus-per-node=1\n" in scripts["fid"] and "#SBATCH --gpus-per-node=1\n" in scripts["clip"]
+    assert "--gpus" not in scripts["plot"]
     # Each later job waits for the one before it (the plan's dependency column).
     assert re.search(r"_fid\s+DRYRUN-2\s+afterok:DRYRUN-1", out) and re.search(r"_clip\s+DRYRUN-3\s+afterok:DRYRUN-2", out)
     assert re.search(r"_plot\s+DRYRUN-4\s+afterok:DRYRUN-3", out)

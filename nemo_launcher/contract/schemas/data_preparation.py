@@ -46,6 +46,7 @@ class StepPlan:
     bcp_nodes: int = 1
     bcp_tasks_per_node: int = 1
     uses_gpus: bool = False  # the step's processes each take a GPU (one per task of the node)
+    gpus_per_node: Optional[int] = None  # GPUs the step asks for on a node, when uses_gpus; None: the cluster's
     # True: array task i reads only what task i of the array step before wrote (Slurm aftercorr); False: it reads
     # what every task of that step wrote, so it waits for the whole step.
     per_task: bool = True

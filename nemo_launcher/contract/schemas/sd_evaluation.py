@@ -7,9 +7,9 @@ guidance scales, scored by FID against the real images and by CLIP score against
 | step     | shape                                                  | reads                              | writes                        |
 |----------|--------------------------------------------------------|------------------------------------|-------------------------------|
 | generate | array of run.node_array_size = len(cfgs) x nnodes_per_cfg tasks, run.ntasks_per_node processes each | model, captions | fid.save_path/cfg<scale>/<caption>.png |
-| fid      | one process                                            | real images, generated, Inception  | fid_scores.csv                |
-| clip     | one process                                            | generated, captions, CLIP folder   | clip_scores.csv               |
-| plot     | one process                                            | both CSV files                     | fid_clip_plot.pdf             |
+| fid      | one process, one GPU                                   | real images, generated, Inception  | fid_scores.csv                |
+| clip     | one process, one GPU                                   | generated, captions, CLIP folder   | clip_scores.csv               |
+| plot     | one process, no GPU                                    | both CSV files                     | fid_clip_plot.pdf             |
 
 Each step waits for the whole step before it (afterok). Array task i generates guidance scale
 classifier_free_guidance[i // nnodes_per_cfg], share i % nnodes_per_cfg of the captions; its processes split that
@@ -112,10 +112,11 @@ class FidClipConfig:
             plans.append(StepPlan("generate", items=None if single else tuple(range(tasks)),
                                   array_limit=None if single else tasks, tasks_per_node=self.run.ntasks_per_node,
                                   uses_gpus=gpus, per_task=False))
+        # FID and CLIP scoring run in one process on one GPU (the seed's sub-stages), not on the node's eight.
         if self.compute_fid_scores:
-            plans.append(StepPlan("fid", uses_gpus=gpus, per_task=False))
+            plans.append(StepPlan("fid", uses_gpus=gpus, gpus_per_node=1, per_task=False))
         if self.compute_clip_scores:
-            plans.append(StepPlan("clip", uses_gpus=gpus, per_task=False))
+            plans.append(StepPlan("clip", uses_gpus=gpus, gpus_per_node=1, per_task=False))
         if self.plot_fid_clip:
             plans.append(StepPlan("plot", per_task=False))
         return plans

@@ -93,8 +93,9 @@ class SlurmBackend(Backend):
             "exclusive": True if cluster.get("exclusive") else None,
             "overcommit": True if cluster.get("overcommit") else None,
             "mem": slurm_memory(cluster.get("mem")),
-            "gpus-per-node": cluster.get("gpus_per_node") if spec.uses_gpus else None,
-            "gpus-per-task": cluster.get("gpus_per_task") if spec.uses_gpus else None,
+            "gpus-per-node": (spec.gpus_per_node or cluster.get("gpus_per_node")) if spec.uses_gpus else None,
+            # A job that names its own GPU count takes just those, whatever the cluster gives each task.
+            "gpus-per-task": cluster.get("gpus_per_task") if spec.uses_gpus and spec.gpus_per_node is None else None,
             "array": spec.array,
             "dependency": ",".join(spec.dependency) or None,
             # A job whose dependency can never be met (its upstream stage failed) is cancelled, not left PENDING.

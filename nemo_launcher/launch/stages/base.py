@@ -184,6 +184,7 @@ class Stage(ABC):
                 time_limit=str(run.time_limit),
                 tasks_per_node=plan.tasks_per_node,
                 uses_gpus=plan.uses_gpus,
+                gpus_per_node=plan.gpus_per_node if plan.uses_gpus else None,
                 cpus_per_task=plan.cpus_per_task,
                 array=slurm_array(plan.items, plan.array_limit) if is_array else None,
                 array_nodes=plan.bcp_nodes,
