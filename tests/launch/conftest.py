@@ -56,6 +56,15 @@ def _no_inherited_debug(monkeypatch):
     monkeypatch.delenv("NEMO_LAUNCHER_FULL_ERROR", raising=False)
 
 
+@pytest.fixture(scope="session")
+def tiny_pile_data(tmp_path_factory) -> Path:
+    """A data_dir that `data_preparation=gpt3/tiny_pile` filled here (interactive): GPT-2's files and the tiny Pile's
+    three preprocessed shards. The Slurm training tests share it and only read it (the sweep test checks that)."""
+    from tests.jobs.pipeline_support import prepare_data
+
+    return prepare_data("gpt3/tiny_pile", tmp_path_factory.mktemp("tiny_pile"))
+
+
 def plan_rows(out: str):
     """The rows of the plan table the launcher prints, split on whitespace. Slurm plans (and dry runs):
     stage, job, id, dependency, nodes, gpus/node, time, array, script, log; interactive and bcp plans have no

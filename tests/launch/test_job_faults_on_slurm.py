@@ -30,13 +30,6 @@ SHORT = [
 STEPS = 150
 
 
-def _prepared_data(launch, tmp_path: Path) -> Path:
-    data = tmp_path / "data"
-    prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
-    assert launch(prepare, debug=False, results=tmp_path / "prep")[0] == 0
-    return data
-
-
 def _submit(launch, overrides, results: Path) -> str:
     code, out, err = launch(overrides, debug=False, results=results)
     assert code == 0, err
@@ -64,9 +57,9 @@ def _show_job(job: str) -> str:
 
 
 def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_identically(slurm_cluster, launch,
-                                                                                            tmp_path):
+                                                                                            tmp_path, tiny_pile_data):
     results = tmp_path / "results"
-    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={_prepared_data(launch, tmp_path)}", *SHORT,
+    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={tiny_pile_data}", *SHORT,
              f"training.trainer.max_steps={STEPS}", "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10",
              "training.exp_manager.checkpoint_callback_params.save_top_k=-1",
              "training.model.data.num_workers=1",  # scancel signals the DataLoader worker too
@@ -120,8 +113,7 @@ def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_
         assert ours[key].equal(theirs[key]), key
 
 
-def test_a_full_disk_ends_the_job_with_74_and_no_requeue(slurm_cluster, launch, tmp_path):
-    data = _prepared_data(launch, tmp_path)
+def test_a_full_disk_ends_the_job_with_74_and_no_requeue(slurm_cluster, launch, tmp_path, tiny_pile_data):
     # ~39 MiB per checkpoint of the tiny model, and a save asks for 10% + 16 MiB more than the last one took:
     # 80 MiB hold step-2 (and the job's logs); step-4 does not fit beside it.
     with small_filesystem(tmp_path / "disk", "80m") as results:
@@ -129,7 +121,7 @@ def test_a_full_disk_ends_the_job_with_74_and_no_requeue(slurm_cluster, launch, 
         run.mkdir(parents=True)
         # Left by an earlier attempt that stopped on SIGUSR1: the script would requeue the job while it exists.
         (run / RESUME_MARKER).write_text("stopped before trainer.max_steps after saving a checkpoint\n")
-        job = _submit(launch, ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", *SHORT,
+        job = _submit(launch, ["stages=[training]", "training=gpt3/tiny", f"data_dir={tiny_pile_data}", *SHORT,
                                "training.trainer.max_steps=6", "training.exp_manager.checkpoint_callback_params.every_n_train_steps=2",
                                *SLURM_CPU], results)
         assert slurm_cluster.wait(job, timeout_s=300) == "FAILED"

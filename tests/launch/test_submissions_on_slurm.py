@@ -76,10 +76,8 @@ def _files(root: Path):
     return {p: p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
 
 
-def test_two_point_sweep_gives_two_pipelines_sharing_no_file(slurm_cluster, launch, tmp_path):
-    data, results = tmp_path / "data", tmp_path / "results"
-    prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
-    assert launch(prepare, debug=False, results=tmp_path / "prepared")[0] == 0
+def test_two_point_sweep_gives_two_pipelines_sharing_no_file(slurm_cluster, tmp_path, tiny_pile_data):
+    data, results = tiny_pile_data, tmp_path / "results"
     data_before = _files(data)
     argv = [sys.executable, "main.py", "-m", "stages=[training,conversion]", "training=gpt3/tiny",
             "training.model.micro_batch_size=2,4", "training.trainer.max_steps=6",

@@ -7,12 +7,18 @@ from .conftest import plan_rows
 from .test_data_preparation_stage import _wait_for_arrays
 from .test_training_on_slurm import SLURM_CPU
 
+# The quick start tunes 300 steps to answer well (tests/test_quickstart.py checks its scores); here the pipeline's
+# wiring is under test, and 20 steps still write the tuned .nemo the evaluation reads.
+SHORT_FINE_TUNING = ["fine_tuning.trainer.max_steps=20", "fine_tuning.trainer.val_check_interval=20",
+                     "fine_tuning.trainer.log_every_n_steps=10",
+                     "fine_tuning.exp_manager.checkpoint_callback_params.every_n_train_steps=20"]
+
 
 def test_tiny_t5_pipeline_on_two_nodes(slurm_cluster, launch, tmp_path):
     results, data = tmp_path / "results", tmp_path / "data"
     code, out, err = launch(
         ["cluster_type=bcm", f"data_dir={data}", "training.trainer.num_nodes=2", "training.trainer.max_steps=10",
-         "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5", *SLURM_CPU],
+         "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5", *SHORT_FINE_TUNING, *SLURM_CPU],
         debug=False, results=results, config_name="quickstart_t5",
     )
     assert code == 0, err

@@ -41,11 +41,8 @@ def test_whole_tiny_pipeline_on_two_nodes(slurm_cluster, launch, tmp_path):
     assert list((results / "gpt3_tiny").glob("export_*/model_repo/*/config.pbtxt"))
 
 
-def _train_40_steps(launch, tmp_path):
-    """Prepares the tiny Pile here, then returns the overrides of a 40-step training run that saves every 10."""
-    data = tmp_path / "data"
-    prepare = ["stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_dir={data}", "cluster_type=interactive"]
-    assert launch(prepare, debug=False, results=tmp_path / "results")[0] == 0
+def _train_40_steps(data):
+    """The overrides of a 40-step training run on the prepared tiny Pile that saves every 10."""
     return ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=40",
             "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
 
@@ -61,8 +58,8 @@ def _submit_and_wait_for_a_checkpoint(launch, train, results):
     return job
 
 
-def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_path):
-    results, train = tmp_path / "results", _train_40_steps(launch, tmp_path)
+def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_path, tiny_pile_data):
+    results, train = tmp_path / "results", _train_40_steps(tiny_pile_data)
     first = _submit_and_wait_for_a_checkpoint(launch, train, results)
     subprocess.run(["scancel", first], check=True)
     assert slurm_cluster.wait(first, timeout_s=120) in ("CANCELLED", "COMPLETED")
@@ -77,10 +74,10 @@ def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_
     assert _checkpoints(results)[-1] == 40
 
 
-def test_time_limit_warning_saves_and_the_job_requeues_itself(slurm_cluster, launch, tmp_path):
+def test_time_limit_warning_saves_and_the_job_requeues_itself(slurm_cluster, launch, tmp_path, tiny_pile_data):
     """SIGUSR1 is what Slurm sends cluster.signal_seconds_before_limit before the time limit: the trainer saves,
     the script requeues the job, and the next attempt resumes and finishes."""
-    results, train = tmp_path / "results", _train_40_steps(launch, tmp_path)
+    results, train = tmp_path / "results", _train_40_steps(tiny_pile_data)
     job = _submit_and_wait_for_a_checkpoint(launch, train, results)
     # Signal the job steps only, as the time-limit warning does (not the batch shell).
     subprocess.run(["scancel", "--signal=USR1", job], check=True)
