@@ -186,14 +186,18 @@ FAMILIES: Dict[str, Family] = {
         Family(
             name="dreambooth",
             description="Stable Diffusion fine-tuned to bind a token to one subject: SD's text2img on its .nemo",
-            programs={"fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img"},
-            schemas={"fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig"},
+            programs={"training": "nemo_launcher.jobs.stable_diffusion.dreambooth_train",
+                      "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img"},
+            schemas={"training": f"{_SCHEMAS}.sd_finetuning:DreamBoothTrainingConfig",
+                     "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig"},
         ),
         Family(
             name="instruct_pix2pix",
             description="Stable Diffusion editing an input image by an instruction (8-channel UNet input)",
-            programs={"fw_inference": "nemo_launcher.jobs.stable_diffusion.edit_cli"},
-            schemas={"fw_inference": f"{_SCHEMAS}.sd_inference:EditConfig"},
+            programs={"training": "nemo_launcher.jobs.stable_diffusion.instruct_pix2pix_train",
+                      "fw_inference": "nemo_launcher.jobs.stable_diffusion.edit_cli"},
+            schemas={"training": f"{_SCHEMAS}.sd_finetuning:InstructPix2PixTrainingConfig",
+                     "fw_inference": f"{_SCHEMAS}.sd_inference:EditConfig"},
         ),
         Family(
             name="fid_evaluation",

@@ -93,9 +93,12 @@ def test_gpu_configs_ask_for_what_the_seed_says(choice, launch, tmp_path):
     (script,) = results.rglob("*_submission.sh")
     text = script.read_text()
     assert f"#SBATCH --nodes={resolved['trainer']['num_nodes']}\n" in text
-    assert "#SBATCH --ntasks-per-node=8\n" in text and "#SBATCH --gpus-per-node=8\n" in text
+    assert f"#SBATCH --ntasks-per-node={SEED_DEVICES.get(choice, 8)}\n" in text and "#SBATCH --gpus-per-node=8\n" in text
     assert resolved["trainer"]["precision"] == SEED_PRECISION.get(choice.split("/")[0], "bf16")
 
+
+# Processes (GPUs) per node where the seed uses fewer than a node's 8: DreamBooth fine-tunes on one GPU.
+SEED_DEVICES = {"dreambooth/860m": 1}
 
 # The seed's Stable Diffusion trains in FP16 (its feature matrix: no BF16 for SD); every other family in bf16.
 SEED_PRECISION = {"stable_diffusion": 16}
@@ -273,6 +276,7 @@ ASKS_FOR = {
     ("data_preparation", "multimodal/download_multimodal"): "data_preparation.dataset_repo_id",
     ("fw_inference", "vit/imagenet1k"): "fw_inference.data_path",
     ("fw_inference", "clip/clip_similarity"): "fw_inference.image_path",
+    ("fw_inference", "instruct_pix2pix/edit_cli"): "fw_inference.edit.input",
 }
 
 

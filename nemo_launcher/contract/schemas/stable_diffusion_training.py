@@ -90,6 +90,10 @@ class SdModelSection(LatentDiffusionModel):
                                    "Stable Diffusion trains with data parallelism only (the seed's feature matrix): set 1")
         if not 0.0 <= self.text_embedding_dropout_rate < 1.0:
             raise config_fault(f"{key}.text_embedding_dropout_rate", self.text_embedding_dropout_rate, "must be in [0, 1), e.g. 0.1")
+        self.check_pixels(key)
+
+    def check_pixels(self, key: str) -> None:
+        """Images encoded on the fly must be the size whose latents model.image_size says."""
         if self.first_stage_key == RAW_IMAGES:
             crop = self.data.augmentations.crop()
             factor = 2 ** (len(self.first_stage_config.ddconfig.ch_mult) - 1)
@@ -102,29 +106,39 @@ class SdModelSection(LatentDiffusionModel):
 
 @dataclasses.dataclass(frozen=True)
 class StableDiffusionTrainingConfig(TrainingStage):
+    NEMO_FILE_NAME = "nemo_stable_diffusion.nemo"  # what a finished run writes into checkpoints/ (ClassVar: no key)
+
     run: RunSection
     trainer: TrainerSection
     exp_manager: ClipExpManager
     model: SdModelSection
 
     def check(self, key: str) -> None:
-        if self.trainer.limit_val_batches and self.model.data.validation is None:
-            raise config_fault(f"{key}.model.data.validation", None,
-                               "validation (trainer.limit_val_batches > 0) needs held-out shards: set "
-                               "validation.dataset_path, or limit_val_batches 0")
+        self.check_validation(key)
         if self.trainer.limit_test_batches:
             raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
                                "Stable Diffusion has no test split here: set 0 (evaluation=stable_diffusion/fid_clip scores it)")
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
         check_schedule(self.model, self.trainer, key)
 
+    def check_validation(self, key: str) -> None:
+        if self.trainer.limit_val_batches and self.model.data.validation is None:
+            raise config_fault(f"{key}.model.data.validation", None,
+                               "validation (trainer.limit_val_batches > 0) needs held-out shards: set "
+                               "validation.dataset_path, or limit_val_batches 0")
+
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path) of what the trainer opens: shards, tokenizer files, the weights it starts from."""
-        m, data = self.model, self.model.data
+        data = self.model.data
         found = [(f"{STAGE}.model.data.train.dataset_path", p) for p in data.train.dataset_path]
         if data.validation is not None:
             found += [(f"{STAGE}.model.data.validation.dataset_path", p) for p in data.validation.dataset_path]
-        found += [(f"{STAGE}.model.tokenizer", f) for f in m.tokenizer.files()]
+        return found + self.network_reads()
+
+    def network_reads(self) -> List[Tuple[str, str]]:
+        """(key, path) of the tokenizer files and the pretrained weights the networks are built from."""
+        m = self.model
+        found = [(f"{STAGE}.model.tokenizer", f) for f in m.tokenizer.files()]
         for name, path in (("unet_config.from_pretrained", m.unet_config.from_pretrained),
                            ("first_stage_config.from_pretrained", m.first_stage_config.from_pretrained),
                            ("cond_stage_config.pretrained", m.cond_stage_config.pretrained)):
@@ -134,4 +148,4 @@ class StableDiffusionTrainingConfig(TrainingStage):
 
     def nemo_path(self) -> str:
         """Where the finished run writes its .nemo (what later stages read by default)."""
-        return os.path.join(self.exp_manager.explicit_log_dir, "checkpoints", "nemo_stable_diffusion.nemo")
+        return os.path.join(self.exp_manager.explicit_log_dir, "checkpoints", self.NEMO_FILE_NAME)

@@ -20,9 +20,10 @@ import torch
 from ..core.module import TrainingModule
 from ..core.recipe import Recipe, Sequences
 from .data import describe, sd_datasets
-from .model import CONFIG_STATE_KEY, NEMO_FILE_NAME, build_stable_diffusion, stored_config, text_context
+from .model import CONFIG_STATE_KEY, build_stable_diffusion, stored_config, text_context
 
 LOSS = "diffusion loss"
+PRIOR_LOSS = "prior loss"  # DreamBooth's class examples alone (part of LOSS, weighted)
 
 
 def transformer_config(model, precision: str, on_gpu: bool, use_te: bool):
@@ -75,13 +76,23 @@ def _latent_diffusion_class():
             with torch.set_grad_enabled(self.model_cfg.cond_stage_trainable and torch.is_grad_enabled()):
                 return text_context(self.text_encoder, text, self.model_cfg.cond_stage_config.layer)
 
-        def forward(self, image, text, noise, timesteps, keep_text):
+        def _source_latents(self, source: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+            # InstructPix2Pix conditions on the posterior's mode, unscaled, as its authors' model (and sampling.py's
+            # edit) reads the input image; a dropped input is all zeros.
+            with torch.no_grad():
+                latents = self.vae.encode(source.to(self.vae.dtype)).latent_dist.mode()
+            return latents * keep[:, None, None, None].to(latents.dtype)
+
+        def forward(self, image, text, noise, timesteps, keep_text, source=None, keep_source=None):
+            """`source` (InstructPix2Pix): the input images whose latents the UNet reads beside the noisy ones."""
             latents = self._latents(image)
             context = self._context(text)
             if not bool(keep_text.all()):
                 empty = self._context(self.empty_ids).to(context.dtype)
                 context = torch.where(keep_text[:, None, None], context, empty.expand_as(context))
             noisy = self.scheduler.add_noise(latents, noise.to(latents.dtype), timesteps)
+            if source is not None:
+                noisy = torch.cat([noisy, self._source_latents(source, keep_source).to(noisy.dtype)], dim=1)
             prediction = self.unet(noisy, timesteps, encoder_hidden_states=context.to(noisy.dtype)).sample
             if self.model_cfg.parameterization == "eps":
                 target = noise
@@ -98,6 +109,11 @@ def sd_chunk(model, config, vocab_size: int, use_te: bool, stage):
 
 def sd_forward_step(data_iterator, model, model_cfg):
     batch = next(data_iterator)
+    prior_weight = None
+    if "prior_image" in batch:  # DreamBooth's class examples, after the instance ones
+        prior_weight = model_cfg.prior_loss_weight
+        batch = {"image": torch.cat([batch["image"], batch["prior_image"]]),
+                 "text": torch.cat([batch["text"], batch["prior_text"]]), "sample": torch.cat([batch["sample"]] * 2)}
     image = batch["image"]
     b, side = image.shape[0], model_cfg.image_size
     generator = None
@@ -109,13 +125,27 @@ def sd_forward_step(data_iterator, model, model_cfg):
     keep = torch.ones(b, dtype=torch.bool, device=image.device)
     if model.training and model_cfg.text_embedding_dropout_rate > 0:
         keep = torch.rand(b, device=image.device) >= model_cfg.text_embedding_dropout_rate
-    return model(image, batch["text"], noise, timesteps, keep), _loss
+    if "source" not in batch:
+        return model(image, batch["text"], noise, timesteps, keep), functools.partial(_loss, prior_weight=prior_weight)
+    keep_source = torch.ones(b, dtype=torch.bool, device=image.device)
+    rate = model_cfg.conditioning_dropout_rate
+    if model.training and rate > 0:
+        # The InstructPix2Pix authors' split of one draw: [0, r) loses the instruction, [r, 2r) both, [2r, 3r) the
+        # input image; guidance then contrasts each condition with its absence.
+        draw = torch.rand(b, device=image.device)
+        keep = draw >= 2 * rate
+        keep_source = (draw < rate) | (draw >= 3 * rate)
+    return model(image, batch["text"], noise, timesteps, keep, batch["source"], keep_source), _loss
 
 
-def _loss(per_sample):
-    loss = per_sample.mean()
-    # The schedule divides the returned loss by the number of microbatches in place; report a copy.
-    return loss, {LOSS: loss.detach().clone()}
+def _loss(per_sample, prior_weight=None):
+    if prior_weight is None:
+        loss = per_sample.mean()
+        # The schedule divides the returned loss by the number of microbatches in place; report a copy.
+        return loss, {LOSS: loss.detach().clone()}
+    instance, prior = per_sample.chunk(2)
+    loss = instance.mean() + prior_weight * prior.mean()
+    return loss, {LOSS: loss.detach().clone(), PRIOR_LOSS: prior.mean().detach()}
 
 
 def _sequences(model) -> Sequences:
@@ -139,15 +169,17 @@ def sd_recipe(cfg) -> Recipe:
         build_chunk=sd_chunk,
         build_datasets=None,
         forward_step=functools.partial(sd_forward_step, model_cfg=cfg.model),
-        loss_names=(LOSS,),
+        loss_names=(LOSS, PRIOR_LOSS) if getattr(cfg.model, "with_prior_preservation", False) else (LOSS,),
         sequences=_sequences,
         summary_items=_summary_items,
     )
 
 
-def build_sd_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
+def build_sd_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None, datasets_for=sd_datasets,
+                   description=describe):
     """The core's parts around the networks (UNet from model.seed or unet_config.from_pretrained; a checkpoint's
-    weights are loaded later by the strategy) over the WebDataset shards."""
+    weights are loaded later by the strategy) over the WebDataset shards, or what datasets_for(cfg, tokenizer,
+    [train, validation, test] sizes) gives (the fine-tunes' data), described by description(cfg, train, valid)."""
     from ..core.datasets import dataset_sizes
     from ..core.parts import assemble_parts
     from ..core.transformer import build_chunks
@@ -159,12 +191,12 @@ def build_sd_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
     built = {}
 
     def datasets(batches):
-        built["splits"] = sd_datasets(cfg, tokenizer, dataset_sizes(cfg, batches))
+        built["splits"] = datasets_for(cfg, tokenizer, dataset_sizes(cfg, batches))
         return built["splits"]
 
     parts = assemble_parts(recipe, cfg, placement, on_gpu, False, None, 0, config, chunks, datasets)
     train, valid, _ = built["splits"]
-    return dataclasses.replace(parts, data_description=describe(cfg, train, valid))
+    return dataclasses.replace(parts, data_description=description(cfg, train, valid))
 
 
 class SdModule(TrainingModule):
@@ -205,13 +237,13 @@ class SdModule(TrainingModule):
             self.average.load(loaded["ema"])
 
     def write_outputs(self):
-        """Rank 0 writes nemo_stable_diffusion.nemo beside the checkpoints (the EMA weights where EMA is on)."""
+        """Rank 0 writes the family's .nemo (cfg.nemo_path()) beside the checkpoints (the EMA weights where EMA is on)."""
         from pathlib import Path
 
         from .model import StableDiffusionParts, save_stable_diffusion
 
         cfg = self.parts.cfg
-        path = Path(cfg.exp_manager.explicit_log_dir) / "checkpoints" / NEMO_FILE_NAME
+        path = Path(cfg.nemo_path())
         if self.parts.placement.rank != 0:
             return {".nemo": str(path)}
         chunk = self.parts.bare_chunks[0]
