@@ -1,4 +1,4 @@
-"""Stable Diffusion export on the tiny model: the export program as the launcher writes its config
+"""Stable Diffusion and InstructPix2Pix export on the tiny model: the export program as the launcher writes its config
 (fixed-batch ONNX graphs checked under onnxruntime, the whole pipeline on the graphs against the framework's, the
 Triton entry), then the exported text-to-image pipeline served with PyTriton and queried with the seed's optional
 inputs, its images compared with the framework's own from the .nemo."""
@@ -93,6 +93,24 @@ def test_export_refuses_a_down_factor_the_model_does_not_have(tmp_path, text2img
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         "Error: export.infer.down_factor=8: this model's VAE maps 2 pixels to one latent; set 2")
+
+
+def test_instruct_pix2pix_export_adds_the_vae_encoder_and_checks_the_edit(tmp_path):
+    from PIL import Image
+
+    nemo = _tiny_nemo(tmp_path, ["model.unet_config.in_channels=8"])
+    Image.new("RGB", (40, 24), (200, 30, 30)).save(tmp_path / "input.png")
+    done = _export(tmp_path, "instruct_pix2pix/export_instruct_pix2pix", nemo,
+                   [f"edit.input={tmp_path / 'input.png'}", "edit.resolution=32", "edit.num_images_per_prompt=2",
+                    "edit.combine_images=[1,2]", "edit.steps=4"])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((_out(tmp_path, "export_instruct_pix2pix") / "export_report.json").read_text())
+    # The 40 x 24 input scaled to a longer side of 32 is 32 x 19, cut to the tiny model's multiple of 4: 32 x 16.
+    assert report["batch"] == {"vae": 2, "unet": 6, "clip": 2, "vae_encoder": 1}
+    assert all(value <= 1e-3 for value in report["max_abs_difference"].values()), report["max_abs_difference"]
+    settings = json.loads((Path(report["entries"][0]) / "1" / "pipeline.json").read_text())
+    assert (settings["task"], settings["width"], settings["height"]) == ("edit", 32, 16)
+    assert Path(report["entries"][0]).name == "instruct_pix2pix"
 
 
 def _free_port() -> int:

@@ -277,6 +277,7 @@ ASKS_FOR = {
     ("fw_inference", "vit/imagenet1k"): "fw_inference.data_path",
     ("fw_inference", "clip/clip_similarity"): "fw_inference.image_path",
     ("fw_inference", "instruct_pix2pix/edit_cli"): "fw_inference.edit.input",
+    ("export", "instruct_pix2pix/export_instruct_pix2pix"): "export.edit.input",
 }
 
 
