@@ -66,3 +66,30 @@ def test_edit_cli_needs_its_input(launch, tmp_path):
     code, out, err = launch(["stages=[fw_inference]", "fw_inference=instruct_pix2pix/edit_cli", "check_inputs=false"],
                             results=tmp_path / "results")
     assert code == 2 and "fw_inference.edit.input" in err
+
+
+def test_download_coco2014_renders_one_job_and_refuses_missing_coco_files(launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = launch(["stages=[data_preparation]", "data_preparation=fid_evaluation/download_coco2014",
+                             "cluster_type=bcm", "check_inputs=false"], results=results)
+    assert code == 0, err
+    (text,) = _scripts(results).values()
+    assert "nemo_launcher.jobs.fid_evaluation.preprocess" in text and "--cpus-per-task=8" in text and "--gpus" not in text
+    # Nothing downloads: a real run without the COCO files where the config says is refused (a dry run lists them).
+    code, out, err = launch(["stages=[data_preparation]", "data_preparation=fid_evaluation/download_coco2014",
+                             "cluster_type=bcm", "check_inputs=true", f"data_dir={tmp_path / 'empty'}"],
+                            results=tmp_path / "refused")
+    assert code == 0 and "a real run would refuse data_preparation.coco_images_dir=" in err
+    assert "a real run would refuse data_preparation.coco_captions_file=" in err
+    code, out, err = launch(["stages=[data_preparation]", "data_preparation=fid_evaluation/download_coco2014",
+                             "check_inputs=false", "data_preparation.preprocess_images=false",
+                             "data_preparation.preprocess_captions=false"], results=tmp_path / "none")
+    assert code == 2 and "data_preparation.preprocess_images=False: every step is disabled" in err
+
+
+def test_tiny_coco2014_plans_its_three_steps(launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = launch(["stages=[data_preparation]", "data_preparation=fid_evaluation/tiny_coco2014",
+                             "cluster_type=bcm"], results=results)
+    assert code == 0, err
+    assert sorted(_scripts(results)) == ["generate_shapes", "preprocess", "standin_scorers"]
