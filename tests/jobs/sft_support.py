@@ -114,3 +114,37 @@ def start_tuning(program: str, section: dict, work, log, family: str = "gpt"):
     handle = open(log, "w")
     return subprocess.Popen(command(config, program=(f"nemo_launcher.jobs.{family}.{program}",)), cwd=REPO, env=environment(),
                             stdout=handle, stderr=subprocess.STDOUT, text=True)
+
+
+def rerun_after_kill_9(program: str, section: dict, work, kill_after: int, family: str = "gpt") -> str:
+    """Starts the program, kills it (SIGKILL) once step-<kill_after> is checkpointed and before it ends, runs it again
+    on the same folder and returns the rerun's stdout, which must say it resumed from that checkpoint."""
+    import time
+
+    work = Path(work)
+    marker = work / "checkpoints" / f"step-{kill_after}" / "COMPLETE"
+    process = start_tuning(program, section, work, work / "killed.log", family=family)
+    try:
+        deadline = time.monotonic() + 400
+        while not marker.exists():
+            assert process.poll() is None, (work / "killed.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, f"no checkpoint at step {kill_after} in time"
+            time.sleep(0.02)
+        process.kill()  # SIGKILL: nothing runs after this, not even our handlers
+    finally:
+        process.wait()
+    last = section["trainer"]["max_steps"]
+    assert not (work / "checkpoints" / f"step-{last}" / "COMPLETE").exists(), "killed too late to test a resume"
+    assert not Path(section["model"]["nemo_path"]).exists(), "the result is written at the last step only"
+    resumed = run_tuning(program, section, work, family=family).stdout
+    assert f"resuming from {work / 'checkpoints' / f'step-{kill_after}'}" in resumed
+    return resumed
+
+
+def assert_same_tensors(ours: dict, theirs: dict, atol: float = 0.0) -> None:
+    """The same names, and tensors bit-identical (atol 0) or within atol of each other."""
+    import torch
+
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        assert ours[key].equal(theirs[key]) if atol == 0.0 else torch.allclose(ours[key], theirs[key], atol=atol), key

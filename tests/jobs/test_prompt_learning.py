@@ -3,12 +3,12 @@ trainer core: each trains and checkpoints only its own tensors and writes them t
 task the frozen base cannot do; TP=2 learns what TP=1 learns; a run killed with -9 and run again ends where an
 uninterrupted run ends; a second prompt-learning task leaves the first task's virtual tokens bit-identical."""
 import json
-import time
 
 import pytest
 
 from .gpt_train_support import losses, weights
-from .sft_support import COLORS, gpt2_files, run_tuning, sharp_nemo, start_tuning, tiny_nemo  # noqa: F401  (fixtures)
+from .sft_support import (COLORS, assert_same_tensors, gpt2_files, rerun_after_kill_9, run_tuning,  # noqa: F401  (fixtures)
+                          sharp_nemo, tiny_nemo)
 
 from tests.conftest import require_module
 
@@ -149,27 +149,9 @@ def test_rerun_after_kill_9_ends_where_an_uninterrupted_run_ends(name, uninterru
     reference, stdout = uninterrupted(name)
     stage = METHODS[name][0]
     section = _method_section(name, sharp_nemo, uninterrupted.data, tmp_path)
-    marker = tmp_path / "checkpoints" / "step-8" / "COMPLETE"
-    process = start_tuning(stage, section, tmp_path, tmp_path / "killed.log")
-    try:
-        deadline = time.monotonic() + 400
-        while not marker.exists():
-            assert process.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint at step 8 in time"
-            time.sleep(0.02)
-        process.kill()  # SIGKILL: nothing runs after this, not even our handlers
-    finally:
-        process.wait()
-    assert not (tmp_path / "checkpoints" / "step-16" / "COMPLETE").exists(), "killed too late to test a resume"
-    assert not (tmp_path / "result.nemo").exists()
-
-    resumed = run_tuning(stage, section, tmp_path).stdout
-    assert f"resuming from {tmp_path / 'checkpoints' / 'step-8'}" in resumed
+    resumed = rerun_after_kill_9(stage, section, tmp_path, kill_after=8)
     assert losses(resumed) == {s: v for s, v in losses(stdout).items() if s >= 9}
-    ours, theirs = _result(tmp_path, name), _result(reference, name)
-    assert ours.keys() == theirs.keys()
-    for key in ours:
-        assert ours[key].equal(theirs[key]), key
+    assert_same_tensors(_result(tmp_path, name), _result(reference, name))
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -181,7 +163,4 @@ def test_two_tensor_parallel_ranks_learn_what_one_learns(name, uninterrupted, sh
     two = run_tuning(METHODS[name][0], section, tmp_path, processes=2).stdout
     assert "TP=2 PP=1" in two
     assert losses(two) == pytest.approx(losses(stdout), abs=2e-3)
-    ours, theirs = _result(tmp_path, name), _result(reference, name)
-    assert ours.keys() == theirs.keys()
-    for key in ours:
-        assert torch.allclose(ours[key], theirs[key], atol=2e-3), key
+    assert_same_tensors(_result(tmp_path, name), _result(reference, name), atol=2e-3)

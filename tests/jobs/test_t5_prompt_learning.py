@@ -5,12 +5,11 @@ ends where an uninterrupted run ends; a second prompt-learning task leaves the f
 bit-identical. The same programs serve mT5 (test_t5_tuned_evaluation.py p-tunes and evaluates one with a
 SentencePiece vocabulary)."""
 import hashlib
-import time
 
 import pytest
 
 from .gpt_train_support import losses, weights
-from .sft_support import run_tuning, start_tuning
+from .sft_support import assert_same_tensors, rerun_after_kill_9, run_tuning
 from .t5_peft_support import prompt_lines as lines, sharp_t5  # noqa: F401  (fixture)
 from .t5_tuning_support import THINGS
 
@@ -123,29 +122,10 @@ def test_the_loss_falls_on_a_task_the_frozen_base_cannot_do(name, uninterrupted)
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_rerun_after_kill_9_ends_where_an_uninterrupted_run_ends(name, uninterrupted, sharp_t5, tmp_path):  # noqa: F811
     reference, stdout = uninterrupted(name)
-    stage = METHODS[name][0]
     config = method_section(name, sharp_t5, uninterrupted.data, tmp_path)
-    marker = tmp_path / "checkpoints" / "step-8" / "COMPLETE"
-    process = start_tuning(stage, config, tmp_path, tmp_path / "killed.log", family="t5")
-    try:
-        deadline = time.monotonic() + 400
-        while not marker.exists():
-            assert process.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint at step 8 in time"
-            time.sleep(0.02)
-        process.kill()  # SIGKILL: nothing runs after this, not even our handlers
-    finally:
-        process.wait()
-    assert not (tmp_path / "checkpoints" / "step-16" / "COMPLETE").exists(), "killed too late to test a resume"
-    assert not (tmp_path / "result.nemo").exists()
-
-    resumed = run_t5(stage, config, tmp_path).stdout
-    assert f"resuming from {tmp_path / 'checkpoints' / 'step-8'}" in resumed
+    resumed = rerun_after_kill_9(METHODS[name][0], config, tmp_path, kill_after=8, family="t5")
     assert losses(resumed) == {s: v for s, v in losses(stdout).items() if s >= 9}
-    (_, ours), (_, theirs) = result_of(tmp_path, name), result_of(reference, name)
-    assert ours.keys() == theirs.keys()
-    for key in ours:
-        assert ours[key].equal(theirs[key]), key
+    assert_same_tensors(result_of(tmp_path, name)[1], result_of(reference, name)[1])
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -157,10 +137,7 @@ def test_two_tensor_parallel_ranks_learn_what_one_learns(name, uninterrupted, sh
     two = run_t5(METHODS[name][0], config, tmp_path, processes=2).stdout
     assert "TP=2 PP=1" in two
     assert losses(two) == pytest.approx(losses(stdout), abs=2e-3)
-    (_, ours), (_, theirs) = result_of(tmp_path, name), result_of(reference, name)
-    assert ours.keys() == theirs.keys()
-    for key in ours:
-        assert torch.allclose(ours[key], theirs[key], atol=2e-3), key
+    assert_same_tensors(result_of(tmp_path, name)[1], result_of(reference, name)[1], atol=2e-3)
 
 
 def test_adding_a_task_leaves_the_first_tasks_virtual_tokens_bit_identical(uninterrupted, sharp_t5, tmp_path):  # noqa: F811

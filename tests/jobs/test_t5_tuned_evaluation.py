@@ -4,16 +4,14 @@ base .nemo and the result file, and its predictions are checked against independ
 the base's weights, virtual tokens equal to the placeholder's own embedding (which must change nothing), and
 one-line-at-a-time generation; the scores are SQuAD's on those predictions. An mT5 with a SentencePiece vocabulary
 is p-tuned through prompt_learning=mt5/squad and evaluated through prompt_mt5/squad."""
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .gpt_train_support import REPO, command, environment, losses, run_training
+from .gpt_train_support import losses, run_training
 from .t5_peft_support import prompt_lines, sharp_mt5, sharp_t5  # noqa: F401  (fixtures)
+from .tuned_evaluation_support import check_scores, evaluate, launcher_config, read_lines
 
 from tests.conftest import require_module
 
@@ -72,31 +70,11 @@ def result_files(tmp_path_factory, sharp_t5):  # noqa: F811
 
 
 def _launcher_config(tmp_path, choice, *overrides):
-    """The resolved evaluation config main.py writes for `choice` (a dry run)."""
-    results = tmp_path / "results"
-    env = dict(environment(), NEMO_LAUNCHER_DEBUG="1")
-    done = subprocess.run([sys.executable, "main.py", "stages=[evaluation]", f"evaluation={choice}", "cluster_type=interactive",
-                           f"base_results_dir={results}", "evaluation.model.precision=32",
-                           f"evaluation.model.tokens_to_generate={TOKENS}", "evaluation.model.data.num_workers=0",
-                           *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (config,) = results.rglob("*_hydra.yaml")
-    return config, yaml.safe_load(config.read_text())
+    return launcher_config(tmp_path, choice, TOKENS, "evaluation.model.data.num_workers=0", *overrides)
 
 
 def _evaluate(config: Path, processes: int = 1, test_name: str = "colors_test"):
-    done = subprocess.run(command(config, processes, ("nemo_launcher.jobs.t5.evaluate_tuned",)), cwd=REPO,
-                          env=environment(), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Warning" not in done.stderr and "warn" not in done.stdout.lower(), done.stderr[-2000:]
-    assert "evaluation finished" in done.stdout
-    results = Path(yaml.safe_load(config.read_text())["run"]["results_dir"]) / "results"
-    predictions = [json.loads(line) for line in (results / f"{test_name}_predictions.jsonl").read_text().splitlines()]
-    return predictions, json.loads((results / "qa_metrics.json").read_text())
-
-
-def _lines(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+    return evaluate(config, "nemo_launcher.jobs.t5.evaluate_tuned", processes, test_name)[1:]
 
 
 def _sources(tokenizer, lines, virtual=0):
@@ -115,13 +93,6 @@ def _answers(model, tokenizer, sources):
     return [tokenizer.decode(ids).strip() for ids in greedy_answers(model, sources, tokenizer, TOKENS)]
 
 
-def _check_scores(predictions, metrics, lines, name="colors_test"):
-    from nemo_launcher.jobs.common.qa_metrics import squad_scores
-
-    assert [p["answers"] for p in predictions] == [line["answers"] for line in lines]
-    assert metrics == {name: squad_scores([p["prediction"] for p in predictions], [p["answers"] for p in predictions])}
-
-
 def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp_path, sharp_t5, result_files, test_lines):  # noqa: F811
     from nemo_launcher.jobs.core.peft_methods import load_method_file
 
@@ -131,8 +102,8 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
         "evaluation.model.data.micro_batch_size=3", "evaluation.model.data.global_batch_size=3")
     assert section["run"]["name"] == "eval_squad_t5_220m"
     predictions, metrics = _evaluate(config)
-    lines = _lines(test_lines)
-    _check_scores(predictions, metrics, lines)
+    lines = read_lines(test_lines)
+    check_scores(predictions, metrics, lines)
 
     # IA3 scales the key and value rows of each self-attention's qkv and cross-attention's kv, and fc2's input
     # columns: the same function as scaled weights.
@@ -174,8 +145,8 @@ def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_t5, result_fil
         "evaluation.model.data.num_workers=1", "evaluation.model.data.micro_batch_size=4",
         "evaluation.model.data.global_batch_size=4")
     predictions, metrics = _evaluate(config)
-    lines = _lines(test_lines)
-    _check_scores(predictions, metrics, lines)
+    lines = read_lines(test_lines)
+    check_scores(predictions, metrics, lines)
     model, tokenizer = _base(sharp_t5)
     restore_result(model, result_files["adapter"], ("adapter",))
     expected = [_answers(model, tokenizer, [source])[0] for source in _sources(tokenizer, lines)]
@@ -186,7 +157,7 @@ def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_t5, result_fil
 def test_virtual_tokens_replace_the_encoders_placeholders(tmp_path, sharp_t5, result_files, test_lines):  # noqa: F811
     """Virtual tokens equal to the placeholder's embedding give the base's answers to the placeholder ids; random
     ones give other answers (so they do reach the encoder)."""
-    lines = _lines(test_lines)
+    lines = read_lines(test_lines)
     found = {}
     for name in ("neutral", "prompt"):
         config, _ = _launcher_config(
@@ -194,7 +165,7 @@ def test_virtual_tokens_replace_the_encoders_placeholders(tmp_path, sharp_t5, re
             f"evaluation.model.virtual_prompt_model_file={result_files[name]}", f"evaluation.model.data.test_ds=[{test_lines}]",
             "evaluation.model.data.micro_batch_size=4", "evaluation.model.data.global_batch_size=4")
         found[name], metrics = _evaluate(config)
-        _check_scores(found[name], metrics, lines)
+        check_scores(found[name], metrics, lines)
     model, tokenizer = _base(sharp_t5)
     base = _answers(model, tokenizer, _sources(tokenizer, lines, virtual=3))
     assert [p["prediction"] for p in found["neutral"]] == base
@@ -202,8 +173,9 @@ def test_virtual_tokens_replace_the_encoders_placeholders(tmp_path, sharp_t5, re
 
 
 def test_an_mt5_with_a_sentencepiece_vocabulary_is_p_tuned_and_evaluated(tmp_path, sharp_mt5):  # noqa: F811
-    """prompt_learning=mt5/squad and evaluation=prompt_mt5/squad as the launcher writes them, on an mT5-shaped base
-    whose vocabulary is a SentencePiece model: the loss falls and the result file's virtual tokens answer the test."""
+    """prompt_learning=mt5/squad (prompt tuning) and evaluation=prompt_mt5/squad as the launcher writes them, on an
+    mT5-shaped base whose vocabulary is a SentencePiece model: the loss falls and the result file's virtual tokens
+    answer the test."""
     from nemo_launcher.jobs.core.peft_methods import load_method_file
     from nemo_launcher.launch.stage_config import write_stage_config
 
@@ -212,9 +184,10 @@ def test_an_mt5_with_a_sentencepiece_vocabulary_is_p_tuned_and_evaluated(tmp_pat
     overrides = [
         "run.model_train_name=mt5_tiny", f"model.language_model_path={sharp_mt5}", "squad_preparation=null",
         f"model.data.train_ds=[{data}]", f"model.data.validation_ds=[{data}]", "model.data.num_workers=0",
-        "trainer.devices=1", "trainer.accelerator=cpu", "trainer.precision=32", "trainer.max_steps=12",
-        "trainer.log_every_n_steps=1", "trainer.val_check_interval=12", "trainer.limit_val_batches=1",
-        "exp_manager.checkpoint_callback_params.every_n_train_steps=12", "model.global_batch_size=8",
+        "trainer.devices=1", "trainer.accelerator=cpu", "trainer.precision=32", "trainer.max_steps=16",
+        "trainer.log_every_n_steps=1", "trainer.val_check_interval=16", "trainer.limit_val_batches=1",
+        "exp_manager.checkpoint_callback_params.every_n_train_steps=16", "model.global_batch_size=8",
+        "model.virtual_prompt_style=prompt-tuning",
         "model.micro_batch_size=4", "model.encoder_seq_length=48", "model.p_tuning.encoder_hidden=32",
         "model.optim.name=adamw", "model.optim.lr=2.0e-2", "model.optim.sched.warmup_steps=2",
         "model.optim.sched.constant_steps=0", "model.optim.sched.min_lr=1.0e-4"]
@@ -222,8 +195,9 @@ def test_an_mt5_with_a_sentencepiece_vocabulary_is_p_tuned_and_evaluated(tmp_pat
                                 base_results_dir=tmp_path / "results", overrides=overrides)
     stdout = run_training(config, timeout=600, program=("nemo_launcher.jobs.t5.prompt_learning",)).stdout
     curve = losses(stdout)
-    assert sorted(curve) == list(range(1, 13))
-    assert sum(curve[s] for s in (10, 11, 12)) < sum(curve[s] for s in (1, 2, 3)) - 3.0, curve
+    assert sorted(curve) == list(range(1, 17))
+    # About 1 nat lower on average after 16 steps here (the falls of each method are test_t5_prompt_learning's).
+    assert sum(curve[s] for s in (14, 15, 16)) < sum(curve[s] for s in (1, 2, 3)) - 1.5, curve
     result = tmp_path / "results" / "mt5_tiny" / "prompt_learning_squad" / "results" / "megatron_mt5_prompt.nemo"
     settings, state = load_method_file(result, "prompt")
     assert state["prompt_table.squad"].shape == (10, 64) and list(settings["tasks"]) == ["squad"]
@@ -234,4 +208,4 @@ def test_an_mt5_with_a_sentencepiece_vocabulary_is_p_tuned_and_evaluated(tmp_pat
         f"evaluation.run.prompt_learning_dir={tmp_path / 'results' / 'mt5_tiny' / 'prompt_learning_squad'}")
     assert section["model"]["virtual_prompt_model_file"] == str(result)
     predictions, metrics = _evaluate(eval_config, test_name="squad_test")
-    _check_scores(predictions, metrics, _lines(test), name="squad_test")
+    check_scores(predictions, metrics, read_lines(test), name="squad_test")

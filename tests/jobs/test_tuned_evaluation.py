@@ -5,7 +5,6 @@ as the decoder's input embeddings, and one-line-at-a-time generation; the scores
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import yaml
 
 from .gpt_train_support import REPO, command, environment
 from .sft_support import COLORS, gpt2_files, sharp_nemo  # noqa: F401  (fixtures)
+from .tuned_evaluation_support import check_scores, evaluate, launcher_config, read_lines
 
 from tests.conftest import require_module
 
@@ -73,26 +73,11 @@ def result_files(tmp_path_factory, sharp_nemo):  # noqa: F811
 
 
 def _launcher_config(tmp_path, choice, *overrides):
-    """The resolved evaluation config main.py writes for `choice` (a dry run)."""
-    results = tmp_path / "results"
-    env = dict(environment(), NEMO_LAUNCHER_DEBUG="1")
-    done = subprocess.run([sys.executable, "main.py", "stages=[evaluation]", f"evaluation={choice}", "cluster_type=interactive",
-                           f"base_results_dir={results}", "evaluation.model.precision=32",
-                           f"evaluation.model.tokens_to_generate={TOKENS}", *overrides],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (config,) = results.rglob("*_hydra.yaml")
-    return config, yaml.safe_load(config.read_text())
+    return launcher_config(tmp_path, choice, TOKENS, *overrides)
 
 
 def _evaluate(config: Path, processes: int = 1):
-    done = subprocess.run(command(config, processes, ("nemo_launcher.jobs.gpt.evaluate_tuned",)), cwd=REPO,
-                          env=environment(), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Warning" not in done.stderr and "warn" not in done.stdout.lower(), done.stderr[-2000:]
-    results = Path(yaml.safe_load(config.read_text())["run"]["results_dir"]) / "results"
-    predictions = [json.loads(line) for line in (results / "colors_test_predictions.jsonl").read_text().splitlines()]
-    return done.stdout, predictions, json.loads((results / "qa_metrics.json").read_text())
+    return evaluate(config, "nemo_launcher.jobs.gpt.evaluate_tuned", processes)
 
 
 def _prompts(tokenizer, lines, virtual=0):
@@ -117,17 +102,6 @@ def _greedy(step, prompt, tokenizer):
     return tokenizer.decode(new).strip()
 
 
-def _lines(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-def _check_scores(predictions, metrics, lines):
-    from nemo_launcher.jobs.common.qa_metrics import squad_scores
-
-    assert [p["answers"] for p in predictions] == [line["answers"] for line in lines]
-    assert metrics == {"colors_test": squad_scores([p["prediction"] for p in predictions], [p["answers"] for p in predictions])}
-
-
 def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
     from nemo_launcher.jobs.core.peft_methods import load_method_file
 
@@ -138,9 +112,9 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
         "evaluation.model.data.global_batch_size=3")
     assert section["run"]["name"] == "eval_ia3_squad_gpt3_5b" and section["run"]["tasks"] == "adapter"
     stdout, predictions, metrics = _evaluate(config)
-    lines = _lines(test_lines)
-    _check_scores(predictions, metrics, lines)
-    assert "exact_match" in stdout and "evaluation finished" in stdout
+    lines = read_lines(test_lines)
+    check_scores(predictions, metrics, lines)
+    assert "exact_match" in stdout
 
     # IA3 scales qkv's key and value rows and fc2's input columns: the same function as scaled weights.
     model, tokenizer = _base()(sharp_nemo)
@@ -185,8 +159,8 @@ def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_nemo, result_f
         "evaluation.model.data.num_workers=1", "evaluation.model.data.micro_batch_size=4",
         "evaluation.model.data.global_batch_size=4")
     _, predictions, metrics = _evaluate(config)
-    lines = _lines(test_lines)
-    _check_scores(predictions, metrics, lines)
+    lines = read_lines(test_lines)
+    check_scores(predictions, metrics, lines)
     model, tokenizer = _base()(sharp_nemo)
     restore_result(model, result_files["adapter"], ("adapter",))
     expected = [tokenizer.decode(greedy_generate(model, ids, TOKENS, tokenizer.eod, tokenizer.vocab_size, 64)).strip()
@@ -204,8 +178,8 @@ def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path
         "evaluation.model.tensor_model_parallel_size=1", "evaluation.model.eval_batch_size=5")
     assert (section["run"]["name"], section["model"]["model_type"]) == ("eval_prompt_squad_gpt3_5b", "nemo-gpt3-prompt")
     _, predictions, metrics = _evaluate(config)
-    lines = _lines(test_lines)
-    _check_scores(predictions, metrics, lines)
+    lines = read_lines(test_lines)
+    check_scores(predictions, metrics, lines)
 
     model, tokenizer = _base()(sharp_nemo)
     _, state = load_method_file(result_files["prompt"], "prompt")

@@ -1,6 +1,7 @@
-"""Schema of the resolved `prompt_learning`, `adapter_learning` and `ia3_learning` sections of the GPT family
-(conf/_family/gpt3_prompt_learning.yaml): parameter-efficient tuning of a frozen GPT `.nemo` on prompt-learning
-jsonl files ({"taskname": ..., <the template's fields>, <answer_field>: ...} per line).
+"""Schema of the resolved `prompt_learning`, `adapter_learning` and `ia3_learning` sections of the GPT, T5 and mT5
+families (conf/_family/gpt3_prompt_learning.yaml, t5_prompt_learning.yaml): parameter-efficient tuning of a frozen
+`.nemo` on prompt-learning jsonl files ({"taskname": ..., <the template's fields>, <answer_field>: ...} per line).
+A T5 reads the prompt with its encoder and learns the answer with its decoder; encoder_seq_length bounds both.
 
     cfg = PromptLearningConfig.from_dict(section, stage="prompt_learning")   # p-tuning or prompt tuning
     cfg = PromptLearningConfig.from_dict(section, stage="adapter_learning")  # Houlsby adapters (adapter_tuning)
@@ -121,7 +122,7 @@ class PromptData:
 
 @dataclasses.dataclass(frozen=True)
 class PromptLearningModel:
-    language_model_path: str  # the frozen GPT .nemo (the conversion stage's megatron_gpt.nemo)
+    language_model_path: str  # the frozen .nemo (the conversion stage's megatron_gpt.nemo, megatron_t5.nemo, ...)
     nemo_path: str  # the result: the method's tensors (virtual tokens, adapters, IA3 vectors) as a .nemo
     global_batch_size: int
     micro_batch_size: int
