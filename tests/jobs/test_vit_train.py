@@ -75,6 +75,27 @@ def test_finished_run_writes_the_nemo_that_load_vision_model_reads(baseline, dat
     assert len(loaded["logits"]) == 6 and all(len(row) == 12 for row in loaded["logits"])
 
 
+def test_conversion_of_an_intermediate_checkpoint_writes_its_weights_and_class_names(baseline, data_dir, tmp_path):
+    from nemo_launcher.launch.stage_config import write_stage_config
+
+    work, _ = baseline
+    config = write_stage_config(tmp_path / "conv.yaml", "conversion", "vit/convert_vit", data_dir=data_dir,
+                                base_results_dir=work / "results",
+                                overrides=["run.model_train_name=vit_tiny", f"model.hparams_file={work / 'cfg.yaml'}",
+                                           "model.checkpoint_name=step-12", "run.convert_name=convert_step12"])
+    result = run_training(config, program=("nemo_launcher.jobs.vision.convert",))
+    nemo = work / "results" / "vit_tiny" / "convert_step12" / "results" / "nemo_vit.nemo"
+    assert str(nemo) in result.stdout and "hf.mode: off" in result.stdout
+    saved, state = nemo_state(nemo)
+    final = weights(log_dir(work, "vit_tiny") / "checkpoints" / "step-12", tmp_path)
+    state = layers_stacked(state)
+    assert state.keys() == final.keys()
+    for key in final:
+        assert state[key].equal(final[key]), key
+    classes = sorted(p.name for p in (data_dir / "tiny_shapes_folders" / "train").iterdir())
+    assert saved["vision_saved_model"]["class_names"] == classes
+
+
 def test_rerun_after_kill_9_is_bit_identical(baseline, data_dir, tmp_path):
     reference, reference_out = baseline
     config = write_config(tmp_path, data_dir, "vit/tiny", RUN)

@@ -1,14 +1,17 @@
-"""Schema of the resolved `data_preparation` section of the ViT family (conf/data_preparation/vit/*.yaml): the
-generated coloured shapes in ImageNet's class-folder layout, which the tiny ViT configs read.
+"""Schemas of the resolved `data_preparation` sections of the ViT family (conf/data_preparation/vit/*.yaml), one
+per `dataset`:
+- shape_folders: the generated coloured shapes in ImageNet's class-folder layout, which the tiny ViT configs read.
+  It writes <output_dir>/train/<class>/*.png and <output_dir>/val/<class>/*.png, the two folders a ViT config
+  lists in model.data.data_path; the classes are the generator's 12, which model.num_classes must equal.
+- imagenet_shards: ImageNet (or any folder) in the class-folder layout packed into WebDataset shards, per split:
+  <output_dir>/<split>/<n>.tar of examples_per_shard images (.jpg/.png as stored, .cls the class index, .txt the
+  class folder name), classes.json and wdinfo.pkl beside them.
 
-    cfg = VitShapeFoldersConfig.from_dict(section)   # the launcher before submitting; the step when it starts
+    cfg = VitDataPreparation.from_dict(section)      # the launcher before submitting; by `dataset`
     cfg.steps()                                      # [StepPlan("shape_folders")]: nemo_launcher.jobs.vision.shape_folders
-
-It writes <output_dir>/train/<class>/*.png and <output_dir>/val/<class>/*.png, the two folders a ViT config lists
-in model.data.data_path; the classes are the generator's 12, which model.num_classes must equal.
 """
 import dataclasses
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, positive_fields
 from .data_preparation import StepPlan
@@ -25,6 +28,7 @@ class VitDataRun(RunBase):
 @dataclasses.dataclass(frozen=True)
 class VitShapeFoldersConfig:
     run: VitDataRun
+    dataset: Literal["shape_folders"]
     output_dir: str  # holds train/ and val/, one sub-folder per class
     num_train: int  # training images, classes drawn at random
     num_val: int  # held-out images: later examples of the same generator
@@ -48,3 +52,46 @@ class VitShapeFoldersConfig:
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "VitShapeFoldersConfig":
         return bind_stage(cls, data, stage)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagenetShardsConfig:
+    run: VitDataRun
+    dataset: Literal["imagenet_shards"]
+    input_dir: str  # holds one class-folder tree per split (the seed's data/imagenet_1k: train/ and val/)
+    output_dir: str  # <output_dir>/<split>/ gets the tars, classes.json and wdinfo.pkl
+    splits: List[str] = dataclasses.field(default_factory=lambda: ["train", "val"])  # sub-folders of input_dir
+    examples_per_shard: int = 1000  # images per tar (the last of a split may hold fewer)
+    shuffle_seed: Optional[int] = 0  # the order of a split's images across its tars; null: class folder order
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "examples_per_shard")
+        if not self.splits or len(set(self.splits)) != len(self.splits) or any("/" in s or not s for s in self.splits):
+            raise config_fault(f"{key}.splits", self.splits, "list distinct sub-folder names of input_dir, e.g. [train, val]")
+
+    def steps(self) -> List[StepPlan]:
+        return [StepPlan("imagenet_shards")]
+
+    def reads(self) -> List[Tuple[str, str]]:
+        return [(f"{STAGE}.input_dir", f"{self.input_dir}/{split}") for split in self.splits]
+
+    def writes(self) -> List[str]:
+        return [self.output_dir]
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ImagenetShardsConfig":
+        return bind_stage(cls, data, stage)
+
+
+_DATASETS = {"shape_folders": VitShapeFoldersConfig, "imagenet_shards": ImagenetShardsConfig}
+
+
+class VitDataPreparation:
+    """Binds a ViT data_preparation section to the schema its `dataset` names."""
+
+    @staticmethod
+    def from_dict(data: Dict[str, Any], stage: str = STAGE):
+        dataset = data.get("dataset")
+        if dataset not in _DATASETS:
+            raise config_fault(f"{stage}.dataset", dataset, f"choose one of {', '.join(_DATASETS)}")
+        return _DATASETS[dataset].from_dict(data, stage)

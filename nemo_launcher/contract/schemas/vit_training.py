@@ -48,6 +48,8 @@ class VitModelSection(VisionTower):
     optim: OptimSection
     data: ClassFolderData
     num_classes: int = 1000  # outputs of the head; must equal the class folders of data_path[0]
+    # mlp: the seed's pretraining head (one hidden layer, tanh); linear: its fine-tuning head (vit_finetuning)
+    head_type: Literal["mlp", "linear"] = "mlp"
     tensor_model_parallel_size: int = 1
     pipeline_model_parallel_size: int = 1  # must be 1 (the seed's feature matrix)
     seed: int = 1234
@@ -65,6 +67,17 @@ class VitModelSection(VisionTower):
             raise config_fault(f"{key}.num_classes", self.num_classes, "a classifier needs at least 2 classes")
 
 
+def check_classifier_run(model, trainer, key: str) -> None:
+    """What a ViT training and fine-tuning run check alike: precision, the validation folder, layout, schedule."""
+    check_amp_o2(model, trainer, f"{key}.model")
+    if trainer.limit_val_batches and len(model.data.data_path) < 2:
+        raise config_fault(f"{key}.model.data.data_path", model.data.data_path,
+                           "validation (trainer.limit_val_batches > 0) reads the second folder: add it, or set "
+                           "limit_val_batches 0")
+    check_layout(model, trainer.num_nodes, trainer.devices, key)
+    check_schedule(model, trainer, key)
+
+
 @dataclasses.dataclass(frozen=True)
 class VitTrainingConfig(TrainingStage):
     run: RunSection
@@ -73,17 +86,11 @@ class VitTrainingConfig(TrainingStage):
     model: VitModelSection
 
     def check(self, key: str) -> None:
-        check_amp_o2(self.model, self.trainer, f"{key}.model")
-        if self.trainer.limit_val_batches and len(self.model.data.data_path) < 2:
-            raise config_fault(f"{key}.model.data.data_path", self.model.data.data_path,
-                               "validation (trainer.limit_val_batches > 0) reads the second folder: add it, or set "
-                               "limit_val_batches 0")
+        check_classifier_run(self.model, self.trainer, key)
         if self.trainer.limit_test_batches:
             raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
                                "ImageNet's layout has no test split: set 0 (evaluation=vit/imagenet_val scores the "
                                "validation folder)")
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         """(key, path) of what the trainer opens: the class folders."""

@@ -31,11 +31,18 @@ class ClipBpeTokenizer:
         from transformers import CLIPTokenizer
 
         try:
-            self._tokenizer = CLIPTokenizer(vocab_file=vocab_file, merges_file=merge_file)
+            # transformers 5 reads the files through vocab= and merges=; its old vocab_file= and merges_file= are
+            # swallowed as unknown keywords and leave a three-token vocabulary that maps every word to one id.
+            self._tokenizer = CLIPTokenizer(vocab=vocab_file, merges=merge_file)
         except (OSError, ValueError) as error:
             raise JobConfigError(f"model.tokenizer: {vocab_file} and {merge_file} are no CLIP BPE files ({error})") from None
         self.vocab_size = len(self._tokenizer)
         self.bos, self.eos = self._tokenizer.bos_token_id, self._tokenizer.eos_token_id
+
+    @property
+    def hf(self):
+        """transformers' tokenizer (to save beside a Hugging Face export)."""
+        return self._tokenizer
 
     def encode(self, text: str, length: int) -> List[int]:
         ids = self._tokenizer(text, truncation=True, max_length=length)["input_ids"]

@@ -45,6 +45,13 @@ class ConversionFamily:
     # The .nemo format (save_nemo, write_nemo, load_weights): every family's is gpt/nemo_archive.py so far; passed in
     # because the core imports no family package.
     nemo_archive: Any
+    # checkpoint -> padded vocabulary rows; by default those of its word embedding table (0 for a model without text).
+    vocab_size: Optional[Callable[[Path], int]] = None
+    # the training config (a dict) -> prefix of the checkpoint entries to convert: "" for the weights, or the key of
+    # an average saved beside them (CLIP's EMA, "ema.").
+    checkpoint_prefix: Optional[Callable[[Mapping[str, Any]], str]] = None
+    # (model config, training config) -> the model_config.yaml to store; by default the model config itself.
+    nemo_config: Optional[Callable[[Mapping[str, Any], Mapping[str, Any]], Dict[str, Any]]] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,14 +103,17 @@ def convert(cfg, family: ConversionFamily) -> ConversionResult:
     rank_zero = placement.rank == 0
     section = family.inference_section(bind(family.model_schema, model_config, "model"), tp, pp)
     family.check_layout(section, tp, pp)
-    vocab = checkpoint_vocab_size(checkpoint, family.name)
+    vocab = family.vocab_size(checkpoint) if family.vocab_size else checkpoint_vocab_size(checkpoint, family.name)
     if vocab % tp:
         raise JobConfigError(f"model.tensor_model_parallel_size: the checkpoint's padded vocabulary ({vocab} rows) does not "
                              f"split over TP({tp}); pick a TP that divides it")
     if rank_zero:
         log.info("converting %s (%s, %s rows of vocabulary) to TP=%d PP=%d: %s", checkpoint, precision, vocab, tp, pp, cfg.nemo_path)
     model = family.build_inference_model(section, vocab, precision)
-    load_checkpoint_weights(model, checkpoint, family.nemo_archive.load_weights)
+    prefix = family.checkpoint_prefix(training["training"]) if family.checkpoint_prefix else ""
+    load_checkpoint_weights(model, checkpoint, family.nemo_archive.load_weights, prefix)
+    if family.nemo_config:
+        model_config = family.nemo_config(model_config, training["training"])
     # On the host: the .nemo is read on machines without this GPU, and safetensors writes from host memory.
     state = {key: value.cpu() for key, value in model.state_dict().items() if not key.endswith("._extra_state")}
 
@@ -156,13 +166,14 @@ def training_model_section(cfg, training_schema) -> Dict[str, Any]:
     except JobConfigError as error:
         raise JobConfigError(f"model.hparams_file: {cfg.model.hparams_file}: {error}") from None
     model = dict(training["model"])
-    tokenizer = dict(model["tokenizer"])
-    for key, value in (("vocab_file", cfg.model.vocab_file), ("merge_file", cfg.model.merge_file),
-                       ("model", cfg.model.tokenizer_model)):
-        if value is not None:
-            tokenizer[key] = value
-    model["tokenizer"] = tokenizer
-    return {"model": model, "precision": parsed.trainer.precision_name()}
+    if "tokenizer" in model:  # a model that reads no text (ViT) has none
+        tokenizer = dict(model["tokenizer"])
+        for key, value in (("vocab_file", cfg.model.vocab_file), ("merge_file", cfg.model.merge_file),
+                           ("model", cfg.model.tokenizer_model)):
+            if value is not None:
+                tokenizer[key] = value
+        model["tokenizer"] = tokenizer
+    return {"model": model, "precision": parsed.trainer.precision_name(), "training": training}
 
 
 def checkpoint_vocab_size(checkpoint: Path, family: str) -> int:
@@ -179,18 +190,20 @@ def checkpoint_vocab_size(checkpoint: Path, family: str) -> int:
     return int(metadata[_EMBEDDING].global_shape[0])
 
 
-def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Path, load_weights) -> None:
+def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Path, load_weights, prefix: str = "") -> None:
     """This rank's slice of every weight, whatever layout the checkpoint was written with.
 
     Only the model's tensors are asked for (the optimizer state and Lightning's bookkeeping stay on disk).
     `_extra_state` entries are left out: the local spec keeps nothing in them, and their sharding metadata
     depends on the layout the checkpoint was written with. load_weights(model, state_dict, source) loads strictly.
+    prefix: read the tensors saved under `<prefix><name>` (an average kept beside the weights) instead.
     """
     from megatron.core import dist_checkpointing
 
-    sharded = {key: value for key, value in model.sharded_state_dict().items() if not key.endswith("._extra_state")}
+    sharded = {key: value for key, value in model.sharded_state_dict(prefix=prefix).items()
+               if not key.endswith("._extra_state")}
     loaded = dist_checkpointing.load(sharded, str(checkpoint))
-    load_weights(model, {key: loaded[key] for key in sharded}, str(checkpoint))
+    load_weights(model, {key[len(prefix):]: loaded[key] for key in sharded}, str(checkpoint))
 
 
 def _write_sharded(cfg, family: ConversionFamily, model_config: Dict[str, Any], state: Dict[str, torch.Tensor],

@@ -4,11 +4,12 @@
     optimizer = build_optimizer(cfg, ddp_chunks, precision="bf16", distributed=True)
     attach_schedule_hooks(config, ddp_chunks, optimizer)
 
-`model.optim.name` maps to megatron-core as follows (all are Adam with decoupled weight decay):
+`model.optim.name` maps to megatron-core as follows (the Adams with decoupled weight decay):
 | name                   | megatron-core                                       | on a CPU                       |
 |------------------------|-----------------------------------------------------|--------------------------------|
 | distributed_fused_adam | DistributedOptimizer (ZeRO-1) over fused Adam       | falls back to plain, warns     |
 | fused_adam, adamw      | Adam (TE/Apex fused kernel where installed)          | torch AdamW                    |
+| sgd (ViT fine-tuning)  | SGD with optim.momentum (TE/Apex fused where there)  | torch SGD                      |
 
 `cfg` is any schema with `model.optim` and `trainer.gradient_clip_val` (every pretraining family, fine-tuning). The
 reference's communication keys (GPT: model.optim.overlap_grad_sync/overlap_param_sync/bucket_cap_mb,
@@ -102,8 +103,10 @@ def optimizer_config(cfg, precision: str, distributed: bool, overlap_param_gathe
     from megatron.core.optimizer import OptimizerConfig
 
     model, optim = cfg.model, cfg.model.optim
+    sgd = optim.name == "sgd"  # ViT fine-tuning's (momentum in optim.momentum); every other name is Adam
     return OptimizerConfig(
-        optimizer="adam",
+        optimizer="sgd" if sgd else "adam",
+        sgd_momentum=optim.momentum if sgd else 0.9,
         lr=optim.lr,
         min_lr=optim.sched.min_lr,
         weight_decay=optim.weight_decay,

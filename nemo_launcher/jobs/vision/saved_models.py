@@ -70,12 +70,29 @@ def full_state_dict(chunk: torch.nn.Module) -> Dict[str, torch.Tensor]:
     return full
 
 
+def vision_shard_layout(model_config: Mapping[str, Any], tensor_parallel: int, pipeline_parallel: int = 1):
+    """How a TP > 1 archive (the conversion's) splits: megatron-core's column- and row-parallel layers of the local
+    spec, everything else replicated (core/shards.py). No pipeline stages, so no layer is renumbered."""
+    from ..core.shards import ShardLayout, ShardRules
+
+    rules = ShardRules(
+        stack="(no pipeline stages)",
+        column=("linear_qkv.weight", "linear_qkv.bias", "linear_fc1.weight", "linear_fc1.bias", "word_embeddings.weight"),
+        row=("linear_proj.weight", "linear_fc2.weight"),
+        replicated=("class_token", "conv1.weight", "position_embeddings.weight", "layernorm.weight", "layernorm.bias",
+                    "ln_pre.weight", "ln_pre.bias", "linear_proj.bias", "linear_fc2.bias", "norm.weight", "norm.bias",
+                    "head_hidden.weight", "head_hidden.bias", "head_out.weight", "head_out.bias", "projection.weight",
+                    "logit_scale"),
+        last_stage=("",))  # one stage holds every module
+    return ShardLayout(rules, tensor_parallel, pipeline_parallel, num_layers=1, gated_mlp=False, tied_embeddings=False)
+
+
 def saved_config(family: str, model_section: Mapping[str, Any], precision: str,
                  class_names: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """model_config.yaml's content: the model section at TP=1 and the vision_saved_model entry."""
+    """model_config.yaml's content: the model section and the vision_saved_model entry."""
     if family not in FAMILIES:
         raise ValueError(f"family {family!r} is not one of {FAMILIES}")
-    config = dict(model_section, tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
+    config = dict(model_section)
     config[SAVED_KEY] = {"family": family, "precision": precision,
                          "class_names": list(class_names) if class_names is not None else None}
     return config
@@ -91,9 +108,9 @@ def save_vision_model(path, family: str, model_section: Mapping[str, Any], state
 
 
 def save_from_training(parts, family: str, path, class_names: Optional[Sequence[str]] = None,
-                       chunk: Optional[torch.nn.Module] = None) -> str:
+                       chunk: Optional[torch.nn.Module] = None, model_section=None) -> str:
     """Every rank of a finished run: gathers the weights (of `chunk`, by default the run's own) and rank 0 writes
-    the archive from the run's own model section. Room is checked first; a failed write is exit 74."""
+    the archive with `model_section` (by default the run's own). Room is checked first; a failed write is exit 74."""
     from ..common.storage import guarded_write, with_margin
 
     state = full_state_dict(chunk if chunk is not None else parts.bare_chunks[0])
@@ -104,7 +121,7 @@ def save_from_training(parts, family: str, path, class_names: Optional[Sequence[
                   "exp_manager.explicit_log_dir (or base_results_dir) at a larger file system, then run the job again: "
                   "it resumes from its last checkpoint and writes the model.")
         with guarded_write(target.parent, needed, f"the model {target.name}", advice):
-            save_vision_model(target, family, model_section_dict(parts.cfg.model), state,
+            save_vision_model(target, family, model_section_dict(model_section or parts.cfg.model), state,
                               parts.cfg.trainer.precision_name(), class_names)
     if parts.placement.world_size > 1:
         torch.distributed.barrier()
@@ -261,14 +278,16 @@ def build_vision_model(family: str, model, precision: str, vocab_size: int = 0, 
 def load_vision_model(path, precision: Optional[str] = None) -> SavedVisionModel:
     """The archive's model at TP=1 in eval mode (one process is enough: the process group is started when none is).
     precision: fp32, bf16 or fp16; by default the dtype the weights are stored in."""
-    from ..gpt.nemo_archive import load_nemo, load_weights
+    from ..core.shards import merge_shards
+    from ..gpt.nemo_archive import layout_of, load_nemo_shard, load_weights
     from ..gpt.standalone import precision_of
     from ...contract.schemas.vision_training import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, IMAGENET_STD
 
     family, section, saved = read_saved_config(path)
     model = inference_section(bind(_model_schema(family), section, "model"), family)
-    _, state = load_nemo(path)
-    state = {key: value for key, value in state.items() if key != SAVED_KEY}
+    tp, _ = layout_of(section)
+    shards = {(rank, 0): load_nemo_shard(path, rank, 0) for rank in range(tp)}
+    state = shards[(0, 0)] if tp == 1 else merge_shards(shards, vision_shard_layout(section, tp))
     start_vision_parallel(1, model.seed)
     precision = precision or precision_of(state)
     tokenizer, vocab = None, 0

@@ -1,5 +1,5 @@
 """The ViT classifier: megatron-core's vision tower, a LayerNorm on its first class token, and the seed's
-pretraining head (an MLP with one hidden layer, tanh, as NeMo's ViT head).
+pretraining head (an MLP with one hidden layer, tanh, as NeMo's ViT head) or its fine-tuning head (one linear layer).
 
     chunk = vit_chunk(cfg.model, config, 0, use_te, stage)   # what the recipe gives the trainer core
     logits = chunk(images)                                    # [b, num_classes]
@@ -33,7 +33,8 @@ class VitClassifier(_megatron_module()):
         self.tower = build_tower(model, config, use_te)
         hidden = model.hidden_size
         self.final_norm = norm_class(use_te)(config=config, hidden_size=hidden, eps=model.layernorm_epsilon)
-        self.head_hidden = torch.nn.Linear(hidden, hidden)
+        # The fine-tuning head is one linear layer (head_type linear); pretraining's has a hidden layer before it.
+        self.head_hidden = torch.nn.Linear(hidden, hidden) if model.head_type == "mlp" else None
         self.head_out = torch.nn.Linear(hidden, model.num_classes)
 
     def set_input_tensor(self, input_tensor) -> None:
@@ -41,7 +42,9 @@ class VitClassifier(_megatron_module()):
 
     def forward(self, images: torch.Tensor, labels: torch.Tensor = None) -> torch.Tensor:
         summary = self.final_norm(self.tower(images)[:, 0])
-        logits = self.head_out(torch.tanh(self.head_hidden(summary)))
+        if self.head_hidden is not None:
+            summary = torch.tanh(self.head_hidden(summary))
+        logits = self.head_out(summary)
         if labels is None:
             return logits
         logits = logits.float()

@@ -64,9 +64,11 @@ def pixel_statistics(tower, mean, std):
     return tower.image_mean or mean, tower.image_std or std
 
 
-def vit_datasets(cfg, sizes):
-    """(train, validation, None) over model.data.data_path."""
-    m, data = cfg.model, cfg.model.data
+def vit_datasets(cfg, sizes, model=None):
+    """(train, validation, None) over model.data.data_path; `model`: the section the classifier is built from
+    (fine-tuning's: the .nemo's architecture at the new resolution), by default the config's own."""
+    m = model or cfg.model
+    data = m.data
     folders = ClassFolders(data.data_path[0])
     if len(folders.classes) != m.num_classes:
         raise JobConfigError(f"model.num_classes: {m.num_classes}, but {folders.root} holds {len(folders.classes)} class "
@@ -115,9 +117,18 @@ def build_vit_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
 class VitModule(TrainingModule):
     """The core's module; a run that reaches max_steps writes its model as the seed's .nemo, with the class names."""
 
+    def nemo_path(self) -> Path:
+        from ..vision.saved_models import TRAINING_NEMO
+
+        return Path(self.parts.cfg.exp_manager.explicit_log_dir) / "checkpoints" / TRAINING_NEMO["vit"]
+
+    def model_section(self):
+        """The section the classifier was built from (what the .nemo's model_config.yaml holds)."""
+        return self.parts.cfg.model
+
     def write_outputs(self):
-        from ..vision.saved_models import TRAINING_NEMO, save_from_training
+        from ..vision.saved_models import save_from_training
 
         p = self.parts
-        path = Path(p.cfg.exp_manager.explicit_log_dir) / "checkpoints" / TRAINING_NEMO["vit"]
-        return {".nemo": save_from_training(p, "vit", path, class_names=p.train_dataset.folders.classes)}
+        return {".nemo": save_from_training(p, "vit", self.nemo_path(), class_names=p.train_dataset.folders.classes,
+                                            model_section=self.model_section())}
