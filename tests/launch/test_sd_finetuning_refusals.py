@@ -28,6 +28,10 @@ CASES = [
     (DB, ["training.model.prior_loss_weight=-1"], ["prior_loss_weight=-1"]),
     (DB_TINY, ["training.model.data.resolution=64"], ["data.resolution=64", "images of 32 px"]),
     (DB_TINY, ["training.model.data.reg_generation.sampler_type=Heun"], ["sampler_type='Heun'"]),
+    # The seed's own example: the trainer counts optimizer steps, so epochs are refused with that fix, not ignored.
+    (["stages=[training]", "training=stable_diffusion/860m_res_256"], ["training.trainer.max_epochs=10"],
+     ["training.trainer.max_epochs=10", "trainer.max_steps", "set null"]),
+    (DB, ["training.trainer.max_epochs=10"], ["training.trainer.max_epochs=10", "set null"]),
 ]
 
 

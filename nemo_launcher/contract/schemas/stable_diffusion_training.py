@@ -15,7 +15,8 @@ from typing import List, Optional, Tuple
 
 from ..binding import config_fault, non_negative, positive_fields
 from .clip_training import ClipExpManager, ShardSet
-from .common_training import OptimSection, RunSection, TrainerSection, TrainingStage, check_layout, check_schedule
+from .common_training import OptimSection, RunSection, TrainingStage, check_layout, check_schedule
+from .gpt_training import GptTrainerSection
 from .stable_diffusion_model import LatentDiffusionModel
 
 STAGE = "training"
@@ -109,7 +110,8 @@ class StableDiffusionTrainingConfig(TrainingStage):
     NEMO_FILE_NAME = "nemo_stable_diffusion.nemo"  # what a finished run writes into checkpoints/ (ClassVar: no key)
 
     run: RunSection
-    trainer: TrainerSection
+    # GPT's: the run is sized in optimizer steps, so the seed's trainer.max_epochs is refused with that fix.
+    trainer: GptTrainerSection
     exp_manager: ClipExpManager
     model: SdModelSection
 
