@@ -1,9 +1,15 @@
 """Stable Diffusion mistakes refused at launch (exit 2, one `Error:` line naming the key and the fix, nothing written):
-what the seed forbids (model parallelism), what diffusers' classes cannot build, and data that cannot fit the UNet."""
+what the seed forbids (model parallelism), what diffusers' classes cannot build, and data that cannot fit the UNet;
+for InstructPix2Pix and DreamBooth also a starting checkpoint missing or of the wrong kind, weights named twice,
+channel counts, and the text encoder's switch set one way and its seed key the other."""
 import pytest
 
 SD = ["stages=[training]", "training=stable_diffusion/860m_res_256_pretrain"]
 TINY = ["stages=[training]", "training=stable_diffusion/tiny", "cluster_type=interactive"]
+IP2P = ["stages=[training]", "training=instruct_pix2pix/860m_sd_edit"]
+IP2P_TINY = ["stages=[training]", "training=instruct_pix2pix/tiny", "cluster_type=interactive"]
+DB = ["stages=[training]", "training=dreambooth/860m"]
+DB_TINY = ["stages=[training]", "training=dreambooth/tiny", "cluster_type=interactive"]
 
 CASES = [
     (SD, ["training.model.tensor_model_parallel_size=2"], ["training.model.tensor_model_parallel_size=2", "data parallelism only"]),
@@ -19,6 +25,29 @@ CASES = [
      ["center_crop_h_w='256, 256'", "images of 512 px", "\"512, 512\""]),
     (TINY, ["training.model.cond_stage_config.hidden_size=64"], ["cond_stage_config.hidden_size=64", "context_dim"]),
     (TINY, ["training.model.unet_config.norm_num_groups=5"], ["norm_num_groups=5", "[32, 64]"]),
+    (IP2P, ["training.model.ckpt_path=null"], ["training.model.ckpt_path=None", "Stable Diffusion checkpoint to start from"]),
+    (IP2P, ["training.model.unet_config.in_channels=4"], ["unet_config.in_channels=4", "noisy latents and the input image's: set 8"]),
+    (IP2P, ["training.model.first_stage_config.from_pretrained=/sd/vae"],
+     ["first_stage_config.from_pretrained='/sd/vae'", "come from model.ckpt_path", "set null"]),
+    (IP2P, ["training.model.cond_stage_config.pretrained=/sd/clip"], ["cond_stage_config.pretrained='/sd/clip'", "hidden_size"]),
+    (IP2P, ["training.model.conditioning_dropout_rate=0.5"], ["conditioning_dropout_rate=0.5", "[0, 1/3]"]),
+    (IP2P, ["training.model.text_embedding_dropout_rate=0.1"], ["text_embedding_dropout_rate=0.1", "conditioning_dropout_rate"]),
+    (IP2P, ["training.model.data.resolution=512"], ["training.model.data.resolution=512", "images of 256 px"]),
+    (IP2P, ["training.model.tensor_model_parallel_size=2"], ["tensor_model_parallel_size=2", "data parallelism only"]),
+    (IP2P_TINY, ["training.trainer.limit_val_batches=2"], ["limit_val_batches=2", "no validation split"]),
+    (DB, ["training.model.restore_from_path=/sd/model.ckpt"], ["restore_from_path='/sd/model.ckpt'", "from a .nemo"]),
+    (DB, ["training.model.cond_stage_trainable=true"], ["cond_stage_trainable=True", "train_text_encoder (False)"]),
+    (DB, ["training.model.unet_config.in_channels=8"], ["unet_config.in_channels=8", "text-to-image UNet: set 4"]),
+    (DB, ["training.model.with_prior_preservation=true", "training.model.data.regularization_prompt=null"],
+     ["data.regularization_prompt=None", "with_prior_preservation"]),
+    (DB, ["training.model.data.instance_prompt=' '"], ["instance_prompt", "special token"]),
+    (DB, ["training.model.prior_loss_weight=-1"], ["prior_loss_weight=-1"]),
+    (DB_TINY, ["training.model.data.resolution=64"], ["data.resolution=64", "images of 32 px"]),
+    (DB_TINY, ["training.model.data.reg_generation.sampler_type=Heun"], ["sampler_type='Heun'"]),
+    # The seed's own example: the trainer counts optimizer steps, so epochs are refused with that fix, not ignored.
+    (SD, ["training.trainer.max_epochs=10"],
+     ["training.trainer.max_epochs=10", "trainer.max_steps", "set null"]),
+    (DB, ["training.trainer.max_epochs=10"], ["training.trainer.max_epochs=10", "set null"]),
 ]
 
 
@@ -32,3 +61,11 @@ def test_stable_diffusion_mistake_is_refused_at_launch(base, overrides, words, l
     for word in words:
         assert word in lines[0], f"expected {word!r} in: {lines[0]}"
     assert not list(results.rglob("*_submission.sh"))
+
+
+def test_a_missing_starting_checkpoint_is_named_before_anything_runs(launch, tmp_path):
+    """With check_inputs on, the SD checkpoint the config names must exist (or come from an earlier stage); a dry
+    run only warns, a real one refuses."""
+    code, out, err = launch(IP2P_TINY + ["check_inputs=true"], debug=False, results=tmp_path / "results")
+    assert code == 2 and "training.model.ckpt_path=" in err and "nemo_stable_diffusion.nemo" in err, err
+    assert not list((tmp_path / "results").rglob("*_submission.sh"))
