@@ -10,7 +10,7 @@ import pytest
 
 from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
 
-from .vision_support import nemo_state, run_training, write_shape_tars
+from .vision_support import kill_after_checkpoint, losses, nemo_state, run_training, write_shape_tars
 
 CHANCE = 100 / 12
 
@@ -41,9 +41,16 @@ def _scores(stdout: str, work, run_dir: str, task: str) -> dict:
     return scores
 
 
-def test_vit_fine_tuned_at_a_higher_resolution_scores_far_above_chance(data_dir, tmp_path):
-    work = tmp_path
+@pytest.fixture(scope="module")
+def vit_pretrained(data_dir, tmp_path_factory):
+    """The work folder of a finished training=vit/tiny run (its .nemo in results/vit_tiny/results/checkpoints)."""
+    work = tmp_path_factory.mktemp("vit_pretrained")
     _run(work, data_dir, "training", "vit/tiny", "nemo_launcher.jobs.vit.train", ["trainer.limit_val_batches=0"])
+    return work
+
+
+def test_vit_fine_tuned_at_a_higher_resolution_scores_far_above_chance(data_dir, vit_pretrained):
+    work = vit_pretrained
     tuned = _run(work, data_dir, "fine_tuning", "vit/tiny", "nemo_launcher.jobs.vit.finetune")
     assert "positions 4x4 -> 6x6, head new linear head of 12 classes (zeros)" in tuned
     nemo = work / "results" / "vit_tiny" / "tiny_shapes" / "results" / "checkpoints" / "nemo_vit_classification.nemo"
@@ -56,6 +63,25 @@ def test_vit_fine_tuned_at_a_higher_resolution_scores_far_above_chance(data_dir,
     assert scores["model"] == str(nemo)
     print(f"ViT fine-tuned top-1 {scores['top1']:.1f}% top-5 {scores['top5']:.1f}% (chance {CHANCE:.1f}%)")
     assert scores["top1"] >= 3 * CHANCE and scores["top5"] >= scores["top1"]
+
+
+def test_vit_fine_tuning_killed_and_rerun_ends_as_an_uninterrupted_run(data_dir, vit_pretrained, tmp_path):
+    """SGD's momentum buffers are resumed too (megatron-core gives SGD no state layout of its own to load into)."""
+    nemo = vit_pretrained / "results" / "vit_tiny" / "results" / "checkpoints" / "nemo_vit_classification.nemo"
+    short = ["trainer.max_steps=6", "trainer.log_every_n_steps=1", "trainer.limit_val_batches=0",
+             "exp_manager.checkpoint_callback_params.every_n_train_steps=3", f"model.restore_from_path={nemo}"]
+    whole = _run(tmp_path / "whole", data_dir, "fine_tuning", "vit/tiny", "nemo_launcher.jobs.vit.finetune", short)
+    config = _config(tmp_path / "split", data_dir, "fine_tuning", "vit/tiny", short)
+    checkpoints = tmp_path / "split" / "results" / "vit_tiny" / "tiny_shapes" / "results" / "checkpoints"
+    kill_after_checkpoint(config, "nemo_launcher.jobs.vit.finetune", checkpoints / "step-3", tmp_path / "killed.log",
+                          checkpoints / "step-6")
+    resumed = run_training(config, program=("nemo_launcher.jobs.vit.finetune",)).stdout
+    assert f"resuming from {checkpoints / 'step-3'}" in resumed
+    assert losses(resumed) == {step: loss for step, loss in losses(whole).items() if step > 3}
+    ours = nemo_state(checkpoints / "nemo_vit_classification.nemo")[1]
+    theirs = nemo_state(tmp_path / "whole" / "results" / "vit_tiny" / "tiny_shapes" / "results" / "checkpoints"
+                        / "nemo_vit_classification.nemo")[1]
+    assert ours.keys() == theirs.keys() and all(ours[key].equal(theirs[key]) for key in ours)
 
 
 def test_clip_zero_shot_from_class_name_prompts_scores_far_above_chance(data_dir, tmp_path):

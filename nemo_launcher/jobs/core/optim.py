@@ -130,7 +130,21 @@ def build_optimizer(cfg, ddp_chunks: List[torch.nn.Module], precision: str, dist
     from megatron.core.optimizer import get_megatron_optimizer
 
     overlap = ddp_chunks[0].ddp_config.overlap_param_gather
-    return get_megatron_optimizer(optimizer_config(cfg, precision, distributed, overlap), ddp_chunks)
+    optimizer = get_megatron_optimizer(optimizer_config(cfg, precision, distributed, overlap), ddp_chunks)
+    if cfg.model.optim.name == "sgd":
+        # megatron-core 0.16 gives SGD no state initialiser, and loading a checkpoint calls it to lay out the state
+        # it reads into (resuming failed with "'NoneType' object is not callable").
+        for inner in getattr(optimizer, "chained_optimizers", [optimizer]):
+            inner.init_state_fn = _init_sgd_state
+    return optimizer
+
+
+def _init_sgd_state(optimizer, config=None) -> None:
+    """A zero momentum buffer per parameter: torch's SGD then takes the same first step as with none."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if "momentum_buffer" not in optimizer.state[param]:
+                optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param.data)
 
 
 def attach_schedule_hooks(config, ddp_chunks: List[torch.nn.Module], optimizer) -> None:
