@@ -22,6 +22,7 @@ SIMILARITY_FILE = "similarity.json"
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SavedModelRun(RunBase):
     model_train_name: Optional[str] = None  # the training run whose model is read (names the default paths)
+    fine_tuning_dir: Optional[str] = None  # ViT: the fine-tuning run whose .nemo is read by default
     nodes: int = 1
     ntasks_per_node: int = 1  # one process: a saved vision model runs unsplit (TP = 1)
 
