@@ -179,29 +179,27 @@ class _FineTuneTraining:
     def starting_checkpoint(self) -> str:
         return getattr(self.model, self.model.starting_key)
 
+    def reads(self) -> List[Tuple[str, str]]:
+        """(key, path) of the starting checkpoint, the data folder and the tokenizer files."""
+        data_key = self.DATA_KEY
+        return [(f"{STAGE}.model.{self.model.starting_key}", self.starting_checkpoint()),
+                (f"{STAGE}.model.data.{data_key}", getattr(self.model.data, data_key)), *self.network_reads()]
+
 
 @dataclasses.dataclass(frozen=True)
 class InstructPix2PixTrainingConfig(_FineTuneTraining, StableDiffusionTrainingConfig):
+    DATA_KEY = "data_path"  # the data folder the launcher checks
     NEMO_FILE_NAME = "nemo_instruct_pix2pix.nemo"
 
     model: EditModelSection
 
-    def reads(self) -> List[Tuple[str, str]]:
-        m = self.model
-        return [(f"{STAGE}.model.ckpt_path", m.ckpt_path), (f"{STAGE}.model.data.data_path", m.data.data_path),
-                *self.network_reads()]
-
 
 @dataclasses.dataclass(frozen=True)
 class DreamBoothTrainingConfig(_FineTuneTraining, StableDiffusionTrainingConfig):
+    DATA_KEY = "instance_dir"  # the data folder the launcher checks
     NEMO_FILE_NAME = "nemo_dreambooth.nemo"
 
     model: DreamBoothModelSection
-
-    def reads(self) -> List[Tuple[str, str]]:
-        m = self.model
-        return [(f"{STAGE}.model.restore_from_path", m.restore_from_path),
-                (f"{STAGE}.model.data.instance_dir", m.data.instance_dir), *self.network_reads()]
 
     def writes(self) -> List[str]:
         """The regularization images are written beside the run's own files."""
