@@ -67,9 +67,9 @@ def test_tiny_coco_preparation_and_the_four_fid_clip_steps(sd_nemo, monkeypatch)
         step.main(["--config", str(data_config)])
     root = work / "data" / "fid_evaluation" / "tiny_coco2014"
     real = sorted((root / "coco2014_val" / "images_32").iterdir())
-    assert len(real) == 24 and {Image.open(path).size for path in real} == {(32, 32)}
+    assert len(real) == 12 and {Image.open(path).size for path in real} == {(32, 32)}
     captions = sorted((root / "coco2014_val_sampled" / "captions").glob("*.txt"))
-    assert len(captions) == 16
+    assert len(captions) == 8
 
     config = _stage_config(work, "fid_clip.yaml", "evaluation", "stable_diffusion/tiny_fid_clip")
     for step in (generate, fid, clip, plot):
@@ -143,32 +143,58 @@ def test_download_coco2014_refuses_a_file_that_is_not_coco_captions(tmp_path):
     assert line.startswith("Error: data_preparation.coco_captions_file=") and "not a COCO captions file" in line
 
 
-@pytest.mark.parametrize("choice", ["stable_diffusion/text2img", "dreambooth/text2img"])
-def test_text2img_writes_images_grids_and_class_scores(sd_nemo, choice):
-    from PIL import Image
-
-    from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
-
-    work, nemo = sd_nemo
-    reference = work / "data" / "shape_folders"
-    write_shape_folders(str(reference), train=12, val=24, size=32, seed=0)
-    out = work / "results" / choice.replace("/", "_")
-    config = _stage_config(work, f"{choice.replace('/', '_')}.yaml", "fw_inference", choice, [
+def _text2img_config(work, choice, nemo, reference, out):
+    return _stage_config(work, f"{choice.replace('/', '_')}.yaml", "fw_inference", choice, [
         f"model.restore_from_path={nemo}", "trainer.accelerator=cpu", "trainer.precision=32", "infer.height=32",
         "infer.width=32", "infer.down_factor=2", "infer.inference_steps=4", "infer.num_images_per_prompt=2",
         "infer.combine_images=[1,2]", "infer.prompts=[a photo of a red circle,a blue square,a photo of a sks dog]",
-        f"class_reference_dir={reference}/val", f"infer.out_path={out}"])
-    result = _run("nemo_launcher.jobs.stable_diffusion.text2img", config)
-    _quiet(result.stderr)
+        f"class_reference_dir={reference}", f"infer.out_path={out}"])
+
+
+def _check_text2img(out, sampler):
+    from PIL import Image
+
     report = json.loads((out / "text2img.json").read_text())
     assert len(report["images"]) == 3 * 2 + 3 and Image.open(out / "grid_00.png").size == (64, 32)
-    assert report["sampler_type"] == ("DDIM" if choice.startswith("dreambooth") else "PLMS")
+    assert report["sampler_type"] == sampler
     for space in ("latent", "pixel"):
         scores = report["class_scores"][space]
         # Two of the three prompts name one of the 12 classes; the dog is not scored.
         assert sorted(scores["per_prompt"]) == ["blue square", "red circle"] and scores["chance"] == pytest.approx(1 / 12)
         assert 0 <= scores["accuracy"] <= 1 and scores["metric"]
+
+
+@pytest.fixture(scope="module")
+def reference(sd_nemo):
+    from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
+
+    folder = sd_nemo[0] / "data" / "shape_folders"
+    write_shape_folders(str(folder), train=12, val=24, size=32, seed=0)
+    return folder / "val"
+
+
+def test_text2img_writes_images_grids_and_class_scores(sd_nemo, reference):
+    work, nemo = sd_nemo
+    out = work / "results" / "text2img"
+    result = _run("nemo_launcher.jobs.stable_diffusion.text2img",
+                  _text2img_config(work, "stable_diffusion/text2img", nemo, reference, out))
+    _quiet(result.stderr)
+    _check_text2img(out, "PLMS")
     assert "nearest class (latent)" in result.stdout
+
+
+def test_dreambooth_text2img_is_the_same_program_with_ddim(sd_nemo, reference):
+    from nemo_launcher.contract.schemas.sd_inference import Text2ImgConfig
+    from nemo_launcher.jobs.stable_diffusion.inference import load_model
+    from nemo_launcher.jobs.stable_diffusion.text2img import generate
+    import yaml
+
+    work, nemo = sd_nemo
+    out = work / "results" / "dreambooth"
+    config = _text2img_config(work, "dreambooth/text2img", nemo, reference, out)
+    cfg = Text2ImgConfig.from_dict(yaml.safe_load(config.read_text()))
+    generate(cfg, load_model(cfg))
+    _check_text2img(out, "DDIM")
 
 
 def _ip2p_nemo(sd_nemo_path, target):
@@ -208,9 +234,15 @@ def test_edit_cli_edits_an_image_by_an_instruction(sd_nemo):
     # The longer side is scaled to 32 and each side cut to the model's multiple (VAE 2 x UNet 2 = 4): 32 x 24.
     assert report["size"] == [32, 24] and len(report["images"]) == 5
     assert Image.open(out / "edit_00.png").size == (32, 24) and Image.open(out / "grid.png").size == (64, 48)
-    # A Stable Diffusion .nemo (4-channel UNet) is refused with one line naming the key and the fix.
-    refused = _run("nemo_launcher.jobs.stable_diffusion.edit_cli",
-                   _stage_config(work, "edit_sd.yaml", "fw_inference", "instruct_pix2pix/edit_cli",
-                                 [f"model.restore_from_path={nemo}", *common]), expect_rc=2)
-    (line,) = [line for line in refused.stderr.splitlines() if line.strip()]
-    assert line.startswith("Error: fw_inference.model.restore_from_path=") and "InstructPix2Pix" in line
+    # A Stable Diffusion .nemo (4-channel UNet) is refused, naming the key and the fix.
+    from nemo_launcher.contract.schemas.sd_inference import EditConfig
+    from nemo_launcher.jobs.common.config import JobConfigError
+    from nemo_launcher.jobs.stable_diffusion.edit_cli import edit
+    from nemo_launcher.jobs.stable_diffusion.inference import load_model
+    import yaml
+
+    config = _stage_config(work, "edit_sd.yaml", "fw_inference", "instruct_pix2pix/edit_cli",
+                           [f"model.restore_from_path={nemo}", *common])
+    cfg = EditConfig.from_dict(yaml.safe_load(config.read_text()))
+    with pytest.raises(JobConfigError, match=r"^fw_inference.model.restore_from_path=.*InstructPix2Pix"):
+        edit(cfg, load_model(cfg))
