@@ -55,6 +55,7 @@ _T5_PROGRAMS = {
     "training": "nemo_launcher.jobs.t5.train",
     "conversion": "nemo_launcher.jobs.t5.convert",
     "fine_tuning": "nemo_launcher.jobs.t5.finetune",
+    "peft": "nemo_launcher.jobs.t5.peft",
     "prompt_learning": "nemo_launcher.jobs.t5.prompt_learning",
     "adapter_learning": "nemo_launcher.jobs.t5.adapter_learning",
     "ia3_learning": "nemo_launcher.jobs.t5.ia3_learning",
@@ -66,6 +67,7 @@ _T5_SCHEMAS = {
     "training": f"{_SCHEMAS}.t5_training:T5TrainingConfig",
     "conversion": f"{_SCHEMAS}.t5_conversion:T5ConversionConfig",
     "fine_tuning": f"{_SCHEMAS}.t5_finetuning:T5FinetuneConfig",
+    "peft": f"{_SCHEMAS}.gpt_sft:SftConfig",  # GPT's LoRA keys; the architecture comes from the .nemo
     # GPT's schema of the frozen-base methods: the architecture comes from the .nemo, the keys are the same.
     "prompt_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
     "adapter_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
@@ -74,9 +76,10 @@ _T5_SCHEMAS = {
     "export": f"{_SCHEMAS}.t5_export:T5ExportConfig",
 }
 # SQuAD-format JSON (SQuAD, XQuAD) -> source/target text files, before fine-tuning or evaluating on them; -> the
-# prompt-learning jsonl (GPT's preparer) before the frozen-base methods.
+# prompt-learning jsonl (GPT's preparer) before the frozen-base methods, -> prompt/answer jsonl (GPT's too) before LoRA.
 _T5_PREPARERS = {"fine_tuning": "nemo_launcher.jobs.t5.squad_data", "evaluation": "nemo_launcher.jobs.t5.squad_data",
-                 **{stage: "nemo_launcher.jobs.data.squad" for stage in ("prompt_learning", "adapter_learning", "ia3_learning")}}
+                 **{stage: "nemo_launcher.jobs.data.squad"
+                    for stage in ("peft", "prompt_learning", "adapter_learning", "ia3_learning")}}
 
 FAMILIES: Dict[str, Family] = {
     family.name: family

@@ -116,9 +116,10 @@ def start_tuning(program: str, section: dict, work, log, family: str = "gpt"):
                             stdout=handle, stderr=subprocess.STDOUT, text=True)
 
 
-def rerun_after_kill_9(program: str, section: dict, work, kill_after: int, family: str = "gpt") -> str:
+def rerun_after_kill_9(program: str, section: dict, work, kill_after: int, family: str = "gpt", result=None) -> str:
     """Starts the program, kills it (SIGKILL) once step-<kill_after> is checkpointed and before it ends, runs it again
-    on the same folder and returns the rerun's stdout, which must say it resumed from that checkpoint."""
+    on the same folder and returns the rerun's stdout, which must say it resumed from that checkpoint. `result`: the
+    file written at the last step (default: model.nemo_path)."""
     import time
 
     work = Path(work)
@@ -135,7 +136,7 @@ def rerun_after_kill_9(program: str, section: dict, work, kill_after: int, famil
         process.wait()
     last = section["trainer"]["max_steps"]
     assert not (work / "checkpoints" / f"step-{last}" / "COMPLETE").exists(), "killed too late to test a resume"
-    assert not Path(section["model"]["nemo_path"]).exists(), "the result is written at the last step only"
+    assert not Path(result or section["model"]["nemo_path"]).exists(), "the result is written at the last step only"
     resumed = run_tuning(program, section, work, family=family).stdout
     assert f"resuming from {work / 'checkpoints' / f'step-{kill_after}'}" in resumed
     return resumed

@@ -33,7 +33,7 @@ def _logits(model, tokens):
 
 
 def test_only_adapters_train_and_merging_keeps_the_function(reference, tiny_nemo):  # noqa: F811
-    from nemo_launcher.jobs.gpt.lora import add_lora
+    from nemo_launcher.jobs.core.lora import add_lora
     from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
     from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import LoraSection

@@ -58,3 +58,24 @@ def test_the_job_accepts_every_key_the_launcher_writes(stage, choice, extra, lau
     cfg = SftConfig.from_dict(yaml.safe_load(config.read_text()), stage=stage)
     assert cfg.trainer.precision_name() == "bf16" and cfg.model.optim.sched.name == "CosineAnnealing"
     assert (cfg.model.peft is not None) == (stage == "peft")
+
+
+@pytest.mark.parametrize("family,nemo", [("t5", "megatron_t5.nemo"), ("mt5", "megatron_mt5.nemo")])
+def test_t5_and_mt5_lora_render_and_bind(family, nemo, launch, tmp_path):
+    """peft=t5/squad and peft=mt5/squad (no seed config names them): the T5 peft program after the SQuAD preparer,
+    on the family's converted .nemo, with a section the job's schema binds."""
+    from nemo_launcher.contract.schemas.gpt_sft import SftConfig
+
+    results = tmp_path / "results"
+    code, out, err = launch(["stages=[peft]", f"peft={family}/squad", "cluster_type=bcm"], results=results)
+    assert code == 0, err
+    (script,) = results.rglob("*_submission.sh")
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert text.index("jobs.data.squad") < text.index("-m nemo_launcher.jobs.t5.peft --config")
+    (config,) = results.rglob("*_hydra.yaml")
+    cfg = SftConfig.from_dict(yaml.safe_load(config.read_text()), stage="peft")
+    train_name = {"t5": "t5_220m", "mt5": "mt5_390m"}[family]
+    assert cfg.model.restore_from_path == f"{results}/{train_name}/convert_nemo/results/{nemo}"
+    assert cfg.exp_manager.name == f"megatron_{family}_peft_lora"
+    assert cfg.model.peft.lora_tuning.target_modules == ["attention_qkv"] and cfg.model.data.train_ds.max_seq_length == 512

@@ -20,7 +20,7 @@ PROG = "python3 -m nemo_launcher.jobs.gpt.finetune"
 
 def tuning_job(cfg, stage: str):
     """The GptTuning of a bound `fine_tuning` or `peft` section (SftConfig): its data, and all weights or LoRA."""
-    from .lora import LoraMethod
+    from ..core.lora import LoraMethod
     from .tuning import AllWeights, GptTuning
     from .tuning_data import PromptAnswerData
 
@@ -33,8 +33,9 @@ def tuning_job(cfg, stage: str):
     return GptTuning(cfg, stage, cfg.model.restore_from_path, data, method)
 
 
-def run(argv, stage: str, prog: str) -> int:
-    """The fine_tuning and peft programs: bind the section to SftConfig, build the tuning job, run the core."""
+def run(argv, stage: str, prog: str, make_job=tuning_job) -> int:
+    """The fine_tuning and peft programs (T5's peft too, with its make_job): bind the section to SftConfig, build
+    the tuning job, run the core."""
     from types import SimpleNamespace
 
     from ..core.program import run_program
@@ -45,7 +46,7 @@ def run(argv, stage: str, prog: str) -> int:
         from ...contract.schemas.gpt_sft import SftConfig
 
         cfg = SftConfig.from_dict(section, stage=stage)
-        jobs["job"] = tuning_job(cfg, stage)
+        jobs["job"] = make_job(cfg, stage)
         return cfg
 
     return run_program(argv, prog, SimpleNamespace(from_dict=bind), lambda cfg: jobs["job"].recipe(cfg),

@@ -20,6 +20,7 @@ class PromptAnswerData:
     """{"input": ..., "output": ...} jsonl files under a prompt_template (the fine_tuning and peft stages)."""
 
     length_key = "model.data.train_ds.max_seq_length"
+    sample_encoder = SampleEncoder  # a family's samples (T5's: t5/answer_data.py)
 
     def __init__(self, data, answer_only_loss: bool):
         self.train, self.validation = data.train_ds, data.validation_ds
@@ -34,11 +35,11 @@ class PromptAnswerData:
         section = self.train
         sources = [read_jsonl(name, section.context_key, section.label_key) for name in section.file_names]
         mixed = MixedDataset(sources, section.concat_sampling_probabilities, size, seed)
-        return EncodedDataset(mixed, SampleEncoder(tokenizer, section))
+        return EncodedDataset(mixed, self.sample_encoder(tokenizer, section))
 
     def validation_sets(self, tokenizer) -> List[Tuple[str, torch.utils.data.Dataset]]:
         section = self.validation
-        encoder = SampleEncoder(tokenizer, section)
+        encoder = self.sample_encoder(tokenizer, section)
         sets = []
         for index, name in enumerate(section.file_names):
             label = section.names[index] if section.names else Path(name).stem
@@ -53,7 +54,7 @@ class PromptAnswerData:
         metric = self.validation.metric
         if metric.name != "exact_string_match":
             return {}
-        encoder = SampleEncoder(job.tokenizer, self.validation)
+        encoder = self.sample_encoder(job.tokenizer, self.validation)
         scores = {}
         for label, dataset in module.tuning.validation_sets:
             examples = dataset.examples
@@ -61,22 +62,29 @@ class PromptAnswerData:
             prompts = [encoder.prompt_ids(examples[i]["input"]) for i in range(count)]
             references = [[a.strip() for a in examples[i].get("answers", [examples[i]["output"]])] for i in range(count)]
             scores[f"exact_string_match_{label}"] = exact_match_share(job, module.parts, prompts, references,
-                                                                      metric.tokens_to_generate)
+                                                                      metric.tokens_to_generate, answer=self.answer)
         return scores
 
 
+    answer = None  # (job, prompt ids, tokens) -> answer ids, for a family that does not generate as GPT does
+
+
 def exact_match_share(job, parts, prompts: List[List[int]], references: List[List[str]], tokens: int,
-                      samples=None) -> float:
+                      samples=None, answer=None) -> float:
     """Share of greedy answers (stripped) equal to one of their references, the prompts split over data-parallel
-    ranks. A collective: every rank calls it."""
+    ranks; `answer` generates them where GPT's decoding does not fit the model. A collective: every rank calls it."""
     from .generate import greedy_generate
 
     tokenizer = job.tokenizer
     max_length = int(job.nemo_config.get("max_position_embeddings") or job.data.max_seq_length)
     hits = torch.zeros(2, device=parts.device)
     for index in range(parts.dp_rank, len(prompts), parts.dp_size):
-        prepare = None if samples is None else partial(job.method.before_generation, sample=samples[index])
-        ids = greedy_generate(job.model, prompts[index], tokens, tokenizer.eod, tokenizer.vocab_size, max_length, prepare)
+        if answer is not None:
+            ids = answer(job, prompts[index], tokens)
+        else:
+            prepare = None if samples is None else partial(job.method.before_generation, sample=samples[index])
+            ids = greedy_generate(job.model, prompts[index], tokens, tokenizer.eod, tokenizer.vocab_size, max_length,
+                                  prepare)
         hits += torch.tensor([float(tokenizer.decode(ids).strip() in references[index]), 1.0], device=parts.device)
     if parts.placement.world_size > 1:
         torch.distributed.all_reduce(hits)

@@ -26,6 +26,8 @@ PROGRAMS = {stage: f"python3 -m nemo_launcher.jobs.t5.{stage}" for stage in ("pr
 class T5Tuning(GptTuning):
     """GPT's tuning job (build, checkpoints, results) around a T5Model."""
 
+    base_key = "model.language_model_path"  # the key naming the base .nemo, for errors
+
     def recipe(self, cfg):
         from .recipe import T5
 
@@ -42,7 +44,7 @@ class T5Tuning(GptTuning):
         check_cpu_precision(cfg.trainer)
         model, self.nemo_config, self.tokenizer = load_base_model(
             self.base_path, m.tensor_model_parallel_size, (m.hidden_dropout, m.attention_dropout),
-            cfg.trainer.precision_name(), key=f"{self.stage}.model.language_model_path")
+            cfg.trainer.precision_name(), key=f"{self.stage}.{self.base_key}")
         self._vocab_rows = model.embedding.word_embeddings.weight.shape[0] * m.tensor_model_parallel_size
         positions = self.nemo_config.get("max_position_embeddings")
         if (self.nemo_config.get("position_embedding_type", "learned_absolute") == "learned_absolute"

@@ -1,19 +1,23 @@
-"""LoRA: low-rank updates on the linear layers of a megatron-core GPTModel (local layer spec).
+"""LoRA: low-rank updates on the linear layers of a megatron-core model (local layer spec), any family: a
+GPTModel's decoder layers, or a T5Model's encoder and decoder layers.
 
     adapters = add_lora(model, LoraSection(adapter_dim=8, alpha=16, target_modules=["attention_qkv"]), seed=1234)
     ... train: only adapter parameters require gradients ...
     state = adapters.state_dict()        # full (TP-independent) adapter tensors, for the adapter file
     adapters.merge()                     # W += alpha / r * B A in place; the model is a plain GPTModel again
 
-The peft program runs it as the `LoraMethod` of a tuning run (tuning.py): checkpoints hold the adapters alone, each
-TP rank's slice named with its axis.
+The peft programs (gpt/peft.py, t5/peft.py) run it as the `LoraMethod` of a tuning run (tuning.py): checkpoints
+hold the adapters alone, each TP rank's slice named with its axis.
+
+A target names every linear of its kind in a layer: attention_qkv is the self-attention's linear_qkv and, in a T5
+decoder layer, the cross-attention's linear_q and linear_kv too; attention_dense both attentions' linear_proj.
 
 Each adapted linear computes `W x + alpha / r * B A dropout(x)`. A is r x in, B is out x r. The adapter is a
 child module of the linear (`<linear>.lora.a` / `.lora.b`) and is added through a forward hook, so the
 base model's parameter names and forward code stay untouched and its state dict keeps loading as usual.
 
 Tensor parallelism follows the layer it adapts, so the update lands where the base output does:
-- column-parallel (linear_qkv, linear_fc1: input whole, output split): A whole, B split by rows; the
+- column-parallel (linear_qkv, linear_q, linear_kv, linear_fc1: input whole, output split): A whole, B split by rows; the
   r-dim activation enters the TP region like the base layer's input (gradients all-reduced).
 - row-parallel (linear_proj, linear_fc2: input split, output reduced): A split by columns, its r-dim
   output all-reduced, B whole.
@@ -28,14 +32,17 @@ import torch
 
 from ..common.config import JobConfigError
 from ...contract.schemas.gpt_sft import LoraSection
+from .layer_adapters import transformer_layers
 from .tuning import Method
 
-# target name -> (attribute path inside a transformer layer, parallel kind)
+# target name -> ((attribute path inside a transformer layer, parallel kind), ...); a layer without a path (the
+# cross-attention outside a T5 decoder) skips it
 TARGETS = {
-    "attention_qkv": ("self_attention.linear_qkv", "column"),
-    "attention_dense": ("self_attention.linear_proj", "row"),
-    "mlp_fc1": ("mlp.linear_fc1", "column"),
-    "mlp_fc2": ("mlp.linear_fc2", "row"),
+    "attention_qkv": (("self_attention.linear_qkv", "column"), ("cross_attention.linear_q", "column"),
+                      ("cross_attention.linear_kv", "column")),
+    "attention_dense": (("self_attention.linear_proj", "row"), ("cross_attention.linear_proj", "row")),
+    "mlp_fc1": (("mlp.linear_fc1", "column"),),
+    "mlp_fc2": (("mlp.linear_fc2", "row"),),
 }
 
 
@@ -212,39 +219,63 @@ class Adapters:
 
 
 def add_lora(model: torch.nn.Module, section: LoraSection, seed: int) -> Adapters:
-    """Freezes every parameter of `model` (a bare GPTModel) and attaches trainable adapters to the targets."""
+    """Freezes every parameter of `model` (a bare GPTModel or T5Model) and attaches trainable adapters to the
+    targets. layer_selection numbers the layers of each stack (a T5's encoder and decoder alike)."""
     for param in model.parameters():
         param.requires_grad_(False)
-    layers = model.decoder.layers
-    offset = _first_layer_number(model)
-    selected = _selected_layers(section.layer_selection, offset, len(layers))
     gated = bool(getattr(model.config, "gated_linear_unit", False))
-    modules, hooks = {}, []
-    for index, layer in enumerate(layers):
-        if offset + index + 1 not in selected:
-            continue
-        for target in section.targets():
-            path, kind = TARGETS[target]
-            linear = layer.get_submodule(path)
-            weight = linear.weight
-            out_local, in_local = weight.shape
-            _, tp = _tp()
-            in_features = in_local * tp if kind == "row" else in_local
-            out_features = out_local * tp if kind == "column" else out_local
-            adapter = LoraAdapter(kind, in_features, out_features, section, gated and target == "mlp_fc1",
-                                  seed=_adapter_seed(seed, offset + index, target), dtype=weight.dtype, device=weight.device)
-            linear.lora = adapter
-            hooks.append(linear.register_forward_hook(_add_update, with_kwargs=True))
-            modules[f"decoder.layers.{index}.{path}"] = adapter
+    _, tp = _tp()
+    modules, hooks, ranges = {}, [], []
+    for stack, first, layers in _stacks(model):
+        offset = _first_layer_number(layers)
+        ranges.append(f"{offset + 1}..{offset + len(layers)}")
+        selected = _selected_layers(section.layer_selection, offset, len(layers))
+        for index, layer in enumerate(layers):
+            if offset + index + 1 not in selected:
+                continue
+            for target in section.targets():
+                for position, (path, kind) in enumerate(TARGETS[target]):
+                    linear = _linear(layer, path)
+                    if linear is None:
+                        continue
+                    out_local, in_local = linear.weight.shape
+                    in_features = in_local * tp if kind == "row" else in_local
+                    out_features = out_local * tp if kind == "column" else out_local
+                    adapter = LoraAdapter(kind, in_features, out_features, section, gated and target == "mlp_fc1",
+                                          seed=_adapter_seed(seed, first + offset + index, target, position),
+                                          dtype=linear.weight.dtype, device=linear.weight.device)
+                    linear.lora = adapter
+                    hooks.append(linear.register_forward_hook(_add_update, with_kwargs=True))
+                    modules[f"{stack}.layers.{index}.{path}"] = adapter
     if not modules:
         raise JobConfigError(f"peft.model.peft.lora_tuning.layer_selection: {section.layer_selection} selects none of "
-                             f"layers {offset + 1}..{offset + len(layers)}")
+                             f"layers {' or '.join(ranges)}")
     return Adapters(model, modules, hooks, section)
 
 
-def _first_layer_number(model) -> int:
-    """Global number (0-based) of this pipeline stage's first layer; 0 without pipeline parallelism."""
-    layers = model.decoder.layers
+def _stacks(model):
+    """(stack name, number of the stack's first layer among all stacks, its layers): a T5's encoder, then its
+    decoder, whose layers are numbered after the encoder's so that every adapter draws its own initial values."""
+    first, stacks = 0, []
+    for prefix, layer in transformer_layers(model):
+        stack = prefix.split(".", 1)[0]
+        if not stacks or stacks[-1][0] != stack:
+            block = getattr(model, stack)
+            stacks.append((stack, first, block.layers))
+            first += len(block.layers)
+    return stacks
+
+
+def _linear(layer, path: str):
+    try:
+        linear = layer.get_submodule(path)
+    except AttributeError:
+        return None
+    return linear if hasattr(linear, "weight") else None
+
+
+def _first_layer_number(layers) -> int:
+    """Global number (0-based) of this pipeline stage's first layer of a stack; 0 without pipeline parallelism."""
     return int(getattr(layers[0], "layer_number", 1)) - 1 if len(layers) else 0
 
 
@@ -254,9 +285,10 @@ def _selected_layers(selection: Optional[List[int]], offset: int, count: int):
     return set(selection)
 
 
-def _adapter_seed(seed: int, layer: int, target: str) -> int:
-    # Distinct, reproducible streams per adapter, independent of which rank builds it.
-    return seed * 1000003 + layer * 101 + sorted(TARGETS).index(target)
+def _adapter_seed(seed: int, layer: int, target: str, position: int = 0) -> int:
+    # Distinct, reproducible streams per adapter, independent of which rank builds it; the first path of a target
+    # (the self-attention's) keeps the stream it had before cross-attention paths existed.
+    return seed * 1000003 + layer * 101 + sorted(TARGETS).index(target) + len(TARGETS) * position
 
 
 class LoraMethod(Method):
@@ -272,7 +304,7 @@ class LoraMethod(Method):
         self.adapters: Optional[Adapters] = None
 
     def attach(self, model: torch.nn.Module, job) -> None:
-        from .lora_file import load_adapter_file
+        from ..gpt.lora_file import load_adapter_file
 
         self.adapters = add_lora(model, self.peft.lora_tuning, seed=self.seed)
         if self.peft.restore_from_path:
@@ -293,8 +325,8 @@ class LoraMethod(Method):
                 f"{len(self.adapters.modules)} adapters, {count:,} trainable of {total:,} parameters on this rank")
 
     def write(self, module, job) -> Dict[str, str]:
-        from .lora_file import save_adapter_file
-        from .tuned_files import saving, save_model, tensor_bytes
+        from ..gpt.lora_file import save_adapter_file
+        from ..gpt.tuned_files import saving, save_model, tensor_bytes
 
         placement = module.parts.placement
         state = self.adapters.state_dict()  # a TP collective: every rank takes part
