@@ -44,10 +44,12 @@ def fill_regularization(cfg) -> int:
     if have >= data.num_reg_images:
         return 0
     device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator == "gpu" else "cpu"
-    parts = load_stable_diffusion(cfg.model.restore_from_path, device=device)
     g = data.reg_generation
     sampling = Sampling(steps=g.inference_steps, sampler=g.sampler_type)
+    # Building the networks draws initial weights from the default generator too: a run that draws class images
+    # must go on with the same random streams as one that finds them drawn.
     with torch.random.fork_rng(devices=[]):
+        parts = load_stable_diffusion(cfg.model.restore_from_path, device=device)
         for first in range(have, data.num_reg_images, data.num_images_per_prompt):
             count = min(data.num_images_per_prompt, data.num_reg_images - first)
             generator = torch.Generator().manual_seed(g.seed + first)
