@@ -61,8 +61,10 @@ class StandinScorers:
 
 
 @dataclasses.dataclass(frozen=True)
-class FidEvaluationDataConfig:
-    run: FidDataRun
+class CocoReferenceData:
+    """The data keys without `run`: what evaluation=stable_diffusion/* embeds as `reference_data` to prepare its
+    reference set itself, as the evaluation's first step (sd_evaluation.py)."""
+
     dataset_output_root: str  # where the preprocessed sets go (the evaluation's fid.coco_*_path point below it)
     coco_images_dir: str  # COCO's val2014/ folder of .jpg images (put there by hand)
     coco_captions_file: str  # COCO's captions_val2014.json (put there by hand)
@@ -93,14 +95,14 @@ class FidEvaluationDataConfig:
             plans.append(StepPlan("preprocess", tasks_per_node=1, cpus_per_task=self.num_processes))
         return plans
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self, key: str = STAGE) -> List[Tuple[str, str]]:
         if self.generate_shapes.enable:
             return []
         paths = []
         if self.preprocess_images:
-            paths.append((f"{STAGE}.coco_images_dir", self.coco_images_dir))
+            paths.append((f"{key}.coco_images_dir", self.coco_images_dir))
         if self.preprocess_captions:
-            paths.append((f"{STAGE}.coco_captions_file", self.coco_captions_file))
+            paths.append((f"{key}.coco_captions_file", self.coco_captions_file))
         return paths
 
     def writes(self) -> List[str]:
@@ -110,6 +112,11 @@ class FidEvaluationDataConfig:
         if self.standin_scorers.enable:
             paths += [self.standin_scorers.inception_weights_path, self.standin_scorers.clip_model_path]
         return paths
+
+
+@dataclasses.dataclass(frozen=True)
+class FidEvaluationDataConfig(CocoReferenceData):
+    run: FidDataRun = dataclasses.field(kw_only=True)
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "FidEvaluationDataConfig":

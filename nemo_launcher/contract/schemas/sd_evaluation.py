@@ -11,6 +11,10 @@ guidance scales, scored by FID against the real images and by CLIP score against
 | clip     | one process, one GPU                                   | generated, captions, CLIP folder   | clip_scores.csv               |
 | plot     | one process, no GPU                                    | both CSV files                     | fid_clip_plot.pdf             |
 
+With a `reference_data` section (the keys of data_preparation=fid_evaluation/*, without `run`; the tiny config), a
+first step `reference_data` writes that reference set (generated COCO stand-in, random scorers, preprocessing) before
+generate, so a pipeline whose one data_preparation stage prepares the training data can still evaluate.
+
 Each step waits for the whole step before it (afterok). Array task i generates guidance scale
 classifier_free_guidance[i // nnodes_per_cfg], share i % nnodes_per_cfg of the captions; its processes split that
 share again. The CSV files and the plot go into run.results_dir.
@@ -20,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, positive, positive_fields
 from .data_preparation import StepPlan
+from .fid_evaluation_data import CocoReferenceData
 from .run import RunBase
 from .sd_inference import InferenceModel, InferenceTrainer, InferSection
 
@@ -78,10 +83,12 @@ class FidClipConfig:
     compute_fid_scores: bool = True
     compute_clip_scores: bool = True
     plot_fid_clip: bool = True
+    reference_data: Optional[CocoReferenceData] = None  # prepared by this evaluation's first step when given
 
     def check(self, key: str) -> None:
         if not any(getattr(self, switch) for _, switch in STEP_SWITCHES):
             raise config_fault(f"{key}.generate_images", False, "every sub-stage is disabled; enable one")
+        self._check_reference(key)
         expected = len(self.fid.classifier_free_guidance) * self.fid.nnodes_per_cfg
         if self.generate_images and self.run.node_array_size != expected:
             raise config_fault(
@@ -99,13 +106,30 @@ class FidClipConfig:
             raise config_fault(f"{key}.infer.num_images_per_prompt", self.infer.num_images_per_prompt,
                                "FID/CLIP pairs one image with each caption: set 1")
 
+    def _check_reference(self, key: str) -> None:
+        """The reference step must write what the later steps read, or it prepares a set nobody scores against."""
+        data = self.reference_data
+        if data is None:
+            return
+        pairs = [("fid.coco_images_path", self.fid.coco_images_path, "images_output_dir", data.images_output_dir),
+                 ("fid.coco_captions_path", self.fid.coco_captions_path, "captions_output_dir", data.captions_output_dir)]
+        if data.standin_scorers.enable:
+            pairs += [("inception_weights_path", self.inception_weights_path, "standin_scorers.inception_weights_path",
+                       data.standin_scorers.inception_weights_path),
+                      ("clip_model_path", self.clip_model_path, "standin_scorers.clip_model_path",
+                       data.standin_scorers.clip_model_path)]
+        for used, value, written, path in pairs:
+            if value != path:
+                raise config_fault(f"{key}.{used}", value, f"reference_data.{written} writes {path!r}: read that "
+                                                           f"(or drop reference_data to read a set prepared before)")
+
     def task_scale(self, task: int) -> Tuple[float, int]:
         """(guidance scale, share of its captions) of generate's array task `task`."""
         return self.fid.classifier_free_guidance[task // self.fid.nnodes_per_cfg], task % self.fid.nnodes_per_cfg
 
     def steps(self) -> List[StepPlan]:
         gpus = self.trainer.accelerator == "gpu"
-        plans = []
+        plans = [StepPlan("reference_data", per_task=False)] if self.reference_data is not None else []
         if self.generate_images:
             tasks = self.run.node_array_size
             single = tasks == 1 or self.fid.local_task_id is not None
@@ -135,10 +159,15 @@ class FidClipConfig:
         if self.compute_clip_scores:
             paths += [(f"{STAGE}.fid.coco_captions_path", self.fid.coco_captions_path),
                       (f"{STAGE}.clip_model_path", f"{self.clip_model_path}/config.json")]
+        if self.reference_data is not None:
+            written = self.reference_data.writes()
+            paths = self.reference_data.reads(f"{STAGE}.reference_data") + [
+                (key, path) for key, path in paths if not any(path == w or path.startswith(w + "/") for w in written)]
         return list(dict.fromkeys(paths))
 
     def writes(self) -> List[str]:
-        return [self.run.results_dir, self.fid.save_path]
+        reference = self.reference_data.writes() if self.reference_data is not None else []
+        return [self.run.results_dir, self.fid.save_path] + reference
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "FidClipConfig":

@@ -10,7 +10,7 @@ import os
 import random
 from typing import Dict, List, Sequence, Tuple
 
-from nemo_launcher.contract.schemas.fid_evaluation_data import FidEvaluationDataConfig
+from nemo_launcher.contract.schemas.fid_evaluation_data import CocoReferenceData, FidEvaluationDataConfig
 
 from ..data.config import load_bound
 from ..data.errors import DataPrepError
@@ -59,7 +59,7 @@ def _write_text(path: str, text: str) -> None:
     os.replace(temporary, path)
 
 
-def write_caption_files(cfg: FidEvaluationDataConfig) -> int:
+def write_caption_files(cfg: CocoReferenceData) -> int:
     """One <image stem>_<annotation id>.txt per sampled caption, replacing whatever the folder held before (a
     sample of other settings must not mix with this one). Returns the number written."""
     images, annotations = read_coco_captions(cfg.coco_captions_file)
@@ -94,7 +94,7 @@ def _square_one(job: Tuple[str, str, int]) -> str:
     return job[1]
 
 
-def write_square_images(cfg: FidEvaluationDataConfig) -> Tuple[int, int]:
+def write_square_images(cfg: CocoReferenceData) -> Tuple[int, int]:
     """(written, kept): every .jpg/.png of coco_images_dir as <stem>.png in images_output_dir; an output newer than
     its source is kept, so a rerun finishes an interrupted one."""
     source = cfg.coco_images_dir

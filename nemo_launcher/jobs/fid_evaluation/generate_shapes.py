@@ -7,14 +7,18 @@ from ..data.step_report import StepReport
 from .coco import load_data_config, write_coco_shapes
 
 
-def main(argv=None) -> StepReport:
-    cfg = load_data_config("generate_shapes", argv)
+def write(cfg, report: StepReport) -> None:
+    """The stand-in of `cfg` (a CocoReferenceData: this step's config or an evaluation's reference_data)."""
     spec = cfg.generate_shapes
-    report = StepReport("generate_shapes", unit="set")
     write_coco_shapes(cfg.coco_images_dir, cfg.coco_captions_file, spec.num_images, spec.image_size, spec.seed)
     report.done("coco2014 stand-in", output=cfg.coco_images_dir)
     report.note("images", f"{spec.num_images} of {spec.image_size} px, two captions each, in {cfg.coco_images_dir}")
     report.note("captions", cfg.coco_captions_file)
+
+
+def main(argv=None) -> StepReport:
+    report = StepReport("generate_shapes", unit="set")
+    write(load_data_config("generate_shapes", argv), report)
     return report
 
 

@@ -9,9 +9,8 @@ from ..data.step_report import StepReport
 from .coco import load_data_config, write_caption_files, write_square_images
 
 
-def main(argv=None) -> StepReport:
-    cfg = load_data_config("preprocess", argv)
-    report = StepReport("preprocess", unit="set")
+def write(cfg, report: StepReport) -> None:
+    """The preprocessed sets of `cfg` (a CocoReferenceData: this step's config or an evaluation's reference_data)."""
     if cfg.preprocess_images:
         written, kept = write_square_images(cfg)
         report.done("images", output=cfg.images_output_dir)
@@ -20,6 +19,11 @@ def main(argv=None) -> StepReport:
         count = write_caption_files(cfg)
         report.done("captions", output=cfg.captions_output_dir)
         report.note("captions", f"{count} sampled (seed {cfg.seed})")
+
+
+def main(argv=None) -> StepReport:
+    report = StepReport("preprocess", unit="set")
+    write(load_data_config("preprocess", argv), report)
     return report
 
 

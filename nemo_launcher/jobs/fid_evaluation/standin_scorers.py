@@ -8,14 +8,18 @@ from ..data.step_report import StepReport
 from .coco import load_data_config
 
 
-def main(argv=None) -> StepReport:
+def write(cfg, report: StepReport) -> None:
+    """The stand-ins of `cfg` (a CocoReferenceData: this step's config or an evaluation's reference_data)."""
     from .standins import write_random_inception, write_tiny_clip
 
-    cfg = load_data_config("standin_scorers", argv)
     spec = cfg.standin_scorers
-    report = StepReport("standin_scorers", unit="network")
     report.done("inception", output=write_random_inception(spec.inception_weights_path, spec.seed))
     report.done("clip", output=write_tiny_clip(spec.clip_model_path, spec.seed))
+
+
+def main(argv=None) -> StepReport:
+    report = StepReport("standin_scorers", unit="network")
+    write(load_data_config("standin_scorers", argv), report)
     return report
 
 
