@@ -93,3 +93,17 @@ def test_clip_zero_shot_from_class_name_prompts_scores_far_above_chance(data_dir
     assert scores["model"] == str(work / "results" / "clip_tiny" / "results" / "checkpoints" / "nemo_clip.nemo")
     print(f"CLIP zero-shot top-1 {scores['top1']:.1f}% (chance {CHANCE:.1f}%)")
     assert scores["top1"] >= 3 * CHANCE
+
+
+def test_vit_fine_tuning_at_tp_2_follows_tp_1(data_dir, vit_pretrained, tmp_path):
+    """The TP=1 .nemo is cut for each tensor-parallel rank (saved_models.vision_shard_layout) after the positions are
+    resized: both layouts train to the same losses."""
+    nemo = vit_pretrained / "results" / "vit_tiny" / "results" / "checkpoints" / "nemo_vit_classification.nemo"
+    short = ["trainer.max_steps=3", "trainer.log_every_n_steps=1", "trainer.limit_val_batches=0",
+             "model.optim.sched.warmup_steps=1", f"model.restore_from_path={nemo}"]
+    single = _run(tmp_path / "tp1", data_dir, "fine_tuning", "vit/tiny", "nemo_launcher.jobs.vit.finetune", short)
+    config = _config(tmp_path / "tp2", data_dir, "fine_tuning", "vit/tiny",
+                     [*short, "trainer.devices=2", "model.tensor_model_parallel_size=2"])
+    split = run_training(config, processes=2, program=("nemo_launcher.jobs.vit.finetune",)).stdout
+    assert "TP=2 PP=1" in split and sorted(losses(single)) == [1, 2, 3]
+    assert losses(split) == pytest.approx(losses(single), abs=2e-4)
