@@ -144,6 +144,11 @@ def test_known_third_party_noise_is_hidden_and_everything_else_shows():
     assert _shown("anything of ours", UserWarning, "nemo_launcher.jobs.gpt.train")
     # A package whose name only starts like a listed one is not that package.
     assert _shown("Apex is not installed", UserWarning, "megatron_corex")
+    # Lightning's count of modules left in eval mode (frozen networks), whatever the count; its other warnings show.
+    assert not _shown("Found 154 module(s) in eval mode at the start of training. This may lead to unexpected "
+                      "behavior during training.", UserWarning, "pytorch_lightning.loops.fit_loop")
+    assert _shown("Found keys that are in the model state dict but not in the checkpoint: ['w']", UserWarning,
+                  "pytorch_lightning.core.saving")
 
 
 def test_spawned_children_read_the_same_filters_and_the_users_own_win(tmp_path):

@@ -55,6 +55,14 @@ NOISY_WARNINGS: Tuple[NoisyWarning, ...] = (
     NoisyWarning(Warning, "SOCKS support in urllib3 requires", "urllib3"),
 )
 
+# Messages with a count inside, as (category, regular expression, package), matched in the process that warns
+# only (PYTHONWARNINGS takes literal text): Lightning's fit loop warns from the main process.
+NOISY_WARNING_PATTERNS: Tuple[Tuple[type, str, str], ...] = (
+    # Recipes freeze networks on purpose (the diffusion families' VAE and text encoder stay in eval mode); Lightning
+    # counts modules in eval mode when training starts and asks whether that was meant.
+    (UserWarning, r"Found \d+ module\(s\) in eval mode at the start of training", "pytorch_lightning"),
+)
+
 # Loggers that talk at INFO about what our own first lines already say (devices found, tips, every dataset
 # index and optimizer group, lm-eval's per-task chatter): only their warnings and errors reach the log.
 NOISY_LOGGERS = ("megatron", "pytorch_lightning", "lightning_fabric", "lightning", "lm_eval", "torch.distributed",
@@ -91,6 +99,8 @@ def install_warning_filters() -> None:
     for entry in NOISY_WARNINGS:
         warnings.filterwarnings("ignore", message=re.escape(entry.message), category=entry.category,
                                 module=re.escape(entry.package) + r"(\.|$)")
+    for category, pattern, package in NOISY_WARNING_PATTERNS:
+        warnings.filterwarnings("ignore", message=pattern, category=category, module=re.escape(package) + r"(\.|$)")
 
 
 def child_warning_options() -> List[str]:
