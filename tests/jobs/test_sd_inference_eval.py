@@ -198,17 +198,15 @@ def test_dreambooth_text2img_is_the_same_program_with_ddim(sd_nemo, reference):
 
 
 def _ip2p_nemo(sd_nemo_path, target):
-    """InstructPix2Pix's starting point: the SD UNet with 8 input channels, the input image's 4 zero-initialised."""
-    import torch
-
+    """InstructPix2Pix's starting point, widened as its training widens it: the SD UNet with 8 input channels, the
+    input image's 4 zero-initialised."""
+    from nemo_launcher.jobs.stable_diffusion.finetune import widened
     from nemo_launcher.jobs.stable_diffusion.model import build_unet, load_stable_diffusion, save_stable_diffusion
 
     parts = load_stable_diffusion(sd_nemo_path)
     config = dataclasses.replace(parts.config, unet_config=dataclasses.replace(parts.config.unet_config, in_channels=8))
     unet = build_unet(config, load_pretrained=False)
-    state = parts.unet.state_dict()
-    state["conv_in.weight"] = torch.cat([state["conv_in.weight"], torch.zeros_like(state["conv_in.weight"])], dim=1)
-    unet.load_state_dict(state)
+    unet.load_state_dict(widened(parts.unet.state_dict(), unet, str(sd_nemo_path), "model.ckpt_path"))
     save_stable_diffusion(target, dataclasses.replace(parts, unet=unet, config=config))
     return target
 
