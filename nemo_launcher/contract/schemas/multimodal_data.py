@@ -57,10 +57,15 @@ class GenerateShapes:
     num_parquet_files: int = 2
     image_size: int = 64  # pixels, square
     seed: int = 0
+    # Also write the corpus as class folders <class_folders>/{train,val}/<class>/<n>.png (vision/shape_folders.py),
+    # val holding num_held_out further examples the corpus does not: what CLIP's zero-shot evaluation and framework
+    # inference read in the CLIP quick start. null: none.
+    class_folders: Optional[str] = None
+    num_held_out: int = 120
 
     def check(self, key: str) -> None:
         if self.enable:
-            positive_fields(self, key, "num_examples", "num_parquet_files", "image_size")
+            positive_fields(self, key, "num_examples", "num_parquet_files", "image_size", "num_held_out")
             if not self.output_dir:
                 raise config_fault(f"{key}.output_dir", self.output_dir, "name the folder the corpus is written to")
 
@@ -315,6 +320,8 @@ class MultimodalDataConfig:
         outputs += [getattr(self, name).output_dir for name in STEP_ORDER[:-1] if getattr(self, name).enable]
         if self.generate_wdinfo.enable:
             outputs.append(self.generate_wdinfo.output_wdinfo_path)
+        if self.generate_shapes.enable and self.generate_shapes.class_folders:
+            outputs.append(self.generate_shapes.class_folders)
         return outputs
 
     @classmethod

@@ -3,7 +3,8 @@
     python3 -u -m nemo_launcher.jobs.multimodal.generate_shapes --config <job dir>/<run.name>_hydra.yaml
 
 Writes <generate_shapes.output_dir>/data/*.parquet (URL = file:// image path, TEXT = caption, LABEL = class) and the
-PNG images they point to; download_parquet then reads that folder as dataset_repo_url=file://<output_dir>.
+PNG images they point to; download_parquet then reads that folder as dataset_repo_url=file://<output_dir>. With
+class_folders, also the same examples and num_held_out further ones as ImageNet-style class folders.
 """
 import json
 import os
@@ -21,6 +22,8 @@ def main(argv=None) -> StepReport:
     marker = os.path.join(spec.output_dir, "corpus.json")
     settings = {"num_examples": spec.num_examples, "num_parquet_files": spec.num_parquet_files,
                 "image_size": spec.image_size, "seed": spec.seed, "classes": CLASSES}
+    if spec.class_folders:
+        _class_folders(spec, report)
     if os.path.isfile(marker) and _read_json(marker) == settings:
         report.kept(spec.output_dir, output=marker)
         return report
@@ -31,6 +34,18 @@ def main(argv=None) -> StepReport:
     report.done(spec.output_dir, output=marker)
     report.note("examples", f"{spec.num_examples} in {spec.num_parquet_files} parquet files, {len(CLASSES)} classes")
     return report
+
+
+def _class_folders(spec, report) -> None:
+    from ..data.config import DataConfigError
+    from ..vision.shape_folders import ForeignFolders, write_shape_folders
+
+    try:
+        write_shape_folders(spec.class_folders, spec.num_examples, spec.num_held_out, spec.image_size, spec.seed)
+    except ForeignFolders as error:
+        raise DataConfigError(f"data_preparation.generate_shapes.class_folders={spec.class_folders!r}: {error} exists "
+                              "and was not written by this step; name an empty or new folder") from None
+    report.note("class folders", f"{spec.class_folders}/{{train,val}} ({spec.num_examples} + {spec.num_held_out} held out)")
 
 
 def _read_json(path: str):
