@@ -94,3 +94,29 @@ def test_clip_score_matches_clipmodel_logits(tmp_path):
     expected = (out.logits_per_image.diagonal() / scorer.model.logit_scale.exp()).detach().numpy()
     np.testing.assert_allclose(ours, expected, rtol=1e-4, atol=1e-5)
     assert np.all(np.abs(ours) <= 1.0) and len(set(np.round(ours, 6))) == 3
+
+
+def test_plot_reports_mlperf_quality_targets(tmp_path):
+    """mlperf_fid_clip's targets (FID <= 90, CLIP >= 0.15): the plot step says per guidance scale which are met."""
+    import json
+
+    from nemo_launcher.jobs.fid_evaluation import plot
+    from nemo_launcher.launch.stage_config import write_stage_config
+
+    results = tmp_path / "eval"
+    results.mkdir()
+    (results / "fid_scores.csv").write_text("cfg,fid\n2,120.5\n8,85.0\n")
+    (results / "clip_scores.csv").write_text("cfg,clip_score\n2,0.16\n8,0.149\n")
+    config = write_stage_config(tmp_path / "mlperf.yaml", "evaluation", "stable_diffusion/mlperf_fid_clip",
+                                data_dir=tmp_path / "data", base_results_dir=tmp_path / "results",
+                                overrides=[f"run.results_dir={results}", "fid.classifier_free_guidance=[2,8]",
+                                           "run.node_array_size=2"])
+    report = plot.main(["--config", str(config)])
+    verdict = json.loads((results / "quality_targets.json").read_text())
+    assert verdict["targets"] == {"fid_at_most": 90, "clip_score_at_least": 0.15}
+    assert verdict["per_guidance_scale"]["2"] == {"fid": 120.5, "clip_score": 0.16, "fid_met": False,
+                                                  "clip_score_met": True, "all_met": False}
+    assert verdict["per_guidance_scale"]["8"]["fid_met"] and not verdict["per_guidance_scale"]["8"]["clip_score_met"]
+    assert verdict["reached_at_guidance_scales"] == []
+    assert ("quality targets", "not met at any guidance scale") in report.notes
+    assert (results / "fid_clip_plot.pdf").read_bytes().startswith(b"%PDF")

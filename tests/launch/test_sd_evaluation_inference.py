@@ -93,3 +93,15 @@ def test_tiny_coco2014_plans_its_three_steps(launch, tmp_path):
                              "cluster_type=bcm"], results=results)
     assert code == 0, err
     assert sorted(_scripts(results)) == ["generate_shapes", "preprocess", "standin_scorers"]
+
+
+def test_mlperf_fid_clip_scores_one_scale_against_the_targets(launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = launch(["stages=[evaluation]", "evaluation=stable_diffusion/mlperf_fid_clip", "cluster_type=bcm",
+                             "check_inputs=false"], results=results)
+    assert code == 0, err
+    scripts = _scripts(results)
+    assert sorted(scripts) == ["clip", "fid", "generate", "plot"] and "--array" not in scripts["generate"]
+    code, out, err = launch(["stages=[evaluation]", "evaluation=stable_diffusion/mlperf_fid_clip", "check_inputs=false",
+                             "evaluation.plot_fid_clip=false"], results=tmp_path / "refused")
+    assert code == 2 and "evaluation.plot_fid_clip=False: the plot step reports the targets" in err

@@ -9,7 +9,7 @@ guidance scales, scored by FID against the real images and by CLIP score against
 | generate | array of run.node_array_size = len(cfgs) x nnodes_per_cfg tasks, run.ntasks_per_node processes each | model, captions | fid.save_path/cfg<scale>/<caption>.png |
 | fid      | one process, one GPU                                   | real images, generated, Inception  | fid_scores.csv                |
 | clip     | one process, one GPU                                   | generated, captions, CLIP folder   | clip_scores.csv               |
-| plot     | one process, no GPU                                    | both CSV files                     | fid_clip_plot.pdf             |
+| plot     | one process, no GPU                                    | both CSV files                     | fid_clip_plot.pdf (+ quality_targets.json with targets) |
 
 With a `reference_data` section (the keys of data_preparation=fid_evaluation/*, without `run`; the tiny config), a
 first step `reference_data` writes that reference set (generated COCO stand-in, random scorers, preprocessing) before
@@ -30,6 +30,7 @@ from .sd_inference import InferenceModel, InferenceTrainer, InferSection
 
 STAGE = "evaluation"
 FID_SCORES, CLIP_SCORES, PLOT = "fid_scores.csv", "clip_scores.csv", "fid_clip_plot.pdf"
+TARGETS_REPORT = "quality_targets.json"
 STEP_SWITCHES = (("generate", "generate_images"), ("fid", "compute_fid_scores"), ("clip", "compute_clip_scores"),
                  ("plot", "plot_fid_clip"))
 
@@ -70,6 +71,30 @@ class FidSection:
 
 
 @dataclasses.dataclass(frozen=True)
+class QualityTargets:
+    """A benchmark's quality bar (MLPerf SD v2: FID <= 90 and CLIP score >= 0.15): the plot step draws it and
+    reports, per guidance scale, which targets the scores meet (quality_targets.json)."""
+
+    fid: Optional[float] = None  # met when FID is at most this
+    clip_score: Optional[float] = None  # met when the CLIP score is at least this
+
+    def check(self, key: str) -> None:
+        if self.fid is None and self.clip_score is None:
+            raise config_fault(f"{key}.fid", None, "set fid and/or clip_score, or drop targets")
+        if self.fid is not None and self.fid <= 0:
+            raise config_fault(f"{key}.fid", self.fid, "an FID target is a positive distance")
+
+    def met(self, fid: float, clip_score: float) -> Dict[str, bool]:
+        verdict = {}
+        if self.fid is not None:
+            verdict["fid_met"] = fid <= self.fid
+        if self.clip_score is not None:
+            verdict["clip_score_met"] = clip_score >= self.clip_score
+        verdict["all_met"] = all(verdict.values())
+        return verdict
+
+
+@dataclasses.dataclass(frozen=True)
 class FidClipConfig:
     run: FidClipRun
     fid: FidSection
@@ -84,10 +109,14 @@ class FidClipConfig:
     compute_clip_scores: bool = True
     plot_fid_clip: bool = True
     reference_data: Optional[CocoReferenceData] = None  # prepared by this evaluation's first step when given
+    targets: Optional[QualityTargets] = None  # reported by the plot step
 
     def check(self, key: str) -> None:
         if not any(getattr(self, switch) for _, switch in STEP_SWITCHES):
             raise config_fault(f"{key}.generate_images", False, "every sub-stage is disabled; enable one")
+        if self.targets is not None and not self.plot_fid_clip:
+            raise config_fault(f"{key}.plot_fid_clip", False,
+                               "the plot step reports the targets: set plot_fid_clip=True or drop targets")
         self._check_reference(key)
         expected = len(self.fid.classifier_free_guidance) * self.fid.nnodes_per_cfg
         if self.generate_images and self.run.node_array_size != expected:
