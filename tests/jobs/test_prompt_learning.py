@@ -1,7 +1,7 @@
 """Prompt learning (p-tuning, prompt tuning), Houlsby adapters and IA3 on a tiny GPT through their programs on the
 trainer core: each trains and checkpoints only its own tensors and writes them to its result file; its loss falls on a
-task the frozen base cannot do; TP=2 learns what TP=1 learns; a run killed with -9 and run again ends where an
-uninterrupted run ends; a second prompt-learning task leaves the first task's virtual tokens bit-identical."""
+task the frozen base cannot do; TP=2 learns what TP=1 learns; a p-tuning run killed with -9 and run again ends where
+an uninterrupted run ends; a second prompt-learning task leaves the first task's virtual tokens bit-identical."""
 import json
 
 import pytest
@@ -144,7 +144,10 @@ def test_the_loss_falls_on_a_task_the_frozen_base_cannot_do(name, uninterrupted)
     assert first > 10.0 and last < first - 1.0, curve
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+# One method: resuming is the trainer core's, the same for every method (the checkpoint holds whatever is trainable
+# and its optimizer state); each method's own tensors are checked by the tests above and below. p-tuning
+# keeps the most state of the four.
+@pytest.mark.parametrize("name", ["p-tuning"])
 def test_rerun_after_kill_9_ends_where_an_uninterrupted_run_ends(name, uninterrupted, sharp_nemo, tmp_path):  # noqa: F811
     reference, stdout = uninterrupted(name)
     stage = METHODS[name][0]

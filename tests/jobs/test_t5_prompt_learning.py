@@ -1,7 +1,7 @@
 """Prompt learning (p-tuning, prompt tuning), Houlsby adapters and IA3 on a frozen tiny T5 through the T5 programs on
 the trainer core: the base .nemo is never written and only the method's tensors are checkpointed and saved; the
-loss falls on a task the frozen base cannot do; TP=2 learns what TP=1 learns; a run killed with -9 and run again
-ends where an uninterrupted run ends; a second prompt-learning task leaves the first task's virtual tokens
+loss falls on a task the frozen base cannot do; TP=2 learns what TP=1 learns; an adapter run killed with -9 and run
+again ends where an uninterrupted run ends; a second prompt-learning task leaves the first task's virtual tokens
 bit-identical. The same programs serve mT5 (test_t5_tuned_evaluation.py p-tunes and evaluates one with a
 SentencePiece vocabulary)."""
 import hashlib
@@ -119,7 +119,10 @@ def test_the_loss_falls_on_a_task_the_frozen_base_cannot_do(name, uninterrupted)
     assert first > 5.0 and last < first - 1.0, curve
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+# One method: resuming is the trainer core's, the same for every method (the checkpoint holds whatever is trainable
+# and its optimizer state); each method's own tensors are checked by the tests above and below. adapters
+# keeps the most state of the four.
+@pytest.mark.parametrize("name", ["adapters"])
 def test_rerun_after_kill_9_ends_where_an_uninterrupted_run_ends(name, uninterrupted, sharp_t5, tmp_path):  # noqa: F811
     reference, stdout = uninterrupted(name)
     config = method_section(name, sharp_t5, uninterrupted.data, tmp_path)
