@@ -41,7 +41,8 @@ def test_sd_quickstart_trains_draws_and_scores(tmp_path):
     assert (data / "tiny_sd" / "wdinfo.pkl").is_file()
     logs = "\n".join(path.read_text() for path in sorted(results.rglob("log-*.out")))
     curve = [float(v) for v in re.findall(r"^step=\d+/\d+ loss=([0-9.]+)", logs, re.M)]
-    assert len(curve) >= 4 and curve[-1] < 0.7 * curve[0], curve
+    # v-prediction's loss keeps a floor (the image a caption cannot tell), so it falls by less than an eps loss does.
+    assert len(curve) == 8 and sum(curve[-2:]) / 2 < 0.85 * curve[0], curve
     assert not re.search(r"\w*Warning\b|warn\(", logs), "warnings in the job logs"
     assert (model_dir / "results" / "checkpoints" / "nemo_stable_diffusion.nemo").is_file()
 

@@ -17,7 +17,10 @@ How the seed's (LDM) keys map onto the library classes:
   FrozenOpenCLIPEmbedder reads it).
 
 Without from_pretrained / pretrained, the VAE and the text encoder are initialised from their own `seed` (the tiny
-configs' stand-in for real weights, identical in the precache encoders), the UNet from model.seed.
+configs' stand-in for real weights, identical in the precache encoders), the UNet from model.seed. A seeded VAE's
+posterior is made nearly deterministic, as a trained one's is (log-variance output SEEDED_VAE_LOGVAR): at the
+library's initialisation its standard deviation is 1 against a mean that varies by ~0.2 between images, so every
+sampled latent would be mostly noise and a tiny model would learn nothing of the images.
 """
 import contextlib
 import dataclasses
@@ -30,6 +33,7 @@ from ..common.config import JobConfigError, bind
 from ...contract.schemas.stable_diffusion_model import LatentDiffusionModel
 
 NEMO_FILE_NAME = "nemo_stable_diffusion.nemo"
+SEEDED_VAE_LOGVAR = -10.0  # posterior standard deviation exp(-5) ~ 0.007
 # Prefixes of the three networks in a .nemo's state dict and in training checkpoints.
 UNET, VAE, TEXT_ENCODER = "unet.", "vae.", "text_encoder."
 # What a training checkpoint keeps of the model section (common state), so a step folder alone rebuilds the model.
@@ -132,6 +136,11 @@ def build_vae(first_stage, scale_factor: float, load_pretrained: bool = True):
 
     with _seeded(first_stage.seed):
         vae = AutoencoderKL(**vae_settings(first_stage, scale_factor))
+    if not first_stage.from_pretrained:
+        with torch.no_grad():  # quant_conv's outputs are the posterior's mean, then its log-variance
+            logvar = slice(first_stage.embed_dim, None)
+            vae.quant_conv.weight[logvar].zero_()
+            vae.quant_conv.bias[logvar].fill_(SEEDED_VAE_LOGVAR)
     if load_pretrained and first_stage.from_pretrained:
         vae.load_state_dict(_diffusers_weights(first_stage.from_pretrained, "vae", "model.first_stage_config.from_pretrained"))
     return vae.requires_grad_(False).eval()
