@@ -17,7 +17,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # What the server does for the rows whose index ends in each digit; other rows are served at once.
 KINDS = {1: "missing", 3: "slow", 5: "error", 7: "flaky", 9: "garbage"}
 SERVED = {None, "flaky", "delay"}  # kinds whose image arrives (flaky after one retry)
-SLOW_S = 3.0  # longer than the configured timeout
+# The client's timeout (config_for) and a slow answer well beyond it. The timeout leaves room for a loaded CI machine:
+# at 1 s, served images timed out there too while the test server's thread waited for the CPU.
+TIMEOUT_S = 3
+SLOW_S = 8.0
 
 
 class ImageServer(http.server.ThreadingHTTPServer):
@@ -88,5 +91,5 @@ def config_for(tmp_path, repository_root, *overrides):
     """The tiny_shapes config on a served repository (no generate_shapes), with test-sized settings."""
     return str(resolved("multimodal/tiny_shapes", tmp_path, "progress=false", "generate_shapes.enable=false",
                         f"dataset_repo_url=file://{repository_root}/repository",
-                        "+download_images.img2dataset_additional_arguments.timeout=1",
+                        f"+download_images.img2dataset_additional_arguments.timeout={TIMEOUT_S}",
                         "+download_images.img2dataset_additional_arguments.retries=1", *overrides))
