@@ -11,3 +11,7 @@ Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the Slurm script exports MASTE
 and run as a single process when neither is set. Array jobs read their index from SLURM_ARRAY_TASK_ID
 and process every index when it is not set.
 """
+
+from .common import import_hooks as _import_hooks
+
+_import_hooks.install()

@@ -7,13 +7,10 @@ The weights file is torch-fidelity's state dict (its release `weights-inception-
 `write_random_inception(path)`'s stand-in for tests and tiny runs). torch-fidelity's package `__init__` imports its
 CLIP and DINOv2 extractors, which import torchvision, and torchvision's wheels do not import with the CPU torch
 (and break `transformers` when installed): so requirements-nodeps.txt installs torch-fidelity without its declared
-torchvision dependency, and `_inception_class` imports the one module it needs without running that `__init__`.
+torchvision dependency, and the job package's import hook (jobs/common/import_hooks.py) loads the package without
+running that `__init__`, so the one module needed imports.
 """
-import importlib
-import importlib.util
 import os
-import sys
-import types
 from typing import List
 
 # torch-fidelity's name for the 2048-wide pool features FID uses.
@@ -21,15 +18,14 @@ POOL_FEATURES = "2048"
 
 
 def _inception_class():
-    module = "torch_fidelity.feature_extractor_inceptionv3"
-    if module not in sys.modules and "torch_fidelity" not in sys.modules:
-        spec = importlib.util.find_spec("torch_fidelity")
-        if spec is None:
-            raise ImportError("torch-fidelity is not installed: pip install --no-deps -r requirements-nodeps.txt")
-        package = types.ModuleType("torch_fidelity")
-        package.__path__ = list(spec.submodule_search_locations)
-        sys.modules["torch_fidelity"] = package
-    return importlib.import_module(module).FeatureExtractorInceptionV3
+    # jobs/common/import_hooks.py loads the torch_fidelity package without its __init__ where torchvision is absent.
+    try:
+        from torch_fidelity.feature_extractor_inceptionv3 import FeatureExtractorInceptionV3
+    except ModuleNotFoundError as error:
+        if error.name != "torch_fidelity":
+            raise
+        raise ImportError("torch-fidelity is not installed: pip install --no-deps -r requirements-nodeps.txt") from None
+    return FeatureExtractorInceptionV3
 
 
 def load_inception(weights_path: str, device="cpu"):

@@ -1,0 +1,104 @@
+"""Two third-party imports that job processes make differently, both through one finder in front of the import
+system. `install()` runs when the job package is imported (nemo_launcher/jobs/__init__.py), before anything
+imports torch; standard library only.
+
+1. megatron-core's fused kernels compile when first called, not when megatron-core is imported.
+   megatron.core.jit picks `torch.compile` as the fuser for its fused functions (bias-GeLU, bias-dropout-add,
+   SwiGLU, ...), and `torch.compile` imports TorchDynamo's compiler front end and Inductor as soon as it wraps a
+   function, although it compiles only on the first call. That is about a second of CPU time at the start of every
+   job process (each rank, each conversion or evaluation step), even where no fused function ever runs: on CPUs,
+   and wherever a config turns the fusions off. While megatron.core.jit's body runs, `torch.compile` is a stand-in
+   that wraps without importing anything and calls the real `torch.compile` on the first call; what runs is the
+   same compiled function as before.
+
+2. torch-fidelity imports without torchvision. Its package `__init__` imports its CLIP and DINOv2 extractors, which
+   import torchvision; torchvision's wheels do not import with the CPU torch (requirements-nodeps.txt installs
+   torch-fidelity without it). FID needs only the Inception module, which imports torch alone. Left as it is,
+   `import torchmetrics` (which PyTorch Lightning imports) failed on its first try: torchmetrics sees torch-fidelity
+   installed and imports its Inception module, the package `__init__` raises, and Lightning concludes from the
+   failure that torchmetrics is older than 1.0. Where torchvision cannot be found, `torch_fidelity` is loaded as
+   its bare package (its submodules importable, its `__init__` not run).
+"""
+import functools
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+
+JIT_MODULE = "megatron.core.jit"  # picks torch.compile as megatron-core's fuser when imported
+FIDELITY_PACKAGE = "torch_fidelity"
+
+
+def compile_on_first_call(compile_function):
+    """A stand-in for `compile_function` (torch.compile) that defers it to the wrapped function's first call.
+
+    Takes the same arguments: `stand_in(fn, **options)` or `stand_in(**options)(fn)`.
+    """
+
+    def stand_in(model=None, **options):
+        if model is None:  # used as @torch.compile(mode=...)
+            return lambda function: stand_in(function, **options)
+        compiled = None
+
+        @functools.wraps(model)
+        def call(*args, **kwargs):
+            nonlocal compiled
+            if compiled is None:
+                compiled = compile_function(model, **options)
+            return compiled(*args, **kwargs)
+
+        call.compiles_on_first_call = True
+        return call
+
+    return stand_in
+
+
+class _JitModuleLoader(importlib.abc.Loader):
+    """megatron.core.jit's own loader, run with torch.compile replaced for the length of the module's body."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        import torch  # megatron.core.jit imports it first thing anyway
+
+        real = torch.compile
+        torch.compile = compile_on_first_call(real)
+        try:
+            self._loader.exec_module(module)
+        finally:
+            torch.compile = real
+
+
+class _BarePackageLoader(importlib.abc.Loader):
+    """The package's module with its search path set (by the import system, from the spec) and no `__init__` run."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        pass
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == JIT_MODULE:
+            spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _JitModuleLoader(spec.loader)
+            return spec
+        if name == FIDELITY_PACKAGE and importlib.util.find_spec("torchvision") is None:
+            spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+            if spec is not None and spec.submodule_search_locations is not None:
+                spec.loader = _BarePackageLoader()
+            return spec
+        return None
+
+
+def install() -> None:
+    """Idempotent. A module imported before it keeps the way it was imported."""
+    if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())

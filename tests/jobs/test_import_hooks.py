@@ -1,0 +1,56 @@
+"""The job package's import hooks (nemo_launcher/jobs/common/import_hooks.py): megatron-core's fused functions
+compile on their first call instead of importing the compiler when megatron-core is imported, and torchmetrics
+(which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent."""
+import subprocess
+import sys
+
+from nemo_launcher.jobs.common.import_hooks import compile_on_first_call
+from nemo_launcher.launch.resolvers import REPO_ROOT
+
+
+def _fresh_python(code: str) -> str:
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_the_stand_in_compiles_once_on_the_first_call_with_the_options_given():
+    compiled = []
+
+    def fake_compile(function, **options):
+        compiled.append((function.__name__, options))
+        return lambda *args: ("compiled", function(*args))
+
+    stand_in = compile_on_first_call(fake_compile)
+
+    @stand_in
+    def double(x):
+        return 2 * x
+
+    @stand_in(mode="max-autotune")
+    def triple(x):
+        return 3 * x
+
+    assert compiled == [] and double.__name__ == "double"
+    assert double(2) == ("compiled", 4) and double(3) == ("compiled", 6)
+    assert triple(1) == ("compiled", 3)
+    assert compiled == [("double", {}), ("triple", {"mode": "max-autotune"})]
+
+
+def test_megatron_core_imports_without_the_compiler_and_its_fused_functions_compile_later():
+    out = _fresh_python(
+        "import sys, nemo_launcher.jobs, torch, megatron.core\n"
+        "from megatron.core.fusions import fused_bias_geglu, fused_bias_gelu\n"
+        "print('torch._inductor.compile_fx' in sys.modules, fused_bias_geglu.geglu.compiles_on_first_call,\n"
+        "      fused_bias_gelu.bias_gelu.compiles_on_first_call, torch.compile.__module__)\n")
+    assert out.split() == ["False", "True", "True", "torch"]  # torch.compile itself is the real one again
+
+
+def test_torchmetrics_imports_on_the_first_try_and_lightning_sees_its_version():
+    out = _fresh_python(
+        "import nemo_launcher.jobs, torchmetrics, pytorch_lightning\n"
+        "from lightning_fabric.utilities.imports import _TORCHMETRICS_GREATER_EQUAL_1_0_0\n"
+        "from torchmetrics.image.fid import _FeatureExtractorInceptionV3\n"
+        "print(_TORCHMETRICS_GREATER_EQUAL_1_0_0)\n")
+    assert out.split() == ["True"], out
