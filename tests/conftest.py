@@ -19,6 +19,11 @@ import time
 
 import pytest
 
+# One torch thread per process, here and in every job the tests start: CI runs more test workers than cores, each
+# job a process or two, so a second thread only waits (10-25x slower steps measured on the 2-core machine); and a
+# computation a test repeats in its own process then matches, bit for bit, the job's.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Long enough for a slurmctld busy with another worker's jobs on a 2-core machine.
 _SLURM_QUERY_TIMEOUT_S = 20
 

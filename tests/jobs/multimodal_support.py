@@ -12,7 +12,6 @@ from nemo_launcher.jobs.multimodal.shapes import shape_example, write_repository
 
 from .test_data_steps import resolved
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # What the server does for the rows whose index ends in each digit; other rows are served at once.
 KINDS = {1: "missing", 3: "slow", 5: "error", 7: "flaky", 9: "garbage"}

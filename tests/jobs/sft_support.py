@@ -3,7 +3,6 @@ training run), a small question/answer jsonl, the resolved `fine_tuning` / `peft
 launcher would write them (trainer on the CPU, a few steps, a checkpoint every 8), and runs of the programs."""
 import copy
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ import pytest
 from .data_support import gpt2_files  # noqa: F401  (fixture)
 from .gpt_models import model_section, random_model
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 COLORS = ["red", "blue", "green", "yellow", "black", "white", "purple", "orange"]
 TEMPLATE = "{input}\nAnswer: {output}"

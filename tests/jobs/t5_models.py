@@ -5,9 +5,7 @@ the output layer's vocabulary bias) and `hf` (what Hugging Face's T5 computes: r
 biases, untied output layer). Vocabularies come from tests/jobs/data_support.py (trained here, no network).
 """
 import copy
-import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 STYLES = ("family", "hf")
 

@@ -8,13 +8,10 @@ Large weights (init std 0.2) give logits over a wide range, so a frozen copy can
 answers depend on the method's tensors.
 """
 import json
-import os
 
 import pytest
 
 from .t5_tuning_support import COLOURS, NEMO_VOCAB, THINGS
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def _save(folder, tokenizer: dict) -> str:

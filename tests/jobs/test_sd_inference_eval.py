@@ -3,11 +3,12 @@ data preparation and the four fid_clip steps (the configs the launcher writes, s
 them), download_coco2014's preprocessing of a COCO-format set, text2img and dreambooth's text2img with class scoring,
 and InstructPix2Pix's edit_cli on an 8-channel UNet made from the SD one as InstructPix2Pix's training starts.
 
-The model is trained long enough (800 steps on the 12 classes of generated shapes) to check that a caption steers
-what it draws. The metric: each sampled latent's nearest class mean (mean squared difference to the mean VAE latent
-of each class's held-out images, fw_inference's class_scores); the share whose nearest mean is the class its caption
-names, against chance (1/12), and the mean distance to the caption's class against that to the other classes.
-When written: 23% nearest (chance 8%), distance to the own class 0.68 against 0.97 to the others."""
+The model is trained long enough to check that a caption steers what it draws: 500 steps of 16 examples of the 12
+classes of generated shapes, at twice the tiny config's learning rate. The metric: each sampled latent's nearest class
+mean (mean squared difference to the mean VAE latent of each class's held-out images, fw_inference's class_scores);
+the share whose nearest mean is the class its caption names, against chance (1/12), and the mean distance to the
+caption's class against that to the other classes, over 8 samples per caption. When written: 22% nearest (chance
+8%), distance to the own class 0.79 of that to the others; 400 steps gave 19% and 0.84, 600 steps 18% and 0.71."""
 import csv
 import dataclasses
 import json
@@ -29,16 +30,17 @@ from .gpt_train_support import environment  # noqa: E402
 
 @pytest.fixture(scope="module")
 def sd_nemo(tmp_path_factory):
-    """A tiny SD trained on the shapes for 800 steps (every program reads the .nemo; the caption check needs the steps)."""
+    """A tiny SD trained on the shapes for 500 steps (every program reads the .nemo; the caption check needs the steps)."""
     work = tmp_path_factory.mktemp("sd_eval")
     data = work / "data"
     write_shape_tars(data / "raw", examples=480, per_tar=240)
     _precache(data / "raw", data / "tiny_sd" / "precached", REPO / "conf" / "_precache" / "tiny_sd.yaml")
     config = write_config(work, data, "stable_diffusion/tiny", [f"model.data.train.dataset_path=[{data}/tiny_sd/precached]",
-                                                                "trainer.max_steps=800", "trainer.val_check_interval=800",
+                                                                "trainer.max_steps=500", "trainer.val_check_interval=500",
                                                                 "trainer.log_every_n_steps=100",
-                                                                "exp_manager.checkpoint_callback_params.every_n_train_steps=800"])
-    run_training(config, program=(PROGRAM,))
+                                                                "exp_manager.checkpoint_callback_params.every_n_train_steps=500",
+                                                                "model.micro_batch_size=16", "model.optim.lr=2e-3"])
+    run_training(config, program=(PROGRAM,), timeout=900)  # about 150 s alone, several times that on a loaded CI worker
     return work, log_dir(work, "stable_diffusion_tiny") / "checkpoints" / "nemo_stable_diffusion.nemo"
 
 
@@ -198,7 +200,7 @@ def test_a_caption_steers_the_image_to_its_class(sd_nemo, reference):
     config = _stage_config(work, "classes.yaml", "fw_inference", "stable_diffusion/text2img", [
         f"model.restore_from_path={nemo}", "trainer.accelerator=cpu", "trainer.precision=32", "infer.height=32",
         "infer.width=32", "infer.down_factor=2", "infer.sampler_type=DDIM", "infer.inference_steps=20",
-        "infer.unconditional_guidance_scale=7.5", "infer.num_images_per_prompt=4", "infer.combine_images=null",
+        "infer.unconditional_guidance_scale=7.5", "infer.num_images_per_prompt=8", "infer.combine_images=null",
         f"infer.prompts=[{','.join(f'a photo of a {c}' for c in CLASSES)}]", f"class_reference_dir={reference}",
         f"infer.out_path={out}"])
     _run("nemo_launcher.jobs.stable_diffusion.text2img", config)
@@ -207,7 +209,7 @@ def test_a_caption_steers_the_image_to_its_class(sd_nemo, reference):
     assert scores["accuracy"] >= 2 * scores["chance"], scores
     own = sum(p["distance_to_own_class"] for p in scores["per_prompt"].values()) / 12
     other = sum(p["distance_to_other_classes"] for p in scores["per_prompt"].values()) / 12
-    assert own < 0.9 * other, (own, other)
+    assert own < 0.85 * other, (own, other)
 
 
 def test_dreambooth_text2img_is_the_same_program_with_ddim(sd_nemo, reference):

@@ -60,9 +60,10 @@ def test_loss_falls_and_the_nemo_holds_the_averaged_unet(baseline):
     saved = load_stable_diffusion(checkpoints / "nemo_stable_diffusion.nemo")
     trained = weights(checkpoints / "step-40", work)
     # The .nemo holds the EMA average of the UNet, saved beside the weights in the checkpoint; the frozen VAE and
-    # text encoder are unchanged by training, so the average equals them.
+    # text encoder are unchanged by training, have no average, and are saved as they are.
     for name, value in saved.unet.state_dict().items():
         assert torch.equal(value, trained[f"ema.unet.{name}"].to(value.dtype)), name
+    assert not [key for key in trained if key.startswith(("ema.vae.", "ema.text_encoder."))]
     for name, value in saved.vae.state_dict().items():
         assert torch.equal(value, trained[f"vae.{name}"]), name
     assert saved.encode_text(["a photo of a red circle"]).shape == (1, 48, 32)

@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from ..core.module import TrainingModule
+from ..core.weight_average import AveragingModule
 from ..core.recipe import Recipe, Sequences
 from ..vision.images import decode, evaluation_pixels, sample_rng, training_pixels
 from ..vision.shards import IMAGE_MEMBERS, ShardExamples, list_shards
@@ -152,63 +152,16 @@ def build_clip_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
     return dataclasses.replace(parts, data_description=describe(train, valid))
 
 
-class ClipModule(TrainingModule):
-    """The core's module with the EMA weights of exp_manager.ema: updated after optimizer steps, saved in every
-    checkpoint (in any TP layout, like the weights), and scored at validation unless validate_original_weights."""
-
-    def __init__(self, parts):
-        super().__init__(parts)
-        ema = parts.cfg.exp_manager.ema
-        self.average = None
-        if ema.enable:
-            from .ema import WeightAverage
-
-            self.average = WeightAverage(parts.bare_chunks, ema.decay, ema.every_n_steps, ema.cpu_offload)
-            self._validate_average = not ema.validate_original_weights
-        self._swap = None
-
-    def training_step(self, batch, batch_idx):
-        super().training_step(batch, batch_idx)
-        if self.average is not None:
-            self.average.update(self.last_step.step)
-
-    def on_validation_epoch_start(self) -> None:
-        if self.average is not None and self._validate_average:
-            self._swap = self.average.swapped_in()
-            self._swap.__enter__()
-        super().on_validation_epoch_start()
-
-    def on_validation_epoch_end(self) -> None:
-        super().on_validation_epoch_end()
-        if self._swap is not None:
-            self._swap.__exit__(None, None, None)
-            self._swap = None
-
-    def sharded_extra_state(self):
-        state = super().sharded_extra_state()
-        if self.average is not None:
-            state["ema"] = self.average.sharded_state()
-        return state
-
-    def sharded_extra_state_to_load(self, saved_layout):
-        template = super().sharded_extra_state_to_load(saved_layout)
-        if self.average is not None:
-            template["ema"] = self.average.sharded_state()
-        return template
-
-    def restore_extra_state(self, loaded) -> None:
-        super().restore_extra_state(loaded)
-        if self.average is not None:
-            self.average.load(loaded["ema"])
+class ClipModule(AveragingModule):
+    """The core's module with the EMA weights of exp_manager.ema (core/weight_average.py) and CLIP's .nemo at the end."""
 
     def write_outputs(self):
         """The seed's .nemo of a finished run; with EMA on it holds the average, the weights the run validated."""
-        import contextlib
         from pathlib import Path
 
         from ..vision.saved_models import TRAINING_NEMO, save_from_training
 
         p = self.parts
         path = Path(p.cfg.exp_manager.explicit_log_dir) / "checkpoints" / TRAINING_NEMO["clip"]
-        with self.average.swapped_in() if self.average is not None else contextlib.nullcontext():
+        with self.averaged_weights():
             return {".nemo": save_from_training(p, "clip", path)}

@@ -16,38 +16,33 @@ class TritonPythonModel:
         launcher_path = parameters.get("launcher_path")
         if launcher_path and launcher_path not in sys.path:
             sys.path.insert(0, launcher_path)
-        from nemo_launcher.jobs.gpt.triton_model import _prefer_utf8
+        from nemo_launcher.jobs.common.triton_backend import prefer_utf8
 
-        _prefer_utf8()  # before the tokenizer's libraries import torch (see there)
+        prefer_utf8()  # before the tokenizer's libraries import torch (see there)
         from nemo_launcher.jobs.clip.serving import ClipScorer
 
         self.scorer = ClipScorer.load(os.path.join(args["model_repository"], str(args["model_version"])))
         self.vision_model = parameters.get("vision_model", "clip_vision_trt")
 
     def execute(self, requests):
+        from nemo_launcher.jobs.common.triton_backend import respond
+
+        return respond(requests, self._answer)
+
+    def _answer(self, request):
         import numpy as np
         import triton_python_backend_utils as pb_utils
 
         from nemo_launcher.jobs.clip.serving import IMAGE_FEATURES
+        from nemo_launcher.jobs.common.triton_backend import RequestFailed
 
-        responses = []
-        for request in requests:
-            image = pb_utils.get_input_tensor_by_name(request, "image").as_numpy().astype(np.float32)
-            texts = pb_utils.get_input_tensor_by_name(request, "texts").as_numpy()
-            vision = pb_utils.InferenceRequest(model_name=self.vision_model, requested_output_names=[IMAGE_FEATURES],
-                                               inputs=[pb_utils.Tensor("images", image[np.newaxis])]).exec()
-            if vision.has_error():
-                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=vision.error()))
-                continue
-            features = pb_utils.get_output_tensor_by_name(vision, IMAGE_FEATURES).as_numpy()
-            try:
-                outputs = self.scorer.answer(features, texts)
-            except ValueError as error:  # a bad request fails alone; the model stays up
-                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(error))))
-                continue
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor(name, value) for name, value in outputs.items()]))
-        return responses
+        image = pb_utils.get_input_tensor_by_name(request, "image").as_numpy().astype(np.float32)
+        texts = pb_utils.get_input_tensor_by_name(request, "texts").as_numpy()
+        vision = pb_utils.InferenceRequest(model_name=self.vision_model, requested_output_names=[IMAGE_FEATURES],
+                                           inputs=[pb_utils.Tensor("images", image[np.newaxis])]).exec()
+        if vision.has_error():
+            raise RequestFailed(vision.error())
+        return self.scorer.answer(pb_utils.get_output_tensor_by_name(vision, IMAGE_FEATURES).as_numpy(), texts)
 
     def finalize(self):
         self.scorer = None

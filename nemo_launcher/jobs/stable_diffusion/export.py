@@ -175,7 +175,7 @@ def _entry(repository: Path, name: str, parts, settings: Dict, graphs, onnx_dir:
     """<repository>/<name>: config.pbtxt (backend python) and 1/ with model.py, the graphs, the engines, the
     settings and the tokenizer's files, swapped in when complete."""
     from ..gpt.export import parameter_pbtxt, tensors_pbtxt
-    from ..vision.triton_entries import _swap_in
+    from ..vision.triton_entries import swap_in_entry
     from .onnx_parts import SETTINGS_FILE
     from .serving import EDIT_INPUTS, TEXT2IMG_INPUTS, output_spec
 
@@ -189,7 +189,7 @@ def _entry(repository: Path, name: str, parts, settings: Dict, graphs, onnx_dir:
     launcher_path = str(Path(__file__).resolve().parents[3])  # the folder holding the nemo_launcher package
     lines = [f'name: "{name}"', 'backend: "python"', "max_batch_size: 0", *tensors_pbtxt(inputs, outputs),
              "instance_group [ { count: 1 kind: KIND_CPU } ]", parameter_pbtxt("launcher_path", launcher_path)]
-    return _swap_in(repository / name, files, "\n".join(lines) + "\n", {SETTINGS_FILE: json.dumps(settings, indent=1)})
+    return swap_in_entry(repository / name, files, "\n".join(lines) + "\n", {SETTINGS_FILE: json.dumps(settings, indent=1)})
 
 
 def _check_pipeline(parts, version_dir: Path, task: Task) -> float:

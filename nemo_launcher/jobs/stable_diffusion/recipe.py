@@ -17,7 +17,7 @@ import functools
 
 import torch
 
-from ..core.module import TrainingModule
+from ..core.weight_average import AveragingModule
 from ..core.recipe import Recipe, Sequences
 from .data import describe, sd_datasets
 from .model import CONFIG_STATE_KEY, build_stable_diffusion, stored_config, text_context
@@ -199,42 +199,16 @@ def build_sd_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None, da
     return dataclasses.replace(parts, data_description=description(cfg, train, valid))
 
 
-class SdModule(TrainingModule):
-    """The core's module with the EMA weights of exp_manager.ema (the UNet's trained parameters), the model section in
-    every checkpoint (load_stable_diffusion rebuilds the networks from a step folder alone), and the .nemo at the end."""
-
-    def __init__(self, parts):
-        super().__init__(parts)
-        ema = parts.cfg.exp_manager.ema
-        self.average = None
-        if ema.enable:
-            from ..clip.ema import WeightAverage
-
-            self.average = WeightAverage(parts.bare_chunks, ema.decay, ema.every_n_steps, ema.cpu_offload)
-
-    def training_step(self, batch, batch_idx):
-        super().training_step(batch, batch_idx)
-        if self.average is not None:
-            self.average.update(self.last_step.step)
+class SdModule(AveragingModule):
+    """The core's module with the EMA weights of exp_manager.ema (core/weight_average.py: the UNet's trained parameters),
+    the model section in every checkpoint (load_stable_diffusion rebuilds the networks from a step folder alone), and
+    the .nemo at the end."""
 
     def sharded_extra_state(self):
         state = super().sharded_extra_state()
         chunk = self.parts.bare_chunks[0]
         state[CONFIG_STATE_KEY] = stored_config(self.parts.cfg.model, chunk.text_encoder)
-        if self.average is not None:
-            state["ema"] = self.average.sharded_state()
         return state
-
-    def sharded_extra_state_to_load(self, saved_layout):
-        template = super().sharded_extra_state_to_load(saved_layout)
-        if self.average is not None:
-            template["ema"] = self.average.sharded_state()
-        return template
-
-    def restore_extra_state(self, loaded) -> None:
-        super().restore_extra_state(loaded)
-        if self.average is not None and "ema" in loaded:
-            self.average.load(loaded["ema"])
 
     def write_outputs(self):
         """Rank 0 writes the family's .nemo (cfg.nemo_path()) beside the checkpoints (the EMA weights where EMA is on)."""
@@ -250,7 +224,7 @@ class SdModule(TrainingModule):
         # Only what trained is averaged into the file: the frozen networks keep their weights bit for bit.
         averaged = {}
         if self.average is not None:
-            averaged = {name: self.average.shadow[0][name] for name, p in chunk.named_parameters() if p.requires_grad}
+            averaged = dict(self.average.shadow[0])
         parts = StableDiffusionParts(chunk.unet, chunk.vae, chunk.text_encoder, None, chunk.scheduler, cfg.model)
         save_stable_diffusion(path, parts, averaged)
         return {".nemo": str(path)}

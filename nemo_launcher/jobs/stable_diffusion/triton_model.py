@@ -17,30 +17,18 @@ class TritonPythonModel:
         launcher_path = parameters.get("launcher_path")
         if launcher_path and launcher_path not in sys.path:
             sys.path.insert(0, launcher_path)
-        from nemo_launcher.jobs.gpt.triton_model import _prefer_utf8
+        from nemo_launcher.jobs.common.triton_backend import prefer_utf8
 
-        _prefer_utf8()  # before torch is imported (see there)
+        prefer_utf8()  # before torch is imported (see there)
         from nemo_launcher.jobs.stable_diffusion.serving import DiffusionServer
 
         self.server = DiffusionServer.load(os.path.join(args["model_repository"], str(args["model_version"])))
 
     def execute(self, requests):
-        import triton_python_backend_utils as pb_utils
+        from nemo_launcher.jobs.common.triton_backend import named_inputs, respond
 
-        responses = []
-        for request in requests:
-            inputs = {}
-            for spec in self.server.inputs:
-                tensor = pb_utils.get_input_tensor_by_name(request, spec.name)
-                inputs[spec.name] = None if tensor is None else tensor.as_numpy()
-            try:
-                outputs = self.server.answer(inputs)
-            except ValueError as error:  # a bad request fails alone; the model stays up
-                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(error))))
-                continue
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor(name, value) for name, value in outputs.items()]))
-        return responses
+        names = [spec.name for spec in self.server.inputs]
+        return respond(requests, lambda request: self.server.answer(named_inputs(request, names)))
 
     def finalize(self):
         self.server = None

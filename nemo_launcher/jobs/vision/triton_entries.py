@@ -21,7 +21,7 @@ from ..gpt.export import VERSION, parameter_pbtxt, tensors_pbtxt
 PLATFORMS = {".plan": "tensorrt_plan", ".onnx": "onnxruntime_onnx"}
 
 
-def _swap_in(target: Path, files: Mapping[str, Path], config: str, texts: Optional[Mapping[str, str]] = None) -> Path:
+def swap_in_entry(target: Path, files: Mapping[str, Path], config: str, texts: Optional[Mapping[str, str]] = None) -> Path:
     """files: version-folder name -> file copied there; texts: version-folder name -> content written there."""
     staging = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -42,7 +42,7 @@ def write_graph_entry(repository: Path, name: str, model_file: Path, inputs: Seq
     """An engine or an ONNX graph served by Triton's own backend for it, batches of 1..max_batch_size."""
     platform = PLATFORMS[model_file.suffix]
     lines = [f'name: "{name}"', f'platform: "{platform}"', f"max_batch_size: {max_batch_size}", *tensors_pbtxt(inputs, outputs)]
-    return _swap_in(repository / name, {f"model{model_file.suffix}": model_file}, "\n".join(lines) + "\n")
+    return swap_in_entry(repository / name, {f"model{model_file.suffix}": model_file}, "\n".join(lines) + "\n")
 
 
 def write_clip_entry(repository: Path, name: str, vision_model: str, text_graph: Path, settings: Dict,
@@ -61,7 +61,7 @@ def write_clip_entry(repository: Path, name: str, vision_model: str, text_graph:
             files[Path(path).name] = Path(path)
     lines = [f'name: "{name}"', 'backend: "python"', "max_batch_size: 0", *tensors_pbtxt(inputs, outputs),
              parameter_pbtxt("launcher_path", launcher_path), parameter_pbtxt("vision_model", vision_model)]
-    return _swap_in(repository / name, files, "\n".join(lines) + "\n",
+    return swap_in_entry(repository / name, files, "\n".join(lines) + "\n",
                     {SETTINGS_FILE: json.dumps({**settings, "tokenizer_files": names}, indent=1)})
 
 
