@@ -111,7 +111,7 @@ def test_precached_inputs_equal_what_training_encodes_on_the_fly(data_dir):
     path = write_stage_config(data_dir / "cfg.yaml", "training", "stable_diffusion/tiny", data_dir=data_dir,
                               base_results_dir=data_dir / "results", overrides=[])
     parts = build_stable_diffusion(model_section(yaml.safe_load(path.read_text())["model"]))
-    (key, raw), = [next(examples(str(data_dir / "raw" / "00000.tar")))]
+    (_, raw), = [next(examples(str(data_dir / "raw" / "00000.tar")))]
     (_, cached), = [next(examples(str(data_dir / "tiny_sd" / "precached" / "00000.tar")))]
     stored = pickle.loads(cached[".pickle"])
     with torch.no_grad():

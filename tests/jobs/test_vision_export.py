@@ -131,7 +131,7 @@ def _prefer_this_libpython():
     module.prefer_this_libpython()
 
 
-def test_pytriton_serves_the_exported_entries(exported, tmp_path):
+def test_pytriton_serves_the_exported_entries(exported):
     """The entries as a Triton server in this process: vit_trt and clip_vision_trt through onnxruntime, clip_trt through
     its ClipScorer with the vision entry in place of the BLS request; answers equal the saved models'."""
     from pytriton.client import ModelClient
@@ -164,7 +164,7 @@ def test_pytriton_serves_the_exported_entries(exported, tmp_path):
     image = [Tensor(name="images", dtype=np.float32, shape=(3, 32, 32))]
     config = TritonConfig(http_port=_free_port(), grpc_port=_free_port(), allow_metrics=False,
                           http_address="127.0.0.1", grpc_address="127.0.0.1")
-    with Triton(config=config, workspace=str(tmp_path / "workspace")) as triton:
+    with Triton(config=config) as triton:  # its own short workspace: socket paths under tmp_path can pass 107 bytes
         triton.bind(model_name="vit_trt", infer_func=graph("vit_trt", "images"), inputs=image,
                     outputs=[Tensor(name="logits", dtype=np.float32, shape=(12,))], config=ModelConfig(max_batch_size=MAX_BATCH))
         triton.bind(model_name="clip_vision_trt", infer_func=graph("clip_vision_trt", "images"), inputs=image,
