@@ -207,6 +207,22 @@ class _StrictSkips:
 def pytest_configure(config):
     if strict_ci():
         config.pluginmanager.register(_StrictSkips(), "nemo_launcher_strict_skips")
+    for line in _known_noise_filters():
+        config.addinivalue_line("filterwarnings", line)
+
+
+def _known_noise_filters():
+    """The warnings job programs hide (jobs/common/quiet.py, one list for both), as pytest filters: tests that run
+    megatron-core, Lightning or torch in their own process would otherwise end with a page of them."""
+    import re
+
+    from nemo_launcher.jobs.common.quiet import NOISY_WARNING_PATTERNS, NOISY_WARNINGS
+
+    entries = [(entry.category, re.escape(entry.message), entry.package) for entry in NOISY_WARNINGS]
+    entries += list(NOISY_WARNING_PATTERNS)
+    # A ':' would end the message field of a filter line; no entry has one, and one that did would be left out.
+    return [f"ignore:{message}:{category.__name__}:{re.escape(package)}(\\.|$)" for category, message, package in entries
+            if ":" not in message]
 
 
 # ---- CI's parallel run: pytest-xdist with --dist loadgroup ---------------------------------------------------------
