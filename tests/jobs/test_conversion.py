@@ -17,7 +17,8 @@ torch = require_module("torch")
 transformers = require_module("transformers")
 
 from nemo_launcher.jobs.gpt import nemo_archive  # noqa: E402
-from nemo_launcher.jobs.gpt.shards import ShardLayout, split_state_dict  # noqa: E402
+from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
+from nemo_launcher.jobs.gpt.shards import gpt_shard_layout  # noqa: E402
 
 from .gpt_models import megatron_logits  # noqa: E402
 from .pipeline_support import IMPROVED, SHORT_TRAINING, plan_pipeline, reference_logits, run_job  # noqa: E402
@@ -114,7 +115,7 @@ def test_tp2_archive_shards_match_our_merge_and_split_rules(improved_tp2):
     assert merged.keys() == full_from_tp1.keys()
     for key, value in full_from_tp1.items():
         assert torch.equal(merged[key], value), key
-    layout = ShardLayout.of(config, 2, 1)
+    layout = gpt_shard_layout(config, 2, 1)
     for rank in range(2):
         ours = split_state_dict(full_from_tp1, layout, rank, 0)
         megatrons = nemo_archive.load_nemo_shard(tp2, rank, 0)
@@ -143,7 +144,7 @@ def test_pp2_archive_of_a_tied_model_matches_our_merge_and_split_rules(classic, 
     _, merged = nemo_archive.load_nemo(pp2)
     assert merged.keys() == full.keys()
     assert all(torch.equal(merged[key], value) for key, value in full.items())
-    layout = ShardLayout.of(model_config, 1, 2)
+    layout = gpt_shard_layout(model_config, 1, 2)
     for stage in range(2):
         megatrons = nemo_archive.load_nemo_shard(pp2, 0, stage)
         ours = split_state_dict(full, layout, 0, stage)

@@ -6,9 +6,10 @@ import torch
 
 from ..common.config import JobConfigError
 from ..core.conversion import ConversionFamily
+from ..core.shards import merge_shards
 from ...contract.schemas.gpt_training import ModelSection, TrainingConfig
 from . import hf_export, nemo_archive
-from .shards import ShardLayout, merge_shards
+from .shards import gpt_shard_layout
 from .standalone import build_inference_model, inference_section, start_model_parallel
 
 
@@ -50,7 +51,7 @@ GPT = ConversionFamily(
     inference_section=inference_section,
     check_layout=_check_layout,
     build_inference_model=build_inference_model,
-    shard_layout=ShardLayout.of,
+    shard_layout=gpt_shard_layout,
     merge_shards=merge_shards,
     hf_architecture=hf_export.hf_architecture,
     write_hf=_write_hf,

@@ -157,7 +157,8 @@ def read_nemo_config(path, extract_dir: Optional[os.PathLike] = None) -> Dict[st
 def load_nemo(path, extract_dir: Optional[os.PathLike] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """(model config, full state dict on the CPU). The shards of a TP/PP > 1 archive are merged into the
     TP=1 PP=1 state dict; the returned config still names the archive's layout."""
-    from .shards import ShardLayout, merge_shards
+    from ..core.shards import merge_shards
+    from .shards import gpt_shard_layout
 
     with _open(path) as archive:
         config = _read_config(archive, Path(path), extract_dir)
@@ -168,7 +169,7 @@ def load_nemo(path, extract_dir: Optional[os.PathLike] = None) -> Tuple[Dict[str
             (t, p): _read_weights(archive, Path(path), weights_member(t, p, tensor_parallel, pipeline_parallel))
             for t in range(tensor_parallel) for p in range(pipeline_parallel)
         }
-    return config, merge_shards(shards, ShardLayout.of(config, tensor_parallel, pipeline_parallel))
+    return config, merge_shards(shards, gpt_shard_layout(config, tensor_parallel, pipeline_parallel))
 
 
 def load_nemo_shard(path, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
@@ -195,7 +196,8 @@ def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 
     from ..common.config import bind
     from ..common.tokenizer import load_tokenizer
     from ...contract.schemas.gpt_training import ModelSection
-    from .shards import ShardLayout, split_state_dict
+    from ..core.shards import split_state_dict
+    from .shards import gpt_shard_layout
     from .standalone import build_inference_model, inference_section, precision_of, start_model_parallel
 
     config = read_nemo_config(path)
@@ -206,7 +208,7 @@ def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 
         state_dict = load_nemo_shard(path, tp_rank, pp_rank)
     else:
         _, full = load_nemo(path)
-        state_dict = split_state_dict(full, ShardLayout.of(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank)
+        state_dict = split_state_dict(full, gpt_shard_layout(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank)
     section = inference_section(bind(ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
     spec = section.tokenizer
     tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)

@@ -85,7 +85,8 @@ class GptTuning(Tuning):
         from ..common.tokenizer import load_tokenizer
         from ...contract.schemas.gpt_training import ModelSection
         from .nemo_archive import layout_of, load_nemo, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
-        from .shards import ShardLayout, split_state_dict
+        from ..core.shards import split_state_dict
+        from .shards import gpt_shard_layout
         from .standalone import build_inference_model, inference_section
 
         cfg, path = self.cfg, self.base_path
@@ -101,7 +102,7 @@ class GptTuning(Tuning):
             state_dict = load_nemo_shard(path, tp_rank, 0)
         else:  # an archive of another layout is merged and cut again for this TP (each rank reads it whole once)
             _, full = load_nemo(path)
-            state_dict = split_state_dict(full, ShardLayout.of(self.nemo_config, tp, 1), tp_rank, 0)
+            state_dict = split_state_dict(full, gpt_shard_layout(self.nemo_config, tp, 1), tp_rank, 0)
         self._vocab_rows = padded_vocab_of(state_dict, tp, self.tokenizer.vocab_size)
         model = build_inference_model(section, self._vocab_rows, cfg.trainer.precision_name())
         load_weights(model, state_dict, path)
