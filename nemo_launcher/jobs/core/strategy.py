@@ -106,7 +106,7 @@ class MegatronStrategy(DDPStrategy):
     def save_checkpoint(self, checkpoint: Dict[str, Any], filepath, storage_options: Optional[Any] = None) -> None:
         from megatron.core import dist_checkpointing
 
-        from ..common.helper_processes import bind_checkpoint_manager, stop_signals_held
+        from ..common.helper_processes import collect_write_results_here, stop_signals_held
 
         checkpoint = dict(checkpoint)
         checkpoint.update(self.lightning_module.sharded_extra_state())
@@ -114,7 +114,7 @@ class MegatronStrategy(DDPStrategy):
         # helper processes dist_checkpointing starts while saving: started inside this block they ignore both for
         # good. This process gets a signal that came in meanwhile once the block ends, and saves and stops as usual.
         with stop_signals_held():
-            bind_checkpoint_manager()
+            collect_write_results_here()
             dist_checkpointing.save(checkpoint, str(filepath), sharded_strategy=self._save_strategy())
 
     def load_checkpoint(self, checkpoint_path, weights_only: Optional[bool] = None) -> Dict[str, Any]:
