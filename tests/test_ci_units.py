@@ -95,7 +95,7 @@ def _child_session(tmp_path):
     for name, text in MODULES.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
     log = tmp_path / "units.jsonl"
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "UNITS_LOG": str(log), "PYTHONPATH": str(tmp_path),
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "UNITS_LOG": str(log), "PYTHONPATH": f"{tmp_path}:{CONFTEST.parent.parent}",
            "NEMO_LAUNCHER_TEST_STRICT": "1"}
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
                              "loadgroup", "--no-loadscope-reorder", str(tmp_path)],

@@ -57,7 +57,8 @@ def test_missing_slurm_skips_or_fails(tmp_path, required):
     # Runs the fixture in a child pytest whose PATH has no Slurm tools; CI must fail, a laptop skips.
     (tmp_path / "conftest.py").write_text(CONFTEST.read_text())
     (tmp_path / "test_uses_slurm.py").write_text("def test_it(slurm_cluster):\n    pass\n")
-    env = {"PATH": str(tmp_path / "empty"), "NEMO_LAUNCHER_TEST_SLURM": "required" if required else ""}
+    env = {"PATH": str(tmp_path / "empty"), "NEMO_LAUNCHER_TEST_SLURM": "required" if required else "",
+           "PYTHONPATH": str(CONFTEST.parent.parent)}  # the copied conftest imports the project
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,

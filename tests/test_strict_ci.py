@@ -121,7 +121,8 @@ def _child_pytest(tmp_path, strict_mode: bool, allowed: str = "{}") -> subproces
             import pytest
             pytest.skip("whole module needs a widget", allow_module_level=True)
             """))
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    # The copied conftest imports the project (its warning filters), as the real one does from the repository root.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(CONFTEST.parent.parent)}
     if strict_mode:
         env[STRICT_ENV] = "1"
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
