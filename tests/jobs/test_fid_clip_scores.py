@@ -10,7 +10,7 @@ from tests.conftest import require_module
 require_module("scipy")
 require_module("transformers")
 
-from nemo_launcher.jobs.fid_evaluation.frechet import frechet_distance, statistics  # noqa: E402
+from nemo_launcher.jobs.fid_evaluation.frechet import frechet_distance, psd_sqrt, statistics  # noqa: E402
 
 
 def _scipy_fid(a, b):
@@ -30,6 +30,8 @@ def test_frechet_distance_matches_scipy_sqrtm(samples, dims):
     ours = frechet_distance(*statistics(a), *statistics(b))
     assert ours == pytest.approx(_scipy_fid(a, b), rel=1e-7)
     assert ours > 1.0
+    mu_a, sigma_a = statistics(a)
+    assert frechet_distance(mu_a, sigma_a, *statistics(b), root_a=psd_sqrt(sigma_a)) == ours  # fid.py keeps the root
 
 
 def test_frechet_closed_forms():

@@ -2,7 +2,8 @@
 
     python3 -u -m nemo_launcher.jobs.fid_evaluation.fid --config <job dir>/<run.name>_hydra.yaml
 
-Both sets are read at fid.image_size square; the real statistics are computed once for every scale.
+Both sets are read at fid.image_size square; the real statistics and their covariance's square root
+are computed once for every scale.
 """
 import os
 
@@ -15,7 +16,7 @@ from .evaluation import IMAGE_SUFFIXES, device, generated_images, load_config, l
 
 
 def main(argv=None) -> StepReport:
-    from .frechet import frechet_distance, statistics
+    from .frechet import frechet_distance, psd_sqrt, statistics
     from .inception import inception_features, load_inception
 
     cfg = load_config("fid", argv)
@@ -29,10 +30,11 @@ def main(argv=None) -> StepReport:
     network = load_inception(cfg.inception_weights_path, device())
     size = cfg.fid.image_size
     real_stats = statistics(inception_features(network, load_images(real, size)))
+    real_root = psd_sqrt(real_stats[1])
     scores = {}
     for scale in cfg.fid.classifier_free_guidance:
         fake = statistics(inception_features(network, load_images(generated_images(cfg, scale, names), size)))
-        scores[scale] = frechet_distance(*real_stats, *fake)
+        scores[scale] = frechet_distance(*real_stats, *fake, root_a=real_root)
         report.done(f"cfg {scale:g}")
         report.note(f"FID cfg {scale:g}", f"{scores[scale]:.4f}")
     os.makedirs(cfg.run.results_dir, exist_ok=True)
