@@ -198,3 +198,38 @@ def test_a_stop_signal_during_an_orderly_exit_keeps_its_exit_code(tmp_path):
                             text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
     assert (result.returncode, result.stderr) == (74, "Error: the disk is full\n")
     assert not (tmp_path / "run" / RUN_LOCK_FILE).exists()
+
+
+_REFUSED_RANK_ZERO = """
+import sys
+from nemo_launcher.jobs.common import run_directory
+from nemo_launcher.jobs.common.report import print_error
+from nemo_launcher.jobs.common.run_lock import RunDirectoryInUse
+
+run_directory.REFUSAL_GRACE_S = 2.0
+try:
+    with run_directory.claimed(sys.argv[1], rank=0):
+        pass
+except RunDirectoryInUse as error:
+    sys.exit(print_error(error))
+"""
+
+
+@pytest.mark.parametrize("world_size", ["1", "2"])
+def test_a_refused_rank_zero_of_several_waits_for_the_others_handlers_and_keeps_75(tmp_path, world_size):
+    """srun and torchrun SIGTERM the other ranks when rank 0 exits; one still starting would die of it (143), so a
+    refused rank 0 that has company waits REFUSAL_GRACE_S first, and a SIGTERM meanwhile keeps its 75."""
+    plant(tmp_path / "run", holder())  # this test process: alive, on this host
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "WORLD_SIZE", "RANK"))}
+    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), WORLD_SIZE=world_size)
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-c", _REFUSED_RANK_ZERO, str(tmp_path / "run")], env=env,
+                             stderr=subprocess.PIPE, text=True)
+    if world_size == "2":
+        time.sleep(1.0)
+        child.send_signal(15)  # as srun does when another rank exits first
+    _, err = child.communicate(timeout=60)
+    elapsed = time.monotonic() - started
+    assert child.returncode == RUN_DIRECTORY_IN_USE_EXIT_CODE, err
+    assert err.startswith("Error: ") and "is in use by" in err
+    assert (elapsed >= 2.0) if world_size == "2" else (elapsed < 2.0), elapsed

@@ -69,12 +69,17 @@ def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_
     _wait_for_text(_log(results, first), r"^run gpt3_tiny: ", slurm_cluster, first)  # it holds the lock by now
 
     # While it trains, a second job (2 processes, its own name so that `singleton` does not hold it back)
-    # aims at the same run directory: it stops at once, both ranks with the documented code.
+    # aims at the same run directory: it stops at once, both ranks with the documented code. Its rank 1 starts
+    # 3 s late, as on a loaded node, where it once got srun's SIGTERM before its handler was in place (exit 143).
+    late = tmp_path / "rank_1_starts_late.sh"
+    late.write_text(f'#!/bin/bash\nif [[ "$SLURM_PROCID" == 1 ]]; then sleep 3; fi\nexec {sys.executable} "$@"\n')
+    late.chmod(0o755)
     intruder = _submit(launch, [*train, "training.run.name=gpt3_tiny_again", f"training.exp_manager.explicit_log_dir={run}",
-                                "training.trainer.devices=2"], results)
+                                "training.trainer.devices=2", f"+env_vars.NEMO_LAUNCHER_PYTHON={late}"], results)
     assert slurm_cluster.wait(intruder, timeout_s=120) == "FAILED"
-    assert "ExitCode=75:0" in _show_job(intruder)
     refusal = _log(results, intruder, "err", run="gpt3_tiny_again").read_text()
+    exit_code = re.search(r"\bExitCode=\S+", _show_job(intruder)).group(0)
+    assert exit_code == "ExitCode=75:0", f"{exit_code}; the intruder's error log:\n{refusal[-3000:]}"
     assert re.search(rf"^Error: {re.escape(str(run))} is in use by \S+'s job {first} on \S+ \(pid \d+, since ", refusal, re.M), refusal
 
     _wait_for_text(_log(results, first), r"^checkpoint step=10 saved", slurm_cluster, first)

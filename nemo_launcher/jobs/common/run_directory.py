@@ -9,10 +9,12 @@
   next job recognises it as stale.) A second writer stops with RunDirectoryInUse (exit 75) before touching
   anything.
 - The other ranks never take the lock; they wait until it names their job (rank 0 has it), so no rank writes
-  before rank 0 holds the directory. When rank 0 is refused it exits at once and srun (--kill-on-bad-exit) or
-  torchrun stops the others with SIGTERM; a rank that then finds the lock held by another live job exits 75
-  as well, so srun reports 75 for the whole step. They wait in Python, where the signal handler runs at once:
-  in the process group's rendezvous it would wait for a C++ call that never returns, until Slurm's SIGKILL.
+  before rank 0 holds the directory. When rank 0 is refused it waits REFUSAL_GRACE_S, then exits, and srun
+  (--kill-on-bad-exit) or torchrun stops the others with SIGTERM; a rank that then finds the lock held by
+  another live job exits 75 as well, so srun reports 75 for the whole step. The grace is for ranks still
+  starting: one that gets the SIGTERM before its handler is in place dies of it, and srun then reports 143
+  (seen on a loaded node). They wait in Python, where the signal handler runs at once: in the process
+  group's rendezvous it would wait for a C++ call that never returns, until Slurm's SIGKILL.
 - An OSError about space or permission that escapes the block becomes a StorageFault (exit 74), one line
   naming the path instead of a traceback.
 - A rank that stops for a fault (JobFault: 74, 75) keeps that exit status when srun or torchrun, seeing another
@@ -25,12 +27,13 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
 from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE
 from .report import JobFault
-from .run_lock import RunDirectoryLock
+from .run_lock import RunDirectoryInUse, RunDirectoryLock
 from .storage import storage_errno, write_fault
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,9 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 # How long ranks other than 0 wait for rank 0 to take the lock (on NFS, seeing a file created on another node can
 # take the attribute cache's time, up to a minute); after that they go on, and the rendezvous waits for rank 0.
 RANK_ZERO_WAIT_S = 300.0
+# How long a refused rank 0 of a several-process step waits before exiting, so that the other ranks (started at
+# the same time, a second or two from their handlers, more on a loaded or container-starting node) have them.
+REFUSAL_GRACE_S = 10.0
 
 
 @contextlib.contextmanager
@@ -68,7 +74,13 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
     faulted = False
     try:
         if rank == 0:
-            _acquire(lock)
+            try:
+                _acquire(lock)
+            except RunDirectoryInUse:
+                # Inside the except block a stop signal leaves the refusal's exit status standing (stop() above).
+                if _other_ranks_in_step():
+                    time.sleep(REFUSAL_GRACE_S)
+                raise
         elif lock.wait_for_own_job(RANK_ZERO_WAIT_S) is False:
             log.warning("rank 0 has not taken %s within %.0f s; going on", lock.path, RANK_ZERO_WAIT_S)
         try:
@@ -91,6 +103,15 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
         # it shuts down) would end it with SIGTERM instead of the fault's status. SIGKILL still ends a hung rank.
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_IGN if faulted else handler)
+
+
+def _other_ranks_in_step() -> bool:
+    """Whether this process is one of several that torchrun or srun started together (and stops together)."""
+    for name in ("WORLD_SIZE", "SLURM_NTASKS"):
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value) > 1
+    return False
 
 
 def _acquire(lock: RunDirectoryLock) -> None:
