@@ -14,14 +14,21 @@ PAD_ID = -1  # fills output_ids after the answer ends (nemo_launcher/jobs/gpt/se
 
 def ask(url: str, model: str, prompt: str, max_tokens=None, timeout_s: float = 120.0):
     """(answer text, generated token ids) for one prompt."""
+    import warnings
+
     import numpy as np
     from pytriton.client import ModelClient
+    from pytriton.client.warnings import NotSupportedTimeoutWarning
 
     inputs = {"prompt": np.array([prompt.encode("utf-8")], dtype=np.object_)}
     if max_tokens is not None:
         inputs["max_tokens"] = np.array([max_tokens], dtype=np.int32)
-    with ModelClient(url, model, init_timeout_s=timeout_s, inference_timeout_s=timeout_s) as client:
-        result = client.infer_sample(**inputs)
+    with warnings.catch_warnings():
+        # PyTriton warns on every grpc:// client that only inference calls take a timeout; timeout_s still bounds
+        # the wait for the model and the answer, so the warning says nothing the user can act on.
+        warnings.simplefilter("ignore", NotSupportedTimeoutWarning)
+        with ModelClient(url, model, init_timeout_s=timeout_s, inference_timeout_s=timeout_s) as client:
+            result = client.infer_sample(**inputs)
     text = result["completion"].reshape(-1)[0]
     ids = [int(i) for i in result["output_ids"].reshape(-1) if i != PAD_ID]
     return (text.decode("utf-8") if isinstance(text, bytes) else str(text)), ids
