@@ -80,7 +80,8 @@ class _BarePackageLoader(importlib.abc.Loader):
         return None
 
     def exec_module(self, module):
-        pass
+        """Runs nothing on purpose: torch-fidelity's `__init__` imports torchvision, which the finder found missing;
+        the submodules it needs (the Inception network) import on their own from the search path."""
 
 
 class _Finder(importlib.abc.MetaPathFinder):

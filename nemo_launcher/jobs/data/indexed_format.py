@@ -17,6 +17,7 @@ tests check the result is byte-identical to IndexedDatasetBuilder's. A GPT docum
 Megatron-LM's tools/preprocess_data.py writes it without sentence splitting; BERT and T5 data has one sequence
 per sentence, and document_indices says where each document's sentences end (--split-sentences).
 """
+import contextlib
 import os
 import shutil
 import struct
@@ -135,15 +136,13 @@ def concatenate(parts: Iterable[str], dest: str) -> None:
                 size = os.fstat(src.fileno()).st_size
                 if hasattr(os, "copy_file_range"):
                     copied = 0
-                    try:
+                    # Some filesystems (and some kernels across mounts) refuse copy_file_range: copy the rest below.
+                    with contextlib.suppress(OSError):
                         while copied < size:
                             step = os.copy_file_range(src.fileno(), out.fileno(), size - copied)
                             if step == 0:
                                 break
                             copied += step
-                    except OSError:
-                        # Some filesystems (and some kernels across mounts) refuse copy_file_range.
-                        pass
                     if copied == size:
                         continue
                     src.seek(copied)
