@@ -208,7 +208,7 @@ from nemo_launcher.jobs.common.run_lock import RunDirectoryInUse
 
 run_directory.REFUSAL_GRACE_S = 2.0
 try:
-    with run_directory.claimed(sys.argv[1], rank=0):
+    with run_directory.claimed(sys.argv[1], rank=0, world_size=int(sys.argv[2])):
         pass
 except RunDirectoryInUse as error:
     sys.exit(print_error(error))
@@ -220,10 +220,9 @@ def test_a_refused_rank_zero_of_several_waits_for_the_others_handlers_and_keeps_
     """srun and torchrun SIGTERM the other ranks when rank 0 exits; one still starting would die of it (143), so a
     refused rank 0 that has company waits REFUSAL_GRACE_S first, and a SIGTERM meanwhile keeps its 75."""
     plant(tmp_path / "run", holder())  # this test process: alive, on this host
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "WORLD_SIZE", "RANK"))}
-    env.update(PYTHONPATH=str(Path(__file__).resolve().parents[2]), WORLD_SIZE=world_size)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-c", _REFUSED_RANK_ZERO, str(tmp_path / "run")], env=env,
+    child = subprocess.Popen([sys.executable, "-c", _REFUSED_RANK_ZERO, str(tmp_path / "run"), world_size], env=env,
                              stderr=subprocess.PIPE, text=True)
     if world_size == "2":
         time.sleep(1.0)

@@ -92,7 +92,7 @@ def run_evaluation(argv: Optional[List[str]], prog: str, bind: Callable[[dict], 
         placement = placement_from_env()
         start_job(placement.rank)
         cfg = bind(load_resolved_config(path))
-        with claimed(cfg.run.results_dir, placement.rank):
+        with claimed(cfg.run.results_dir, placement.rank, placement.world_size):
             try:
                 results = evaluate(cfg, placement)
             finally:

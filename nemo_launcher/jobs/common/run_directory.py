@@ -1,6 +1,6 @@
 """What every job program that writes into a run directory does around its work.
 
-    with claimed(Path(cfg.exp_manager.explicit_log_dir), placement.rank):
+    with claimed(Path(cfg.exp_manager.explicit_log_dir), placement.rank, placement.world_size):
         ...train, convert, evaluate or export...
 
 - Global rank 0 takes the directory's lock (run_lock.py) before anything is written, and gives it back on the
@@ -9,12 +9,13 @@
   next job recognises it as stale.) A second writer stops with RunDirectoryInUse (exit 75) before touching
   anything.
 - The other ranks never take the lock; they wait until it names their job (rank 0 has it), so no rank writes
-  before rank 0 holds the directory. When rank 0 is refused it waits REFUSAL_GRACE_S, then exits, and srun
-  (--kill-on-bad-exit) or torchrun stops the others with SIGTERM; a rank that then finds the lock held by
-  another live job exits 75 as well, so srun reports 75 for the whole step. The grace is for ranks still
-  starting: one that gets the SIGTERM before its handler is in place dies of it, and srun then reports 143
-  (seen on a loaded node). They wait in Python, where the signal handler runs at once: in the process
-  group's rendezvous it would wait for a C++ call that never returns, until Slurm's SIGKILL.
+  before rank 0 holds the directory. When rank 0 of several (world_size > 1) is refused it waits
+  REFUSAL_GRACE_S, then exits, and srun (--kill-on-bad-exit) or torchrun stops the others with SIGTERM; a
+  rank that then finds the lock held by another live job exits 75 as well, so srun reports 75 for the whole
+  step. The grace is for ranks still starting: one that gets the SIGTERM before its handler is in place dies
+  of it, and srun then reports 143 (seen on a loaded node). They wait in Python, where the signal handler
+  runs at once: in the process group's rendezvous it would wait for a C++ call that never returns, until
+  Slurm's SIGKILL.
 - An OSError about space or permission that escapes the block becomes a StorageFault (exit 74), one line
   naming the path instead of a traceback.
 - A rank that stops for a fault (JobFault: 74, 75) keeps that exit status when srun or torchrun, seeing another
@@ -48,7 +49,7 @@ REFUSAL_GRACE_S = 10.0
 
 
 @contextlib.contextmanager
-def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
+def claimed(directory, rank: int, world_size: int = 1) -> Iterator[RunDirectoryLock]:
     lock = RunDirectoryLock(Path(directory))
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
@@ -78,7 +79,7 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
                 _acquire(lock)
             except RunDirectoryInUse:
                 # Inside the except block a stop signal leaves the refusal's exit status standing (stop() above).
-                if _other_ranks_in_step():
+                if world_size > 1:
                     time.sleep(REFUSAL_GRACE_S)
                 raise
         elif lock.wait_for_own_job(RANK_ZERO_WAIT_S) is False:
@@ -103,15 +104,6 @@ def claimed(directory, rank: int) -> Iterator[RunDirectoryLock]:
         # it shuts down) would end it with SIGTERM instead of the fault's status. SIGKILL still ends a hung rank.
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_IGN if faulted else handler)
-
-
-def _other_ranks_in_step() -> bool:
-    """Whether this process is one of several that torchrun or srun started together (and stops together)."""
-    for name in ("WORLD_SIZE", "SLURM_NTASKS"):
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value) > 1
-    return False
 
 
 def _acquire(lock: RunDirectoryLock) -> None:

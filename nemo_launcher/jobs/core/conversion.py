@@ -79,12 +79,12 @@ def run_conversion(argv, program: str, config_schema, load_family: Callable[[], 
     started = time.monotonic()
     try:
         path = config_path_from_argv(argv, prog=f"python3 -m {program}")
-        rank = placement_from_env().rank
-        start_job(rank)
+        placement = placement_from_env()
+        start_job(placement.rank)
         cfg = config_schema.from_dict(load_resolved_config(path))
-        with claimed(cfg.writes()[0], rank):
+        with claimed(cfg.writes()[0], placement.rank, placement.world_size):
             result = convert(cfg, load_family())
-            conversion_summary(result, time.monotonic() - started).show(rank)
+            conversion_summary(result, time.monotonic() - started).show(placement.rank)
         return 0
     except (JobConfigError, JobFault) as error:
         return print_error(error)

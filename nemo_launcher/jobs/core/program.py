@@ -52,7 +52,7 @@ def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: C
         placement = placement_from_env()
         start_job(placement.rank)
         cfg = schema.from_dict(load_resolved_config(path))
-        with claimed(cfg.exp_manager.explicit_log_dir, placement.rank):
+        with claimed(cfg.exp_manager.explicit_log_dir, placement.rank, placement.world_size):
             from ..common.numa import apply_numa_mapping
 
             # Before torch starts its thread pools, which size themselves by the CPUs this process may use.

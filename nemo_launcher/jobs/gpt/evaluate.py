@@ -131,10 +131,10 @@ def main(argv=None) -> int:
     started = time.monotonic()
     try:
         path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.evaluate")
-        rank = placement_from_env().rank
-        start_job(rank)
+        placement = placement_from_env()
+        start_job(placement.rank)
         cfg = EvaluationConfig.from_dict(load_resolved_config(path))
-        with claimed(cfg.writes()[0], rank):
+        with claimed(cfg.writes()[0], placement.rank, placement.world_size):
             results = evaluate(cfg)
             if results is not None:
                 evaluation_summary(cfg, results, time.monotonic() - started).show(_rank())

@@ -70,7 +70,7 @@ def run_vision_evaluation(argv, prog: str, schema, logits_for: Callable, family:
         placement = placement_from_env()
         start_job(placement.rank)
         cfg = schema.from_dict(load_resolved_config(path))
-        with claimed(cfg.run.results_dir, placement.rank):
+        with claimed(cfg.run.results_dir, placement.rank, placement.world_size):
             from ..core.parts import shutdown
             from .saved_models import load_vision_model
 
