@@ -5,7 +5,6 @@ generation request, compares the answer with the tokens the model generates dire
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -16,6 +15,7 @@ import pytest
 
 from .sft_support import gpt2_files, tiny_nemo  # noqa: F401  (fixtures)
 
+from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
 
 torch = require_module("torch")
@@ -25,12 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 PROMPT = "The license grants you the right to"
 MAX_TOKENS = 6
 MODEL = "gpt3_tiny"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +117,7 @@ def _client(url: str, *extra) -> subprocess.CompletedProcess:
 
 
 def test_pytriton_server_answers_like_the_model_and_stops_cleanly(repository, direct, tmp_path):
-    http, grpc = _free_port(), _free_port()
+    http, grpc = free_port(), free_port()
     log = tmp_path / "serve.log"
     server = _start([sys.executable, "deployment/serve_pytriton.py", "--model-repository", str(repository),
                      "--http-port", str(http), "--grpc-port", str(grpc)], log, ready=lambda text: "\nready: " in "\n" + text)
@@ -163,7 +157,7 @@ def test_tritonserver_runs_the_exported_python_backend(repository, direct, tmp_p
         (backends / name).symlink_to(TRITONSERVER_DIST_DIR / "backends" / "python" / name)
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     (backends / "triton_python_backend_stub").symlink_to(get_stub_path(version))
-    http, grpc = _free_port(), _free_port()
+    http, grpc = free_port(), free_port()
     libs = [sysconfig.get_config_var("LIBDIR"), str(get_libs_path())]  # this interpreter's libpython first
     env = {"LD_LIBRARY_PATH": ":".join(libs + [os.environ.get("LD_LIBRARY_PATH", "")])}
     server = _start([str(TRITONSERVER_DIST_DIR / "bin" / "tritonserver"), "--model-repository", str(repository),

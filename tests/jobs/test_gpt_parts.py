@@ -215,6 +215,27 @@ def test_placement_from_torchrun_slurm_or_nothing():
         placement_from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0"})
 
 
+
+def test_a_single_process_joins_its_group_without_binding_a_port():
+    """Its store is in the process: a port that another process took after free_port() saw it free (a busy CI
+    run hit EADDRINUSE this way) does not stop it."""
+    import dataclasses
+    import socket
+
+    import torch.distributed as dist
+    from nemo_launcher.jobs.common.distributed import init_process_group
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        single = dataclasses.replace(placement_from_env({}), master_port=taken.getsockname()[1])
+        try:
+            init_process_group(single, "gloo", timeout_minutes=1)
+            assert dist.get_world_size() == 1
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
 # ---- tokenizers ---------------------------------------------------------------------------------------
 def test_gpt2_tokenizer_from_files_gives_gpt2_ids(tmp_path):
     from nemo_launcher.jobs.common.sample_data import gpt2_bpe_files

@@ -4,13 +4,13 @@ Triton entry), then the exported text-to-image pipeline served with PyTriton and
 inputs, its images compared with the framework's own from the .nemo."""
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
 
 torch = require_module("torch")
@@ -113,12 +113,6 @@ def test_instruct_pix2pix_export_adds_the_vae_encoder_and_checks_the_edit(tmp_pa
     assert Path(report["entries"][0]).name == "instruct_pix2pix"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(text2img):
     """The exported stable_diffusion entry bound to a PyTriton server here (onnxruntime behind it)."""
@@ -142,8 +136,8 @@ def served(text2img):
     def infer(requests):
         return [server.answer({spec.name: request.data.get(spec.name) for spec in server.inputs}) for request in requests]
 
-    config = TritonConfig(http_address="127.0.0.1", http_port=_free_port(), grpc_address="127.0.0.1",
-                          grpc_port=_free_port(), allow_metrics=False)
+    config = TritonConfig(http_address="127.0.0.1", http_port=free_port(), grpc_address="127.0.0.1",
+                          grpc_port=free_port(), allow_metrics=False)
     triton = Triton(config=config)  # its own short workspace: socket paths under a pytest folder can pass 107 bytes
     triton.bind(model_name="stable_diffusion", infer_func=infer, inputs=tensors(server.inputs),
                 outputs=tensors(server.outputs), config=ModelConfig(batching=False))

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
 
 torch = require_module("torch")
@@ -12,7 +13,7 @@ require_module("pytriton")
 
 from .gpt_train_support import run_training  # noqa: E402
 from .t5_tuning_support import tiny_t5_nemo  # noqa: E402
-from .test_deployment import REPO, _free_port, _start  # noqa: E402
+from .test_deployment import REPO, _start  # noqa: E402
 
 PROMPT = "question: what colour is the river ? context: the river is green ."
 MAX_TOKENS = 5
@@ -70,7 +71,7 @@ def test_export_names_the_t5_generator_and_packs_the_model(exported):
 
 
 def test_pytriton_serves_the_framework_models_answers(exported, direct, tmp_path):
-    http, grpc = _free_port(), _free_port()
+    http, grpc = free_port(), free_port()
     log = tmp_path / "serve.log"
     server = _start([sys.executable, "deployment/serve_pytriton.py", "--model-repository", str(exported[1]),
                      "--http-port", str(http), "--grpc-port", str(grpc)], log, ready=lambda text: "\nready: " in "\n" + text)

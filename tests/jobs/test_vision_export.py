@@ -4,13 +4,13 @@ missing, the Triton entries vit_trt, clip_vision_trt and clip_trt, and those ent
 onnxruntime behind them and queried over HTTP."""
 import importlib.util
 import json
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
 
 from .gpt_train_support import REPO, environment
@@ -118,12 +118,6 @@ def test_a_max_dim_other_than_the_models_is_one_error_line(exported, tmp_path):
     assert line.startswith("Error: export.infer.max_dim=64") and "set export.infer.max_dim=32" in line
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _prefer_this_libpython():
     spec = importlib.util.spec_from_file_location("serve_pytriton", REPO / "deployment" / "serve_pytriton.py")
     module = importlib.util.module_from_spec(spec)
@@ -162,7 +156,7 @@ def test_pytriton_serves_the_exported_entries(exported):
         return answers
 
     image = [Tensor(name="images", dtype=np.float32, shape=(3, 32, 32))]
-    config = TritonConfig(http_port=_free_port(), grpc_port=_free_port(), allow_metrics=False,
+    config = TritonConfig(http_port=free_port(), grpc_port=free_port(), allow_metrics=False,
                           http_address="127.0.0.1", grpc_address="127.0.0.1")
     with Triton(config=config) as triton:  # its own short workspace: socket paths under tmp_path can pass 107 bytes
         triton.bind(model_name="vit_trt", infer_func=graph("vit_trt", "images"), inputs=image,

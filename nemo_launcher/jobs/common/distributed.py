@@ -47,7 +47,8 @@ def placement_from_env(env: Optional[Mapping[str, str]] = None) -> Placement:
                 master_addr=_required(env, "MASTER_ADDR", "Slurm"), master_port=_int(env, "MASTER_PORT"),
                 source="slurm",
             )
-    # A process of its own: the store listens on this machine, on a port nobody else holds.
+    # A process of its own: its store lives in the process (init_process_group); the port is only what Lightning
+    # is told, never bound.
     return Placement(rank=0, world_size=1, local_rank=0, master_addr="127.0.0.1", master_port=free_port(), source="single")
 
 
@@ -85,7 +86,10 @@ def init_process_group(placement: Placement, backend: str, timeout_minutes: int 
     # torch's env:// rendezvous reads these two; setting them keeps every path (gloo subgroups too) consistent.
     os.environ["MASTER_ADDR"] = placement.master_addr
     os.environ["MASTER_PORT"] = str(placement.master_port)
+    # A process of its own needs no TCP store: the port free_port() saw free can be taken by another job's
+    # store or an outgoing connection before ours binds it (EADDRINUSE, seen under a busy test run).
+    store = dist.HashStore() if placement.source == "single" else None
     dist.init_process_group(
-        backend=backend, rank=placement.rank, world_size=placement.world_size,
+        backend=backend, rank=placement.rank, world_size=placement.world_size, store=store,
         timeout=datetime.timedelta(minutes=timeout_minutes),
     )
