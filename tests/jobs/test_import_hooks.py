@@ -54,3 +54,25 @@ def test_torchmetrics_imports_on_the_first_try_and_lightning_sees_its_version():
         "from torchmetrics.image.fid import _FeatureExtractorInceptionV3\n"
         "print(_TORCHMETRICS_GREATER_EQUAL_1_0_0)\n")
     assert out.split() == ["True"], out
+
+
+def test_lightning_imports_torchmetrics_without_scipy_signal_transformers_or_matplotlib():
+    out = _fresh_python(
+        "import sys, nemo_launcher.jobs, pytorch_lightning, torch\n"
+        "from torchmetrics import Metric\n"
+        "from torchmetrics.utilities import imports\n"
+        "heavy = [name for name in ('scipy.signal', 'transformers', 'matplotlib') if name in sys.modules]\n"
+        "class Total(Metric):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.add_state('total', default=torch.tensor(0.0), dist_reduce_fx='sum')\n"
+        "    def update(self, x):\n"
+        "        self.total += x.sum()\n"
+        "    def compute(self):\n"
+        "        return self.total\n"
+        "total = Total()\n"
+        "total.update(torch.ones(3)); total.update(torch.ones(2))\n"
+        "import scipy.signal, transformers\n"  # still importable by whoever needs them
+        "print(heavy, float(total.compute()), imports._SCIPI_AVAILABLE, hasattr(scipy.signal, 'windows'),\n"
+        "      hasattr(transformers, 'CLIPTextModel'))\n")
+    assert out.split() == ["[]", "5.0", "False", "True", "True"], out

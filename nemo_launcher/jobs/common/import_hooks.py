@@ -1,4 +1,4 @@
-"""Two third-party imports that job processes make differently, both through one finder in front of the import
+"""Three third-party imports that job processes make differently, both through one finder in front of the import
 system. `install()` runs when the job package is imported (nemo_launcher/jobs/__init__.py), before anything
 imports torch; standard library only.
 
@@ -18,6 +18,14 @@ imports torch; standard library only.
    installed and imports its Inception module, the package `__init__` raises, and Lightning concludes from the
    failure that torchmetrics is older than 1.0. Where torchvision cannot be found, `torch_fidelity` is loaded as
    its bare package (its submodules importable, its `__init__` not run).
+
+3. torchmetrics imports without SciPy's signal package, transformers and matplotlib. Lightning imports torchmetrics
+   for its `Metric` class alone; torchmetrics' package `__init__` imports every metric it has, and for those it
+   imports `scipy.signal` (audio metrics), `transformers` (BERTScore, CLIPScore) and `matplotlib` (plots) wherever
+   they are installed, which they are here for other reasons. That was about 2-3 s of CPU at the start of every
+   process that imports Lightning. In job processes torchmetrics sees those three as absent (its availability flags
+   say False): its audio, text-embedding, CLIP and plotting metrics are unusable there, and nothing of ours uses
+   them. The packages themselves import as usual for whoever needs them (the diffusion text encoders, HF export).
 """
 import functools
 import importlib.abc
@@ -27,6 +35,10 @@ import sys
 
 JIT_MODULE = "megatron.core.jit"  # picks torch.compile as megatron-core's fuser when imported
 FIDELITY_PACKAGE = "torch_fidelity"
+METRICS_PACKAGE = "torchmetrics"  # imports scipy.signal in its __init__ when SciPy is installed
+METRICS_FLAGS_MODULE = "torchmetrics.utilities.imports"
+METRICS_FLAGS_OFF = ("_SCIPI_AVAILABLE", "_TRANSFORMERS_GREATER_EQUAL_4_4", "_TRANSFORMERS_GREATER_EQUAL_4_10",
+                     "_MATPLOTLIB_AVAILABLE")
 
 
 def compile_on_first_call(compile_function):
@@ -53,14 +65,18 @@ def compile_on_first_call(compile_function):
     return stand_in
 
 
-class _JitModuleLoader(importlib.abc.Loader):
-    """megatron.core.jit's own loader, run with torch.compile replaced for the length of the module's body."""
+class _WrappedLoader(importlib.abc.Loader):
+    """A module's own loader with something done around its body."""
 
     def __init__(self, loader):
         self._loader = loader
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
+
+
+class _JitModuleLoader(_WrappedLoader):
+    """megatron.core.jit's own loader, run with torch.compile replaced for the length of the module's body."""
 
     def exec_module(self, module):
         import torch  # megatron.core.jit imports it first thing anyway
@@ -71,6 +87,31 @@ class _JitModuleLoader(importlib.abc.Loader):
             self._loader.exec_module(module)
         finally:
             torch.compile = real
+
+
+class _MetricsPackageLoader(_WrappedLoader):
+    """torchmetrics' `__init__`, run while lightning_utilities says SciPy is not installed (the only test it makes
+    before importing scipy.signal)."""
+
+    def exec_module(self, module):
+        from lightning_utilities.core import imports
+
+        real = imports.package_available
+        imports.package_available = lambda name: name != "scipy" and real(name)
+        try:
+            self._loader.exec_module(module)
+        finally:
+            imports.package_available = real
+
+
+class _MetricsFlagsLoader(_WrappedLoader):
+    """torchmetrics' table of optional packages, with the ones only unused metrics import turned off."""
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        for flag in METRICS_FLAGS_OFF:
+            if hasattr(module, flag):
+                setattr(module, flag, False)
 
 
 class _BarePackageLoader(importlib.abc.Loader):
@@ -85,11 +126,14 @@ class _BarePackageLoader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
+    _WRAPPERS = {JIT_MODULE: _JitModuleLoader, METRICS_PACKAGE: _MetricsPackageLoader,
+                 METRICS_FLAGS_MODULE: _MetricsFlagsLoader}
+
     def find_spec(self, name, path, target=None):
-        if name == JIT_MODULE:
+        if name in self._WRAPPERS:
             spec = importlib.machinery.PathFinder.find_spec(name, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = _JitModuleLoader(spec.loader)
+                spec.loader = self._WRAPPERS[name](spec.loader)
             return spec
         if name == FIDELITY_PACKAGE and importlib.util.find_spec("torchvision") is None:
             spec = importlib.machinery.PathFinder.find_spec(name, path, target)
