@@ -170,6 +170,31 @@ def test_evaluation_job_on_the_converted_model(tiny_pipeline):
         assert tp2[task][metric] == pytest.approx(results[task][metric], rel=1e-5), (task, metric)
 
 
+def test_standard_errors_are_bootstrapped_without_forking_workers(tiny_pipeline, tmp_path, monkeypatch):
+    """lm-eval forks a Pool of os.cpu_count() workers from the process holding the model unless told not to; the job
+    tells it (a forked worker once hung a CI run's evaluation job)."""
+    import multiprocessing.pool
+
+    from nemo_launcher.jobs.gpt.evaluate import EvaluationConfig, evaluate
+
+    run, _ = tiny_pipeline
+    config = yaml.safe_load(run.configs["evaluation"].read_text())
+    _write_task_files(tmp_path / "tasks", _lambada_docs(10))
+    config["run"].update(task_data_dir=str(tmp_path / "tasks"), tasks="lambada", results_dir=str(tmp_path / "r"))
+    config["model"]["bootstrap_iters"] = 200  # perplexity's standard error is a bootstrap one
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_CACHE"):
+        monkeypatch.setenv(name, "1" if "OFFLINE" in name else str(tmp_path / "cache"))
+    monkeypatch.delenv("DISABLE_MULTIPROC", raising=False)  # restored after the test, whatever the job sets
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("the evaluation started a multiprocessing Pool")
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "__init__", no_pool)
+    results = evaluate(EvaluationConfig.from_dict(config))
+    stderr = results["results"]["lambada"]["perplexity_stderr,none"]
+    assert math.isfinite(stderr) and stderr > 0, results["results"]["lambada"]
+
+
 def test_missing_task_file_names_the_path_and_fields(tiny_pipeline, tmp_path, monkeypatch):
     from nemo_launcher.jobs.gpt.evaluate import EvaluationConfig, evaluate
 

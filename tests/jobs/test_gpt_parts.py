@@ -218,23 +218,21 @@ def test_placement_from_torchrun_slurm_or_nothing():
 
 def test_a_single_process_joins_its_group_without_binding_a_port():
     """Its store is in the process: a port that another process took after free_port() saw it free (a busy CI
-    run hit EADDRINUSE this way) does not stop it."""
-    import dataclasses
-    import socket
-
-    import torch.distributed as dist
-    from nemo_launcher.jobs.common.distributed import init_process_group
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        single = dataclasses.replace(placement_from_env({}), master_port=taken.getsockname()[1])
-        try:
-            init_process_group(single, "gloo", timeout_minutes=1)
-            assert dist.get_world_size() == 1
-        finally:
-            if dist.is_initialized():
-                dist.destroy_process_group()
+    run hit EADDRINUSE this way) does not stop it. In a fresh process: this one's group belongs to other tests."""
+    code = (
+        "import dataclasses, socket, sys\n"
+        "import torch.distributed as dist\n"
+        "from nemo_launcher.jobs.common.distributed import init_process_group, placement_from_env\n"
+        "with socket.socket() as taken:\n"
+        "    taken.bind(('127.0.0.1', 0))\n"
+        "    taken.listen()\n"
+        "    single = dataclasses.replace(placement_from_env({}), master_port=taken.getsockname()[1])\n"
+        "    init_process_group(single, 'gloo', timeout_minutes=1)\n"
+        "    print(single.source, dist.get_world_size())\n")
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=REPO, capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["single", "1"]
 
 # ---- tokenizers ---------------------------------------------------------------------------------------
 def test_gpt2_tokenizer_from_files_gives_gpt2_ids(tmp_path):

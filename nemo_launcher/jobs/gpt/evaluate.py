@@ -20,18 +20,23 @@ from typing import Any, Dict, Optional
 from ...contract.schemas.gpt_evaluation import RESULTS_FILE, EvaluationConfig
 
 
-def _offline(cfg: EvaluationConfig) -> None:
-    """Before datasets/huggingface_hub are imported: no network, and caches in the job's folder rather
-    than a home directory that compute nodes may not have."""
+def _job_environment(cfg: EvaluationConfig) -> None:
+    """Before datasets/huggingface_hub are imported: no network, caches in the job's folder rather than a home
+    directory that compute nodes may not have, and no forked workers."""
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     os.environ["HF_HUB_OFFLINE"] = "1"
+    # lm-eval's bootstrap of the standard errors otherwise forks a multiprocessing Pool of os.cpu_count() workers
+    # from this process: the one holding the model, dozens of threads and, on a GPU node, a CUDA context (a
+    # hundred or more forks there). One such worker outlived Pool.terminate() in a CI run, and the job hung with
+    # its nodes held. In this process lm-eval draws the same resamples (one seed per chunk, either way).
+    os.environ["DISABLE_MULTIPROC"] = "1"
     if "HF_HOME" not in os.environ and "HF_DATASETS_CACHE" not in os.environ:
         os.environ["HF_DATASETS_CACHE"] = str(Path(cfg.run.results_dir) / "hf_datasets_cache")
 
 
 def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
     """Runs the tasks; rank 0 writes the results file and prints the table. Returns lm-eval's results."""
-    _offline(cfg)
+    _job_environment(cfg)
     import lm_eval
     from lm_eval.tasks import TaskManager
     from lm_eval.utils import handle_non_serializable, make_table
