@@ -191,3 +191,18 @@ def test_megatron_bert_and_t5_datasets_sample_it(tmp_path, corpus, wordpiece_spe
     assert tokens[0] == cls and tokens.count(sep) == 2 and masked > 0  # [CLS] A [SEP] B [SEP], some tokens masked
     encoder, decoder = out["t5"]
     assert decoder[0] == bos and decoder[1] == sentinels[0] and sentinels[0] in encoder
+
+
+@pytest.mark.parametrize("plan_text", ["{\"identity\": {\"inp", "[1, 2]", "{\"bounds\": []}"])
+def test_an_unreadable_chunk_plan_starts_the_work_over(tmp_path, corpus, plan_text):
+    from nemo_launcher.jobs.data.shard_builder import _chunk_plan
+
+    job = ShardJob(corpus, str(tmp_path / "ours"), chunk_bytes=8000, append_eod=False)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "plan.json").write_text(plan_text)
+    (parts / "00000.bin").write_bytes(b"a chunk of some other plan")
+    bounds = _chunk_plan(job, str(parts))
+    assert bounds[0][0] == 0 and bounds[-1][1] == os.path.getsize(corpus) and len(bounds) > 1
+    assert sorted(os.listdir(parts)) == ["plan.json"]
+    assert [tuple(b) for b in json.loads((parts / "plan.json").read_text())["bounds"]] == bounds

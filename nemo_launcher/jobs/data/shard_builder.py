@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from tqdm import tqdm
@@ -125,14 +125,11 @@ def _chunk_plan(job: ShardJob, parts_dir: str) -> List[Tuple[int, int]]:
     if job.split_sentences:  # (absent for documents, so plans of earlier runs stay valid)
         identity.update(split_sentences=True, max_sentence_tokens=job.max_sentence_tokens)
     plan_path = os.path.join(parts_dir, "plan.json")
-    try:
-        with open(plan_path) as handle:
-            stored = json.load(handle)
+    stored = _stored_plan(plan_path)
+    if stored is not None:
         if stored["identity"] == identity:
             return [tuple(item) for item in stored["bounds"]]
         log.info("%s: input or settings changed since the interrupted run; starting over", job.output_prefix)
-    except (OSError, ValueError, KeyError):
-        pass
     shutil.rmtree(parts_dir, ignore_errors=True)
     os.makedirs(parts_dir)
     bounds = _line_aligned_bounds(job.input_path, stat.st_size, job.chunk_bytes)
@@ -141,6 +138,19 @@ def _chunk_plan(job: ShardJob, parts_dir: str) -> List[Tuple[int, int]]:
         json.dump({"identity": identity, "bounds": bounds}, handle)
     os.replace(temporary, plan_path)
     return bounds
+
+
+def _stored_plan(plan_path: str) -> Optional[Dict]:
+    """The plan an interrupted run wrote, or None when there is none or it cannot be read (then the work starts
+    over: a half-written or foreign file must not decide which chunks are done)."""
+    try:
+        with open(plan_path) as handle:
+            stored = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or "identity" not in stored or "bounds" not in stored:
+        return None
+    return stored
 
 
 def _line_aligned_bounds(path: str, size: int, chunk_bytes: int) -> List[Tuple[int, int]]:

@@ -126,7 +126,7 @@ class AllWeights(Method):
         self.output = output
 
     def attach(self, model: torch.nn.Module, job: "GptTuning") -> None:
-        pass
+        """Nothing to freeze and nothing to add: every weight of the loaded model trains as it is."""
 
     def write(self, module: TuningModule, job: "GptTuning") -> Dict[str, str]:
         from .tuned_files import save_model
