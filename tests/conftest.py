@@ -101,8 +101,9 @@ class SlurmCluster:
             if time.monotonic() > deadline:
                 # A hung job would hold its nodes and starve every Slurm test after this one (its dependants go
                 # with it: the launcher submits them with --kill-on-invalid-dep).
-                stderr = [word for word in _run(["scontrol", "show", "job", "-o", str(job_id)]).split()
-                          if word.startswith("StdErr=")]
+                shown = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True,
+                                       timeout=_SLURM_QUERY_TIMEOUT_S).stdout  # no check: the job may be gone by now
+                stderr = [word for word in shown.split() if word.startswith("StdErr=")]
                 subprocess.run(["scancel", str(job_id)], check=False, timeout=_SLURM_QUERY_TIMEOUT_S)
                 pytest.fail(f"Slurm job {job_id} still {state} after {timeout_s:.0f}s; cancelled it "
                             f"({stderr[0] if stderr else 'no StdErr in scontrol'})")

@@ -1,4 +1,4 @@
-"""Three third-party imports that job processes make differently, both through one finder in front of the import
+"""Three third-party imports that job processes make differently, all through one finder in front of the import
 system. `install()` runs when the job package is imported (nemo_launcher/jobs/__init__.py), before anything
 imports torch; standard library only.
 
