@@ -176,13 +176,14 @@ def _without_env(words: list) -> list:
 
 
 def _main_commands() -> list:
-    """(doc, main.py's arguments) for every main.py command the docs print, in order, each once."""
+    """(doc, main.py's arguments) for every main.py command the docs print, in order, each once (a command printed
+    on several pages is dry-run for the first)."""
     commands = []
     for doc in DOC_FILES:
         text = doc.read_text()
         for words in [*_bash_commands(text), *_inline_main_commands(text)]:
             words = _without_env(words)
-            if words[:2] == ["python3", "main.py"] and (_doc_id(doc), words[2:]) not in commands:
+            if words[:2] == ["python3", "main.py"] and words[2:] not in [args for _, args in commands]:
                 commands.append((_doc_id(doc), words[2:]))
     return commands
 
@@ -368,3 +369,23 @@ def test_the_checks_find_what_they_look_for():
     assert list(itertools.chain(_other_command_problems(["python3", "-m", "nemo_launcher", "stat"], {"status"}),
                                 _other_command_problems(["bash", ".ci/no_such"], set()))) == [
         "no console command 'stat'", "no such file .ci/no_such"]
+
+
+def _table_codes(page: str, heading: str) -> set:
+    """The codes of the first column of the table under `heading` in docs/<page>."""
+    section = (REPO_ROOT / "docs" / page).read_text().split(heading, 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if re.match(r"\|\s*\d", line)]
+    return {int(code) for row in rows for code in row.split(",")}
+
+
+def test_exit_code_tables_match_the_code():
+    from nemo_launcher import contract
+    from nemo_launcher.launch import errors
+
+    def subclasses(cls):
+        return {cls, *(sub for direct in cls.__subclasses__() for sub in subclasses(direct))}
+
+    launcher = {0, 128 + 15} | {error.exit_code for error in subclasses(errors.LauncherError)}
+    assert _table_codes("exit-codes.md", "## The launcher") == launcher
+    jobs = {0, 1, 2, contract.RUN_DIRECTORY_IN_USE_EXIT_CODE, contract.STORAGE_FAULT_EXIT_CODE}
+    assert _table_codes("exit-codes.md", "## The jobs") == jobs
