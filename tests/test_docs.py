@@ -53,7 +53,7 @@ PATH_ROOTS = ("conf/", "tests/", "benchmarks/", ".ci/", "csp_tools/", "deploymen
               "nemo_launcher/", "main.py", "Dockerfile", "requirements")
 PACKAGE_ROOTS = ("jobs/", "contract/", "launch/")
 
-_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+_FENCE = re.compile(r"^[ \t]*```(\w*)\n(.*?)^[ \t]*```", re.S | re.M)  # also indented, in a list item
 _INLINE = re.compile(r"`([^`\n]+(?:\n[^`\n]+)*)`")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$", re.M)
@@ -345,11 +345,11 @@ def test_every_quick_start_is_in_the_readme():
 def test_the_checks_find_what_they_look_for():
     """The parsers above on known text, so that a check cannot pass by finding nothing."""
     text = ("```bash\nNEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training] \\\n    training=gpt3/126m  # dry\n"
-            "python3 -m nemo_launcher status RUN && bash .ci/run\n```\nSee [x](docs/README.md#no-such) and "
+            "python3 -m nemo_launcher status RUN && bash .ci/run\n```\n- item\n\n  ```bash\n  bash .ci/x\n  ```\nSee [x](docs/README.md#no-such) and "
             "`python3 main.py --config-name=quickstart_t5`.\n")
     assert list(_bash_commands(text)) == [
         ["NEMO_LAUNCHER_DEBUG=1", "python3", "main.py", "stages=[training]", "training=gpt3/126m"],
-        ["python3", "-m", "nemo_launcher", "status", "RUN"], ["bash", ".ci/run"]]
+        ["python3", "-m", "nemo_launcher", "status", "RUN"], ["bash", ".ci/run"], ["bash", ".ci/x"]]
     assert list(_inline_main_commands(text)) == [["python3", "main.py", "--config-name=quickstart_t5"]]
     assert _LINK.findall(_prose(text)) == ["docs/README.md#no-such"]
     assert _slug("Jobs under faults: `scancel`, requeue") == "jobs-under-faults-scancel-requeue"
