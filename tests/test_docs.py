@@ -227,7 +227,10 @@ def test_main_command_dry_runs(doc, args, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NEMO_LAUNCHER_DEBUG", "1")
     for point in (_sweep_points(overrides) if "--multirun" in options else [overrides]):
         argv = ["main.py", f"base_results_dir={tmp_path / 'results'}", *point]
-        cfg, choices = compose_config(argv[1:], config_name)
+        try:
+            cfg, choices = compose_config(argv[1:], config_name)
+        except Exception as error:  # Hydra's composition errors: a key the config lacks, a bad override
+            pytest.fail(f"{doc}: python3 main.py {' '.join(point)} does not compose: {error}", pytrace=False)
         unknown = [stage for stage in cfg.stages if stage not in STAGES or not (CONF / stage).is_dir()]
         assert not unknown, f"{doc}: python3 main.py {printed}: no such stage {unknown}; stages are {sorted(STAGES)}"
         for override in point:
@@ -239,7 +242,8 @@ def test_main_command_dry_runs(doc, args, tmp_path, monkeypatch, capsys):
                     f"{doc}: {override}: the composed config has no {group}"
         code = run(cfg, choices, argv)
         captured = capsys.readouterr()
-        assert code == 0, f"{doc}: NEMO_LAUNCHER_DEBUG=1 python3 main.py {' '.join(point)} exits {code}:\n{captured.err}"
+        assert code == 0, \
+            f"{doc}: NEMO_LAUNCHER_DEBUG=1 python3 main.py {' '.join(point)} exits {code}:\n{captured.err}"
 
 
 def test_main_help_command_runs(capsys):
@@ -345,7 +349,8 @@ def test_every_quick_start_is_in_the_readme():
 def test_the_checks_find_what_they_look_for():
     """The parsers above on known text, so that a check cannot pass by finding nothing."""
     text = ("```bash\nNEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training] \\\n    training=gpt3/126m  # dry\n"
-            "python3 -m nemo_launcher status RUN && bash .ci/run\n```\n- item\n\n  ```bash\n  bash .ci/x\n  ```\nSee [x](docs/README.md#no-such) and "
+            "python3 -m nemo_launcher status RUN && bash .ci/run\n```\n- item\n\n  ```bash\n  bash .ci/x\n  ```\n"
+            "See [x](docs/README.md#no-such) and "
             "`python3 main.py --config-name=quickstart_t5`.\n")
     assert list(_bash_commands(text)) == [
         ["NEMO_LAUNCHER_DEBUG=1", "python3", "main.py", "stages=[training]", "training=gpt3/126m"],
@@ -360,7 +365,8 @@ def test_the_checks_find_what_they_look_for():
         "nemo_launcher.launch.app.runs: no module nemo_launcher.launch.app.runs"]
     assert _mention_problems("training=gpt3/{5b,126m} stages=[training,conversion]") == []
     assert _mention_problems("stages=[trainig]") == ["stages=[trainig]: no stage 'trainig'"]
-    assert _mention_problems("jobs/gpt/no_such.py") == ["jobs/gpt/no_such.py: no such path nemo_launcher/jobs/gpt/no_such.py"]
+    assert _mention_problems("jobs/gpt/no_such.py") == [
+        "jobs/gpt/no_such.py: no such path nemo_launcher/jobs/gpt/no_such.py"]
     assert _mention_problems("nemo_launcher.launch.{cli,no_such}") == [
         "nemo_launcher.launch.{cli,no_such}: no module nemo_launcher.launch.no_such"]
     assert _sweep_points(["training=gpt3/126m", "training.model.micro_batch_size=1,2"]) == [
