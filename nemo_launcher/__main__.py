@@ -3,6 +3,9 @@
     python3 -m nemo_launcher status [RUN] [--results DIR]
     python3 -m nemo_launcher logs RUN [STAGE] [-f] [--results DIR]
     python3 -m nemo_launcher cancel RUN [--results DIR]
+
+An installed package (pyproject.toml) has the same commands as `nemo-launcher status|logs|cancel ...`: its console
+script calls main() below.
 """
 import argparse
 import os
@@ -12,11 +15,17 @@ from typing import Optional, Sequence
 
 from nemo_launcher.launch.errors import LauncherError
 
+CONSOLE_SCRIPT = "nemo-launcher"  # pyproject.toml's [project.scripts] name for main()
 _RUN_HELP = "a pipeline id (or a unique prefix), or a run or job name: the newest pipeline with it"
 
 
+def _program_name() -> str:
+    """How the user called us, for the usage line: the console script, or the module."""
+    return CONSOLE_SCRIPT if Path(sys.argv[0]).name == CONSOLE_SCRIPT else "python3 -m nemo_launcher"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher", description="Follow and stop pipelines the launcher submitted.")
+    parser = argparse.ArgumentParser(prog=_program_name(), description="Follow and stop pipelines the launcher submitted.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{status,logs,cancel}")
     status = commands.add_parser("status", help="the jobs of a pipeline, or one line per recent pipeline")
     status.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
