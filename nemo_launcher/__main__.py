@@ -7,11 +7,13 @@
 An installed package (pyproject.toml) has the same commands as `nemo-launcher status|logs|cancel ...`: its console
 script calls main() below.
 """
+
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from nemo_launcher.launch.errors import LauncherError
 
@@ -25,19 +27,26 @@ def _program_name() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=_program_name(), description="Follow and stop pipelines the launcher submitted.")
+    parser = argparse.ArgumentParser(
+        prog=_program_name(), description="Follow and stop pipelines the launcher submitted."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{status,logs,cancel}")
     status = commands.add_parser("status", help="the jobs of a pipeline, or one line per recent pipeline")
     status.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
     logs = commands.add_parser("logs", help="print (or follow) the newest log of a pipeline's job")
     logs.add_argument("run", metavar="RUN", help=_RUN_HELP)
     logs.add_argument("stage", nargs="?", metavar="STAGE", help="a stage or job name (default: the job active last)")
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the job has ended (Ctrl-C stops)")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the job has ended (Ctrl-C stops)"
+    )
     cancel = commands.add_parser("cancel", help="cancel every job of the pipeline still queued or running")
     cancel.add_argument("run", metavar="RUN", help=_RUN_HELP)
     for command in (status, logs, cancel):
         command.add_argument(
-            "--results", type=Path, default=None, metavar="DIR",
+            "--results",
+            type=Path,
+            default=None,
+            metavar="DIR",
             help="the base_results_dir the pipeline used (default: $NEMO_LAUNCHER_RESULTS, else <repository>/results)",
         )
     return parser
