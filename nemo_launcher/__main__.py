@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
-from nemo_launcher.launch.errors import LauncherError
+from nemo_launcher.launch.errors import ConfigError, LauncherError
 
 CONSOLE_SCRIPT = "nemo-launcher"  # pyproject.toml's [project.scripts] name for main()
 _RUN_HELP = "a pipeline id (or a unique prefix), or a run or job name: the newest pipeline with it"
@@ -47,17 +47,32 @@ def _parser() -> argparse.ArgumentParser:
             type=Path,
             default=None,
             metavar="DIR",
-            help="the base_results_dir the pipeline used (default: $NEMO_LAUNCHER_RESULTS, else <repository>/results)",
+            help="the base_results_dir the pipeline used "
+            "(default: $NEMO_LAUNCHER_RESULTS, else <repository>/results in a checkout)",
         )
     return parser
+
+
+def _default_results(monitor) -> Path:
+    """monitor's default results folder. An installed package (no conf/ beside it, so not a checkout) has no
+    <repository>/results: there the folder must be named (its parent would be site-packages)."""
+    from nemo_launcher.launch.resolvers import REPO_ROOT
+
+    if not os.environ.get(monitor.RESULTS_ENV) and not (REPO_ROOT / "conf").is_dir():
+        raise ConfigError(
+            f"--results: not given and {monitor.RESULTS_ENV} is unset, and this nemo_launcher is installed in "
+            f"{REPO_ROOT}, not a checkout with a results folder: pass --results <base_results_dir> or set "
+            f"{monitor.RESULTS_ENV}"
+        )
+    return monitor.default_results_dir()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     from nemo_launcher.launch import monitor
 
-    results = args.results or monitor.default_results_dir()
     try:
+        results = args.results or _default_results(monitor)
         if args.command == "status":
             return monitor.status(results, args.run)
         if args.command == "logs":

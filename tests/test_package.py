@@ -148,6 +148,12 @@ def test_an_install_runs_nemo_launcher_away_from_the_checkout(tmp_path):
     )
     assert listed.returncode == 0, listed.stderr
     assert f"No pipeline is recorded in {results / '.ledger'}" in listed.stdout
+    # Without --results: an install has no <repository>/results (it would lie in site-packages), so it asks for one.
+    unnamed = subprocess.run(
+        [str(script), "status"], capture_output=True, text=True, env=env, cwd=elsewhere, timeout=60
+    )
+    assert unnamed.returncode == 2 and unnamed.stderr.startswith("Error: --results: not given"), unnamed.stderr
+    assert len(unnamed.stderr.splitlines()) == 1 and str(prefix) in unnamed.stderr
 
 
 def test_the_package_metadata_reads_the_requirement_files():
