@@ -3,43 +3,76 @@
     python3 -m nemo_launcher status [RUN] [--results DIR]
     python3 -m nemo_launcher logs RUN [STAGE] [-f] [--results DIR]
     python3 -m nemo_launcher cancel RUN [--results DIR]
+
+An installed package (pyproject.toml) has the same commands as `nemo-launcher status|logs|cancel ...`: its console
+script calls main() below.
 """
+
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from nemo_launcher.launch.errors import LauncherError
+from nemo_launcher.launch.errors import ConfigError, LauncherError
 
+CONSOLE_SCRIPT = "nemo-launcher"  # pyproject.toml's [project.scripts] name for main()
 _RUN_HELP = "a pipeline id (or a unique prefix), or a run or job name: the newest pipeline with it"
 
 
+def _program_name() -> str:
+    """How the user called us, for the usage line: the console script, or the module."""
+    return CONSOLE_SCRIPT if Path(sys.argv[0]).name == CONSOLE_SCRIPT else "python3 -m nemo_launcher"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher", description="Follow and stop pipelines the launcher submitted.")
+    parser = argparse.ArgumentParser(
+        prog=_program_name(), description="Follow and stop pipelines the launcher submitted."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{status,logs,cancel}")
     status = commands.add_parser("status", help="the jobs of a pipeline, or one line per recent pipeline")
     status.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
     logs = commands.add_parser("logs", help="print (or follow) the newest log of a pipeline's job")
     logs.add_argument("run", metavar="RUN", help=_RUN_HELP)
     logs.add_argument("stage", nargs="?", metavar="STAGE", help="a stage or job name (default: the job active last)")
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until the job has ended (Ctrl-C stops)")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing until the job has ended (Ctrl-C stops)"
+    )
     cancel = commands.add_parser("cancel", help="cancel every job of the pipeline still queued or running")
     cancel.add_argument("run", metavar="RUN", help=_RUN_HELP)
     for command in (status, logs, cancel):
         command.add_argument(
-            "--results", type=Path, default=None, metavar="DIR",
-            help="the base_results_dir the pipeline used (default: $NEMO_LAUNCHER_RESULTS, else <repository>/results)",
+            "--results",
+            type=Path,
+            default=None,
+            metavar="DIR",
+            help="the base_results_dir the pipeline used "
+            "(default: $NEMO_LAUNCHER_RESULTS, else <repository>/results in a checkout)",
         )
     return parser
+
+
+def _default_results(monitor) -> Path:
+    """monitor's default results folder. An installed package (no conf/ beside it, so not a checkout) has no
+    <repository>/results: there the folder must be named (its parent would be site-packages)."""
+    from nemo_launcher.launch.resolvers import REPO_ROOT
+
+    if not os.environ.get(monitor.RESULTS_ENV) and not (REPO_ROOT / "conf").is_dir():
+        raise ConfigError(
+            f"--results: not given and {monitor.RESULTS_ENV} is unset, and this nemo_launcher is installed in "
+            f"{REPO_ROOT}, not a checkout with a results folder: pass --results <base_results_dir> or set "
+            f"{monitor.RESULTS_ENV}"
+        )
+    return monitor.default_results_dir()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     from nemo_launcher.launch import monitor
 
-    results = args.results or monitor.default_results_dir()
     try:
+        results = args.results or _default_results(monitor)
         if args.command == "status":
             return monitor.status(results, args.run)
         if args.command == "logs":

@@ -233,7 +233,7 @@ def _known_noise_filters():
 
 
 # ---- CI's parallel run: pytest-xdist with --dist loadgroup ---------------------------------------------------------
-# .ci/run spreads the suite over more workers than cores (the Slurm tests spend much of their time waiting on the
+# `-n auto` spreads the suite over more workers than cores (the Slurm tests spend much of their time waiting on the
 # scheduler). xdist hands a worker one work unit at a time; here a unit is a whole module, so its module fixtures
 # are built once, and modules share a unit when running them on different workers would cost or break something:
 # - every module with a test on the real Slurm (fixture `slurm_cluster`): the local cluster has two nodes that
@@ -270,6 +270,17 @@ def _shared_units(items) -> dict:
                 keep, drop = sorted((first, second), key=lambda name: rank.index(name) if name in rank else len(rank))
                 joined[drop] = keep
     return {name: root(name) for name in joined if name.endswith(".py")}
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook for `-n auto` (pyproject.toml's addopts)
+def pytest_xdist_auto_num_workers(config):
+    """One worker more than the cores this process may use (`nproc`): most tests run a job as one CPU process and
+    the Slurm tests leave their core idle while they wait on the scheduler, so the extra worker fills that time.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, wins (None hands the choice back to xdist, which reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + 1
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks

@@ -1,7 +1,7 @@
 """The job image (Dockerfile) installs exactly the project's requirement pins, from the requirements files.
 
-The pins have one home, requirements-launch.txt, requirements.txt and requirements-nodeps.txt (installed with
---no-deps); the Dockerfile copies those files and installs from them. Its one exception, torch (the NGC base's CUDA build, which Transformer Engine and Apex are
+The pins have one home, requirements-launch.txt, requirements-jobs.txt and requirements-nodeps.txt (installed with
+--no-deps; requirements.txt gathers the first two); the Dockerfile copies those files and installs from them. Its one exception, torch (the NGC base's CUDA build, which Transformer Engine and Apex are
 compiled against), is checked here too: the file the image installs from is produced by running the Dockerfile's
 own shell commands on the real requirement files.
 """
@@ -49,7 +49,8 @@ def test_the_image_starts_from_an_ngc_pytorch_base():
 def test_the_image_installs_exactly_the_projects_pins(tmp_path):
     steps = _instructions()
     copied = [a.split()[:-1] for kind, a in steps if kind == "COPY"][0]
-    assert sorted(copied) == ["requirements-launch.txt", "requirements-nodeps.txt", "requirements.txt"]
+    assert sorted(copied) == ["requirements-jobs.txt", "requirements-launch.txt", "requirements-nodeps.txt",
+                              "requirements.txt"]
     (install,) = [a for kind, a in steps if kind == "RUN" and "pip install" in a]
     commands = [c.strip() for c in install.split("&&")]
     pip = [c for c in commands if c.startswith("pip install")]

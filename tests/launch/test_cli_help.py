@@ -139,6 +139,9 @@ def _launch_distributions():
             requirement = Requirement(text)
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 todo.append(requirement.name)
+    # The project itself, where pip has installed or built it (a dist-info, or the nemo_launcher.egg-info that
+    # building from the checkout leaves there): its package is the launcher, not a stray.
+    allowed.add("nemo-launcher")
     return allowed
 
 
