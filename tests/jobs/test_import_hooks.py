@@ -1,6 +1,7 @@
 """The job package's import hooks (nemo_launcher/jobs/common/import_hooks.py): megatron-core's fused functions
-compile on their first call instead of importing the compiler when megatron-core is imported, and torchmetrics
-(which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent."""
+compile on their first call instead of importing the compiler when megatron-core is imported, torchmetrics
+(which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent, and an
+optimizer steps and Lightning imports without TorchDynamo, to the same weights as plain torch."""
 import subprocess
 import sys
 
