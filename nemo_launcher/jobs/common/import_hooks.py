@@ -40,7 +40,8 @@ imports torch; standard library only.
    as `_use_grad_for_differentiable` does, without the graph breaks. While Lightning's bodies run, `torch._dynamo`
    is a stand-in module whose `OptimizedModule` is a stand-in class: an object is an instance of it exactly when
    it is one of the real class (none can be while TorchDynamo is not imported); any other name asked of the
-   stand-in imports the real package and answers from it.
+   stand-in imports the real package and answers from it. (diffusers imports TorchDynamo for its own decorators,
+   so the diffusion jobs still load it, and everything above then takes the real path.)
 """
 import functools
 import importlib.abc
