@@ -1,6 +1,7 @@
 """The job package's import hooks (nemo_launcher/jobs/common/import_hooks.py): megatron-core's fused functions
-compile on their first call instead of importing the compiler when megatron-core is imported, and torchmetrics
-(which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent."""
+compile on their first call instead of importing the compiler when megatron-core is imported, torchmetrics
+(which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent, and an
+optimizer steps and Lightning imports without TorchDynamo, to the same weights as plain torch."""
 import subprocess
 import sys
 
@@ -76,3 +77,41 @@ def test_lightning_imports_torchmetrics_without_scipy_signal_transformers_or_mat
         "print(heavy, float(total.compute()), imports._SCIPI_AVAILABLE, hasattr(scipy.signal, 'windows'),\n"
         "      hasattr(transformers, 'CLIPTextModel'))\n")
     assert out.split() == ["[]", "5.0", "False", "True", "True"], out
+
+
+# An AdamW step and a Lightning import, then what the compiler-dependent pieces answer; printed as one JSON line.
+_OPTIMIZER_STEP = """
+import json, sys
+{hooks}
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 3)
+optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+for _ in range(3):
+    optimizer.zero_grad()
+    model(torch.randn(8, 4)).pow(2).sum().backward()
+    optimizer.step()
+weights = [round(float(v), 7) for v in torch.cat([p.detach().flatten() for p in model.parameters()])]
+grad_mode = torch.is_grad_enabled()
+import pytorch_lightning
+from lightning_fabric.wrappers import _unwrap_compiled
+from pytorch_lightning.utilities.compile import from_compiled
+before = 'torch._dynamo' in sys.modules
+plain_unwrapped = _unwrap_compiled(model)[0] is model
+compiled = torch.compile(model)  # imports TorchDynamo: the stand-ins now answer as the real class
+unwrapped = _unwrap_compiled(compiled)[0] is model
+optimizer.step()  # the real step wrapper, now that TorchDynamo is imported
+print(json.dumps({{"weights": weights, "grad_mode": grad_mode, "dynamo_before": before, "plain": plain_unwrapped,
+                  "compiled_unwrapped": unwrapped}}))
+"""
+
+
+def test_training_steps_and_lightning_import_without_the_compiler_and_give_the_same_weights():
+    import json
+
+    ours = json.loads(_fresh_python(_OPTIMIZER_STEP.format(hooks="import nemo_launcher.jobs")))
+    plain = json.loads(_fresh_python(_OPTIMIZER_STEP.format(hooks="")))
+    assert ours["dynamo_before"] is False and plain["dynamo_before"] is True
+    assert ours["weights"] == plain["weights"] and ours["grad_mode"] is True
+    # Lightning's OptimizedModule test: nothing is one before TorchDynamo, a compiled module is one after.
+    assert ours["plain"] and ours["compiled_unwrapped"] and plain["compiled_unwrapped"]

@@ -1,4 +1,4 @@
-"""Three third-party imports that job processes make differently, all through one finder in front of the import
+"""Four third-party imports that job processes make differently, all through one finder in front of the import
 system. `install()` runs when the job package is imported (nemo_launcher/jobs/__init__.py), before anything
 imports torch; standard library only.
 
@@ -26,12 +26,29 @@ imports torch; standard library only.
    process that imports Lightning. In job processes torchmetrics sees those three as absent (its availability flags
    say False): its audio, text-embedding, CLIP and plotting metrics are unusable there, and nothing of ours uses
    them. The packages themselves import as usual for whoever needs them (the diffusion text encoders, HF export).
+
+4. Training imports TorchDynamo only to compile. TorchDynamo (with SymPy) is about 1.4 s of CPU at the start of
+   every training process, although our jobs never compile. Four places ask for it: torch's optimizers wrap their
+   methods with `torch._disable_dynamo` (it imports TorchDynamo on the first call) and their `step` with
+   `_use_grad_for_differentiable` (it imports TorchDynamo on every call, for `graph_break()`, a function that does
+   nothing outside compilation); Lightning's `lightning_fabric.wrappers` and `pytorch_lightning.utilities.compile`
+   import it for one class, `OptimizedModule` (what `torch.compile` returns for a module), to test objects
+   against; and Lightning's result collection decorates two methods with `torch.compiler.disable`, which imports
+   it at once. Nothing can be compiling while TorchDynamo is not imported, so until it is (whoever imports it):
+   a function `torch._disable_dynamo` or, while Lightning's bodies run, `torch.compiler.disable` wraps runs
+   straight (the really disabled function is built on the first call after); an optimizer step sets grad mode
+   as `_use_grad_for_differentiable` does, without the graph breaks. While Lightning's bodies run, `torch._dynamo`
+   is a stand-in module whose `OptimizedModule` is a stand-in class: an object is an instance of it exactly when
+   it is one of the real class (none can be while TorchDynamo is not imported); any other name asked of the
+   stand-in imports the real package and answers from it. (diffusers imports TorchDynamo for its own decorators,
+   so the diffusion jobs still load it, and everything above then takes the real path.)
 """
 import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+import types
 
 JIT_MODULE = "megatron.core.jit"  # picks torch.compile as megatron-core's fuser when imported
 FIDELITY_PACKAGE = "torch_fidelity"
@@ -39,6 +56,10 @@ METRICS_PACKAGE = "torchmetrics"  # imports scipy.signal in its __init__ when Sc
 METRICS_FLAGS_MODULE = "torchmetrics.utilities.imports"
 METRICS_FLAGS_OFF = ("_SCIPI_AVAILABLE", "_TRANSFORMERS_GREATER_EQUAL_4_4", "_TRANSFORMERS_GREATER_EQUAL_4_10",
                      "_MATPLOTLIB_AVAILABLE")
+DYNAMO_PACKAGE = "torch._dynamo"
+TORCH_LAZY_COMPILE_MODULE = "torch._compile"  # torch's `_disable_dynamo`, bound by torch's modules as torch imports
+TORCH_OPTIMIZER_MODULE = "torch.optim.optimizer"  # `_use_grad_for_differentiable`, which wraps every `step`
+LIGHTNING_PACKAGES = ("lightning_fabric", "pytorch_lightning")  # their bodies import all their modules
 
 
 def compile_on_first_call(compile_function):
@@ -63,6 +84,94 @@ def compile_on_first_call(compile_function):
         return call
 
     return stand_in
+
+
+def disable_on_first_call(disable_function):
+    """A stand-in for `disable_function` (torch._disable_dynamo, torch.compiler.disable): the wrapped function runs
+    straight while TorchDynamo is not imported, and through `disable_function(fn, ...)` (built once) after that.
+
+    Takes the same arguments: `stand_in(fn, recursive, ...)` or `stand_in(recursive=...)(fn)`.
+    """
+
+    def stand_in(fn=None, *args, **options):
+        if fn is None:  # used as @torch._disable_dynamo(recursive=False)
+            return lambda function: stand_in(function, *args, **options)
+        disabled = None
+
+        @functools.wraps(fn)
+        def call(*call_args, **call_kwargs):
+            nonlocal disabled
+            if DYNAMO_PACKAGE not in sys.modules:  # no compiler loaded: nothing is being compiled
+                return fn(*call_args, **call_kwargs)
+            if disabled is None:
+                disabled = disable_function(fn, *args, **options)
+            return disabled(*call_args, **call_kwargs)
+
+        call.disables_on_first_call = True
+        return call
+
+    stand_in.is_stand_in = True
+    return stand_in
+
+
+def grad_mode_step(use_grad_for_differentiable):
+    """A stand-in for torch.optim's `_use_grad_for_differentiable`: while TorchDynamo is not imported, the step runs
+    with grad mode set to the optimizer's `differentiable` default and restored after, as the real wrapper does
+    (whose two `graph_break()` calls do nothing outside compilation); after, the real wrapper runs."""
+
+    def decorator(func):
+        real = use_grad_for_differentiable(func)
+
+        @functools.wraps(func)
+        def step(*args, **kwargs):
+            if DYNAMO_PACKAGE in sys.modules:
+                return real(*args, **kwargs)
+            import torch  # loaded: this wraps torch's own optimizers
+
+            previous = torch.is_grad_enabled()
+            try:
+                torch.set_grad_enabled(args[0].defaults["differentiable"])
+                return func(*args, **kwargs)
+            finally:
+                torch.set_grad_enabled(previous)
+
+        return step
+
+    return decorator
+
+
+class _DynamoClass(type):
+    """Metaclass of a stand-in for a class of torch._dynamo: isinstance and issubclass answer as the real class once
+    torch._dynamo is imported, and False before (no instance of it can exist then)."""
+
+    def _real(cls):
+        package = sys.modules.get(DYNAMO_PACKAGE)
+        real = getattr(package, cls.__name__, None) if package is not None else None
+        return real if isinstance(real, type) and not isinstance(real, _DynamoClass) else None
+
+    def __instancecheck__(cls, obj):
+        real = cls._real()
+        return real is not None and isinstance(obj, real)
+
+    def __subclasscheck__(cls, subclass):
+        real = cls._real()
+        return real is not None and issubclass(subclass, real)
+
+
+class _DynamoStandIn(types.ModuleType):
+    """torch._dynamo while Lightning's bodies run: `OptimizedModule` is a stand-in class; any other name imports the
+    real package (the stand-in leaves sys.modules) and answers from it."""
+
+    def __init__(self):
+        super().__init__(DYNAMO_PACKAGE)
+        self.OptimizedModule = _DynamoClass("OptimizedModule", (), {"__module__": DYNAMO_PACKAGE})
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # the import system's own questions (`__path__`, ...): a plain module's answers
+            raise AttributeError(name)
+        if sys.modules.get(DYNAMO_PACKAGE) is self:
+            del sys.modules[DYNAMO_PACKAGE]
+        return getattr(importlib.import_module(DYNAMO_PACKAGE), name)
 
 
 class _WrappedLoader(importlib.abc.Loader):
@@ -114,6 +223,43 @@ class _MetricsFlagsLoader(_WrappedLoader):
                 setattr(module, flag, False)
 
 
+class _LazyCompileLoader(_WrappedLoader):
+    """torch._compile with its `_disable_dynamo` deferred."""
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module._disable_dynamo = disable_on_first_call(module._disable_dynamo)
+
+
+class _OptimizerLoader(_WrappedLoader):
+    """torch.optim.optimizer with its step wrapper importing TorchDynamo only once something else has."""
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module._use_grad_for_differentiable = grad_mode_step(module._use_grad_for_differentiable)
+
+
+class _LightningPackageLoader(_WrappedLoader):
+    """A Lightning package's `__init__` (which imports the whole package), run with torch._dynamo a stand-in and
+    torch.compiler.disable deferred, unless TorchDynamo is already imported (then there is nothing to save)."""
+
+    def exec_module(self, module):
+        import torch.compiler  # torch itself: Lightning imports it first thing anyway
+
+        if DYNAMO_PACKAGE in sys.modules or getattr(torch.compiler.disable, "is_stand_in", False):
+            self._loader.exec_module(module)  # already imported, or the other Lightning package's body is running
+            return
+        stand_in, real_disable = _DynamoStandIn(), torch.compiler.disable
+        sys.modules[DYNAMO_PACKAGE] = stand_in
+        torch.compiler.disable = disable_on_first_call(real_disable)
+        try:
+            self._loader.exec_module(module)
+        finally:
+            torch.compiler.disable = real_disable
+            if sys.modules.get(DYNAMO_PACKAGE) is stand_in:
+                del sys.modules[DYNAMO_PACKAGE]
+
+
 class _BarePackageLoader(importlib.abc.Loader):
     """The package's module with its search path set (by the import system, from the spec) and no `__init__` run."""
 
@@ -127,7 +273,8 @@ class _BarePackageLoader(importlib.abc.Loader):
 
 class _Finder(importlib.abc.MetaPathFinder):
     _WRAPPERS = {JIT_MODULE: _JitModuleLoader, METRICS_PACKAGE: _MetricsPackageLoader,
-                 METRICS_FLAGS_MODULE: _MetricsFlagsLoader}
+                 METRICS_FLAGS_MODULE: _MetricsFlagsLoader, TORCH_LAZY_COMPILE_MODULE: _LazyCompileLoader,
+                 TORCH_OPTIMIZER_MODULE: _OptimizerLoader, **dict.fromkeys(LIGHTNING_PACKAGES, _LightningPackageLoader)}
 
     def find_spec(self, name, path, target=None):
         if name in self._WRAPPERS:

@@ -11,6 +11,7 @@ run.results_dir's lock while it runs. Exit codes: 0 done, 2 configuration error,
 of space or permission, 75 run.results_dir is in use by another job (one `Error:` line on stderr for each),
 anything else a crash.
 """
+import importlib.metadata
 import json
 import os
 import sys
@@ -77,7 +78,10 @@ def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
 def _quiet_lm_eval() -> None:
     """lm-eval records the git commit of the working directory by running `git describe`, which prints
     `fatal: not a git repository` into the log wherever a job runs outside one (compute nodes, job folders).
-    Same answer, without the stderr line; `datasets` draws a progress bar for each small local file."""
+    Same answer, without the stderr line; `datasets` draws a progress bar for each small local file.
+    lm-eval also adds torch's environment report to its results (torch.utils.collect_env runs `pip list` and
+    probes the GPUs; with the transformers import it asks for, about 2 s per evaluation job): the results file
+    keeps none of it, so only lm-eval's version is recorded."""
     import subprocess
 
     import datasets
@@ -92,8 +96,13 @@ def _quiet_lm_eval() -> None:
             return None
         return found.stdout.strip() or None
 
+    def lm_eval_version(storage: Dict[str, Any]) -> None:
+        storage["lm_eval_version"] = importlib.metadata.version("lm_eval")
+
     if hasattr(lm_eval.evaluator, "get_git_commit_hash"):
         lm_eval.evaluator.get_git_commit_hash = git_commit
+    if hasattr(lm_eval.evaluator, "add_env_info"):
+        lm_eval.evaluator.add_env_info = lm_eval_version
     datasets.disable_progress_bars()
 
 
