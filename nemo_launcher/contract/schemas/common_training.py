@@ -8,7 +8,7 @@ Megatron's masked-LM datasets (T5's span corruption, BERT's masked tokens) share
 import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, non_negative, non_negative_fields, positive, positive_fields
+from ..binding import bind_stage, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
 from ..durations import WallClock
 from .run import RunBase
 
@@ -239,6 +239,90 @@ def check_heads(model, key: str) -> None:
         positive(f"{key}.kv_channels", model.kv_channels)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecoderStackSection:
+    """The keys and rules of a model section whose one stack of layers megatron-core splits over pipeline stages,
+    and each stage into virtual stages (the interleaved 1F1B schedule): GPT's and BERT's. A family's section
+    inherits it and adds its tokenizer, optimizer and data sections (`data` must have `seq_length`) and its own keys.
+    """
+
+    micro_batch_size: int  # samples per forward pass per data-parallel rank
+    global_batch_size: int  # samples per optimizer step over all data-parallel ranks
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    tensor_model_parallel_size: int = 1
+    pipeline_model_parallel_size: int = 1
+    virtual_pipeline_model_parallel_size: Optional[int] = None  # model chunks per pipeline stage (interleaved 1F1B)
+    encoder_seq_length: int  # tokens per sample (each family sets its default)
+    max_position_embeddings: int  # rows of the learned position table (each family sets its default)
+    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
+    init_method_std: float = 0.02
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layernorm_epsilon: float = 1.0e-5
+    make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
+    position_embedding_type: Literal["learned_absolute", "rope"] = "learned_absolute"
+    share_embeddings_and_output_weights: bool = True  # the LM head's output layer reuses the token embeddings
+    seed: int = 1234
+    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
+    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
+    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
+    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
+    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
+    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
+
+    def check(self, key: str) -> None:
+        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
+                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                        "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by")
+        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
+        fraction(f"{key}.attention_dropout", self.attention_dropout)
+        if self.data.seq_length != self.encoder_seq_length:
+            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
+                               f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")
+        if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < self.encoder_seq_length:
+            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
+                               f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token")
+        check_heads(self, key)
+        self.check_pipeline(key)
+        check_recompute(self, key)
+
+    def virtual_pipeline_size(self) -> int:
+        """Model chunks per pipeline stage; 1 without the interleaved schedule."""
+        return self.virtual_pipeline_model_parallel_size or 1
+
+    def check_pipeline(self, key: str) -> None:
+        """The layers split evenly over PP x virtual PP chunks; virtual stages need a pipeline to interleave."""
+        vpp = self.virtual_pipeline_model_parallel_size
+        if vpp is not None:
+            positive(f"{key}.virtual_pipeline_model_parallel_size", vpp)
+        pp, chunks = self.pipeline_model_parallel_size, self.virtual_pipeline_size()
+        if self.num_layers % (pp * chunks):
+            raise config_fault(f"{key}.num_layers", self.num_layers,
+                               f"must be divisible by PP({pp}) x virtual PP({chunks}) = {pp * chunks}; "
+                               "change num_layers or the pipeline sizes")
+        if chunks > 1 and pp < 2:
+            raise config_fault(f"{key}.virtual_pipeline_model_parallel_size", vpp, "needs pipeline_model_parallel_size > 1")
+
+    def batch_sizes(self) -> List[int]:
+        """Every global batch size the run uses (a family with a ramp-up lists its steps)."""
+        return [self.global_batch_size]
+
+    def check_interleaved_batches(self, key: str, micro_batches_step: int) -> None:
+        """megatron-core's interleaved schedule runs microbatches in groups of PP: each global batch's count of
+        microbatches (global batch / (micro batch x DP)) must be a multiple of PP."""
+        pp = self.pipeline_model_parallel_size
+        if self.virtual_pipeline_size() == 1:
+            return
+        for gbs in self.batch_sizes():
+            if (gbs // micro_batches_step) % pp:
+                raise config_fault(f"{key}.global_batch_size", gbs,
+                                   f"with the interleaved schedule the number of microbatches ({gbs} / {micro_batches_step} = "
+                                   f"{gbs // micro_batches_step}) must be a multiple of PP({pp})")
+
+
 def check_layout(model, nodes: int, devices: int, key: str) -> int:
     """The process-layout rules of a Megatron model on nodes x devices processes, each factor shown; returns DP.
 
@@ -277,15 +361,8 @@ def check_layout(model, nodes: int, devices: int, key: str) -> int:
         if start % step or increment % step:
             raise config_fault(f"{m}.rampup_batch_size", ramp,
                                f"start and increment must be multiples of micro_batch_size x data-parallel size = {step}")
-    vpp = getattr(model, "virtual_pipeline_model_parallel_size", None) or 1
-    if vpp > 1:
-        # megatron-core's interleaved schedule runs microbatches in groups of PP.
-        batch_sizes = model.batch_sizes() if hasattr(model, "batch_sizes") else [model.global_batch_size]
-        for gbs in batch_sizes:
-            if (gbs // step) % pp:
-                raise config_fault(f"{m}.global_batch_size", gbs,
-                                   f"with the interleaved schedule the number of microbatches ({gbs} / {step} = {gbs // step}) "
-                                   f"must be a multiple of PP({pp})")
+    if isinstance(model, DecoderStackSection):
+        model.check_interleaved_batches(m, step)
     return dp
 
 

@@ -17,16 +17,11 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, nearest, non_negative, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
+from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .run import RunBase
 
 STAGE = "data_preparation"
 OnMalformed = Literal["skip", "fail"]
-# Megatron's tokenizer types the megatron library builds from files, and the files each needs.
-MEGATRON_TYPE_FILES = {
-    "GPT2BPETokenizer": ("vocab_file", "merge_file"),
-    "BertWordPieceCase": ("vocab_file",),
-    "BertWordPieceLowerCase": ("vocab_file",),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +147,7 @@ class PileConfig(_Tokenizing):
     raw_dir: str
     extracted_dir: str
     output_prefix: str  # with {file_number}
-    tokenizer_library: Literal["megatron", "sentencepiece", "huggingface"]
+    tokenizer_library: TokenizerLibrary
     download_the_pile: bool = True  # run the download and extract steps
     download_vocab_url: Optional[str] = None  # fetched to vocab_file when missing
     download_merges_url: Optional[str] = None  # fetched to merge_file when missing
