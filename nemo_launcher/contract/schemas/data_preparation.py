@@ -107,6 +107,10 @@ class _Tokenizing:
     # Trainer options: vocab_size, min_frequency (WordPiece, byte-level BPE); SentencePiece's spm_train options
     train_tokenizer_args: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    def tokenizer_files(self) -> Dict[str, Optional[str]]:
+        """The tokenizer preprocessing builds: library, megatron type and files (the job's TokenizerSpec keys)."""
+        return dict(library=self.tokenizer_library, type=None, vocab_file=None, merge_file=None, model=self.tokenizer_model)
+
     def check_tokenizing(self, key: str) -> None:
         positive(f"{key}.chunk_size_mb", self.chunk_size_mb)
         if not self.json_key:
@@ -172,6 +176,10 @@ class PileConfig(_Tokenizing):
         self.check_tokenizer_files(key, self.tokenizer_library, self.tokenizer_type)
         if self.train_tokenizer:
             _check_trainable(key, self.tokenizer_library, self.tokenizer_type, self.download_vocab_url)
+
+    def tokenizer_files(self) -> Dict[str, Optional[str]]:
+        return dict(library=self.tokenizer_library, type=self.tokenizer_type, vocab_file=self.vocab_file,
+                    merge_file=self.merge_file, model=self.tokenizer_model)
 
     def shard_numbers(self, key: str = STAGE) -> List[int]:
         try:
