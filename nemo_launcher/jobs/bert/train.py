@@ -11,21 +11,10 @@ spawning, which re-imports this module; it must not pay for torch and megatron a
 """
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.bert.train"
+from ...contract.schemas.bert_training import BertTrainingConfig
+from ..core.entry import training_main
 
-
-def main(argv=None) -> int:
-    from ..core.program import run_program
-    from ...contract.schemas.bert_training import BertTrainingConfig
-
-    return run_program(argv, PROG, BertTrainingConfig, _recipe)
-
-
-def _recipe(cfg):
-    from .recipe import bert_recipe
-
-    return bert_recipe(cfg)
-
+main = training_main("python3 -m nemo_launcher.jobs.bert.train", BertTrainingConfig, f"{__package__}.recipe", recipe="bert_recipe")
 
 if __name__ == "__main__":
     sys.exit(main())

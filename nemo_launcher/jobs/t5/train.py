@@ -12,21 +12,10 @@ spawning, which re-imports this module; it must not pay for torch and megatron a
 """
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.t5.train"
+from ...contract.schemas.t5_training import T5TrainingConfig
+from ..core.entry import training_main
 
-
-def main(argv=None) -> int:
-    from ..core.program import run_program
-    from ...contract.schemas.t5_training import T5TrainingConfig
-
-    return run_program(argv, PROG, T5TrainingConfig, _recipe)
-
-
-def _recipe(cfg):
-    from .recipe import T5
-
-    return T5
-
+main = training_main("python3 -m nemo_launcher.jobs.t5.train", T5TrainingConfig, f"{__package__}.recipe", recipe="T5")
 
 if __name__ == "__main__":
     sys.exit(main())
