@@ -10,7 +10,7 @@ message names the key as the user types it on the command line (`training.model.
 """
 import dataclasses
 import typing
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 _NO_VALUE = object()
 
@@ -78,6 +78,18 @@ def bind(schema: type, data: Mapping[str, Any], key: str = ""):
 def bind_stage(schema: type, section: Mapping[str, Any], stage: str):
     """A whole stage section (`training:`, `conversion:`, ...), with keys named from the stage down."""
     return bind(schema, section, stage)
+
+
+class StageSchema:
+    """Mixed into the top-level schema of a stage section (`export:`, `evaluation:`, ...), which names it in
+    `stage`: `from_dict(section)` binds the section with keys named from that stage down; a schema several stages
+    share is bound with the stage being validated (`from_dict(section, "peft")`)."""
+
+    stage = ""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], stage: Optional[str] = None):
+        return bind_stage(cls, data, stage or cls.stage)
 
 
 def _join(prefix: str, name: str) -> str:

@@ -8,7 +8,7 @@ Megatron's masked-LM datasets (T5's span corruption, BERT's masked tokens) share
 import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
+from ..binding import StageSchema, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
 from ..durations import WallClock
 from .run import RunBase
 
@@ -375,16 +375,14 @@ def check_world_size(trainer, world_size: int, key: str) -> None:
                            f"but {world_size} processes were started; start one process per device")
 
 
-class TrainingStage:
+class TrainingStage(StageSchema):
     """What every family's training schema does alike (mixed into its frozen dataclass): bind the `training`
     section, write into exp_manager.explicit_log_dir, and check the layout against the processes started."""
 
+    stage = "training"
+
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = "training"):
-        return bind_stage(cls, data, stage)
 
     def data_parallel_size(self, world_size: int) -> int:
         """Checks the layout against the processes actually started; returns DP."""

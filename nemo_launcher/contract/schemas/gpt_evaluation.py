@@ -5,9 +5,9 @@ One job of TP processes over run.nodes x run.ntasks_per_node; tasks are lm-eval'
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, non_negative_fields, positive, positive_fields
+from ..binding import StageSchema, config_fault, non_negative_fields, positive, positive_fields
 from ..eval_tasks import EVAL_TASKS, parse_tasks
 from .common_training import precision_name
 from .run import RunBase
@@ -73,7 +73,9 @@ class EvaluationModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluationConfig:
+class EvaluationConfig(StageSchema):
+    stage = STAGE
+
     run: EvaluationRun
     model: EvaluationModel
 
@@ -98,10 +100,6 @@ class EvaluationConfig:
         """Arguments of the family's preparation program, run first: smoke-test task files made from local text,
         for machines that cannot fetch the real task data. None: the task files are there already."""
         return ("--task-data-dir", self.run.task_data_dir) if self.run.prepare_sample_data else None
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "EvaluationConfig":
-        return bind_stage(cls, data, stage)
 
     @property
     def results_file(self) -> Path:

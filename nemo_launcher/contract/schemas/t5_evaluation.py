@@ -17,9 +17,9 @@ metric.average says. Predictions go to `<run.results_dir>/results/<name>_predict
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .common_training import precision_name
 from .run import RunBase
 from .t5_finetuning import QaToText, TextPairFiles, check_preparation, prepared_reads, prepared_writes
@@ -78,7 +78,9 @@ class QaEvaluationModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class QaEvaluationConfig:
+class QaEvaluationConfig(StageSchema):
+    stage = STAGE
+
     run: QaEvaluationRun
     model: QaEvaluationModel
     squad_preparation: Optional[List[QaToText]] = None  # SQuAD-format JSON -> text pairs, before evaluating
@@ -102,11 +104,6 @@ class QaEvaluationConfig:
     def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
         """Arguments of the family's preparation program (SQuAD JSON -> text pairs); None: nothing to prepare."""
         return ("--config", config_file) if self.squad_preparation else None
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "QaEvaluationConfig":
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
 
     @property
     def results_file(self) -> Path:

@@ -9,9 +9,9 @@ XQuAD): the family's preparation program, one process, before the trainer starts
 the `.nemo`, so only the batch arithmetic of the layout is checked at bind.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, fraction, positive_fields
+from ..binding import StageSchema, config_fault, fraction, positive_fields
 from .common_training import OptimSection, check_layout, check_schedule, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer
 from .t5_training import check_no_pipeline_split
@@ -165,7 +165,9 @@ def check_preparation(preparation: Optional[List[QaToText]], key: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class T5FinetuneConfig:
+class T5FinetuneConfig(StageSchema):
+    stage = STAGE
+
     run: SftRun
     trainer: SftTrainer
     exp_manager: SftExpManager
@@ -190,11 +192,6 @@ class T5FinetuneConfig:
     def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
         """Arguments of the family's preparation program (SQuAD JSON -> text pairs); None: nothing to prepare."""
         return ("--config", config_file) if self.squad_preparation else None
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "T5FinetuneConfig":
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
 
     def data_parallel_size(self, world_size: int) -> int:
         check_world_size(self.trainer, world_size, STAGE)

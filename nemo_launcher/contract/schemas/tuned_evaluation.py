@@ -17,9 +17,9 @@ the lines. Under <run.results_dir>/results/ it writes <test file name>_predictio
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import Any, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .common_training import precision_name
 from .run import RunBase
 
@@ -173,7 +173,9 @@ class PromptGptModel(_Parallel):
     with_virtual_tokens = property(lambda self: not self.disable_special_tokens)
 
 
-class _TunedEvaluation:
+class _TunedEvaluation(StageSchema):
+    stage = STAGE
+
     run: TunedEvaluationRun
     model: Any
 
@@ -206,11 +208,6 @@ class _TunedEvaluation:
 
     def predictions_file(self, name: str) -> Path:
         return Path(self.run.results_dir) / "results" / f"{name}{PREDICTIONS_SUFFIX}"
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE):
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,9 +9,9 @@ The architecture (layers, widths, heads, patch size, class tokens) is the `.nemo
 against it by the job, since the launcher cannot open a file that an earlier stage of the pipeline writes.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, fraction, positive_fields
+from ..binding import StageSchema, config_fault, fraction, positive_fields
 from .common_training import OptimSection, check_layout, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer
 from .vision_training import Recompute, RecomputeMethod, check_parallel
@@ -73,7 +73,9 @@ class VitFinetuneModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class VitFinetuneConfig:
+class VitFinetuneConfig(StageSchema):
+    stage = STAGE
+
     run: SftRun
     trainer: SftTrainer
     exp_manager: SftExpManager
@@ -89,11 +91,6 @@ class VitFinetuneConfig:
 
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "VitFinetuneConfig":
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
 
     def data_parallel_size(self, world_size: int) -> int:
         check_world_size(self.trainer, world_size, STAGE)
