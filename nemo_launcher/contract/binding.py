@@ -81,11 +81,19 @@ def bind_stage(schema: type, section: Mapping[str, Any], stage: str):
 
 
 class StageSchema:
-    """Mixed into the top-level schema of a stage section (`export:`, `evaluation:`, ...), which names it in
-    `stage`: `from_dict(section)` binds the section with keys named from that stage down; a schema several stages
-    share is bound with the stage being validated (`from_dict(section, "peft")`)."""
+    """Mixed into the top-level schema of a stage section, which names its stage as it subclasses:
+
+        class ExportConfig(StageSchema, stage="export"): ...
+
+    `from_dict(section)` binds the section with keys named from that stage down; a schema several stages share
+    is bound with the stage being validated (`from_dict(section, "peft")`)."""
 
     stage = ""
+
+    def __init_subclass__(cls, stage: Optional[str] = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if stage is not None:
+            cls.stage = stage
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], stage: Optional[str] = None):

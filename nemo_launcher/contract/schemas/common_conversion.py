@@ -88,11 +88,9 @@ class HFSection:
     dtype: Optional[Literal["float32", "bfloat16", "float16"]] = None  # null = the dtype the model was trained in
 
 
-class ConversionStage(StageSchema):
+class ConversionStage(StageSchema, stage="conversion"):
     """What every family's conversion schema does alike (mixed into its frozen dataclass with `run`, `model` and
     `hf` fields): the process check, the checkpoint it reads, the .nemo and Hugging Face folder it writes."""
-
-    stage = "conversion"
 
     def check(self, key: str) -> None:
         check_processes(self.run, self.model, key)

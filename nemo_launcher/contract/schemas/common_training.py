@@ -375,11 +375,9 @@ def check_world_size(trainer, world_size: int, key: str) -> None:
                            f"but {world_size} processes were started; start one process per device")
 
 
-class TrainingStage(StageSchema):
+class TrainingStage(StageSchema, stage="training"):
     """What every family's training schema does alike (mixed into its frozen dataclass): bind the `training`
     section, write into exp_manager.explicit_log_dir, and check the layout against the processes started."""
-
-    stage = "training"
 
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]

@@ -23,9 +23,7 @@ class DitDataRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class DitShapesDataConfig(StageSchema):
-    stage = STAGE
-
+class DitShapesDataConfig(StageSchema, stage=STAGE):
     run: DitDataRun
     output_dir: str  # the Energon dataset folder: shard_NNN.tar and .nv-meta/ (what model.data.path names)
     num_samples: int  # images, each one of the classes at random

@@ -31,9 +31,7 @@ class DitSampleRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class DitSampleConfig(StageSchema):
-    stage = STAGE
-
+class DitSampleConfig(StageSchema, stage=STAGE):
     run: DitSampleRun
     training_config: str  # the training run's resolved config (<run.name>_hydra.yaml): architecture and schedule
     checkpoint_dir: str  # the training run's checkpoints; the newest complete step-<N> is sampled

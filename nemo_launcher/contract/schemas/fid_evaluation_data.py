@@ -115,7 +115,5 @@ class CocoReferenceData:
 
 
 @dataclasses.dataclass(frozen=True)
-class FidEvaluationDataConfig(CocoReferenceData, StageSchema):
-    stage = STAGE
-
+class FidEvaluationDataConfig(CocoReferenceData, StageSchema, stage=STAGE):
     run: FidDataRun = dataclasses.field(kw_only=True)

@@ -73,9 +73,7 @@ class EvaluationModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluationConfig(StageSchema):
-    stage = STAGE
-
+class EvaluationConfig(StageSchema, stage=STAGE):
     run: EvaluationRun
     model: EvaluationModel
 

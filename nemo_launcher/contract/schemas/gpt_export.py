@@ -64,9 +64,7 @@ class TritonDeployment:
 
 
 @dataclasses.dataclass(frozen=True)
-class ExportConfig(StageSchema):
-    stage = STAGE
-
+class ExportConfig(StageSchema, stage=STAGE):
     run: ExportRun
     model: ExportModel
     triton_deployment: TritonDeployment

@@ -204,9 +204,7 @@ def task_ids(key: str, node_array_size: Union[int, str]) -> List[int]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MultimodalDataConfig(StageSchema):
-    stage = STAGE
-
+class MultimodalDataConfig(StageSchema, stage=STAGE):
     run: MultimodalRun
     dataset_repo_id: str  # the Hugging Face dataset, e.g. laion/laion-art
     # Where the repository is: a Hugging Face dataset URL (git, large files through git-lfs) or a file:// folder.

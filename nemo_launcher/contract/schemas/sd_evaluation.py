@@ -95,9 +95,7 @@ class QualityTargets:
 
 
 @dataclasses.dataclass(frozen=True)
-class FidClipConfig(StageSchema):
-    stage = STAGE
-
+class FidClipConfig(StageSchema, stage=STAGE):
     run: FidClipRun
     fid: FidSection
     infer: InferSection

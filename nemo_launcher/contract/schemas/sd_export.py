@@ -63,9 +63,7 @@ class ExportEditSection(EditSection, _ExportPlaces):
 
 
 @dataclasses.dataclass(frozen=True)
-class _SdExport(StageSchema):
-    stage = STAGE
-
+class _SdExport(StageSchema, stage=STAGE):
     run: InferenceRun
     trainer: ExportTrainer  # precision names the TensorRT engines' arithmetic (16: FP16, 32: FP32); graphs are fp32
     model: InferenceModel

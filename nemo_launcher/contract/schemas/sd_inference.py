@@ -104,9 +104,7 @@ def check_grid(key: str, grid: Optional[List[int]], images: int, images_key: str
 
 
 @dataclasses.dataclass(frozen=True)
-class Text2ImgConfig(StageSchema):
-    stage = STAGE
-
+class Text2ImgConfig(StageSchema, stage=STAGE):
     run: InferenceRun
     infer: InferSection
     model: InferenceModel
@@ -157,9 +155,7 @@ class EditSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class EditConfig(StageSchema):
-    stage = STAGE
-
+class EditConfig(StageSchema, stage=STAGE):
     run: InferenceRun
     edit: EditSection
     model: InferenceModel

@@ -78,9 +78,7 @@ class QaEvaluationModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class QaEvaluationConfig(StageSchema):
-    stage = STAGE
-
+class QaEvaluationConfig(StageSchema, stage=STAGE):
     run: QaEvaluationRun
     model: QaEvaluationModel
     squad_preparation: Optional[List[QaToText]] = None  # SQuAD-format JSON -> text pairs, before evaluating

@@ -26,9 +26,7 @@ class T5ExportModel(ExportModel):
 
 
 @dataclasses.dataclass(frozen=True)
-class T5ExportConfig(StageSchema):
-    stage = STAGE
-
+class T5ExportConfig(StageSchema, stage=STAGE):
     run: T5ExportRun
     model: T5ExportModel
     triton_deployment: TritonDeployment  # tokens_to_generate: the longest answer decoded when a request does not say

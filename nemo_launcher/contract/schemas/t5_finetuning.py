@@ -165,9 +165,7 @@ def check_preparation(preparation: Optional[List[QaToText]], key: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class T5FinetuneConfig(StageSchema):
-    stage = STAGE
-
+class T5FinetuneConfig(StageSchema, stage=STAGE):
     run: SftRun
     trainer: SftTrainer
     exp_manager: SftExpManager

@@ -173,9 +173,7 @@ class PromptGptModel(_Parallel):
     with_virtual_tokens = property(lambda self: not self.disable_special_tokens)
 
 
-class _TunedEvaluation(StageSchema):
-    stage = STAGE
-
+class _TunedEvaluation(StageSchema, stage=STAGE):
     run: TunedEvaluationRun
     model: Any
 

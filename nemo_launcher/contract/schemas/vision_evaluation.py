@@ -91,10 +91,8 @@ class ClipZeroshotModel(VitEvaluationModel):
             raise config_fault(f"{key}.class_names", self.class_names, "list one non-empty name per class folder, or null")
 
 
-class _VisionEvaluation(StageSchema):
+class _VisionEvaluation(StageSchema, stage=STAGE):
     """What both evaluation schemas do alike (mixed into their frozen dataclasses)."""
-
-    stage = STAGE
 
     def check(self, key: str) -> None:
         precision = self.model.precision_name()

@@ -62,9 +62,7 @@ class ClipInferSection(InferSection):
 
 
 @dataclasses.dataclass(frozen=True)
-class _VisionExport(StageSchema):
-    stage = STAGE
-
+class _VisionExport(StageSchema, stage=STAGE):
     run: SavedModelRun
     trainer: ExportTrainer
     model: SavedModel

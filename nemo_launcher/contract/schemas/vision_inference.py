@@ -67,10 +67,8 @@ class SavedModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class VitClassifyConfig(StageSchema):
+class VitClassifyConfig(StageSchema, stage=STAGE):
     """Every image file under data_path (sub-folders included) through the classifier: its top_k classes."""
-
-    stage = STAGE
 
     run: SavedModelRun
     trainer: SavedModelTrainer
@@ -89,11 +87,9 @@ class VitClassifyConfig(StageSchema):
 
 
 @dataclasses.dataclass(frozen=True)
-class ClipSimilarityConfig(StageSchema):
+class ClipSimilarityConfig(StageSchema, stage=STAGE):
     """One image against each text: cosine similarity, the model's logit (temperature x cosine) and the softmax of
     the logits over the texts."""
-
-    stage = STAGE
 
     run: SavedModelRun
     trainer: SavedModelTrainer

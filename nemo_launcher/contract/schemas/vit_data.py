@@ -26,9 +26,7 @@ class VitDataRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class VitShapeFoldersConfig(StageSchema):
-    stage = STAGE
-
+class VitShapeFoldersConfig(StageSchema, stage=STAGE):
     run: VitDataRun
     dataset: Literal["shape_folders"]
     output_dir: str  # holds train/ and val/, one sub-folder per class
@@ -53,9 +51,7 @@ class VitShapeFoldersConfig(StageSchema):
 
 
 @dataclasses.dataclass(frozen=True)
-class ImagenetShardsConfig(StageSchema):
-    stage = STAGE
-
+class ImagenetShardsConfig(StageSchema, stage=STAGE):
     run: VitDataRun
     dataset: Literal["imagenet_shards"]
     input_dir: str  # holds one class-folder tree per split (the seed's data/imagenet_1k: train/ and val/)

@@ -73,9 +73,7 @@ class VitFinetuneModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class VitFinetuneConfig(StageSchema):
-    stage = STAGE
-
+class VitFinetuneConfig(StageSchema, stage=STAGE):
     run: SftRun
     trainer: SftTrainer
     exp_manager: SftExpManager
