@@ -239,8 +239,26 @@ def check_heads(model, key: str) -> None:
         positive(f"{key}.kv_channels", model.kv_channels)
 
 
+# Activation recompute: selective (attention only) or full (whole layers, by method and count); null = none.
+Recompute = Optional[Literal["selective", "full"]]
+RecomputeMethod = Optional[Literal["uniform", "block"]]
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DecoderStackSection:
+class BuildSettings:
+    """How megatron-core builds any family's model and trades memory for compute: the keys every model section
+    has alike (check_recompute checks the recompute ones)."""
+
+    seed: int = 1234
+    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
+    transformer_engine: bool = True  # TE layer specs when transformer_engine is importable
+    activations_checkpoint_granularity: Recompute = None
+    activations_checkpoint_method: RecomputeMethod = None  # full recompute only
+    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecoderStackSection(BuildSettings):
     """The keys and rules of a model section whose one stack of layers megatron-core splits over pipeline stages,
     and each stage into virtual stages (the interleaved 1F1B schedule): GPT's and BERT's. A family's section
     inherits it and adds its tokenizer, optimizer and data sections (`data` must have `seq_length`) and its own keys.
@@ -265,13 +283,7 @@ class DecoderStackSection:
     make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
     position_embedding_type: Literal["learned_absolute", "rope"] = "learned_absolute"
     share_embeddings_and_output_weights: bool = True  # the LM head's output layer reuses the token embeddings
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
     sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
-    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
-    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
@@ -376,16 +388,17 @@ def check_world_size(trainer, world_size: int, key: str) -> None:
 
 
 class TrainingStage(StageSchema, stage="training"):
-    """What every family's training schema does alike (mixed into its frozen dataclass): bind the `training`
-    section, write into exp_manager.explicit_log_dir, and check the layout against the processes started."""
+    """What every schema of a stage that trains does alike (mixed into its frozen dataclass): bind its section
+    (`training`, or the `stage` a fine-tuning schema names), write into exp_manager.explicit_log_dir, and check the
+    layout against the processes started."""
 
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]
 
     def data_parallel_size(self, world_size: int) -> int:
         """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, "training")
+        check_world_size(self.trainer, world_size, self.stage)
         return self.layout_data_parallel_size(world_size)
 
     def layout_data_parallel_size(self, world_size: int) -> int:
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, "training")
+        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, self.stage)

@@ -9,7 +9,7 @@ from typing import Any, Dict, Literal, Optional
 
 from ..binding import config_fault, positive_fields
 from ..durations import WallClock
-from .common_training import CheckpointParams, Precision, precision_name
+from .common_training import CheckpointParams, Precision, TrainingStage, precision_name
 from .run import RunBase
 
 
@@ -63,3 +63,12 @@ class SftExpManager:
 
     def nemo_path(self, suffix: str = "") -> str:
         return f"{self.explicit_log_dir}/checkpoints/{self.name}{suffix}.nemo"
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningStage(TrainingStage, stage="fine_tuning"):
+    """The sections a family's fine-tuning schema starts with (it adds its `model`), and the trainer's checks."""
+
+    run: SftRun
+    trainer: SftTrainer
+    exp_manager: SftExpManager

@@ -14,7 +14,7 @@ import dataclasses
 from typing import List, Literal, Optional, Tuple
 
 from ..binding import config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (TrainingStage, ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
+from .common_training import (TrainingStage, BuildSettings, ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
                               check_schedule)
 from .run import RunBase
 
@@ -69,7 +69,7 @@ class DitData:
 
 
 @dataclasses.dataclass(frozen=True)
-class DitModelSection:
+class DitModelSection(BuildSettings):
     micro_batch_size: int  # samples per forward pass per data-parallel rank
     global_batch_size: int  # samples per optimizer step over all data-parallel ranks
     num_layers: int
@@ -94,12 +94,6 @@ class DitModelSection:
     hidden_dropout: float = 0.0
     attention_dropout: float = 0.0
     layernorm_epsilon: float = 1.0e-6
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
-    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
-    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",

@@ -11,9 +11,9 @@ the `.nemo`, so only the batch arithmetic of the layout is checked at bind.
 import dataclasses
 from typing import List, Literal, Optional, Tuple, Union
 
-from ..binding import StageSchema, config_fault, fraction, positive_fields
-from .common_training import OptimSection, check_layout, check_schedule, check_world_size
-from .common_tuning import SftExpManager, SftRun, SftTrainer
+from ..binding import config_fault, fraction, positive_fields
+from .common_training import OptimSection, check_layout, check_schedule
+from .common_tuning import FinetuningStage
 from .t5_training import check_no_pipeline_split
 
 STAGE = "fine_tuning"
@@ -165,10 +165,7 @@ def check_preparation(preparation: Optional[List[QaToText]], key: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class T5FinetuneConfig(StageSchema, stage=STAGE):
-    run: SftRun
-    trainer: SftTrainer
-    exp_manager: SftExpManager
+class T5FinetuneConfig(FinetuningStage, stage=STAGE):
     model: T5FinetuneModel
     squad_preparation: Optional[List[QaToText]] = None  # SQuAD-format JSON -> text pairs, before training
 
@@ -190,7 +187,3 @@ class T5FinetuneConfig(StageSchema, stage=STAGE):
     def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
         """Arguments of the family's preparation program (SQuAD JSON -> text pairs); None: nothing to prepare."""
         return ("--config", config_file) if self.squad_preparation else None
-
-    def data_parallel_size(self, world_size: int) -> int:
-        check_world_size(self.trainer, world_size, STAGE)
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)
