@@ -22,6 +22,34 @@ def precision_name(precision) -> str:
     return PRECISIONS[str(precision)]
 
 
+class TrainerClock:
+    """What every trainer section answers alike (mixed into its dataclass): its precision's name, and max_time in
+    seconds (None: no limit)."""
+
+    def precision_name(self) -> str:
+        return precision_name(self.precision)
+
+    def max_time_seconds(self) -> Optional[float]:
+        return None if self.max_time is None else float(self.max_time.seconds)
+
+
+class StoredPrecision:
+    """Mixed into a model section whose `precision` may be null, meaning the precision the .nemo was saved in."""
+
+    def precision_name(self) -> Optional[str]:
+        return None if self.precision is None else precision_name(self.precision)
+
+
+def check_model_copies(run, tp: int, key: str) -> int:
+    """An evaluation job's nodes x ntasks_per_node processes hold whole TP groups; returns how many processes."""
+    processes = run.nodes * run.ntasks_per_node
+    if processes % tp:
+        raise config_fault(f"{key}.run.ntasks_per_node", run.ntasks_per_node,
+                           f"nodes({run.nodes}) x ntasks_per_node({run.ntasks_per_node}) = {processes} processes "
+                           f"cannot hold TP({tp}) ranks evenly; make it a multiple")
+    return processes
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunSection(RunBase):
     # Slurm: when the trainer stops before max_steps (time limit, max_time), it saves and the job requeues itself.
@@ -40,7 +68,7 @@ class RunSection(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainerSection:
+class TrainerSection(TrainerClock):
     num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
     devices: int  # processes (GPUs) per machine
     accelerator: Literal["gpu", "cpu"]  # gpu: NCCL + CUDA; cpu: gloo + the megatron-core CPU shim
@@ -65,12 +93,6 @@ class TrainerSection:
         if self.accelerator == "cpu" and self.precision_name() != "fp32":
             raise config_fault(f"{key}.precision", self.precision,
                                "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
-
-    def precision_name(self) -> str:
-        return precision_name(self.precision)
-
-    def max_time_seconds(self) -> Optional[float]:
-        return None if self.max_time is None else float(self.max_time.seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,11 +280,9 @@ class BuildSettings:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DecoderStackSection(BuildSettings):
-    """The keys and rules of a model section whose one stack of layers megatron-core splits over pipeline stages,
-    and each stage into virtual stages (the interleaved 1F1B schedule): GPT's and BERT's. A family's section
-    inherits it and adds its tokenizer, optimizer and data sections (`data` must have `seq_length`) and its own keys.
-    """
+class LayerStack(BuildSettings):
+    """The sizes, batch and tensor/pipeline split of a model section that is one stack of transformer layers
+    (GPT, BERT, DiT), and their checks; a family's section inherits it and may change a default."""
 
     micro_batch_size: int  # samples per forward pass per data-parallel rank
     global_batch_size: int  # samples per optimizer step over all data-parallel ranks
@@ -272,25 +292,37 @@ class DecoderStackSection(BuildSettings):
     num_attention_heads: int
     tensor_model_parallel_size: int = 1
     pipeline_model_parallel_size: int = 1
-    virtual_pipeline_model_parallel_size: Optional[int] = None  # model chunks per pipeline stage (interleaved 1F1B)
-    encoder_seq_length: int  # tokens per sample (each family sets its default)
-    max_position_embeddings: int  # rows of the learned position table (each family sets its default)
+    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
     kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
     init_method_std: float = 0.02
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
     layernorm_epsilon: float = 1.0e-5
+
+    def check_sizes(self, key: str, *more_positive: str) -> None:
+        """Every size, batch and split is positive (and the family's `more_positive` keys); dropouts in [0, 1)."""
+        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
+                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size", *more_positive)
+        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
+        fraction(f"{key}.attention_dropout", self.attention_dropout)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecoderStackSection(LayerStack):
+    """The keys and rules of a model section whose one stack of layers megatron-core splits over pipeline stages,
+    and each stage into virtual stages (the interleaved 1F1B schedule): GPT's and BERT's. A family's section
+    inherits it and adds its tokenizer, optimizer and data sections (`data` must have `seq_length`) and its own keys.
+    """
+
+    virtual_pipeline_model_parallel_size: Optional[int] = None  # model chunks per pipeline stage (interleaved 1F1B)
+    encoder_seq_length: int  # tokens per sample (each family sets its default)
+    max_position_embeddings: int  # rows of the learned position table (each family sets its default)
     make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
     position_embedding_type: Literal["learned_absolute", "rope"] = "learned_absolute"
     share_embeddings_and_output_weights: bool = True  # the LM head's output layer reuses the token embeddings
-    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
 
     def check(self, key: str) -> None:
-        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
-                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-                        "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by")
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
+        self.check_sizes(key, "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by")
         if self.data.seq_length != self.encoder_seq_length:
             raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
                                f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")

@@ -9,7 +9,7 @@ from typing import Any, Dict, Literal, Optional
 
 from ..binding import config_fault, positive_fields
 from ..durations import WallClock
-from .common_training import CheckpointParams, Precision, TrainingStage, precision_name
+from .common_training import CheckpointParams, Precision, TrainerClock, TrainingStage
 from .run import RunBase
 
 
@@ -22,7 +22,7 @@ class SftRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class SftTrainer:
+class SftTrainer(TrainerClock):
     num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
     devices: int  # processes (GPUs) per machine
     accelerator: Literal["gpu", "cpu"]
@@ -38,12 +38,6 @@ class SftTrainer:
         positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
         if self.limit_val_batches < 0:
             raise config_fault(f"{key}.limit_val_batches", self.limit_val_batches, "must be >= 0 (0 disables validation)")
-
-    def precision_name(self) -> str:
-        return precision_name(self.precision)
-
-    def max_time_seconds(self) -> Optional[float]:
-        return None if self.max_time is None else float(self.max_time.seconds)
 
 
 @dataclasses.dataclass(frozen=True)
