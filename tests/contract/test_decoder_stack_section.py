@@ -73,3 +73,51 @@ def test_one_list_of_tokenizer_libraries_types_the_schemas():
     assert TOKENIZER_LIBRARIES == ("megatron", "sentencepiece", "huggingface")
     assert typing.get_type_hints(TokenizerSection)["library"] is TokenizerLibrary
     assert typing.get_type_hints(PileConfig)["tokenizer_library"] is TokenizerLibrary
+
+
+def test_a_stage_schema_binds_under_the_stage_it_names_or_the_one_given():
+    import dataclasses
+
+    from nemo_launcher.contract.binding import StageSchema
+
+    @dataclasses.dataclass(frozen=True)
+    class Probe(StageSchema, stage="export"):
+        size: int
+
+    assert Probe.from_dict({"size": 3}) == Probe(size=3)
+    with pytest.raises(JobConfigError, match=r"^export\.size='3': expected an integer$"):
+        Probe.from_dict({"size": "3"})
+    with pytest.raises(JobConfigError, match=r"^peft\.sise: unknown key; did you mean size\?"):
+        Probe.from_dict({"sise": 3}, "peft")
+
+
+def test_fine_tuning_schemas_check_the_layout_under_their_own_stage():
+    from nemo_launcher.contract.schemas.t5_finetuning import T5FinetuneConfig
+    from nemo_launcher.contract.schemas.vit_finetuning import VitFinetuneConfig
+
+    assert T5FinetuneConfig.stage == VitFinetuneConfig.stage == "fine_tuning"
+    cfg, _ = compose_config(["stages=[fine_tuning]", "fine_tuning=t5/squad", "training=t5/220m"])
+    section = OmegaConf.to_container(cfg.fine_tuning, resolve=True)
+    tuned = T5FinetuneConfig.from_dict(section)
+    processes = tuned.trainer.num_nodes * tuned.trainer.devices
+    with pytest.raises(JobConfigError, match=r"^fine_tuning\.trainer\.devices="):
+        tuned.data_parallel_size(processes + 1)
+
+
+def test_sft_and_evaluation_sections_share_their_answers():
+    from nemo_launcher.contract.schemas.common_training import StoredPrecision, TrainerClock, check_model_copies
+    from nemo_launcher.contract.schemas.gpt_evaluation import EvaluationModel
+    from nemo_launcher.contract.schemas.t5_evaluation import QaEvaluationModel
+    from nemo_launcher.contract.schemas.common_tuning import SftTrainer
+    from nemo_launcher.contract.schemas.common_training import TrainerSection
+
+    assert issubclass(SftTrainer, TrainerClock) and issubclass(TrainerSection, TrainerClock)
+    assert issubclass(EvaluationModel, StoredPrecision) and issubclass(QaEvaluationModel, StoredPrecision)
+
+    class Run:
+        nodes, ntasks_per_node = 1, 3
+
+    with pytest.raises(JobConfigError, match=r"^evaluation\.run\.ntasks_per_node=3: nodes\(1\) x ntasks_per_node\(3\) = 3 "
+                                             r"processes cannot hold TP\(2\) ranks evenly; make it a multiple$"):
+        check_model_copies(Run, 2, "evaluation")
+    assert check_model_copies(Run, 3, "evaluation") == 3

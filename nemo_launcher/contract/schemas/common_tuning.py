@@ -59,6 +59,21 @@ class SftExpManager:
         return f"{self.explicit_log_dir}/checkpoints/{self.name}{suffix}.nemo"
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadSource:
+    """A SQuAD v1.1-format JSON a preparation step reads. Where SQuAD cannot be had (the quick starts, tests), a
+    stand-in: when `source` is missing, first write `sample_questions` generated questions there
+    (jobs/t5/sample_squad.py: colours of things; the scores say nothing about SQuAD). null: read the file."""
+
+    source: str  # the JSON as published (SQuAD train-v1.1.json, XQuAD xquad.<lang>.json)
+    sample_questions: Optional[int] = None
+
+    def check(self, key: str) -> None:
+        if self.sample_questions is not None and self.sample_questions < 1:
+            raise config_fault(f"{key}.sample_questions", self.sample_questions,
+                               "give a positive number of questions, or null to read the published file")
+
+
 @dataclasses.dataclass(frozen=True)
 class FinetuningStage(TrainingStage, stage="fine_tuning"):
     """The sections a family's fine-tuning schema starts with (it adds its `model`), and the trainer's checks."""

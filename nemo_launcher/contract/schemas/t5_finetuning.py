@@ -13,7 +13,7 @@ from typing import List, Literal, Optional, Tuple, Union
 
 from ..binding import config_fault, fraction, positive_fields
 from .common_training import OptimSection, check_layout, check_schedule
-from .common_tuning import FinetuningStage
+from .common_tuning import FinetuningStage, SquadSource
 from .t5_training import check_no_pipeline_split
 
 STAGE = "fine_tuning"
@@ -106,22 +106,13 @@ class TextPairData:
                                "validation reads every file pair whole: set null")
 
 
-@dataclasses.dataclass(frozen=True)
-class QaToText:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QaToText(SquadSource):
     """One SQuAD v1.1-format JSON file turned into a source/target pair of text files (kept once written)."""
 
-    source: str  # the JSON as published (SQuAD train-v1.1.json, XQuAD xquad.<lang>.json)
     src_file_name: str  # written: one line per answerable question, holding the question and its paragraph
     tgt_file_name: str  # written: the question's first answer, on the same line number
     answers_file_name: Optional[str] = None  # written when set: a JSON list of all the question's answers per line
-    # The quick start's stand-in for SQuAD: when `source` is missing, first write this many generated questions
-    # there (jobs/t5/sample_squad.py: colours of things; the scores say nothing about SQuAD). null: read the file.
-    sample_questions: Optional[int] = None
-
-    def check(self, key: str) -> None:
-        if self.sample_questions is not None and self.sample_questions < 1:
-            raise config_fault(f"{key}.sample_questions", self.sample_questions,
-                               "give a positive number of questions, or null to read the published file")
 
 
 @dataclasses.dataclass(frozen=True)
