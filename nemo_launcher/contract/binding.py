@@ -10,7 +10,7 @@ message names the key as the user types it on the command line (`training.model.
 """
 import dataclasses
 import typing
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 _NO_VALUE = object()
 
@@ -78,6 +78,26 @@ def bind(schema: type, data: Mapping[str, Any], key: str = ""):
 def bind_stage(schema: type, section: Mapping[str, Any], stage: str):
     """A whole stage section (`training:`, `conversion:`, ...), with keys named from the stage down."""
     return bind(schema, section, stage)
+
+
+class StageSchema:
+    """Mixed into the top-level schema of a stage section, which names its stage as it subclasses:
+
+        class ExportConfig(StageSchema, stage="export"): ...
+
+    `from_dict(section)` binds the section with keys named from that stage down; a schema several stages share
+    is bound with the stage being validated (`from_dict(section, "peft")`)."""
+
+    stage = ""
+
+    def __init_subclass__(cls, stage: Optional[str] = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if stage is not None:
+            cls.stage = stage
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], stage: Optional[str] = None):
+        return bind_stage(cls, data, stage or cls.stage)
 
 
 def _join(prefix: str, name: str) -> str:

@@ -10,9 +10,9 @@ The run, trainer, exp_manager and optimizer sections are every family's (common_
 import dataclasses
 from typing import List, Literal, Optional, Tuple
 
-from ..binding import config_fault, fraction, positive, positive_fields
-from .common_training import (TrainingStage, ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
-                              check_heads, check_layout, check_recompute, check_schedule, data_reads)
+from ..binding import config_fault
+from .common_training import (TrainingStage, DecoderStackSection, ExpManagerSection, MaskedLmData, OptimSection, RunSection,
+                              TrainerSection, check_data_source, check_layout, check_schedule, data_reads)
 
 STAGE = "training"
 
@@ -38,64 +38,15 @@ class BertData(MaskedLmData):
     .idx) to give such samples."""
 
 
-@dataclasses.dataclass(frozen=True)
-class BertModelSection:
-    micro_batch_size: int  # samples per forward pass per data-parallel rank
-    global_batch_size: int  # samples per optimizer step over all data-parallel ranks
-    num_layers: int
-    hidden_size: int
-    ffn_hidden_size: int
-    num_attention_heads: int
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BertModelSection(DecoderStackSection):
     tokenizer: BertTokenizer
     optim: OptimSection
     data: BertData
-    tensor_model_parallel_size: int = 1
-    pipeline_model_parallel_size: int = 1
-    virtual_pipeline_model_parallel_size: Optional[int] = None  # model chunks per pipeline stage (interleaved 1F1B)
     encoder_seq_length: int = 512  # tokens per sample
     max_position_embeddings: int = 512  # rows of the learned position table
-    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
-    init_method_std: float = 0.02
-    hidden_dropout: float = 0.1
-    attention_dropout: float = 0.1
-    layernorm_epsilon: float = 1.0e-5
     activation: Literal["gelu", "geglu"] = "gelu"  # geglu gates the up-projection with a second one
-    position_embedding_type: Literal["learned_absolute", "rope"] = "learned_absolute"
     bert_binary_head: bool = True  # sentence-order head (two token types); false: masked LM only
-    share_embeddings_and_output_weights: bool = True  # the LM head's output layer reuses the token embeddings
-    make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
-    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
-    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
-    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
-
-    def check(self, key: str) -> None:
-        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
-                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-                        "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by")
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
-        if self.data.seq_length != self.encoder_seq_length:
-            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
-                               f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")
-        if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < self.encoder_seq_length:
-            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
-                               f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token")
-        check_heads(self, key)
-        vpp = self.virtual_pipeline_model_parallel_size
-        if vpp is not None:
-            positive(f"{key}.virtual_pipeline_model_parallel_size", vpp)
-        pp = self.pipeline_model_parallel_size
-        if self.num_layers % (pp * (vpp or 1)):
-            raise config_fault(f"{key}.num_layers", self.num_layers,
-                               f"must be divisible by PP({pp}) x virtual PP({vpp or 1}) = {pp * (vpp or 1)}; "
-                               "change num_layers or the pipeline sizes")
-        if (vpp or 1) > 1 and pp < 2:
-            raise config_fault(f"{key}.virtual_pipeline_model_parallel_size", vpp, "needs pipeline_model_parallel_size > 1")
-        check_recompute(self, key)
 
 
 @dataclasses.dataclass(frozen=True)

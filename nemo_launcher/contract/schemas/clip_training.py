@@ -13,9 +13,9 @@ import dataclasses
 from typing import List, Literal, Optional, Tuple
 
 from ..binding import config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (TrainingStage, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_heads, check_layout,
+from .common_training import (TrainingStage, BuildSettings, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_heads, check_layout,
                               check_schedule)
-from .vision_training import Recompute, RecomputeMethod, VisionTower, check_amp_o2, check_parallel
+from .vision_training import VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
 # Byte tokens: 0 pads, 1 starts, 2 ends, byte b is b + 3 (what the tiny precache spec's text encoder reads too).
@@ -132,7 +132,7 @@ class ClipExpManager(ExpManagerSection):
 
 
 @dataclasses.dataclass(frozen=True)
-class ClipModelSection:
+class ClipModelSection(BuildSettings):
     micro_batch_size: int  # image-caption pairs per forward pass per data-parallel rank
     global_batch_size: int  # pairs per optimizer step: micro_batch_size x data-parallel size (no accumulation)
     output_dim: int  # width of the shared image-text embedding space
@@ -148,13 +148,7 @@ class ClipModelSection:
     logit_scale_init: float = 2.6592  # log(1 / 0.07): initial temperature of the similarities
     logit_scale_max: float = 4.6052  # log(100): the learned log-scale is clamped here
     make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
     megatron_amp_O2: bool = True  # half-precision weights, fp32 master copies (must be false with EMA)
-    activations_checkpoint_granularity: Recompute = None
-    activations_checkpoint_method: RecomputeMethod = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
 
     def check(self, key: str) -> None:
         check_parallel(self, key)

@@ -6,9 +6,9 @@ process reads its slice of the checkpoint.
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple
+from typing import ClassVar, List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .run import RunBase
 
 
@@ -88,7 +88,7 @@ class HFSection:
     dtype: Optional[Literal["float32", "bfloat16", "float16"]] = None  # null = the dtype the model was trained in
 
 
-class ConversionStage:
+class ConversionStage(StageSchema, stage="conversion"):
     """What every family's conversion schema does alike (mixed into its frozen dataclass with `run`, `model` and
     `hf` fields): the process check, the checkpoint it reads, the .nemo and Hugging Face folder it writes."""
 
@@ -100,10 +100,6 @@ class ConversionStage:
 
     def writes(self) -> List[str]:
         return [self.run.results_dir, str(self.hf_dir)]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = "conversion"):
-        return bind_stage(cls, data, stage)
 
     @property
     def nemo_path(self) -> Path:

@@ -8,7 +8,7 @@ Megatron's masked-LM datasets (T5's span corruption, BERT's masked tokens) share
 import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, non_negative, non_negative_fields, positive, positive_fields
+from ..binding import StageSchema, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
 from ..durations import WallClock
 from .run import RunBase
 
@@ -20,6 +20,34 @@ Precision = Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16,
 def precision_name(precision) -> str:
     """'bf16', 'fp16' or 'fp32' for a trainer.precision value."""
     return PRECISIONS[str(precision)]
+
+
+class TrainerClock:
+    """What every trainer section answers alike (mixed into its dataclass): its precision's name, and max_time in
+    seconds (None: no limit)."""
+
+    def precision_name(self) -> str:
+        return precision_name(self.precision)
+
+    def max_time_seconds(self) -> Optional[float]:
+        return None if self.max_time is None else float(self.max_time.seconds)
+
+
+class StoredPrecision:
+    """Mixed into a model section whose `precision` may be null, meaning the precision the .nemo was saved in."""
+
+    def precision_name(self) -> Optional[str]:
+        return None if self.precision is None else precision_name(self.precision)
+
+
+def check_model_copies(run, tp: int, key: str) -> int:
+    """An evaluation job's nodes x ntasks_per_node processes hold whole TP groups; returns how many processes."""
+    processes = run.nodes * run.ntasks_per_node
+    if processes % tp:
+        raise config_fault(f"{key}.run.ntasks_per_node", run.ntasks_per_node,
+                           f"nodes({run.nodes}) x ntasks_per_node({run.ntasks_per_node}) = {processes} processes "
+                           f"cannot hold TP({tp}) ranks evenly; make it a multiple")
+    return processes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -40,7 +68,7 @@ class RunSection(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainerSection:
+class TrainerSection(TrainerClock):
     num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
     devices: int  # processes (GPUs) per machine
     accelerator: Literal["gpu", "cpu"]  # gpu: NCCL + CUDA; cpu: gloo + the megatron-core CPU shim
@@ -65,12 +93,6 @@ class TrainerSection:
         if self.accelerator == "cpu" and self.precision_name() != "fp32":
             raise config_fault(f"{key}.precision", self.precision,
                                "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
-
-    def precision_name(self) -> str:
-        return precision_name(self.precision)
-
-    def max_time_seconds(self) -> Optional[float]:
-        return None if self.max_time is None else float(self.max_time.seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +261,112 @@ def check_heads(model, key: str) -> None:
         positive(f"{key}.kv_channels", model.kv_channels)
 
 
+# Activation recompute: selective (attention only) or full (whole layers, by method and count); null = none.
+Recompute = Optional[Literal["selective", "full"]]
+RecomputeMethod = Optional[Literal["uniform", "block"]]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildSettings:
+    """How megatron-core builds any family's model and trades memory for compute: the keys every model section
+    has alike (check_recompute checks the recompute ones)."""
+
+    seed: int = 1234
+    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
+    transformer_engine: bool = True  # TE layer specs when transformer_engine is importable
+    activations_checkpoint_granularity: Recompute = None
+    activations_checkpoint_method: RecomputeMethod = None  # full recompute only
+    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LayerStack(BuildSettings):
+    """The sizes, batch and tensor/pipeline split of a model section that is one stack of transformer layers
+    (GPT, BERT, DiT), and their checks; a family's section inherits it and may change a default."""
+
+    micro_batch_size: int  # samples per forward pass per data-parallel rank
+    global_batch_size: int  # samples per optimizer step over all data-parallel ranks
+    num_layers: int
+    hidden_size: int
+    ffn_hidden_size: int
+    num_attention_heads: int
+    tensor_model_parallel_size: int = 1
+    pipeline_model_parallel_size: int = 1
+    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
+    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
+    init_method_std: float = 0.02
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layernorm_epsilon: float = 1.0e-5
+
+    def check_sizes(self, key: str, *more_positive: str) -> None:
+        """Every size, batch and split is positive (and the family's `more_positive` keys); dropouts in [0, 1)."""
+        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
+                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size", *more_positive)
+        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
+        fraction(f"{key}.attention_dropout", self.attention_dropout)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecoderStackSection(LayerStack):
+    """The keys and rules of a model section whose one stack of layers megatron-core splits over pipeline stages,
+    and each stage into virtual stages (the interleaved 1F1B schedule): GPT's and BERT's. A family's section
+    inherits it and adds its tokenizer, optimizer and data sections (`data` must have `seq_length`) and its own keys.
+    """
+
+    virtual_pipeline_model_parallel_size: Optional[int] = None  # model chunks per pipeline stage (interleaved 1F1B)
+    encoder_seq_length: int  # tokens per sample (each family sets its default)
+    max_position_embeddings: int  # rows of the learned position table (each family sets its default)
+    make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
+    position_embedding_type: Literal["learned_absolute", "rope"] = "learned_absolute"
+    share_embeddings_and_output_weights: bool = True  # the LM head's output layer reuses the token embeddings
+
+    def check(self, key: str) -> None:
+        self.check_sizes(key, "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by")
+        if self.data.seq_length != self.encoder_seq_length:
+            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
+                               f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")
+        if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < self.encoder_seq_length:
+            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
+                               f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token")
+        check_heads(self, key)
+        self.check_pipeline(key)
+        check_recompute(self, key)
+
+    def virtual_pipeline_size(self) -> int:
+        """Model chunks per pipeline stage; 1 without the interleaved schedule."""
+        return self.virtual_pipeline_model_parallel_size or 1
+
+    def check_pipeline(self, key: str) -> None:
+        """The layers split evenly over PP x virtual PP chunks; virtual stages need a pipeline to interleave."""
+        vpp = self.virtual_pipeline_model_parallel_size
+        if vpp is not None:
+            positive(f"{key}.virtual_pipeline_model_parallel_size", vpp)
+        pp, chunks = self.pipeline_model_parallel_size, self.virtual_pipeline_size()
+        if self.num_layers % (pp * chunks):
+            raise config_fault(f"{key}.num_layers", self.num_layers,
+                               f"must be divisible by PP({pp}) x virtual PP({chunks}) = {pp * chunks}; "
+                               "change num_layers or the pipeline sizes")
+        if chunks > 1 and pp < 2:
+            raise config_fault(f"{key}.virtual_pipeline_model_parallel_size", vpp, "needs pipeline_model_parallel_size > 1")
+
+    def batch_sizes(self) -> List[int]:
+        """Every global batch size the run uses (a family with a ramp-up lists its steps)."""
+        return [self.global_batch_size]
+
+    def check_interleaved_batches(self, key: str, micro_batches_step: int) -> None:
+        """megatron-core's interleaved schedule runs microbatches in groups of PP: each global batch's count of
+        microbatches (global batch / (micro batch x DP)) must be a multiple of PP."""
+        pp = self.pipeline_model_parallel_size
+        if self.virtual_pipeline_size() == 1:
+            return
+        for gbs in self.batch_sizes():
+            if (gbs // micro_batches_step) % pp:
+                raise config_fault(f"{key}.global_batch_size", gbs,
+                                   f"with the interleaved schedule the number of microbatches ({gbs} / {micro_batches_step} = "
+                                   f"{gbs // micro_batches_step}) must be a multiple of PP({pp})")
+
+
 def check_layout(model, nodes: int, devices: int, key: str) -> int:
     """The process-layout rules of a Megatron model on nodes x devices processes, each factor shown; returns DP.
 
@@ -277,15 +405,8 @@ def check_layout(model, nodes: int, devices: int, key: str) -> int:
         if start % step or increment % step:
             raise config_fault(f"{m}.rampup_batch_size", ramp,
                                f"start and increment must be multiples of micro_batch_size x data-parallel size = {step}")
-    vpp = getattr(model, "virtual_pipeline_model_parallel_size", None) or 1
-    if vpp > 1:
-        # megatron-core's interleaved schedule runs microbatches in groups of PP.
-        batch_sizes = model.batch_sizes() if hasattr(model, "batch_sizes") else [model.global_batch_size]
-        for gbs in batch_sizes:
-            if (gbs // step) % pp:
-                raise config_fault(f"{m}.global_batch_size", gbs,
-                                   f"with the interleaved schedule the number of microbatches ({gbs} / {step} = {gbs // step}) "
-                                   f"must be a multiple of PP({pp})")
+    if isinstance(model, DecoderStackSection):
+        model.check_interleaved_batches(m, step)
     return dp
 
 
@@ -298,21 +419,18 @@ def check_world_size(trainer, world_size: int, key: str) -> None:
                            f"but {world_size} processes were started; start one process per device")
 
 
-class TrainingStage:
-    """What every family's training schema does alike (mixed into its frozen dataclass): bind the `training`
-    section, write into exp_manager.explicit_log_dir, and check the layout against the processes started."""
+class TrainingStage(StageSchema, stage="training"):
+    """What every schema of a stage that trains does alike (mixed into its frozen dataclass): bind its section
+    (`training`, or the `stage` a fine-tuning schema names), write into exp_manager.explicit_log_dir, and check the
+    layout against the processes started."""
 
     def writes(self) -> List[str]:
         return [self.exp_manager.explicit_log_dir]
 
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = "training"):
-        return bind_stage(cls, data, stage)
-
     def data_parallel_size(self, world_size: int) -> int:
         """Checks the layout against the processes actually started; returns DP."""
-        check_world_size(self.trainer, world_size, "training")
+        check_world_size(self.trainer, world_size, self.stage)
         return self.layout_data_parallel_size(world_size)
 
     def layout_data_parallel_size(self, world_size: int) -> int:
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, "training")
+        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, self.stage)

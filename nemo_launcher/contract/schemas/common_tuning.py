@@ -9,7 +9,7 @@ from typing import Any, Dict, Literal, Optional
 
 from ..binding import config_fault, positive_fields
 from ..durations import WallClock
-from .common_training import CheckpointParams, Precision, precision_name
+from .common_training import CheckpointParams, Precision, TrainerClock, TrainingStage
 from .run import RunBase
 
 
@@ -22,7 +22,7 @@ class SftRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class SftTrainer:
+class SftTrainer(TrainerClock):
     num_nodes: int  # machines; num_nodes x devices must equal the number of processes started
     devices: int  # processes (GPUs) per machine
     accelerator: Literal["gpu", "cpu"]
@@ -38,12 +38,6 @@ class SftTrainer:
         positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
         if self.limit_val_batches < 0:
             raise config_fault(f"{key}.limit_val_batches", self.limit_val_batches, "must be >= 0 (0 disables validation)")
-
-    def precision_name(self) -> str:
-        return precision_name(self.precision)
-
-    def max_time_seconds(self) -> Optional[float]:
-        return None if self.max_time is None else float(self.max_time.seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,3 +57,27 @@ class SftExpManager:
 
     def nemo_path(self, suffix: str = "") -> str:
         return f"{self.explicit_log_dir}/checkpoints/{self.name}{suffix}.nemo"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadSource:
+    """A SQuAD v1.1-format JSON a preparation step reads. Where SQuAD cannot be had (the quick starts, tests), a
+    stand-in: when `source` is missing, first write `sample_questions` generated questions there
+    (jobs/t5/sample_squad.py: colours of things; the scores say nothing about SQuAD). null: read the file."""
+
+    source: str  # the JSON as published (SQuAD train-v1.1.json, XQuAD xquad.<lang>.json)
+    sample_questions: Optional[int] = None
+
+    def check(self, key: str) -> None:
+        if self.sample_questions is not None and self.sample_questions < 1:
+            raise config_fault(f"{key}.sample_questions", self.sample_questions,
+                               "give a positive number of questions, or null to read the published file")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningStage(TrainingStage, stage="fine_tuning"):
+    """The sections a family's fine-tuning schema starts with (it adds its `model`), and the trainer's checks."""
+
+    run: SftRun
+    trainer: SftTrainer
+    exp_manager: SftExpManager

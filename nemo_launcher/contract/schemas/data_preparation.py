@@ -17,16 +17,11 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 from ..binding import bind_stage, config_fault, nearest, non_negative, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
+from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .run import RunBase
 
 STAGE = "data_preparation"
 OnMalformed = Literal["skip", "fail"]
-# Megatron's tokenizer types the megatron library builds from files, and the files each needs.
-MEGATRON_TYPE_FILES = {
-    "GPT2BPETokenizer": ("vocab_file", "merge_file"),
-    "BertWordPieceCase": ("vocab_file",),
-    "BertWordPieceLowerCase": ("vocab_file",),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +107,10 @@ class _Tokenizing:
     # Trainer options: vocab_size, min_frequency (WordPiece, byte-level BPE); SentencePiece's spm_train options
     train_tokenizer_args: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
+    def tokenizer_files(self) -> Dict[str, Optional[str]]:
+        """The tokenizer preprocessing builds: library, megatron type and files (the job's TokenizerSpec keys)."""
+        return dict(library=self.tokenizer_library, type=None, vocab_file=None, merge_file=None, model=self.tokenizer_model)
+
     def check_tokenizing(self, key: str) -> None:
         positive(f"{key}.chunk_size_mb", self.chunk_size_mb)
         if not self.json_key:
@@ -152,7 +151,7 @@ class PileConfig(_Tokenizing):
     raw_dir: str
     extracted_dir: str
     output_prefix: str  # with {file_number}
-    tokenizer_library: Literal["megatron", "sentencepiece", "huggingface"]
+    tokenizer_library: TokenizerLibrary
     download_the_pile: bool = True  # run the download and extract steps
     download_vocab_url: Optional[str] = None  # fetched to vocab_file when missing
     download_merges_url: Optional[str] = None  # fetched to merge_file when missing
@@ -177,6 +176,10 @@ class PileConfig(_Tokenizing):
         self.check_tokenizer_files(key, self.tokenizer_library, self.tokenizer_type)
         if self.train_tokenizer:
             _check_trainable(key, self.tokenizer_library, self.tokenizer_type, self.download_vocab_url)
+
+    def tokenizer_files(self) -> Dict[str, Optional[str]]:
+        return dict(library=self.tokenizer_library, type=self.tokenizer_type, vocab_file=self.vocab_file,
+                    merge_file=self.merge_file, model=self.tokenizer_model)
 
     def shard_numbers(self, key: str = STAGE) -> List[int]:
         try:

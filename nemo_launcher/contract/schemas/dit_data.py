@@ -8,9 +8,9 @@ The shapes, captions and text embeddings must match what the DiT that reads them
 model.data.latent_shape ([3, 1, image_size, image_size]), text_length and text_embedding_dim.
 """
 import dataclasses
-from typing import Any, Dict, List, Tuple
+from typing import List, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .data_preparation import StepPlan
 from .run import RunBase
 
@@ -23,7 +23,7 @@ class DitDataRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class DitShapesDataConfig:
+class DitShapesDataConfig(StageSchema, stage=STAGE):
     run: DitDataRun
     output_dir: str  # the Energon dataset folder: shard_NNN.tar and .nv-meta/ (what model.data.path names)
     num_samples: int  # images, each one of the classes at random
@@ -46,7 +46,3 @@ class DitShapesDataConfig:
 
     def writes(self) -> List[str]:
         return [self.output_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "DitShapesDataConfig":
-        return bind_stage(cls, data, stage)

@@ -9,9 +9,9 @@ prompts, settings and, with `reference_dir` (a labelled Energon dataset such as 
 prompt's samples are to the mean image of the prompt's class against the other classes' means.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, non_negative, positive_fields
+from ..binding import StageSchema, config_fault, non_negative, positive_fields
 from .run import RunBase
 
 STAGE = "fw_inference"
@@ -31,7 +31,7 @@ class DitSampleRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class DitSampleConfig:
+class DitSampleConfig(StageSchema, stage=STAGE):
     run: DitSampleRun
     training_config: str  # the training run's resolved config (<run.name>_hydra.yaml): architecture and schedule
     checkpoint_dir: str  # the training run's checkpoints; the newest complete step-<N> is sampled
@@ -60,7 +60,3 @@ class DitSampleConfig:
 
     def writes(self) -> List[str]:
         return [self.output_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "DitSampleConfig":
-        return bind_stage(cls, data, stage)

@@ -13,8 +13,8 @@ every family's (common_training).
 import dataclasses
 from typing import List, Literal, Optional, Tuple
 
-from ..binding import config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (TrainingStage, ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
+from ..binding import config_fault, non_negative, positive, positive_fields
+from .common_training import (TrainingStage, LayerStack, ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
                               check_schedule)
 from .run import RunBase
 
@@ -68,45 +68,25 @@ class DitData:
             raise config_fault(f"{key}.path", self.path, "data_type energon reads an Energon dataset folder: set its path")
 
 
-@dataclasses.dataclass(frozen=True)
-class DitModelSection:
-    micro_batch_size: int  # samples per forward pass per data-parallel rank
-    global_batch_size: int  # samples per optimizer step over all data-parallel ranks
-    num_layers: int
-    hidden_size: int
-    ffn_hidden_size: int
-    num_attention_heads: int
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DitModelSection(LayerStack):
     text_embedding_dim: int  # width of the text embeddings (T5-XXL: 4096)
     optim: OptimSection
     data: DitData
     diffusion: DiffusionSection = dataclasses.field(default_factory=DiffusionSection)
-    tensor_model_parallel_size: int = 1
     pipeline_model_parallel_size: int = 1  # must be 1 (see check)
     context_parallel_size: int = 1  # splits each sample's tokens over ranks; needs Transformer Engine attention
-    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine
     patch_spatial: int = 2  # latent pixels per token side
     patch_temporal: int = 1  # latent frames per token
     cross_attention: bool = True  # true: blocks attend to the text tokens; false: pooled text joins the timestep
     qk_layernorm: bool = True  # layer norm on queries and keys (stabilises video training)
     caption_dropout_rate: float = 0.0  # share of training samples whose text is zeroed (classifier-free guidance)
-    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
-    init_method_std: float = 0.02
     hidden_dropout: float = 0.0
     attention_dropout: float = 0.0
     layernorm_epsilon: float = 1.0e-6
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
-    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
-    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
 
     def check(self, key: str) -> None:
-        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
-                        "num_attention_heads", "text_embedding_dim", "tensor_model_parallel_size",
-                        "pipeline_model_parallel_size", "context_parallel_size", "patch_spatial", "patch_temporal")
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
+        self.check_sizes(key, "text_embedding_dim", "context_parallel_size", "patch_spatial", "patch_temporal")
         if not 0.0 <= self.caption_dropout_rate < 1.0:
             raise config_fault(f"{key}.caption_dropout_rate", self.caption_dropout_rate, "must be in [0, 1), e.g. 0.1")
         if self.pipeline_model_parallel_size != 1:

@@ -15,9 +15,9 @@ and coco_captions_file say. Steps, each a job running `nemo_launcher.jobs.fid_ev
 | preprocess      | preprocess_images or _captions | images_output_dir/<stem>.png (centre crop, image_size square), captions_output_dir/<stem>_<annotation id>.txt |
 """
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .data_preparation import StepPlan
 from .run import RunBase
 
@@ -115,9 +115,5 @@ class CocoReferenceData:
 
 
 @dataclasses.dataclass(frozen=True)
-class FidEvaluationDataConfig(CocoReferenceData):
+class FidEvaluationDataConfig(CocoReferenceData, StageSchema, stage=STAGE):
     run: FidDataRun = dataclasses.field(kw_only=True)
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "FidEvaluationDataConfig":
-        return bind_stage(cls, data, stage)

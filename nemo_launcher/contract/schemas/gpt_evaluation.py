@@ -5,11 +5,11 @@ One job of TP processes over run.nodes x run.ntasks_per_node; tasks are lm-eval'
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, non_negative_fields, positive, positive_fields
+from ..binding import StageSchema, config_fault, non_negative_fields, positive, positive_fields
 from ..eval_tasks import EVAL_TASKS, parse_tasks
-from .common_training import precision_name
+from .common_training import StoredPrecision, check_model_copies
 from .run import RunBase
 
 STAGE = "evaluation"
@@ -42,7 +42,7 @@ class EvaluationRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluationModel:
+class EvaluationModel(StoredPrecision):
     nemo_model: str  # the .nemo to evaluate (the conversion stage's output by default)
     model_type: Literal["nemo-gpt3"] = "nemo-gpt3"
     tensor_model_parallel_size: int = 1  # processes the model is split over; the .nemo is resharded on load
@@ -68,21 +68,14 @@ class EvaluationModel:
         if not Path(self.nemo_model).is_absolute():
             raise config_fault(f"{key}.nemo_model", self.nemo_model, "must be an absolute path")
 
-    def precision_name(self) -> Optional[str]:
-        return None if self.precision is None else precision_name(self.precision)
-
 
 @dataclasses.dataclass(frozen=True)
-class EvaluationConfig:
+class EvaluationConfig(StageSchema, stage=STAGE):
     run: EvaluationRun
     model: EvaluationModel
 
     def check(self, key: str) -> None:
-        processes, tp = self.run.nodes * self.run.ntasks_per_node, self.model.tensor_model_parallel_size
-        if processes % tp:
-            raise config_fault(f"{key}.run.ntasks_per_node", self.run.ntasks_per_node,
-                               f"nodes({self.run.nodes}) x ntasks_per_node({self.run.ntasks_per_node}) = {processes} processes "
-                               f"cannot hold TP({tp}) ranks evenly; make it a multiple")
+        check_model_copies(self.run, self.model.tensor_model_parallel_size, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         paths = [(f"{STAGE}.model.nemo_model", self.model.nemo_model)]
@@ -98,10 +91,6 @@ class EvaluationConfig:
         """Arguments of the family's preparation program, run first: smoke-test task files made from local text,
         for machines that cannot fetch the real task data. None: the task files are there already."""
         return ("--task-data-dir", self.run.task_data_dir) if self.run.prepare_sample_data else None
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "EvaluationConfig":
-        return bind_stage(cls, data, stage)
 
     @property
     def results_file(self) -> Path:

@@ -2,9 +2,9 @@
 model repository whose Python backend serves the model in one process per instance."""
 import dataclasses
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Literal, Optional, Tuple
+from typing import ClassVar, List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .run import RunBase
 
 STAGE = "export"
@@ -64,7 +64,7 @@ class TritonDeployment:
 
 
 @dataclasses.dataclass(frozen=True)
-class ExportConfig:
+class ExportConfig(StageSchema, stage=STAGE):
     run: ExportRun
     model: ExportModel
     triton_deployment: TritonDeployment
@@ -74,7 +74,3 @@ class ExportConfig:
 
     def writes(self) -> List[str]:
         return [self.run.results_dir, str(Path(self.triton_deployment.triton_model_dir).parent)]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ExportConfig":
-        return bind_stage(cls, data, stage)

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
 from .common_training import OptimSection, check_layout, check_schedule, check_world_size
-from .common_tuning import SftExpManager, SftRun, SftTrainer
+from .common_tuning import SftExpManager, SftRun, SftTrainer, SquadSource
 
 STAGES = ("prompt_learning", "adapter_learning", "ia3_learning")
 # The virtual_prompt_style each stage trains with.
@@ -174,18 +174,9 @@ class PromptLearningModel:
         return next(t for t in self.task_templates if t.taskname == task)
 
 
-@dataclasses.dataclass(frozen=True)
-class PromptSquadSplit:
-    source: str  # SQuAD v1.1 JSON as published
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PromptSquadSplit(SquadSource):
     output: str  # the prompt-learning jsonl written from it
-    # A stand-in for SQuAD where it cannot be had (tiny pipelines, tests): when `source` is missing, first write this
-    # many generated questions there (jobs/t5/sample_squad.py: colours of things). null: read the published file.
-    sample_questions: Optional[int] = None
-
-    def check(self, key: str) -> None:
-        if self.sample_questions is not None and self.sample_questions < 1:
-            raise config_fault(f"{key}.sample_questions", self.sample_questions,
-                               "give a positive number of questions, or null to read the published file")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,10 +11,10 @@ refuses what Megatron would refuse hours later in the queue.
 import dataclasses
 from typing import List, Literal, Optional, Tuple, Union
 
-from ..binding import config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (TrainingStage, CheckpointParams, ExpManagerSection, OptimSection, RunSection, TrainerSection, blend,
-                              check_data_source, check_heads, check_layout, check_recompute, check_schedule, check_splits,
-                              data_reads)
+from ..binding import config_fault, non_negative, positive, positive_fields
+from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
+from .common_training import (TrainingStage, CheckpointParams, DecoderStackSection, ExpManagerSection, OptimSection, RunSection,
+                              TrainerSection, blend, check_data_source, check_layout, check_schedule, check_splits, data_reads)
 from .gpu_training import NsysSection, UbOverlapSection, check_fixed, check_gpu_settings, check_profile_ranks
 
 STAGE = "training"
@@ -24,7 +24,7 @@ Normalization = Literal["layernorm", "layernorm1p", "rmsnorm"]
 
 @dataclasses.dataclass(frozen=True)
 class TokenizerSection:
-    library: Literal["megatron", "sentencepiece", "huggingface"]
+    library: TokenizerLibrary
     type: Optional[str] = None  # library megatron: GPT2BPETokenizer
     model: Optional[str] = None  # sentencepiece .model or huggingface tokenizer.json
     vocab_file: Optional[str] = None  # library megatron: GPT-2 vocab.json
@@ -34,8 +34,7 @@ class TokenizerSection:
     def check(self, key: str) -> None:
         check_fixed(self, key, {"delimiter": (None, "only NeMo's tabular tokenizer reads a delimiter, and none of the "
                                                     "tokenizers here (GPT-2 BPE, SentencePiece, tokenizer.json) does")})
-        needed = {"megatron": ("vocab_file", "merge_file"), "sentencepiece": ("model",), "huggingface": ("model",)}[self.library]
-        for name in needed:
+        for name in _tokenizer_file_keys(self.library):
             if not getattr(self, name):
                 raise config_fault(f"{key}.{name}", getattr(self, name), f"tokenizer library {self.library} needs this file")
 
@@ -88,44 +87,20 @@ class GptOptimSection(OptimSection):
         })
 
 
-@dataclasses.dataclass(frozen=True)
-class ModelSection:
-    micro_batch_size: int  # samples per forward pass per data-parallel rank
-    global_batch_size: int  # samples per optimizer step over all data-parallel ranks
-    num_layers: int
-    hidden_size: int
-    ffn_hidden_size: int
-    num_attention_heads: int
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelSection(DecoderStackSection):
     tokenizer: TokenizerSection
     optim: GptOptimSection
     data: DataSection
     rampup_batch_size: Optional[List[int]] = None  # [start, increment, ramp-up samples]
-    tensor_model_parallel_size: int = 1
-    pipeline_model_parallel_size: int = 1
-    virtual_pipeline_model_parallel_size: Optional[int] = None  # model chunks per pipeline stage (interleaved 1F1B)
     encoder_seq_length: int = 2048  # tokens per sample
     max_position_embeddings: int = 2048  # rows of the learned position table
     num_query_groups: Optional[int] = None  # grouped-query attention; null = one group per head
-    init_method_std: float = 0.02
-    hidden_dropout: float = 0.1
-    attention_dropout: float = 0.1
-    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
     normalization: Normalization = "layernorm"  # layernorm1p = LayerNorm with zero-centred gamma
-    layernorm_epsilon: float = 1.0e-5
-    make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
     bias: bool = True  # bias terms in the linear layers
     activation: Activation = "gelu"
-    position_embedding_type: Literal["learned_absolute", "rope"] = "learned_absolute"
     rotary_percentage: float = 1.0  # share of each head's channels rotated (rope only)
-    share_embeddings_and_output_weights: bool = True
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
-    sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
-    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
-    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
     overlap_p2p_comm: bool = False  # overlap pipeline sends with compute; interleaved schedule only
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
     fp8: bool = False  # FP8 GEMMs through Transformer Engine (Hopper)
     fp8_e4m3: bool = False  # e4m3 for every FP8 tensor; takes precedence over fp8_hybrid
     fp8_hybrid: bool = True  # e4m3 forward, e5m2 gradients (the usual recipe)
@@ -179,40 +154,18 @@ class ModelSection:
 
     def check(self, key: str) -> None:
         check_fixed(self, key, FIXED_MODEL_KEYS)
-        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
-                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size",
-                        "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by",
-                        "fp8_interval", "fp8_amax_history_len")
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
-        if self.data.seq_length != self.encoder_seq_length:
-            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
-                               f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")
-        if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < self.encoder_seq_length:
-            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
-                               f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token")
+        positive_fields(self, key, "fp8_interval", "fp8_amax_history_len")
         if not 0.0 < self.rotary_percentage <= 1.0:
             raise config_fault(f"{key}.rotary_percentage", self.rotary_percentage, "must be in (0, 1]")
-        check_heads(self, key)
         if self.num_query_groups is not None:
             positive(f"{key}.num_query_groups", self.num_query_groups)
             if self.num_attention_heads % self.num_query_groups:
                 raise config_fault(f"{key}.num_query_groups", self.num_query_groups,
                                    f"must divide num_attention_heads ({self.num_attention_heads})")
-        vpp = self.virtual_pipeline_model_parallel_size
-        if vpp is not None:
-            positive(f"{key}.virtual_pipeline_model_parallel_size", vpp)
-        pp = self.pipeline_model_parallel_size
-        if self.num_layers % (pp * (vpp or 1)):
-            raise config_fault(f"{key}.num_layers", self.num_layers,
-                               f"must be divisible by PP({pp}) x virtual PP({vpp or 1}) = {pp * (vpp or 1)}; "
-                               "change num_layers or the pipeline sizes")
-        if (vpp or 1) > 1 and pp < 2:
-            raise config_fault(f"{key}.virtual_pipeline_model_parallel_size", vpp, "needs pipeline_model_parallel_size > 1")
-        if self.overlap_p2p_comm and not (vpp or 1) > 1:
+        super().check(key)
+        if self.overlap_p2p_comm and self.virtual_pipeline_size() == 1:
             raise config_fault(f"{key}.overlap_p2p_comm", True,
                                "only works with the interleaved schedule (virtual_pipeline_model_parallel_size > 1); set false")
-        check_recompute(self, key)
         if self.fp8 and not (self.fp8_e4m3 or self.fp8_hybrid):
             raise config_fault(f"{key}.fp8", True, "needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid (e4m3 forward, e5m2 gradients)")
         if self.rampup_batch_size is not None:
@@ -323,8 +276,13 @@ class GptTrainerSection(TrainerSection):
         })
 
 
+def _tokenizer_file_keys(library: str) -> Tuple[str, ...]:
+    """GPT's megatron tokenizer is GPT-2 BPE (vocab and merges); the other libraries read one model file."""
+    return MEGATRON_TYPE_FILES["GPT2BPETokenizer"] if library == "megatron" else ("model",)
+
+
 def tokenizer_files(tokenizer: TokenizerSection, key: str) -> List[Tuple[str, str]]:
-    names = ("vocab_file", "merge_file") if tokenizer.library == "megatron" else ("model",)
+    names = _tokenizer_file_keys(tokenizer.library)
     return [(f"{key}.{name}", getattr(tokenizer, name)) for name in names if getattr(tokenizer, name)]
 
 

@@ -24,7 +24,7 @@ import glob
 import os
 from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind, bind_stage, config_fault, positive, positive_fields
+from ..binding import StageSchema, bind, config_fault, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
 from .data_preparation import StepPlan
 from .run import RunBase
@@ -204,7 +204,7 @@ def task_ids(key: str, node_array_size: Union[int, str]) -> List[int]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MultimodalDataConfig:
+class MultimodalDataConfig(StageSchema, stage=STAGE):
     run: MultimodalRun
     dataset_repo_id: str  # the Hugging Face dataset, e.g. laion/laion-art
     # Where the repository is: a Hugging Face dataset URL (git, large files through git-lfs) or a file:// folder.
@@ -323,10 +323,6 @@ class MultimodalDataConfig:
         if self.generate_shapes.enable and self.generate_shapes.class_folders:
             outputs.append(self.generate_shapes.class_folders)
         return outputs
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "MultimodalDataConfig":
-        return bind_stage(cls, data, stage)
 
 
 # The steps whose partition node_array_size and the overrides set; download_images has one task per parquet file.

@@ -20,9 +20,9 @@ classifier_free_guidance[i // nnodes_per_cfg], share i % nnodes_per_cfg of the c
 share again. The CSV files and the plot go into run.results_dir.
 """
 import dataclasses
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive, positive_fields
+from ..binding import StageSchema, config_fault, positive, positive_fields
 from .data_preparation import StepPlan
 from .fid_evaluation_data import CocoReferenceData
 from .run import RunBase
@@ -95,7 +95,7 @@ class QualityTargets:
 
 
 @dataclasses.dataclass(frozen=True)
-class FidClipConfig:
+class FidClipConfig(StageSchema, stage=STAGE):
     run: FidClipRun
     fid: FidSection
     infer: InferSection
@@ -197,7 +197,3 @@ class FidClipConfig:
     def writes(self) -> List[str]:
         reference = self.reference_data.writes() if self.reference_data is not None else []
         return [self.run.results_dir, self.fid.save_path] + reference
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "FidClipConfig":
-        return bind_stage(cls, data, stage)

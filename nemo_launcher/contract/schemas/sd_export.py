@@ -13,9 +13,9 @@ EDIT_MODEL>/` (Triton's layout) and EXPORT_REPORT_FILE with what was checked.
 """
 import dataclasses
 from pathlib import PurePosixPath
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive
+from ..binding import StageSchema, config_fault, positive
 from .sd_inference import EditSection, InferenceModel, InferenceRun, InferSection
 from .vision_export import EXPORT_REPORT_FILE, INFER_CONFIG_FILE, ExportTrainer
 
@@ -63,7 +63,7 @@ class ExportEditSection(EditSection, _ExportPlaces):
 
 
 @dataclasses.dataclass(frozen=True)
-class _SdExport:
+class _SdExport(StageSchema, stage=STAGE):
     run: InferenceRun
     trainer: ExportTrainer  # precision names the TensorRT engines' arithmetic (16: FP16, 32: FP32); graphs are fp32
     model: InferenceModel
@@ -78,10 +78,6 @@ class _SdExport:
     def uses_gpus(self) -> bool:
         """TensorRT builds its engines on a GPU; the ONNX export and its check need none."""
         return self.trainer.accelerator == "gpu"
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE):
-        return bind_stage(cls, data, stage)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,9 +11,9 @@ and `edit.json`. With `class_reference_dir` (class folders of images, `<dir>/<cl
 each prompt's images by the nearest class-mean image.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, non_negative, positive_fields
+from ..binding import StageSchema, config_fault, non_negative, positive_fields
 from .common_training import Precision, precision_name
 from .run import RunBase
 
@@ -104,7 +104,7 @@ def check_grid(key: str, grid: Optional[List[int]], images: int, images_key: str
 
 
 @dataclasses.dataclass(frozen=True)
-class Text2ImgConfig:
+class Text2ImgConfig(StageSchema, stage=STAGE):
     run: InferenceRun
     infer: InferSection
     model: InferenceModel
@@ -131,10 +131,6 @@ class Text2ImgConfig:
     def writes(self) -> List[str]:
         return [self.infer.out_path]
 
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "Text2ImgConfig":
-        return bind_stage(cls, data, stage)
-
 
 @dataclasses.dataclass(frozen=True)
 class EditSection:
@@ -159,7 +155,7 @@ class EditSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class EditConfig:
+class EditConfig(StageSchema, stage=STAGE):
     run: InferenceRun
     edit: EditSection
     model: InferenceModel
@@ -174,10 +170,6 @@ class EditConfig:
 
     def writes(self) -> List[str]:
         return [self.edit.outpath]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "EditConfig":
-        return bind_stage(cls, data, stage)
 
 
 def torch_dtype_name(trainer: InferenceTrainer) -> str:

@@ -17,10 +17,10 @@ metric.average says. Predictions go to `<run.results_dir>/results/<name>_predict
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
-from .common_training import precision_name
+from ..binding import StageSchema, config_fault, positive_fields
+from .common_training import StoredPrecision, check_model_copies
 from .run import RunBase
 from .t5_finetuning import QaToText, TextPairFiles, check_preparation, prepared_reads, prepared_writes
 from .t5_training import check_no_pipeline_split
@@ -54,7 +54,7 @@ class QaEvaluationData:
 
 
 @dataclasses.dataclass(frozen=True)
-class QaEvaluationModel:
+class QaEvaluationModel(StoredPrecision):
     restore_from_path: str  # the fine-tuned .nemo (the fine-tuning stage writes <its results_dir>/results/checkpoints/<name>.nemo)
     data: QaEvaluationData
     tensor_model_parallel_size: int = 1  # processes the model is split over; the .nemo is resharded on load
@@ -73,23 +73,16 @@ class QaEvaluationModel:
         if not Path(self.restore_from_path).is_absolute():
             raise config_fault(f"{key}.restore_from_path", self.restore_from_path, "must be an absolute path to the fine-tuned .nemo")
 
-    def precision_name(self) -> Optional[str]:
-        return None if self.precision is None else precision_name(self.precision)
-
 
 @dataclasses.dataclass(frozen=True)
-class QaEvaluationConfig:
+class QaEvaluationConfig(StageSchema, stage=STAGE):
     run: QaEvaluationRun
     model: QaEvaluationModel
     squad_preparation: Optional[List[QaToText]] = None  # SQuAD-format JSON -> text pairs, before evaluating
 
     def check(self, key: str) -> None:
         check_preparation(self.squad_preparation, key)
-        processes, tp = self.run.nodes * self.run.ntasks_per_node, self.model.tensor_model_parallel_size
-        if processes % tp:
-            raise config_fault(f"{key}.run.ntasks_per_node", self.run.ntasks_per_node,
-                               f"nodes({self.run.nodes}) x ntasks_per_node({self.run.ntasks_per_node}) = {processes} processes "
-                               f"cannot hold TP({tp}) ranks evenly; make it a multiple")
+        check_model_copies(self.run, self.model.tensor_model_parallel_size, key)
 
     def reads(self) -> List[Tuple[str, str]]:
         paths = [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
@@ -102,11 +95,6 @@ class QaEvaluationConfig:
     def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
         """Arguments of the family's preparation program (SQuAD JSON -> text pairs); None: nothing to prepare."""
         return ("--config", config_file) if self.squad_preparation else None
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "QaEvaluationConfig":
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
 
     @property
     def results_file(self) -> Path:

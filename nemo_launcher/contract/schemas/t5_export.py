@@ -7,9 +7,9 @@ the model types and the .nemo the conversion writes differ.
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Literal, Tuple
+from typing import ClassVar, List, Literal, Tuple
 
-from ..binding import bind_stage
+from ..binding import StageSchema
 from .gpt_export import ExportModel, ExportRun, TritonDeployment
 
 STAGE = "export"
@@ -26,7 +26,7 @@ class T5ExportModel(ExportModel):
 
 
 @dataclasses.dataclass(frozen=True)
-class T5ExportConfig:
+class T5ExportConfig(StageSchema, stage=STAGE):
     run: T5ExportRun
     model: T5ExportModel
     triton_deployment: TritonDeployment  # tokens_to_generate: the longest answer decoded when a request does not say
@@ -36,7 +36,3 @@ class T5ExportConfig:
 
     def writes(self) -> List[str]:
         return [self.run.results_dir, str(Path(self.triton_deployment.triton_model_dir).parent)]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "T5ExportConfig":
-        return bind_stage(cls, data, stage)

@@ -9,11 +9,11 @@ XQuAD): the family's preparation program, one process, before the trainer starts
 the `.nemo`, so only the batch arithmetic of the layout is checked at bind.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, fraction, positive_fields
-from .common_training import OptimSection, check_layout, check_schedule, check_world_size
-from .common_tuning import SftExpManager, SftRun, SftTrainer
+from ..binding import config_fault, fraction, positive_fields
+from .common_training import OptimSection, check_layout, check_schedule
+from .common_tuning import FinetuningStage, SquadSource
 from .t5_training import check_no_pipeline_split
 
 STAGE = "fine_tuning"
@@ -106,22 +106,13 @@ class TextPairData:
                                "validation reads every file pair whole: set null")
 
 
-@dataclasses.dataclass(frozen=True)
-class QaToText:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QaToText(SquadSource):
     """One SQuAD v1.1-format JSON file turned into a source/target pair of text files (kept once written)."""
 
-    source: str  # the JSON as published (SQuAD train-v1.1.json, XQuAD xquad.<lang>.json)
     src_file_name: str  # written: one line per answerable question, holding the question and its paragraph
     tgt_file_name: str  # written: the question's first answer, on the same line number
     answers_file_name: Optional[str] = None  # written when set: a JSON list of all the question's answers per line
-    # The quick start's stand-in for SQuAD: when `source` is missing, first write this many generated questions
-    # there (jobs/t5/sample_squad.py: colours of things; the scores say nothing about SQuAD). null: read the file.
-    sample_questions: Optional[int] = None
-
-    def check(self, key: str) -> None:
-        if self.sample_questions is not None and self.sample_questions < 1:
-            raise config_fault(f"{key}.sample_questions", self.sample_questions,
-                               "give a positive number of questions, or null to read the published file")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,10 +156,7 @@ def check_preparation(preparation: Optional[List[QaToText]], key: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class T5FinetuneConfig:
-    run: SftRun
-    trainer: SftTrainer
-    exp_manager: SftExpManager
+class T5FinetuneConfig(FinetuningStage, stage=STAGE):
     model: T5FinetuneModel
     squad_preparation: Optional[List[QaToText]] = None  # SQuAD-format JSON -> text pairs, before training
 
@@ -190,12 +178,3 @@ class T5FinetuneConfig:
     def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
         """Arguments of the family's preparation program (SQuAD JSON -> text pairs); None: nothing to prepare."""
         return ("--config", config_file) if self.squad_preparation else None
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "T5FinetuneConfig":
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        check_world_size(self.trainer, world_size, STAGE)
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)

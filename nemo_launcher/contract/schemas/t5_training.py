@@ -12,7 +12,7 @@ import dataclasses
 from typing import List, Literal, Optional, Tuple
 
 from ..binding import config_fault, fraction, positive, positive_fields
-from .common_training import (TrainingStage, ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
+from .common_training import (TrainingStage, BuildSettings, ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
                               check_heads, check_layout, check_recompute, check_schedule, data_reads)
 
 STAGE = "training"
@@ -95,7 +95,7 @@ class T5Data(MaskedLmData):
 
 
 @dataclasses.dataclass(frozen=True)
-class T5ModelSection:
+class T5ModelSection(BuildSettings):
     micro_batch_size: int  # samples per forward pass per data-parallel rank
     global_batch_size: int  # samples per optimizer step over all data-parallel ranks
     encoder_num_layers: int
@@ -124,12 +124,6 @@ class T5ModelSection:
     relative_attention_max_distance: int = 128  # relative only: distances beyond this share the last bucket
     share_embeddings_and_output_weights: bool = True  # the decoder's output layer reuses the token embeddings
     make_vocab_size_divisible_by: int = 128  # vocab (with the sentinels) padded to a multiple of this x TP
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
-    activations_checkpoint_granularity: Optional[Literal["selective", "full"]] = None
-    activations_checkpoint_method: Optional[Literal["uniform", "block"]] = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
-    transformer_engine: bool = True  # TE layer specs when transformer_engine is importable
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "micro_batch_size", "global_batch_size", "encoder_num_layers", "decoder_num_layers",

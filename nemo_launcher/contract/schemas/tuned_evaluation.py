@@ -17,10 +17,10 @@ the lines. Under <run.results_dir>/results/ it writes <test file name>_predictio
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import Any, List, Literal, Optional, Tuple, Union
 
-from ..binding import bind_stage, config_fault, positive_fields
-from .common_training import precision_name
+from ..binding import StageSchema, config_fault, positive_fields
+from .common_training import StoredPrecision, check_model_copies
 from .run import RunBase
 
 STAGE = "evaluation"
@@ -63,7 +63,7 @@ class EvaluationFiles:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class _Parallel:
+class _Parallel(StoredPrecision):
     """What every tuned-evaluation model section shares."""
 
     language_model_path: str  # the frozen base .nemo the method was trained on (the conversion's output)
@@ -89,9 +89,6 @@ class _Parallel:
 
     def path_keys(self) -> Tuple[str, ...]:
         return ("language_model_path",)
-
-    def precision_name(self) -> Optional[str]:
-        return None if self.precision is None else precision_name(self.precision)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -173,16 +170,13 @@ class PromptGptModel(_Parallel):
     with_virtual_tokens = property(lambda self: not self.disable_special_tokens)
 
 
-class _TunedEvaluation:
+class _TunedEvaluation(StageSchema, stage=STAGE):
     run: TunedEvaluationRun
     model: Any
 
     def check(self, key: str) -> None:
-        processes, tp = self.run.nodes * self.run.ntasks_per_node, self.model.tensor_model_parallel_size
-        if processes % tp:
-            raise config_fault(f"{key}.run.ntasks_per_node", self.run.ntasks_per_node,
-                               f"nodes({self.run.nodes}) x ntasks_per_node({self.run.ntasks_per_node}) = {processes} "
-                               f"processes cannot hold TP({tp}) ranks evenly; make it a multiple")
+        tp = self.model.tensor_model_parallel_size
+        processes = check_model_copies(self.run, tp, key)
         data = getattr(self.model, "data", None)
         if data is not None and data.global_batch_size != data.micro_batch_size * (processes // tp):
             raise config_fault(f"{key}.model.data.global_batch_size", data.global_batch_size,
@@ -206,11 +200,6 @@ class _TunedEvaluation:
 
     def predictions_file(self, name: str) -> Path:
         return Path(self.run.results_dir) / "results" / f"{name}{PREDICTIONS_SUFFIX}"
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE):
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,9 +10,9 @@ scores every image (the seed's evaluation runs data-parallel size 1 as well); th
 """
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, non_negative, positive_fields
+from ..binding import StageSchema, config_fault, non_negative, positive_fields
 from .common_training import Precision, precision_name
 from .run import RunBase
 
@@ -91,7 +91,7 @@ class ClipZeroshotModel(VitEvaluationModel):
             raise config_fault(f"{key}.class_names", self.class_names, "list one non-empty name per class folder, or null")
 
 
-class _VisionEvaluation:
+class _VisionEvaluation(StageSchema, stage=STAGE):
     """What both evaluation schemas do alike (mixed into their frozen dataclasses)."""
 
     def check(self, key: str) -> None:
@@ -110,10 +110,6 @@ class _VisionEvaluation:
     @property
     def results_file(self) -> Path:
         return Path(self.run.results_dir) / "results" / f"{self.run.task_name}_results.json"
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE):
-        return bind_stage(cls, data, stage)
 
 
 @dataclasses.dataclass(frozen=True)

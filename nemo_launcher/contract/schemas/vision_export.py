@@ -11,9 +11,9 @@ clip_vision_trt and clip_trt), plus EXPORT_REPORT_FILE with what was checked.
 """
 import dataclasses
 from pathlib import PurePosixPath
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive, positive_fields
+from ..binding import StageSchema, config_fault, positive, positive_fields
 from .vision_inference import SavedModel, SavedModelRun, SavedModelTrainer
 
 STAGE = "export"
@@ -62,7 +62,7 @@ class ClipInferSection(InferSection):
 
 
 @dataclasses.dataclass(frozen=True)
-class _VisionExport:
+class _VisionExport(StageSchema, stage=STAGE):
     run: SavedModelRun
     trainer: ExportTrainer
     model: SavedModel
@@ -77,10 +77,6 @@ class _VisionExport:
     def uses_gpus(self) -> bool:
         """TensorRT builds its engines on a GPU; ONNX export and its check need none."""
         return self.trainer.accelerator == "gpu"
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE):
-        return bind_stage(cls, data, stage)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,9 +8,9 @@ export schemas (vision_export) share with it.
 Each job writes one JSON file into run.results_dir (PREDICTIONS_FILE, SIMILARITY_FILE) and prints a table.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .common_training import Precision, precision_name
 from .run import RunBase
 
@@ -67,7 +67,7 @@ class SavedModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class VitClassifyConfig:
+class VitClassifyConfig(StageSchema, stage=STAGE):
     """Every image file under data_path (sub-folders included) through the classifier: its top_k classes."""
 
     run: SavedModelRun
@@ -85,13 +85,9 @@ class VitClassifyConfig:
     def writes(self) -> List[str]:
         return [self.run.results_dir]
 
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "VitClassifyConfig":
-        return bind_stage(cls, data, stage)
-
 
 @dataclasses.dataclass(frozen=True)
-class ClipSimilarityConfig:
+class ClipSimilarityConfig(StageSchema, stage=STAGE):
     """One image against each text: cosine similarity, the model's logit (temperature x cosine) and the softmax of
     the logits over the texts."""
 
@@ -110,7 +106,3 @@ class ClipSimilarityConfig:
 
     def writes(self) -> List[str]:
         return [self.run.results_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ClipSimilarityConfig":
-        return bind_stage(cls, data, stage)

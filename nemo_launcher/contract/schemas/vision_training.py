@@ -8,7 +8,7 @@ The tower is megatron-core's CLIPViTModel: a patch convolution, class tokens, le
 pre-norm transformer layers attending in both directions.
 """
 import dataclasses
-from typing import List, Literal, Optional
+from typing import List, Optional
 
 from ..binding import config_fault, fraction, positive_fields
 from .common_training import check_heads, check_recompute
@@ -90,6 +90,4 @@ def check_parallel(model, key: str) -> None:
     check_recompute(model, key)
 
 
-Recompute = Optional[Literal["selective", "full"]]
-RecomputeMethod = Optional[Literal["uniform", "block"]]
 

@@ -13,7 +13,7 @@ per `dataset`:
 import dataclasses
 from typing import Any, Dict, List, Literal, Optional, Tuple
 
-from ..binding import bind_stage, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, positive_fields
 from .data_preparation import StepPlan
 from .run import RunBase
 
@@ -26,7 +26,7 @@ class VitDataRun(RunBase):
 
 
 @dataclasses.dataclass(frozen=True)
-class VitShapeFoldersConfig:
+class VitShapeFoldersConfig(StageSchema, stage=STAGE):
     run: VitDataRun
     dataset: Literal["shape_folders"]
     output_dir: str  # holds train/ and val/, one sub-folder per class
@@ -49,13 +49,9 @@ class VitShapeFoldersConfig:
     def writes(self) -> List[str]:
         return [self.output_dir]
 
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "VitShapeFoldersConfig":
-        return bind_stage(cls, data, stage)
-
 
 @dataclasses.dataclass(frozen=True)
-class ImagenetShardsConfig:
+class ImagenetShardsConfig(StageSchema, stage=STAGE):
     run: VitDataRun
     dataset: Literal["imagenet_shards"]
     input_dir: str  # holds one class-folder tree per split (the seed's data/imagenet_1k: train/ and val/)
@@ -77,10 +73,6 @@ class ImagenetShardsConfig:
 
     def writes(self) -> List[str]:
         return [self.output_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "ImagenetShardsConfig":
-        return bind_stage(cls, data, stage)
 
 
 _DATASETS = {"shape_folders": VitShapeFoldersConfig, "imagenet_shards": ImagenetShardsConfig}

@@ -9,12 +9,12 @@ The architecture (layers, widths, heads, patch size, class tokens) is the `.nemo
 against it by the job, since the launcher cannot open a file that an earlier stage of the pipeline writes.
 """
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import List, Literal, Tuple
 
-from ..binding import bind_stage, config_fault, fraction, positive_fields
-from .common_training import OptimSection, check_layout, check_world_size
-from .common_tuning import SftExpManager, SftRun, SftTrainer
-from .vision_training import Recompute, RecomputeMethod, check_parallel
+from ..binding import config_fault, fraction, positive_fields
+from .common_training import BuildSettings, OptimSection
+from .common_tuning import FinetuningStage
+from .vision_training import check_parallel
 from .vit_training import ClassFolderData, check_classifier_run
 
 STAGE = "fine_tuning"
@@ -34,7 +34,7 @@ class VitFinetuneOptim(OptimSection):
 
 
 @dataclasses.dataclass(frozen=True)
-class VitFinetuneModel:
+class VitFinetuneModel(BuildSettings):
     restore_from_path: str  # the pretrained ViT .nemo
     micro_batch_size: int  # images per forward pass per data-parallel rank
     global_batch_size: int  # images per optimizer step over all data-parallel ranks
@@ -49,13 +49,7 @@ class VitFinetuneModel:
     attention_dropout: float = 0.0
     tensor_model_parallel_size: int = 1  # any TP dividing the heads; the .nemo is resharded on load
     pipeline_model_parallel_size: int = 1  # must be 1 (no pipeline stages for ViT)
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # the new head's init on the CPU: identical values for any TP size
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
     megatron_amp_O2: bool = True  # half-precision weights, fp32 master copies (must be true with bf16/16)
-    activations_checkpoint_granularity: Recompute = None
-    activations_checkpoint_method: RecomputeMethod = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
 
     def check(self, key: str) -> None:
         if not self.restore_from_path:
@@ -73,10 +67,7 @@ class VitFinetuneModel:
 
 
 @dataclasses.dataclass(frozen=True)
-class VitFinetuneConfig:
-    run: SftRun
-    trainer: SftTrainer
-    exp_manager: SftExpManager
+class VitFinetuneConfig(FinetuningStage, stage=STAGE):
     model: VitFinetuneModel
 
     def check(self, key: str) -> None:
@@ -86,18 +77,3 @@ class VitFinetuneConfig:
         key = f"{STAGE}.model"
         return ([(f"{key}.restore_from_path", self.model.restore_from_path)]
                 + [(f"{key}.data.data_path", folder) for folder in self.model.data.data_path])
-
-    def writes(self) -> List[str]:
-        return [self.exp_manager.explicit_log_dir]
-
-    @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: str = STAGE) -> "VitFinetuneConfig":
-        assert stage == STAGE, stage
-        return bind_stage(cls, data, stage)
-
-    def data_parallel_size(self, world_size: int) -> int:
-        check_world_size(self.trainer, world_size, STAGE)
-        return self.layout_data_parallel_size(world_size)
-
-    def layout_data_parallel_size(self, world_size: int) -> int:
-        return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, STAGE)

@@ -9,12 +9,12 @@ The run, trainer, exp_manager and optimizer sections are every family's (common_
 vision_training's.
 """
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import List, Literal, Tuple
 
 from ..binding import config_fault, non_negative
-from .common_training import (TrainingStage, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_layout,
+from .common_training import (TrainingStage, BuildSettings, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_layout,
                               check_schedule)
-from .vision_training import Recompute, RecomputeMethod, VisionTower, check_amp_o2, check_parallel
+from .vision_training import VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
 
@@ -42,7 +42,7 @@ class ClassFolderData:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class VitModelSection(VisionTower):
+class VitModelSection(VisionTower, BuildSettings):
     micro_batch_size: int  # images per forward pass per data-parallel rank
     global_batch_size: int  # images per optimizer step over all data-parallel ranks
     optim: OptimSection
@@ -52,13 +52,7 @@ class VitModelSection(VisionTower):
     head_type: Literal["mlp", "linear"] = "mlp"
     tensor_model_parallel_size: int = 1
     pipeline_model_parallel_size: int = 1  # must be 1 (the seed's feature matrix)
-    seed: int = 1234
-    use_cpu_initialization: bool = False  # init weights on the CPU: identical values for any TP size
-    transformer_engine: bool = True  # TE layer spec when transformer_engine is importable
     megatron_amp_O2: bool = True  # half-precision weights, fp32 master copies (must be true with bf16/16)
-    activations_checkpoint_granularity: Recompute = None
-    activations_checkpoint_method: RecomputeMethod = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
 
     def check(self, key: str) -> None:
         super().check(key)

@@ -19,21 +19,9 @@ re-imports this module.
 import sys
 
 from ...contract.schemas.bert_conversion import BertConversionConfig
+from ..core.entry import conversion_main
 
-PROGRAM = "nemo_launcher.jobs.bert.convert"
-
-
-def main(argv=None) -> int:
-    from ..core.conversion import run_conversion
-
-    return run_conversion(argv, PROGRAM, BertConversionConfig, _family)
-
-
-def _family():
-    from .converter import BERT
-
-    return BERT
-
+main = conversion_main("nemo_launcher.jobs.bert.convert", BertConversionConfig, f"{__package__}.converter", "BERT")
 
 if __name__ == "__main__":
     sys.exit(main())

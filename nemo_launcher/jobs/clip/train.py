@@ -7,34 +7,11 @@ complete checkpoint at the next unseen example. Signals, max_time, self-requeue,
 """
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.clip.train"
+from ...contract.schemas.clip_training import ClipTrainingConfig
+from ..core.entry import training_main
 
-
-def _recipe(cfg):
-    from .recipe import clip_recipe
-
-    return clip_recipe(cfg)
-
-
-def _build(*args, **kwargs):
-    from .recipe import build_clip_parts
-
-    return build_clip_parts(*args, **kwargs)
-
-
-def _module(parts):
-    from .recipe import ClipModule
-
-    return ClipModule(parts)
-
-
-def main(argv=None) -> int:
-    # The recipe's modules (torch, megatron-core, webdataset) load only once the core has installed its log filters.
-    from ..core.program import run_program
-    from ...contract.schemas.clip_training import ClipTrainingConfig
-
-    return run_program(argv, PROG, ClipTrainingConfig, _recipe, build=_build, module_class=_module)
-
+main = training_main("python3 -m nemo_launcher.jobs.clip.train", ClipTrainingConfig, f"{__package__}.recipe", recipe="clip_recipe",
+                     build="build_clip_parts", module="ClipModule")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,11 +26,9 @@ Special tokens a file lacks are appended after its vocabulary, as Megatron-LM's 
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from ...contract.tokenizers import MEGATRON_TYPES, TOKENIZER_LIBRARIES as LIBRARIES, WORDPIECE_TYPES
 from .config import JobConfigError
 
-LIBRARIES = ("megatron", "sentencepiece", "huggingface")
-WORDPIECE_TYPES = {"BertWordPieceCase": False, "BertWordPieceLowerCase": True}  # type -> lower-cases the text
-MEGATRON_TYPES = ("GPT2BPETokenizer",) + tuple(WORDPIECE_TYPES)
 GPT2_EOD = "<|endoftext|>"
 # The specials a WordPiece vocab.txt must hold; BERT's datasets need each of them.
 _WORDPIECE_REQUIRED = {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]", "unk": "[UNK]"}

@@ -11,6 +11,7 @@ from typing import Any, Dict, List
 
 import torch
 
+from ...contract.schemas.common_training import DecoderStackSection
 from .recipe import ChunkStage
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -33,8 +34,8 @@ def padded_vocab_size(vocab_size: int, divisible_by: int, tensor_parallel_size: 
 
 def virtual_stages(model) -> Any:
     """model.virtual_pipeline_model_parallel_size as megatron-core wants it: None unless it is above 1."""
-    vpp = getattr(model, "virtual_pipeline_model_parallel_size", None)
-    return vpp if (vpp or 1) > 1 else None
+    chunks = model.virtual_pipeline_size() if isinstance(model, DecoderStackSection) else 1
+    return chunks if chunks > 1 else None
 
 
 def apex_available() -> bool:

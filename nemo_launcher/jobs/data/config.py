@@ -31,27 +31,29 @@ class DataConfigError(DataPrepError):
 class StepConfig:
     """The resolved `data_preparation` section, with typed accessors that name the full key on error."""
 
-    def __init__(self, values: dict, source: str = "<dict>"):
+    def __init__(self, values: dict, source: str = "<dict>", bound=None):
         if not isinstance(values, dict):
             raise DataConfigError(f"{source}: expected a mapping of data_preparation keys, got {type(values).__name__}")
         self.values = values
         self.source = source
+        self._bound = bound
+
+    @property
+    def bound(self):
+        """The section bound to its dataset's schema (PileConfig, Mc4Config or CustomDatasetConfig): typed values
+        with the schema's defaults filled in, what every step reads. Bound on first use when built from a dict."""
+        if self._bound is None:
+            self._bound = _bind_data_preparation(self.values)
+        return self._bound
 
     @classmethod
     def from_file(cls, path: str) -> "StepConfig":
         """Reads the file and binds it to the data_preparation schema, as the launcher did before submitting."""
-        from nemo_launcher.contract.binding import JobConfigError
-        from nemo_launcher.contract.schemas.data_preparation import DataPreparation
-
         if not os.path.isfile(path):
             raise DataConfigError(f"--config {path}: no such file")
         with open(path) as handle:
             values = yaml.safe_load(handle) or {}
-        try:
-            DataPreparation.from_dict(values)
-        except JobConfigError as error:
-            raise DataConfigError(str(error)) from None
-        return cls(values, path)
+        return cls(values, path, bound=_bind_data_preparation(values))
 
     @classmethod
     def from_argv(cls, step: str, argv: Sequence[str] = None) -> "StepConfig":
@@ -100,6 +102,16 @@ class StepConfig:
             return parse_file_numbers(self.get("file_numbers"), key="data_preparation.file_numbers")
         except FileNumbersError as error:
             raise DataConfigError(str(error)) from None
+
+
+def _bind_data_preparation(values: dict):
+    from nemo_launcher.contract.binding import JobConfigError
+    from nemo_launcher.contract.schemas.data_preparation import DataPreparation
+
+    try:
+        return DataPreparation.from_dict(values)
+    except JobConfigError as error:
+        raise DataConfigError(str(error)) from None
 
 
 def load_bound(schema, program: str, argv: Sequence[str] = None):

@@ -21,7 +21,7 @@ _SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".jsonl", ".jso
 
 
 def raw_files(cfg: StepConfig) -> List[str]:
-    files = [path for path in (cfg.get("raw_dataset_files") or []) if path is not None]
+    files = cfg.bound.files()
     if not files:
         raise DataConfigError("data_preparation.raw_dataset_files is empty: list the jsonl, json or json.gz files, "
                               "e.g. data_preparation.raw_dataset_files=[/data/a.jsonl,/data/b.jsonl]")

@@ -26,7 +26,7 @@ def download_pile(cfg: StepConfig, report: StepReport) -> None:
     layout = PileLayout(cfg)
     policy = fetch_policy(cfg)
     ensure_tokenizer_files(cfg)
-    for number in this_task_items(cfg.file_numbers()):
+    for number in this_task_items(cfg.bound.shard_numbers()):
         shard = layout.shard(number)
         if shard.is_preprocessed():
             log.info("shard %d: %s is complete; nothing to download", number, shard.output_prefix)

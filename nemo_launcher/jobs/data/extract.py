@@ -51,10 +51,10 @@ def decompress(source: str, dest: str, progress: bool = True) -> None:
 def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("extract", argv)
     layout = PileLayout(cfg)
-    remove_source = cfg.flag("rm_downloaded", False)
-    progress = bool(cfg.get("progress", True))
+    remove_source = cfg.bound.rm_downloaded
+    progress = cfg.bound.progress
     report = StepReport("extract", size_label="compressed input")
-    for number in this_task_items(cfg.file_numbers()):
+    for number in this_task_items(cfg.bound.shard_numbers()):
         shard = layout.shard(number)
         if shard.is_preprocessed():
             log.info("shard %d: %s is complete; nothing to extract", number, shard.output_prefix)

@@ -24,6 +24,7 @@ from typing import Optional
 
 from tqdm import tqdm
 
+from ...contract.schemas.data_preparation import DownloadSection
 from .errors import DataPrepError
 
 log = logging.getLogger(__name__)
@@ -38,11 +39,15 @@ class FetchError(DataPrepError):
     """A file could not be fetched or failed verification; the message names the URL and the reason."""
 
 
+# The data_preparation schema's `download:` section holds the defaults; a fetch outside that stage uses the same.
+_DEFAULTS = DownloadSection()
+
+
 @dataclass(frozen=True)
 class FetchPolicy:
-    retries: int = 5  # attempts after the first one
-    timeout_s: float = 60.0  # seconds without data before an attempt is abandoned
-    backoff_s: float = 2.0  # wait before retry k is backoff_s * 2**(k-1), capped at 60 s
+    retries: int = _DEFAULTS.retries  # attempts after the first one
+    timeout_s: float = _DEFAULTS.timeout_s  # seconds without data before an attempt is abandoned
+    backoff_s: float = _DEFAULTS.backoff_s  # wait before retry k is backoff_s * 2**(k-1), capped at 60 s
     progress: bool = True  # a tqdm bar (MB/s, ETA) on stderr
 
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .config import DataConfigError, StepConfig
+from .config import StepConfig
 from .errors import DataPrepError
 from .fetch import fetch
 from .git_lfs_listing import list_files
@@ -73,24 +73,20 @@ def language_of(path: str, cleaned_english: bool) -> Optional[str]:
 class Mc4Layout:
     def __init__(self, cfg: StepConfig):
         self.cfg = cfg
-        self.repo_url = cfg.text("mc4_repo_url").rstrip("/")
-        self.git_lfs_dir = cfg.text("git_lfs_dir")
-        self.cleaned_english = cfg.flag("use_cleaned_english", True)
-        languages = cfg.get("languages")
-        items = languages.split(",") if isinstance(languages, str) else list(languages or [])
-        self.languages = [str(item).strip() for item in items if str(item).strip()]
-        self.nodes = cfg.positive_int("run.node_array_size")
-        self.workers_per_node = cfg.positive_int("run.workers_per_node")
-        split_gb = cfg.get("max_split_size", 200)
-        if isinstance(split_gb, bool) or not isinstance(split_gb, (int, float)) or split_gb <= 0:
-            raise DataConfigError(f"data_preparation.max_split_size={split_gb!r}: expected a positive number of GB")
-        self.max_split_bytes = max(1, int(split_gb * _GB))
-        self.preprocessed_dir = cfg.text("preprocessed_dir")
-        self.softlinks_dir = cfg.text("softlinks_dir")
+        mc4 = cfg.bound  # the schema refused empty languages, a missing workers_per_node, a max_split_size <= 0
+        self.repo_url = mc4.mc4_repo_url.rstrip("/")
+        self.git_lfs_dir = mc4.git_lfs_dir
+        self.cleaned_english = mc4.use_cleaned_english
+        self.languages = mc4.language_list()
+        self.nodes = mc4.run.node_array_size
+        self.workers_per_node = mc4.run.workers_per_node
+        self.max_split_bytes = max(1, int(mc4.max_split_size * _GB))
+        self.preprocessed_dir = mc4.preprocessed_dir
+        self.softlinks_dir = mc4.softlinks_dir
         self.level = dataset_level(cfg)
-        self.json_key = cfg.text("json_key")
-        self.download_mapping = cfg.text("download_worker_mapping")
-        self.preprocess_mapping = cfg.text("preprocess_worker_mapping")
+        self.json_key = mc4.json_key
+        self.download_mapping = mc4.download_worker_mapping
+        self.preprocess_mapping = mc4.preprocess_worker_mapping
 
     # ---- the repository ---------------------------------------------------------------------------------
     @property
@@ -265,12 +261,12 @@ def _write_json(path: str, values: Dict) -> None:
 def ensure_tokenizer_files(cfg: StepConfig) -> None:
     """Fetch the SentencePiece model (download_tokenizer_url -> tokenizer_model) and its vocabulary
     (download_vocab_url -> <vocab_save_dir>/<model name>.vocab) when they are missing."""
-    model = cfg.text("tokenizer_model")
-    targets = [(cfg.get("download_tokenizer_url", None), model)]
-    vocab_dir = cfg.get("vocab_save_dir", None)
-    if vocab_dir:
+    mc4 = cfg.bound
+    model = mc4.tokenizer_model
+    targets = [(mc4.download_tokenizer_url, model)]
+    if mc4.vocab_save_dir:
         stem = os.path.basename(model)[:-len(".model")] if model.endswith(".model") else os.path.basename(model)
-        targets.append((cfg.get("download_vocab_url", None), os.path.join(vocab_dir, stem + ".vocab")))
+        targets.append((mc4.download_vocab_url, os.path.join(mc4.vocab_save_dir, stem + ".vocab")))
     for url, path in targets:
         if url and not os.path.isfile(path):
             fetch(url, path, policy=fetch_policy(cfg), resume=False)

@@ -33,18 +33,16 @@ class PileShard:
 class PileLayout:
     def __init__(self, cfg: StepConfig):
         self.cfg = cfg
-        self.url_base = cfg.text("the_pile_url")
-        self.name_format = cfg.text("shard_name")
-        self.prefix_format = cfg.text("output_prefix")
-        self.raw_dir = cfg.text("raw_dir")
-        self.extracted_dir = cfg.text("extracted_dir")
-        self.preprocessed_dir = cfg.text("preprocessed_dir")
-        self.json_key = cfg.text("json_key")
+        pile = cfg.bound
+        self.url_base = pile.the_pile_url
+        self.name_format = pile.shard_name
+        self.prefix_format = pile.output_prefix
+        self.raw_dir = pile.raw_dir
+        self.extracted_dir = pile.extracted_dir
+        self.preprocessed_dir = pile.preprocessed_dir
+        self.json_key = pile.json_key
         self.level = dataset_level(cfg)
-        checksums = cfg.get("checksums", None) or {}
-        if not isinstance(checksums, dict):
-            raise DataConfigError(f"data_preparation.checksums={checksums!r}: expected a mapping of shard name to sha256")
-        self.checksums = checksums
+        self.checksums = pile.checksums
 
     def _format(self, key: str, template: str, number: int) -> str:
         try:
@@ -75,27 +73,17 @@ class PileLayout:
 def dataset_level(cfg: StepConfig) -> str:
     """The last word of a dataset's name, as Megatron-LM's preprocess_data.py names it: one item per sentence
     (`..._text_sentence`) or per document (`..._text_document`)."""
-    return "sentence" if cfg.flag("split_sentences", False) else "document"
+    return "sentence" if cfg.bound.split_sentences else "document"
 
 
 def fetch_policy(cfg: StepConfig) -> FetchPolicy:
-    return FetchPolicy(
-        retries=int(cfg.get("download.retries", 5)),
-        timeout_s=float(cfg.get("download.timeout_s", 60)),
-        backoff_s=float(cfg.get("download.backoff_s", 2)),
-        progress=bool(cfg.get("progress", True)),
-    )
+    download = cfg.bound.download
+    return FetchPolicy(retries=download.retries, timeout_s=download.timeout_s, backoff_s=download.backoff_s,
+                       progress=cfg.bound.progress)
 
 
 def tokenizer_spec(cfg: StepConfig) -> TokenizerSpec:
-    return TokenizerSpec(
-        library=cfg.text("tokenizer_library"),
-        type=cfg.get("tokenizer_type", None),
-        vocab_file=cfg.get("vocab_file", None),
-        merge_file=cfg.get("merge_file", None),
-        model=cfg.get("tokenizer_model", None),
-        eod_token=cfg.get("eod_token", None),
-    )
+    return TokenizerSpec(**cfg.bound.tokenizer_files(), eod_token=cfg.bound.eod_token)
 
 
 def ensure_tokenizer_files(cfg: StepConfig) -> None:
@@ -105,23 +93,21 @@ def ensure_tokenizer_files(cfg: StepConfig) -> None:
     Several array tasks may do this at once; each writes a private temporary file and renames it, so the
     files are always whole whichever rename lands last.
     """
-    for url_key, path_key in (("download_vocab_url", "vocab_file"), ("download_merges_url", "merge_file")):
-        url, path = cfg.get(url_key, None), cfg.get(path_key, None)
+    pile = cfg.bound
+    for url, path in ((pile.download_vocab_url, pile.vocab_file), (pile.download_merges_url, pile.merge_file)):
         if path and url and not os.path.isfile(path):
             fetch(url, path, policy=fetch_policy(cfg), resume=False)
 
 
 def shard_job(cfg: StepConfig, input_path: str, output_prefix: str) -> ShardJob:
-    chunk_mb = cfg.get("chunk_size_mb", 16)
-    if isinstance(chunk_mb, bool) or not isinstance(chunk_mb, (int, float)) or chunk_mb <= 0:
-        raise DataConfigError(f"data_preparation.chunk_size_mb={chunk_mb!r}: expected a positive number of MB")
+    section = cfg.bound  # the schema refused a chunk_size_mb that is not a positive number
     return ShardJob(
         input_path=input_path,
         output_prefix=output_prefix,
-        json_key=cfg.text("json_key"),
-        on_malformed=cfg.choice("on_malformed", ("skip", "fail")),
-        append_eod=cfg.flag("append_eod", True),
-        chunk_bytes=max(1, int(chunk_mb * (1 << 20))),
-        split_sentences=cfg.flag("split_sentences", False),
-        max_sentence_tokens=cfg.get("max_sentence_tokens", None),
+        json_key=section.json_key,
+        on_malformed=section.on_malformed,
+        append_eod=section.append_eod,
+        chunk_bytes=max(1, int(section.chunk_size_mb * (1 << 20))),
+        split_sentences=section.split_sentences,
+        max_sentence_tokens=section.max_sentence_tokens,
     )

@@ -47,9 +47,9 @@ def preprocess_pile(cfg: StepConfig, report: StepReport) -> None:
     ensure_tokenizer_files(cfg)
     spec = tokenizer_spec(cfg)
     workers = worker_count(cfg)
-    progress = bool(cfg.get("progress", True))
-    remove_input = cfg.flag("rm_extracted", False)
-    for number in this_task_items(cfg.file_numbers()):
+    progress = cfg.bound.progress
+    remove_input = cfg.bound.rm_extracted
+    for number in this_task_items(cfg.bound.shard_numbers()):
         shard = layout.shard(number)
         if not shard.is_preprocessed() and not os.path.isfile(shard.extracted):
             raise DataPrepError(f"shard {number}: {shard.extracted} not found; run the download and extract steps "
@@ -61,17 +61,17 @@ def preprocess_pile(cfg: StepConfig, report: StepReport) -> None:
 
 def preprocess_custom(cfg: StepConfig, report: StepReport) -> None:
     files = raw_files(cfg)
-    nodes = cfg.positive_int("run.node_array_size")
+    custom = cfg.bound
+    nodes = custom.run.node_array_size
     assignment = balance_by_size(files, nodes)
-    mapping = cfg.get("preprocess_worker_mapping", None)
-    if mapping:
-        write_mapping(mapping, assignment)
-    preprocessed_dir = cfg.text("preprocessed_dir")
+    if custom.preprocess_worker_mapping:
+        write_mapping(custom.preprocess_worker_mapping, assignment)
+    preprocessed_dir = custom.preprocessed_dir
     scratch = os.path.join(preprocessed_dir, ".decompressed")
     spec = tokenizer_spec(cfg)
     workers = worker_count(cfg)
-    progress = bool(cfg.get("progress", True))
-    key = cfg.text("json_key")
+    progress = custom.progress
+    key = custom.json_key
     level = dataset_level(cfg)
     for node in this_task_items(list(range(nodes))):
         if not assignment[node]:
@@ -95,8 +95,8 @@ def preprocess_mc4(cfg: StepConfig, report: StepReport) -> None:
     layout = Mc4Layout(cfg)
     spec = tokenizer_spec(cfg)
     workers = task_cpus(cfg)
-    progress = bool(cfg.get("progress", True))
-    remove_input = cfg.flag("rm_downloaded", False)
+    progress = cfg.bound.progress
+    remove_input = cfg.bound.rm_downloaded
     for worker in this_task_workers(layout.nodes, layout.workers_per_node):
         for split in layout.worker_splits(worker):
             prefix = layout.split_prefix(split)

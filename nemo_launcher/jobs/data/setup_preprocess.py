@@ -23,7 +23,7 @@ log = logging.getLogger("data.setup_preprocess")
 def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("setup_preprocess", argv)
     layout = Mc4Layout(cfg)
-    if not cfg.flag("train_tokenizer", False):
+    if not cfg.bound.train_tokenizer:
         ensure_tokenizer_files(cfg)
     splits = layout.splits()
     report = StepReport("setup_preprocess", unit="split")

@@ -22,15 +22,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ...contract.tokenizers import MEGATRON_TYPES, TOKENIZER_LIBRARIES as LIBRARIES, WORDPIECE_TYPES
 from .errors import DataPrepError
 from .indexed_format import token_dtype
 from .segment_cache import SegmentCachedEncoder, supports
 from .word_cache import WordCachedEncoder
 
-LIBRARIES = ("megatron", "sentencepiece", "huggingface")
-# Megatron's tokenizer types that the megatron library builds from files: name -> lower-cases the text (WordPiece).
-WORDPIECE_TYPES = {"BertWordPieceCase": False, "BertWordPieceLowerCase": True}
-MEGATRON_TYPES = ("GPT2BPETokenizer",) + tuple(WORDPIECE_TYPES)
 _GPT2_EOD = "<|endoftext|>"
 # WordPiece vocabularies have no end-of-text token; BERT separates segments with [SEP].
 _WORDPIECE_EOD = "[SEP]"

@@ -65,7 +65,7 @@ def iter_texts(files: Iterable[str], key: str) -> Iterator[str]:
 
 def dataset_text_files(cfg: StepConfig) -> List[str]:
     """The files whose text the tokenizer learns from, for the configured dataset."""
-    dataset = cfg.text("dataset")
+    dataset = cfg.bound.dataset
     if dataset == "custom_dataset":
         from .custom_layout import raw_files
 
@@ -74,7 +74,7 @@ def dataset_text_files(cfg: StepConfig) -> List[str]:
         from .pile_layout import PileLayout
 
         layout = PileLayout(cfg)
-        files = [layout.shard(number).extracted for number in cfg.file_numbers()]
+        files = [layout.shard(number).extracted for number in cfg.bound.shard_numbers()]
         step = "download and extract steps (data_preparation.download_the_pile=True)"
     else:
         from .mc4_layout import Mc4Layout
@@ -110,7 +110,7 @@ def train_sentencepiece(cfg: StepConfig, args: dict, model_path: str) -> None:
         options["input"] = ",".join(os.path.abspath(path) for path in str(options["input"]).split(","))
     else:
         options.pop("input_format", None)
-        options["sentence_iterator"] = iter_texts(dataset_text_files(cfg), cfg.text("json_key"))
+        options["sentence_iterator"] = iter_texts(dataset_text_files(cfg), cfg.bound.json_key)
     sentencepiece.set_random_generator_seed(1234)  # sampling (input_sentence_size) gives the same lines every run
     # The model records its model_prefix: a bare name, written in a fixed folder, keeps the .model byte-stable.
     work = os.path.join(save_dir, f".{prefix}.training")
@@ -153,9 +153,9 @@ def train_wordpiece(cfg: StepConfig, args: dict, vocab_path: str) -> None:
     specials = WORDPIECE_SPECIALS + [f"<extra_id_{i}>" for i in range(int(args.get("sentinel_tokens") or 0))]
     vocab_size = int(args.get("vocab_size") or 30000)
     normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                            lowercase=WORDPIECE_TYPES[cfg.text("tokenizer_type")])
+                                            lowercase=WORDPIECE_TYPES[cfg.bound.tokenizer_type])
     pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    lines = _words_per_line(iter_texts(dataset_text_files(cfg), cfg.text("json_key")), normalizer.normalize_str,
+    lines = _words_per_line(iter_texts(dataset_text_files(cfg), cfg.bound.json_key), normalizer.normalize_str,
                             pre_tokenizer.pre_tokenize_str)
     model = io.BytesIO()
     sentencepiece.set_random_generator_seed(1234)  # sampling of input_sentence_size lines, if it happens
@@ -185,8 +185,9 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str) -> None:
         log.info("train_tokenizer_args %s are SentencePiece options; the byte-level BPE ignores them", ignored)
     if (args.get("input_format") or "text") != "text":
         raise DataConfigError("data_preparation.train_tokenizer_args.input_format: the byte-level BPE reads text files only")
-    eod = cfg.get("eod_token", None) or "<|endoftext|>"
-    save_dir = cfg.get("bpe_save_dir", None) or os.path.dirname(os.path.abspath(model_path))
+    eod = cfg.bound.eod_token or "<|endoftext|>"
+    # Only custom_dataset names a folder for the trained files; pile and mc4 write them beside the model.
+    save_dir = getattr(cfg.bound, "bpe_save_dir", None) or os.path.dirname(os.path.abspath(model_path))
     os.makedirs(save_dir, exist_ok=True)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -194,12 +195,12 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str) -> None:
     trainer = trainers.BpeTrainer(vocab_size=int(args.get("vocab_size") or 8000),
                                   min_frequency=int(args.get("min_frequency") or 2),
                                   special_tokens=[eod], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=bool(cfg.get("progress", True)))
+                                  show_progress=cfg.bound.progress)
     with tempfile.TemporaryDirectory(dir=save_dir) as work:
         if args.get("input"):
             tokenizer.train([args["input"]], trainer)
         else:
-            tokenizer.train_from_iterator(iter_texts(dataset_text_files(cfg), cfg.text("json_key")), trainer)
+            tokenizer.train_from_iterator(iter_texts(dataset_text_files(cfg), cfg.bound.json_key), trainer)
         tokenizer.model.save(work)
         for name in ("vocab.json", "merges.txt"):
             os.replace(os.path.join(work, name), os.path.join(save_dir, name))
@@ -212,25 +213,27 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str) -> None:
 def main(argv=None) -> StepReport:
     cfg = StepConfig.from_argv("train_tokenizer", argv)
     report = StepReport("train_tokenizer", unit="tokenizer")
-    if not cfg.flag("train_tokenizer"):
+    section = cfg.bound
+    if not section.train_tokenizer:
         log.info("train_tokenizer is false; nothing to do")
         return report
-    library = cfg.choice("tokenizer_library", ("sentencepiece", "huggingface", "megatron"))
+    # The schema refused what cannot be trained (GPT-2's BPE is downloaded) and a tokenizer without its file.
+    tokenizer = section.tokenizer_files()
+    library = tokenizer["library"]
     if library == "megatron":
-        cfg.choice("tokenizer_type", tuple(WORDPIECE_TYPES))  # GPT-2's BPE is downloaded (the schema says so too)
-        output, train = cfg.text("vocab_file"), train_wordpiece
+        output, train = tokenizer["vocab_file"], train_wordpiece
     else:
-        output = cfg.text("tokenizer_model")
+        output = tokenizer["model"]
         train = train_sentencepiece if library == "sentencepiece" else train_byte_level_bpe
     if os.path.isfile(output):
         log.info("%s exists; kept (delete it to train again)", output)
         report.kept(library, output=output)
         return report
-    args = dict(cfg.get("train_tokenizer_args") or {})
+    args = dict(section.train_tokenizer_args)
     train(cfg, args, output)
     log.info("trained %s tokenizer: %s", library, output)
     report.done(library, output=output)
-    report.note("model", f"{output} ({cfg.get('tokenizer_type', None) or library}, vocabulary {args.get('vocab_size') or 'default'})")
+    report.note("model", f"{output} ({tokenizer['type'] or library}, vocabulary {args.get('vocab_size') or 'default'})")
     return report
 
 

@@ -6,34 +6,11 @@ stopped. Signals, max_time, self-requeue, exit codes: the trainer core's (nemo_l
 """
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.dit.train"
+from ...contract.schemas.dit_training import DitTrainingConfig
+from ..core.entry import training_main
 
-
-def _recipe(cfg):
-    from .recipe import dit_recipe
-
-    return dit_recipe(cfg)
-
-
-def _build(*args, **kwargs):
-    from .recipe import build_dit_parts
-
-    return build_dit_parts(*args, **kwargs)
-
-
-def _module(parts):
-    from .recipe import DitModule
-
-    return DitModule(parts)
-
-
-def main(argv=None) -> int:
-    # The recipe's modules (torch, megatron-core, energon) load only once the core has installed its log filters.
-    from ..core.program import run_program
-    from ...contract.schemas.dit_training import DitTrainingConfig
-
-    return run_program(argv, PROG, DitTrainingConfig, _recipe, build=_build, module_class=_module)
-
+main = training_main("python3 -m nemo_launcher.jobs.dit.train", DitTrainingConfig, f"{__package__}.recipe", recipe="dit_recipe",
+                     build="build_dit_parts", module="DitModule")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,22 +2,36 @@
 256-pixel images, and a generated stand-in in COCO's layout.
 
     cfg = load_data_config("preprocess", argv)          # FidEvaluationDataConfig, as the launcher bound it
+    main = step_main("preprocess", "set", write)        # a step module's main: bind, write(cfg, report), report
     images, annotations = read_coco_captions(path)      # {image id: file name}, [(annotation id, image id, caption)]
     write_caption_files(cfg)                            # <captions_output_dir>/<stem>_<annotation id>.txt
 """
 import json
 import os
 import random
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from nemo_launcher.contract.schemas.fid_evaluation_data import CocoReferenceData, FidEvaluationDataConfig
 
 from ..data.config import load_bound
 from ..data.errors import DataPrepError
+from ..data.step_report import StepReport
 
 
 def load_data_config(step: str, argv: Sequence[str] = None) -> FidEvaluationDataConfig:
     return load_bound(FidEvaluationDataConfig, f"nemo_launcher.jobs.fid_evaluation.{step}", argv)
+
+
+def step_main(step: str, unit: str, write: Callable[[FidEvaluationDataConfig, StepReport], None]):
+    """The `main(argv)` of the reference-data step `step`: bind its config, let `write` do the work and report on
+    it (in `unit`s), return the report for run_step to print."""
+
+    def main(argv: Sequence[str] = None) -> StepReport:
+        report = StepReport(step, unit=unit)
+        write(load_data_config(step, argv), report)
+        return report
+
+    return main
 
 
 def read_coco_captions(path: str) -> Tuple[Dict[int, str], List[Tuple[int, int, str]]]:

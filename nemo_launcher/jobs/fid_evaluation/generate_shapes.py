@@ -4,7 +4,7 @@
 """
 from ..data.config import run_step
 from ..data.step_report import StepReport
-from .coco import load_data_config, write_coco_shapes
+from .coco import step_main, write_coco_shapes
 
 
 def write(cfg, report: StepReport) -> None:
@@ -16,10 +16,7 @@ def write(cfg, report: StepReport) -> None:
     report.note("captions", cfg.coco_captions_file)
 
 
-def main(argv=None) -> StepReport:
-    report = StepReport("generate_shapes", unit="set")
-    write(load_data_config("generate_shapes", argv), report)
-    return report
+main = step_main("generate_shapes", "set", write)
 
 
 if __name__ == "__main__":

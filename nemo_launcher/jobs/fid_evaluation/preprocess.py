@@ -6,7 +6,7 @@ PNG (preprocess_images) and num_captions captions sampled from captions_val2014.
 """
 from ..data.config import run_step
 from ..data.step_report import StepReport
-from .coco import load_data_config, write_caption_files, write_square_images
+from .coco import step_main, write_caption_files, write_square_images
 
 
 def write(cfg, report: StepReport) -> None:
@@ -21,10 +21,7 @@ def write(cfg, report: StepReport) -> None:
         report.note("captions", f"{count} sampled (seed {cfg.seed})")
 
 
-def main(argv=None) -> StepReport:
-    report = StepReport("preprocess", unit="set")
-    write(load_data_config("preprocess", argv), report)
-    return report
+main = step_main("preprocess", "set", write)
 
 
 if __name__ == "__main__":

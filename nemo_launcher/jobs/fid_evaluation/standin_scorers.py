@@ -5,7 +5,7 @@ downloads here). See standins.py for what scores computed with them mean.
 """
 from ..data.config import run_step
 from ..data.step_report import StepReport
-from .coco import load_data_config
+from .coco import step_main
 
 
 def write(cfg, report: StepReport) -> None:
@@ -17,10 +17,7 @@ def write(cfg, report: StepReport) -> None:
     report.done("clip", output=write_tiny_clip(spec.clip_model_path, spec.seed))
 
 
-def main(argv=None) -> StepReport:
-    report = StepReport("standin_scorers", unit="network")
-    write(load_data_config("standin_scorers", argv), report)
-    return report
+main = step_main("standin_scorers", "network", write)
 
 
 if __name__ == "__main__":

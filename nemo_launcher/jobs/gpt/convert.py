@@ -19,21 +19,9 @@ spawn a helper process that re-imports this module.
 import sys
 
 from ...contract.schemas.gpt_conversion import ConversionConfig
+from ..core.entry import conversion_main
 
-PROGRAM = "nemo_launcher.jobs.gpt.convert"
-
-
-def main(argv=None) -> int:
-    from ..core.conversion import run_conversion
-
-    return run_conversion(argv, PROGRAM, ConversionConfig, _family)
-
-
-def _family():
-    from .converter import GPT
-
-    return GPT
-
+main = conversion_main("nemo_launcher.jobs.gpt.convert", ConversionConfig, f"{__package__}.converter", "GPT")
 
 if __name__ == "__main__":
     sys.exit(main())

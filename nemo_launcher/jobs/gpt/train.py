@@ -6,27 +6,15 @@
 
 What it reads and writes, resuming, stop signals and exit codes (0, 2, 74, 75): core/program.py.
 
-Only the standard library is imported at module level: dist_checkpointing starts a helper process by
-spawning, which re-imports this module; it must not pay for torch and megatron a second time.
+Only the standard library and the contract are imported at module level: dist_checkpointing starts a helper
+process by spawning, which re-imports this module; it must not pay for torch and megatron a second time.
 """
 import sys
 
+from ...contract.schemas.gpt_training import TrainingConfig
+from ..core.entry import training_main
 
-PROG = "python3 -m nemo_launcher.jobs.gpt.train"
-
-
-def main(argv=None) -> int:
-    from ..core.program import run_program
-    from ...contract.schemas.gpt_training import TrainingConfig
-
-    return run_program(argv, PROG, TrainingConfig, _recipe)
-
-
-def _recipe(cfg):
-    from .recipe import GPT
-
-    return GPT
-
+main = training_main("python3 -m nemo_launcher.jobs.gpt.train", TrainingConfig, f"{__package__}.recipe", recipe="GPT")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,34 +7,11 @@ self-requeue, exit codes: the trainer core's (nemo_launcher/jobs/core/program.py
 """
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.stable_diffusion.train"
+from ...contract.schemas.stable_diffusion_training import StableDiffusionTrainingConfig
+from ..core.entry import training_main
 
-
-def _recipe(cfg):
-    from .recipe import sd_recipe
-
-    return sd_recipe(cfg)
-
-
-def _build(*args, **kwargs):
-    from .recipe import build_sd_parts
-
-    return build_sd_parts(*args, **kwargs)
-
-
-def _module(parts):
-    from .recipe import SdModule
-
-    return SdModule(parts)
-
-
-def main(argv=None) -> int:
-    # torch, megatron-core, diffusers and transformers load only once the core has installed its log filters.
-    from ..core.program import run_program
-    from ...contract.schemas.stable_diffusion_training import StableDiffusionTrainingConfig
-
-    return run_program(argv, PROG, StableDiffusionTrainingConfig, _recipe, build=_build, module_class=_module)
-
+main = training_main("python3 -m nemo_launcher.jobs.stable_diffusion.train", StableDiffusionTrainingConfig, f"{__package__}.recipe", recipe="sd_recipe",
+                     build="build_sd_parts", module="SdModule")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,21 +21,9 @@ re-imports this module.
 import sys
 
 from ...contract.schemas.t5_conversion import T5ConversionConfig
+from ..core.entry import conversion_main
 
-PROGRAM = "nemo_launcher.jobs.t5.convert"
-
-
-def main(argv=None) -> int:
-    from ..core.conversion import run_conversion
-
-    return run_conversion(argv, PROGRAM, T5ConversionConfig, _family)
-
-
-def _family():
-    from .converter import T5
-
-    return T5
-
+main = conversion_main("nemo_launcher.jobs.t5.convert", T5ConversionConfig, f"{__package__}.converter", "T5")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,34 +6,11 @@ unseen image. Signals, max_time, self-requeue, exit codes: the trainer core's (n
 """
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.vit.train"
+from ...contract.schemas.vit_training import VitTrainingConfig
+from ..core.entry import training_main
 
-
-def _recipe(cfg):
-    from .recipe import vit_recipe
-
-    return vit_recipe(cfg)
-
-
-def _build(*args, **kwargs):
-    from .recipe import build_vit_parts
-
-    return build_vit_parts(*args, **kwargs)
-
-
-def _module(parts):
-    from .recipe import VitModule
-
-    return VitModule(parts)
-
-
-def main(argv=None) -> int:
-    # The recipe's modules (torch, megatron-core) load only once the core has installed its log filters.
-    from ..core.program import run_program
-    from ...contract.schemas.vit_training import VitTrainingConfig
-
-    return run_program(argv, PROG, VitTrainingConfig, _recipe, build=_build, module_class=_module)
-
+main = training_main("python3 -m nemo_launcher.jobs.vit.train", VitTrainingConfig, f"{__package__}.recipe", recipe="vit_recipe",
+                     build="build_vit_parts", module="VitModule")
 
 if __name__ == "__main__":
     sys.exit(main())
