@@ -10,8 +10,32 @@ programs take their rank from torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADD
 Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; the Slurm script exports MASTER_ADDR and MASTER_PORT),
 and run as a single process when neither is set. Array jobs read their index from SLURM_ARRAY_TASK_ID
 and process every index when it is not set.
+
+Packages form layers; each imports only packages of lower layers (tests/test_layering.py holds this, imports
+inside functions included):
+
+    common  config reading, process group, run directory, reports, tokenizers, the job error family
+    core    trainer core, checkpoints, conversion flow, the .nemo archive, inference set-up
+    steps   the data-step framework (step config, report, fetch) that every data step builds on
+    wings   shared by several families, each taking a per-family record, never branching on a family's name:
+            tuning (PEFT methods), serving (Triton helpers), vision, multimodal (image-text data), data (text)
+    families one package each
+
+LAYERS is read by that test with `ast` (the job side is not imported there): keep it a literal.
 """
 
 from .common import import_hooks as _import_hooks
+
+LAYERS = {
+    "common": 0,
+    "core": 1, "steps": 1,
+    "tuning": 2, "serving": 2, "vision": 2, "multimodal": 2, "data": 2,
+    "gpt": 3, "t5": 3, "bert": 3, "vit": 3, "clip": 3, "stable_diffusion": 3, "dit": 3, "fid_evaluation": 3,
+}
+
+# Imports between packages of one layer that are part of the design, each with its reason. Nothing else in a
+# layer imports its neighbours.
+SAME_LAYER_IMPORTS = {
+}
 
 _import_hooks.install()
