@@ -35,7 +35,7 @@ def _logits(model, tokens):
 def test_only_adapters_train_and_merging_keeps_the_function(reference, tiny_nemo):  # noqa: F811
     from nemo_launcher.jobs.core.lora import add_lora
     from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo, load_gpt_nemo as load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import LoraSection
     from nemo_launcher.jobs.common.config import bind
 
@@ -127,7 +127,8 @@ def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_
     same losses, adapter file and merged model: the column/row splits of A and B, SwiGLU's [gate; up] rows, the
     sharded checkpoints and the sharded save all line up. The model is the `improved` style (SwiGLU, RoPE, GQA)."""
     from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
-    from nemo_launcher.jobs.gpt.nemo_archive import load_nemo, save_nemo
+    from nemo_launcher.jobs.core.nemo_archive import save_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_nemo as load_nemo
 
     from .gpt_models import model_section, random_model
 

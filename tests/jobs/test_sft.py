@@ -173,7 +173,7 @@ def test_fine_tuning_loss_falls_and_counts_answer_tokens_only(tmp_path, tiny_nem
     import torch
 
     from nemo_launcher.jobs.core.steps import masked_token_loss
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo, load_gpt_nemo as load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import SftConfig
     from nemo_launcher.jobs.gpt.sft_data import SampleEncoder, collate, read_jsonl
 

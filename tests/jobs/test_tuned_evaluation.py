@@ -39,7 +39,7 @@ def test_lines(tmp_path_factory):
 
 
 def _base():
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
 
     return load_gpt_from_nemo
 

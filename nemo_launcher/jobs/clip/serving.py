@@ -23,7 +23,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from ..gpt.serving import TensorSpec
+from ..serving.text import TensorSpec
 
 SETTINGS_FILE = "clip_serving.json"  # in clip_trt's version folder: text length, temperature, tokenizer, graph
 TEXT_GRAPH = "clip_text.onnx"

@@ -18,7 +18,7 @@ from .tuning import Method
 
 
 def save_method_file(path: str, settings: Dict[str, Any], state: Dict[str, torch.Tensor], base_model: str, stage: str) -> None:
-    from ..gpt.nemo_archive import save_nemo
+    from .nemo_archive import save_nemo
     from ..gpt.tuned_files import saving, tensor_bytes
 
     with saving(path, 2 * tensor_bytes(state), stage):
@@ -28,7 +28,7 @@ def save_method_file(path: str, settings: Dict[str, Any], state: Dict[str, torch
 def load_method_file(path: str, *methods: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """(settings, tensors) of a result file of one of `methods` (prompt, adapter, ia3); refuses any other .nemo."""
     from ..common.config import JobConfigError
-    from ..gpt.nemo_archive import load_nemo
+    from .nemo_archive import load_nemo
 
     config, state = load_nemo(path)
     settings = config.get("tuning")

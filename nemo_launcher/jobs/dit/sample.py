@@ -19,7 +19,7 @@ def _model(training, on_gpu: bool):
     import dataclasses
 
     from ..core.transformer import cpu_build_context
-    from ..gpt.standalone import start_model_parallel
+    from ..core.standalone import start_model_parallel
     from .model import dit_chunk, transformer_config
 
     start_model_parallel(1, 1, seed=training.model.seed)
@@ -37,7 +37,7 @@ def sample(cfg, training, log=print) -> Dict:
     import torch
 
     from ..core.conversion import find_checkpoint, load_checkpoint_weights
-    from ..gpt.nemo_archive import load_weights
+    from ..core.nemo_archive import load_weights
     from .diffusion import sampling_scheduler
     from .shapes_data import text_embedding
 

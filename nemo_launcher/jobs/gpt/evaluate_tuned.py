@@ -23,7 +23,8 @@ class GptSide:
 
     @staticmethod
     def load(m):
-        from .nemo_archive import load_gpt_from_nemo, read_nemo_config
+        from ..core.nemo_archive import read_nemo_config
+        from .inference import load_gpt_from_nemo
 
         model, tokenizer = load_gpt_from_nemo(m.language_model_path, m.tensor_model_parallel_size, 1, m.precision_name())
         base = read_nemo_config(m.language_model_path)
@@ -54,7 +55,7 @@ class GptSide:
     def answer(model, tokenizer, batch, prompts, m) -> List[List[int]]:
         from ..common.tuned_evaluation import virtual_placement
         from .generate import greedy_generate_batch
-        from .nemo_archive import read_nemo_config
+        from ..core.nemo_archive import read_nemo_config
 
         def place(tokens: torch.Tensor) -> None:  # before each forward: as wide as the tokens so far
             prompts.place(*virtual_placement(batch, tokens.shape[1], tokens.device))

@@ -84,10 +84,10 @@ class GptTuning(Tuning):
         from ..common.config import bind
         from ..common.tokenizer import load_tokenizer
         from ...contract.schemas.gpt_training import ModelSection
-        from .nemo_archive import layout_of, load_nemo, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
+        from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
         from ..core.shards import split_state_dict
         from .shards import gpt_shard_layout
-        from .standalone import build_inference_model, inference_section
+        from .inference import build_inference_model, inference_section, load_gpt_nemo
 
         cfg, path = self.cfg, self.base_path
         tp = cfg.model.tensor_model_parallel_size
@@ -101,7 +101,7 @@ class GptTuning(Tuning):
         if layout_of(self.nemo_config) == (tp, 1):
             state_dict = load_nemo_shard(path, tp_rank, 0)
         else:  # an archive of another layout is merged and cut again for this TP (each rank reads it whole once)
-            _, full = load_nemo(path)
+            _, full = load_gpt_nemo(path)
             state_dict = split_state_dict(full, gpt_shard_layout(self.nemo_config, tp, 1), tp_rank, 0)
         self._vocab_rows = padded_vocab_of(state_dict, tp, self.tokenizer.vocab_size)
         model = build_inference_model(section, self._vocab_rows, cfg.trainer.precision_name())

@@ -24,7 +24,7 @@ class T5Side:
         self._ready = None  # the base as generation runs it (inside Float16Module in bf16/fp16)
 
     def load(self, m):
-        from ..gpt.nemo_archive import read_nemo_config
+        from ..core.nemo_archive import read_nemo_config
         from .standalone import load_t5_from_nemo
 
         model, tokenizer = load_t5_from_nemo(m.language_model_path, m.tensor_model_parallel_size, 1, m.precision_name())

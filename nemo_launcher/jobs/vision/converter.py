@@ -14,7 +14,7 @@ import torch
 from ..common.config import JobConfigError
 from ..core.conversion import ConversionFamily
 from ..core.shards import merge_shards
-from ..gpt import nemo_archive
+from ..core import nemo_archive
 from .saved_models import (SAVED_KEY, build_vision_model, inference_section, saved_config, start_vision_parallel,
                            vision_shard_layout)
 

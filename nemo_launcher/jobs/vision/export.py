@@ -39,7 +39,7 @@ def _check_sizes(cfg, saved) -> None:
 
 
 def _tensor_specs(saved, graph) -> tuple:
-    from ..gpt.serving import TensorSpec
+    from ..serving.text import TensorSpec
 
     height, width = saved.image_size
     if graph.name == "clip_text":

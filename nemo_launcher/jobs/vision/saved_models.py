@@ -7,7 +7,7 @@ conversion stage, read by evaluation, framework inference and export.
     saved.classify(batch)                   # ViT: logits [b, classes]; saved.class_names when known
     saved.image_features(batch), saved.text_features(["a red circle"]), saved.logit_scale()    # CLIP
 
-The archive is gpt/nemo_archive.py's (model_config.yaml, model_weights.pt, tokenizer/<files>): model_config.yaml
+The archive is core/nemo_archive.py's (model_config.yaml, model_weights.pt, tokenizer/<files>): model_config.yaml
 holds the training `model:` section as bound, plus one `vision_saved_model:` entry with what is not part of it
 (the family, the precision trained in, the class folder names of a ViT). Weights are the TP=1 state dict of the
 family's chunk (jobs/vit/model.py VitClassifier, jobs/clip/model.py ClipModel) with megatron-core's local-spec
@@ -102,7 +102,7 @@ def save_vision_model(path, family: str, model_section: Mapping[str, Any], state
                       precision: str, class_names: Optional[Sequence[str]] = None) -> Path:
     """Writes the archive (atomically: a later stage never sees half of it). `model_section`: the training config's
     `model:` mapping; for CLIP with library clip its tokenizer files are packed."""
-    from ..gpt.nemo_archive import save_nemo
+    from ..core.nemo_archive import save_nemo
 
     return save_nemo(path, saved_config(family, model_section, precision, class_names), state_dict)
 
@@ -212,7 +212,7 @@ class SavedVisionModel:
 
 def read_saved_config(path) -> Tuple[str, Dict[str, Any], Dict[str, Any]]:
     """(family, model section mapping, vision_saved_model entry); tokenizer files extracted to a temporary folder."""
-    from ..gpt.nemo_archive import read_nemo_config
+    from ..core.nemo_archive import read_nemo_config
 
     config = read_nemo_config(path)
     saved = config.pop(SAVED_KEY, None)
@@ -233,12 +233,12 @@ def inference_section(model, family: str):
 
 
 def start_vision_parallel(tensor_parallel: int = 1, seed: int = 1234):
-    """The process group and megatron's parallel state (gpt/standalone.py), with the vision modules loaded first so
+    """The process group and megatron's parallel state (core/standalone.py), with the vision modules loaded first so
     that the CPU shim patches them too."""
     import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
     import megatron.core.models.vision.clip_vit_model  # noqa: F401
     import megatron.core.models.vision.vit_layer_specs  # noqa: F401
-    from ..gpt.standalone import start_model_parallel
+    from ..core.standalone import start_model_parallel
 
     return start_model_parallel(tensor_parallel, 1, seed)
 
@@ -250,7 +250,7 @@ def build_vision_model(family: str, model, precision: str, vocab_size: int = 0, 
     import functools
 
     from ..core.transformer import build_chunks
-    from ..gpt.standalone import PRECISIONS, on_gpu
+    from ..core.standalone import PRECISIONS, on_gpu
 
     if precision not in PRECISIONS:
         raise JobConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
@@ -279,8 +279,8 @@ def load_vision_model(path, precision: Optional[str] = None) -> SavedVisionModel
     """The archive's model at TP=1 in eval mode (one process is enough: the process group is started when none is).
     precision: fp32, bf16 or fp16; by default the dtype the weights are stored in."""
     from ..core.shards import merge_shards
-    from ..gpt.nemo_archive import layout_of, load_nemo_shard, load_weights
-    from ..gpt.standalone import precision_of
+    from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights
+    from ..core.standalone import precision_of
     from ...contract.schemas.vision_training import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, IMAGENET_STD
 
     family, section, saved = read_saved_config(path)

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence
 
-from ..gpt.export import VERSION, parameter_pbtxt, tensors_pbtxt
+from ..serving.triton_export import VERSION, parameter_pbtxt, tensors_pbtxt
 
 PLATFORMS = {".plan": "tensorrt_plan", ".onnx": "onnxruntime_onnx"}
 
