@@ -66,12 +66,12 @@ def package_imports() -> Dict[Tuple[str, str], List[str]]:
     edges = defaultdict(list)
     for path in sorted(JOBS.rglob("*.py")):
         source = _job_package(_module_name(path)[0])
+        seen = set()
         for line, module in imports_of(path):
             target = _job_package(module)
-            if source and target and target != source:
-                where = f"{path.relative_to(REPO)}:{line} imports {module}"
-                if where not in edges[(source, target)]:
-                    edges[(source, target)].append(where)
+            if source and target and target != source and (line, target) not in seen:
+                seen.add((line, target))  # one entry per import statement, not per imported name
+                edges[(source, target)].append(f"{path.relative_to(REPO)}:{line} imports {module}")
     return edges
 
 

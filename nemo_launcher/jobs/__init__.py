@@ -18,8 +18,9 @@ inside functions included):
     core    trainer core, checkpoints, conversion flow, the .nemo archive, inference set-up
     steps   the data-step framework (step config, report, fetch) that every data step builds on
     wings   shared by several families, each taking a per-family record, never branching on a family's name:
-            tuning (PEFT methods), serving (Triton helpers), vision, multimodal (image-text data), data (text)
-    families one package each
+            serving (Triton helpers), tuning (PEFT methods), multimodal (image-text data, caption tokenizer),
+            data (the text pipeline); then vision (image towers, conversion, export), which builds on the first
+    families one package each (fid_evaluation: the diffusion families' evaluation)
 
 LAYERS is read by that test with `ast` (the job side is not imported there): keep it a literal.
 """
@@ -29,13 +30,17 @@ from .common import import_hooks as _import_hooks
 LAYERS = {
     "common": 0,
     "core": 1, "steps": 1,
-    "tuning": 2, "serving": 2, "vision": 2, "multimodal": 2, "data": 2,
-    "gpt": 3, "t5": 3, "bert": 3, "vit": 3, "clip": 3, "stable_diffusion": 3, "dit": 3, "fid_evaluation": 3,
+    "serving": 2, "tuning": 2, "multimodal": 2, "data": 2,
+    "vision": 3,
+    "gpt": 4, "t5": 4, "bert": 4, "vit": 4, "clip": 4, "stable_diffusion": 4, "dit": 4, "fid_evaluation": 4,
 }
 
 # Imports between packages of one layer that are part of the design, each with its reason. Nothing else in a
 # layer imports its neighbours.
 SAME_LAYER_IMPORTS = {
+    # T5's tuning jobs are GPT's tuning job (gpt/tuning.py, gpt/finetune.py) around a T5Model, with GPT's
+    # prompt/answer data (gpt/tuning_data.py).
+    ("t5", "gpt"): "T5's tuning programs extend GPT's tuning job",
+    # The FID/CLIP evaluation generates its images with the Stable Diffusion model it scores.
+    ("fid_evaluation", "stable_diffusion"): "FID evaluation samples the Stable Diffusion model it scores",
 }
-
-_import_hooks.install()

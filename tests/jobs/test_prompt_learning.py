@@ -57,7 +57,7 @@ def _section(stage, nemo, data, work, task="colors", **model):
     ("ia3_learning", ".ia3", "ia3"),
 ])
 def test_each_method_trains_and_saves_only_its_own_tensors(stage, marker, method, tmp_path, tiny_nemo):  # noqa: F811
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     data = _lines(tmp_path / "colors.jsonl", "colors", COLORS)
     stdout = run_tuning(stage, _section(stage, tiny_nemo, data, tmp_path / "run"), tmp_path / "run").stdout
@@ -80,7 +80,7 @@ def test_each_method_trains_and_saves_only_its_own_tensors(stage, marker, method
 
 
 def test_adding_a_task_leaves_the_first_tasks_virtual_tokens_bit_identical(tmp_path, tiny_nemo):  # noqa: F811
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     colors = _lines(tmp_path / "colors.jsonl", "colors", COLORS)
     shapes = _lines(tmp_path / "shapes.jsonl", "shapes", SHAPES)
@@ -128,7 +128,7 @@ def uninterrupted(tmp_path_factory, sharp_nemo):  # noqa: F811
 
 
 def _result(work, name):
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     return load_method_file(work / "result.nemo", METHODS[name][2])[1]
 

@@ -55,7 +55,7 @@ def digest(path) -> str:
 
 
 def adapters_of(work):
-    from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
 
     return load_adapter_file(work / "checkpoints" / f"{NAME}.nemo")
 

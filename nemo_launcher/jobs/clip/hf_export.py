@@ -122,7 +122,7 @@ def hf_config(model: Mapping[str, Any], vocab_rows: int, bos: int, eos: int) -> 
 
 def export_hf(model: Mapping[str, Any], state: Mapping[str, torch.Tensor], out_dir, dtype: Optional[torch.dtype]) -> str:
     """Writes the folder; the vocabulary rows stay padded (token ids above the tokenizer's are never produced)."""
-    from .tokenizer import ClipBpeTokenizer
+    from ..multimodal.caption_tokenizer import ClipBpeTokenizer
 
     architecture = hf_architecture(model)
     tokenizer = ClipBpeTokenizer(model["tokenizer"]["vocab_file"], model["tokenizer"]["merge_file"])

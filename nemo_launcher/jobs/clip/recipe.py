@@ -131,7 +131,7 @@ def build_clip_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
     from ..core.datasets import dataset_sizes
     from ..core.parts import assemble_parts
     from ..core.transformer import build_chunks, padded_vocab_size, transformer_engine_available
-    from .tokenizer import load_clip_tokenizer
+    from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
     m = cfg.model
     use_te = m.transformer_engine and on_gpu and transformer_engine_available()

@@ -45,7 +45,7 @@ class ClipScorer:
     def load(cls, version_dir) -> "ClipScorer":
         import onnxruntime
 
-        from .tokenizer import load_clip_tokenizer
+        from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
         folder = Path(version_dir)
         settings = json.loads((folder / SETTINGS_FILE).read_text())

@@ -18,11 +18,12 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 import torch
 
 from ..common.config import JobConfigError, bind
+from ..common.errors import JobError
 
 _EMBEDDING = "embedding.word_embeddings.weight"
 
 
-class HFExportError(ValueError):
+class HFExportError(JobError, ValueError):
     """The model has no exact Hugging Face counterpart; the message says which keys stand in the way."""
 
 

@@ -17,7 +17,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 from .sentences import split_sentences
 from .tokenizer import Tokenizer, TokenizerSpec, load_tokenizer
 

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from . import chunk_encoder
 from .chunk_encoder import ChunkResult, ChunkTask, MalformedLine
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 from .indexed_format import complete_dataset, concatenate, read_index_header, write_index
 from .tokenizer import TokenizerSpec, load_tokenizer
 

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 from .indexed_format import token_dtype
 from .segment_cache import SegmentCachedEncoder, supports
 from .word_cache import WordCachedEncoder

@@ -31,9 +31,9 @@ from typing import Iterable, Iterator, List
 
 import zstandard
 
-from .config import DataConfigError, StepConfig, run_step
-from .errors import DataPrepError
-from .step_report import StepReport
+from ..steps.config import DataConfigError, StepConfig, run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
 from .tokenizer import WORDPIECE_TYPES
 
 log = logging.getLogger("data.train_tokenizer")

@@ -12,8 +12,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from nemo_launcher.contract.schemas.fid_evaluation_data import CocoReferenceData, FidEvaluationDataConfig
 
-from ..data.config import load_bound
-from ..data.errors import DataPrepError
+from ..steps.config import load_bound
+from ..common.errors import DataPrepError
 
 
 def load_data_config(step: str, argv: Sequence[str] = None) -> FidEvaluationDataConfig:

@@ -32,7 +32,7 @@ class GptSide:
 
     @staticmethod
     def encoder(tokenizer, layout):
-        from .prompt_data import TemplateEncoder
+        from ..tuning.prompt_data import TemplateEncoder
 
         return TemplateEncoder(tokenizer, layout, add_eos=False)
 
@@ -53,7 +53,7 @@ class GptSide:
 
     @staticmethod
     def answer(model, tokenizer, batch, prompts, m) -> List[List[int]]:
-        from ..common.tuned_evaluation import virtual_placement
+        from ..tuning.tuned_evaluation import virtual_placement
         from .generate import greedy_generate_batch
         from ..core.nemo_archive import read_nemo_config
 
@@ -67,7 +67,7 @@ class GptSide:
 
 
 def evaluate(cfg, placement) -> Dict[str, dict]:
-    from ..common.tuned_evaluation import evaluate_tuned
+    from ..tuning.tuned_evaluation import evaluate_tuned
 
     return evaluate_tuned(cfg, placement, GptSide)
 
@@ -81,7 +81,7 @@ def schema_for(section: Dict[str, Any]):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ..common.qa_results import run_evaluation
+    from ..core.qa_results import run_evaluation
 
     return run_evaluation(argv, PROG, lambda section: schema_for(section).from_dict(section), evaluate,
                           lambda cfg: f"{cfg.model.method_file} on {cfg.model.language_model_path}")

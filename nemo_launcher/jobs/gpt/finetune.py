@@ -20,7 +20,7 @@ PROG = "python3 -m nemo_launcher.jobs.gpt.finetune"
 
 def tuning_job(cfg, stage: str):
     """The GptTuning of a bound `fine_tuning` or `peft` section (SftConfig): its data, and all weights or LoRA."""
-    from ..core.lora import LoraMethod
+    from ..tuning.lora import LoraMethod
     from .tuning import AllWeights, GptTuning
     from .tuning_data import PromptAnswerData
 

@@ -11,7 +11,7 @@ import sys
 
 
 def merge_files(base: str, adapter: str, output: str) -> str:
-    from .lora_file import load_adapter_file, merge_into_state_dict
+    from ..tuning.lora_file import load_adapter_file, merge_into_state_dict
     from ..core.nemo_archive import save_nemo
     from .inference import load_gpt_nemo
 

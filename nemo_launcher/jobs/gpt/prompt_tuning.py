@@ -16,8 +16,8 @@ PROGRAMS = {stage: f"python3 -m nemo_launcher.jobs.gpt.{stage}" for stage in ("p
 
 
 def run(argv, stage: str) -> int:
-    from ..core.peft_methods import method_for, run_method
-    from .prompt_data import PromptLearningData
+    from ..tuning.peft_methods import method_for, run_method
+    from ..tuning.prompt_data import PromptLearningData
     from .tuning import GptTuning
 
     return run_method(argv, stage, PROGRAMS[stage], lambda cfg: GptTuning(

@@ -16,7 +16,7 @@ import torch
 
 from ..common.config import JobConfigError
 from ..core.recipe import Sequences
-from ..core.tuning import Method, Tuning, TuningModule  # noqa: F401  (Method: the methods' base, here for them)
+from ..tuning.base import Method, Tuning, TuningModule  # noqa: F401  (Method: the methods' base, here for them)
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class AllWeights(Method):
         """Nothing to freeze and nothing to add: every weight of the loaded model trains as it is."""
 
     def write(self, module: TuningModule, job: "GptTuning") -> Dict[str, str]:
-        from .tuned_files import save_model
+        from ..tuning.tuned_files import save_model
 
         save_model(job.model, job.nemo_config, self.output, job.stage, module.parts.placement)
         return {"fine-tuned model": self.output}

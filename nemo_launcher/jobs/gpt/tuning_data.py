@@ -13,7 +13,7 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from .sft_data import EncodedDataset, MixedDataset, SampleEncoder, collate, read_jsonl
+from ..tuning.sft_data import EncodedDataset, MixedDataset, SampleEncoder, collate, read_jsonl
 
 
 class PromptAnswerData:

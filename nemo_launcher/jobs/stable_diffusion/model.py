@@ -187,7 +187,7 @@ def noise_scheduler(model: LatentDiffusionModel):
 def build_stable_diffusion(model: LatentDiffusionModel, load_pretrained: bool = True) -> StableDiffusionParts:
     """The networks a section describes. load_pretrained false skips every from_pretrained / pretrained read (the
     weights come from a .nemo or checkpoint next)."""
-    from ..clip.tokenizer import load_clip_tokenizer
+    from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
     tokenizer = load_clip_tokenizer(model.tokenizer)
     return StableDiffusionParts(unet=build_unet(model, load_pretrained), vae=build_vae(model.first_stage_config, model.scale_factor, load_pretrained),

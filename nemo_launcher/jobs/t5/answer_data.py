@@ -13,7 +13,7 @@ from functools import partial
 from typing import List, Tuple
 
 from ..common.config import JobConfigError
-from ..gpt.sft_data import SampleEncoder
+from ..tuning.sft_data import SampleEncoder
 from ..gpt.tuning_data import PromptAnswerData
 
 

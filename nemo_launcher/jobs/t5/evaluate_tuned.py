@@ -51,7 +51,7 @@ class T5Side:
                                  f"model's {max_length} decoder positions; lower it")
 
     def answer(self, model, tokenizer, batch, prompts, m) -> List[List[int]]:
-        from ..common.tuned_evaluation import virtual_placement
+        from ..tuning.tuned_evaluation import virtual_placement
         from .generate import greedy_answers, inference_ready
 
         if self._ready is None:
@@ -63,13 +63,13 @@ class T5Side:
 
 
 def evaluate(cfg, placement) -> Dict[str, dict]:
-    from ..common.tuned_evaluation import evaluate_tuned
+    from ..tuning.tuned_evaluation import evaluate_tuned
 
     return evaluate_tuned(cfg, placement, T5Side())
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ..common.qa_results import run_evaluation
+    from ..core.qa_results import run_evaluation
     from ...contract.schemas.tuned_evaluation import TunedEvaluationConfig
 
     return run_evaluation(argv, PROG, TunedEvaluationConfig.from_dict, evaluate,

@@ -19,7 +19,7 @@ PROG = "python3 -m nemo_launcher.jobs.t5.peft"
 
 
 def tuning_job(cfg, stage: str):
-    from ..core.lora import LoraMethod
+    from ..tuning.lora import LoraMethod
     from .answer_data import T5AnswerData
     from .prompt_tuning import T5Tuning
 

@@ -17,7 +17,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 
 from ..common.config import JobConfigError
-from ..gpt.prompt_data import PromptLearningData, TemplateEncoder
+from ..tuning.prompt_data import PromptLearningData, TemplateEncoder
 
 Sample = Tuple[List[int], List[bool], List[int], int]  # source ids, virtual flags, answer ids, task number
 

@@ -56,7 +56,7 @@ class T5Tuning(GptTuning):
 
 
 def run(argv, stage: str) -> int:
-    from ..core.peft_methods import method_for, run_method
+    from ..tuning.peft_methods import method_for, run_method
     from .prompt_data import T5PromptData
 
     return run_method(argv, stage, PROGRAMS[stage], lambda cfg: T5Tuning(

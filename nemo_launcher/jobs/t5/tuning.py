@@ -108,7 +108,7 @@ def build_tuning_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None
     .nemo too, then the strategy overwrites every weight with the checkpoint's."""
     from ..core.parts import assemble_parts
     from ..core.schedule import BatchSchedule
-    from ..gpt.sft_data import MixedDataset
+    from ..tuning.sft_data import MixedDataset
 
     check_cpu_precision(cfg.trainer)
     m = cfg.model

@@ -38,7 +38,7 @@ def _inference_section(family: str, section, tp: int, pp: int):
 def _build(family: str, section, vocab_size: int, precision: str) -> torch.nn.Module:
     tokenizer = None
     if family == "clip":
-        from ..clip.tokenizer import load_clip_tokenizer
+        from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
         tokenizer = load_clip_tokenizer(section.tokenizer)
     return build_vision_model(family, section, precision, vocab_size, tokenizer)

@@ -292,7 +292,7 @@ def load_vision_model(path, precision: Optional[str] = None) -> SavedVisionModel
     precision = precision or precision_of(state)
     tokenizer, vocab = None, 0
     if family == "clip":
-        from ..clip.tokenizer import load_clip_tokenizer
+        from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
         tokenizer = load_clip_tokenizer(model.tokenizer)
         vocab = int(state["embedding.word_embeddings.weight"].shape[0])

@@ -24,7 +24,7 @@ from typing import Optional
 
 from tqdm import tqdm
 
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 
 log = logging.getLogger(__name__)
 

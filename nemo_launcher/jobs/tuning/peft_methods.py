@@ -14,12 +14,12 @@ from typing import Any, Dict, Tuple
 
 import torch
 
-from .tuning import Method
+from .base import Method
 
 
 def save_method_file(path: str, settings: Dict[str, Any], state: Dict[str, torch.Tensor], base_model: str, stage: str) -> None:
-    from .nemo_archive import save_nemo
-    from ..gpt.tuned_files import saving, tensor_bytes
+    from ..core.nemo_archive import save_nemo
+    from .tuned_files import saving, tensor_bytes
 
     with saving(path, 2 * tensor_bytes(state), stage):
         save_nemo(path, {"tuning": settings, "base_model": str(base_model)}, state, tokenizer_files={})
@@ -28,7 +28,7 @@ def save_method_file(path: str, settings: Dict[str, Any], state: Dict[str, torch
 def load_method_file(path: str, *methods: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """(settings, tensors) of a result file of one of `methods` (prompt, adapter, ia3); refuses any other .nemo."""
     from ..common.config import JobConfigError
-    from .nemo_archive import load_nemo
+    from ..core.nemo_archive import load_nemo
 
     config, state = load_nemo(path)
     settings = config.get("tuning")
@@ -77,12 +77,12 @@ class PromptMethod(Method):
         self.name = f"{m.virtual_prompt_style} ({', '.join(m.new_tasks)})"
 
     def sharded_state(self):
-        from .tuning import replicated
+        from .base import replicated
 
         return {f"prompt.{name}": replicated(p, f"prompt.{name}") for name, p in self.prompts.trainable().items()}
 
     def load_state(self, state) -> None:
-        from .tuning import copy_into
+        from .base import copy_into
 
         copy_into({f"prompt.{name}": p for name, p in self.prompts.trainable().items()}, state)
 
@@ -129,7 +129,7 @@ class LayerMethod(Method):
         return (houlsby_sharded_state if self.kind == "adapter" else ia3_sharded_state)(self.params)
 
     def load_state(self, state) -> None:
-        from .tuning import copy_into
+        from .base import copy_into
 
         copy_into(self.params, state)
 
@@ -165,7 +165,7 @@ def run_method(argv, stage: str, prog: str, make_job) -> int:
     from types import SimpleNamespace
 
     from ...contract.schemas.gpt_prompt_learning import PromptLearningConfig
-    from .program import run_program
+    from ..core.program import run_program
 
     jobs = {}
 

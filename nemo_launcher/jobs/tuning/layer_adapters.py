@@ -19,7 +19,7 @@ from typing import Dict
 
 import torch
 
-from .tuning import replicated, split
+from .base import replicated, split
 
 
 class HoulsbyAdapter(torch.nn.Module):

@@ -33,7 +33,7 @@ import torch
 from ..common.config import JobConfigError
 from ...contract.schemas.gpt_sft import LoraSection
 from .layer_adapters import transformer_layers
-from .tuning import Method
+from .base import Method
 
 # target name -> ((attribute path inside a transformer layer, parallel kind), ...); a layer without a path (the
 # cross-attention outside a T5 decoder) skips it
@@ -139,7 +139,7 @@ class LoraAdapter(torch.nn.Module):
 
     def sharded_state(self, name: str) -> Dict[str, object]:
         """This rank's A and B as checkpoint entries: the split one with its TP axis, the whole one replicated."""
-        from ..core.tuning import replicated, split
+        from .base import replicated, split
 
         if self.kind == "row":
             return {f"{name}.a": split(self.a, f"{name}.a", 1), f"{name}.b": replicated(self.b, f"{name}.b")}
@@ -191,7 +191,7 @@ class Adapters:
         return state
 
     def load_sharded_state(self, loaded: Dict[str, torch.Tensor]) -> None:
-        from ..core.tuning import copy_into
+        from .base import copy_into
 
         copy_into({f"{name}.lora.{k}": getattr(adapter, k) for name, adapter in self.modules.items() for k in ("a", "b")},
                   loaded)
@@ -304,7 +304,7 @@ class LoraMethod(Method):
         self.adapters: Optional[Adapters] = None
 
     def attach(self, model: torch.nn.Module, job) -> None:
-        from ..gpt.lora_file import load_adapter_file
+        from .lora_file import load_adapter_file
 
         self.adapters = add_lora(model, self.peft.lora_tuning, seed=self.seed)
         if self.peft.restore_from_path:
@@ -325,8 +325,8 @@ class LoraMethod(Method):
                 f"{len(self.adapters.modules)} adapters, {count:,} trainable of {total:,} parameters on this rank")
 
     def write(self, module, job) -> Dict[str, str]:
-        from ..gpt.lora_file import save_adapter_file
-        from ..gpt.tuned_files import saving, save_model, tensor_bytes
+        from .lora_file import save_adapter_file
+        from .tuned_files import saving, save_model, tensor_bytes
 
         placement = module.parts.placement
         state = self.adapters.state_dict()  # a TP collective: every rank takes part

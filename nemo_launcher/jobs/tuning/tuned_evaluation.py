@@ -77,10 +77,10 @@ def evaluate_tuned(cfg, placement, side) -> Dict[str, dict]:
 
     from megatron.core import parallel_state
 
-    from ..core.peft_methods import restore_result
-    from ..gpt.prompt_data import read_prompt_jsonl
-    from .qa_metrics import squad_scores
-    from .qa_results import gathered, with_average, write_json, write_jsonl
+    from .peft_methods import restore_result
+    from .prompt_data import read_prompt_jsonl
+    from ..common.qa_metrics import squad_scores
+    from ..core.qa_results import gathered, with_average, write_json, write_jsonl
 
     m = cfg.model
     model, tokenizer, max_length = side.load(m)
