@@ -106,13 +106,24 @@ def _existing(path: Optional[str], key: str) -> Path:
     return Path(path)
 
 
-def _gpt2_bpe(vocab_file: Path, merge_file: Path) -> Tokenizer:
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+def gpt2_bpe_pipeline(vocab_file: str, merge_file: str):
+    """The GPT-2 byte-level BPE as a Hugging Face tokenizer, built from the two files alone; training and data
+    preparation (jobs/data/tokenizer.py) both encode with it.
+
+    No special tokens are registered, as in Megatron-LM's and OpenAI's GPT-2 encoders: a literal
+    "<|endoftext|>" inside a document is encoded as text, and only the EOD that preprocessing appends is 50256.
+    """
+    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers  # deferred: Rust library
 
     hf = HFTokenizer(models.BPE.from_file(str(vocab_file), str(merge_file)))
     # GPT-2 maps bytes to printable characters before BPE; no space is prepended to the text.
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     hf.decoder = decoders.ByteLevel()
+    return hf
+
+
+def _gpt2_bpe(vocab_file: Path, merge_file: Path) -> Tokenizer:
+    hf = gpt2_bpe_pipeline(vocab_file, merge_file)
     eod = hf.token_to_id(GPT2_EOD)
     if eod is None:
         raise JobConfigError(f"{vocab_file}: the vocabulary has no {GPT2_EOD} token, so documents cannot be separated")

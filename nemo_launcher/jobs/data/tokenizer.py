@@ -23,15 +23,14 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..common.errors import DataPrepError
+from ..common.tokenizer import (GPT2_EOD, LIBRARIES, MEGATRON_TYPES, WORDPIECE_TYPES, gpt2_bpe_pipeline,
+                               wordpiece_pipeline)
 from .indexed_format import token_dtype
 from .segment_cache import SegmentCachedEncoder, supports
 from .word_cache import WordCachedEncoder
 
-LIBRARIES = ("megatron", "sentencepiece", "huggingface")
-# Megatron's tokenizer types that the megatron library builds from files: name -> lower-cases the text (WordPiece).
-WORDPIECE_TYPES = {"BertWordPieceCase": False, "BertWordPieceLowerCase": True}
-MEGATRON_TYPES = ("GPT2BPETokenizer",) + tuple(WORDPIECE_TYPES)
-_GPT2_EOD = "<|endoftext|>"
+# The libraries, Megatron's types and the GPT-2 end-of-text token are common/tokenizer.py's (imported above, and
+# from here by the data steps): training and data preparation read the same tokenizer keys.
 # WordPiece vocabularies have no end-of-text token; BERT separates segments with [SEP].
 _WORDPIECE_EOD = "[SEP]"
 
@@ -147,27 +146,16 @@ class _SentencePieceTokenizer(Tokenizer):
 
 
 def gpt2_bpe(vocab_file: str, merge_file: str):
-    """The GPT-2 byte-level BPE as a Hugging Face tokenizer, built from the two files alone.
-
-    No special tokens are registered, as in Megatron-LM's and OpenAI's GPT-2 encoders: a literal
-    "<|endoftext|>" inside a document is encoded as text, and only the EOD that preprocessing appends is 50256.
-    """
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
-
+    """The GPT-2 byte-level BPE (common/tokenizer.py's gpt2_bpe_pipeline), its two files checked first."""
     for key, path in (("vocab_file", vocab_file), ("merge_file", merge_file)):
         if not path or not os.path.isfile(path):
             raise TokenizerError(f"{key}={path!r}: file not found (the GPT-2 BPE needs vocab.json and merges.txt)")
-    hf = HFTokenizer(models.BPE.from_file(vocab_file, merge_file))
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    hf.decoder = decoders.ByteLevel()
-    return hf
+    return gpt2_bpe_pipeline(vocab_file, merge_file)
 
 
 def bert_wordpiece(vocab_file: str, lower_case: bool):
     """BERT's WordPiece (Megatron's BertWordPieceCase / BertWordPieceLowerCase) from vocab.txt: the pipeline
     training's tokenizer encodes with (jobs/common/tokenizer.py: wordpiece_pipeline), so the ids agree."""
-    from ..common.tokenizer import wordpiece_pipeline
-
     if not vocab_file or not os.path.isfile(vocab_file):
         raise TokenizerError(f"vocab_file={vocab_file!r}: file not found (a WordPiece tokenizer needs vocab.txt)")
     hf = wordpiece_pipeline(vocab_file, lower_case)
@@ -188,7 +176,7 @@ def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
                 f"tokenizer_type={spec.type!r}: the megatron library builds {', '.join(MEGATRON_TYPES)}; "
                 f"use tokenizer_library=sentencepiece or huggingface for other tokenizers"
             )
-        return _HuggingFaceTokenizer(gpt2_bpe(spec.vocab_file, spec.merge_file), spec.eod_token or _GPT2_EOD,
+        return _HuggingFaceTokenizer(gpt2_bpe(spec.vocab_file, spec.merge_file), spec.eod_token or GPT2_EOD,
                                      segment_cache=True)
     if spec.library == "sentencepiece":
         if not spec.model or not os.path.isfile(spec.model):
@@ -201,6 +189,6 @@ def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
             raise TokenizerError(f"tokenizer_model={spec.model!r}: tokenizer.json not found")
         with open(spec.model, encoding="utf-8") as handle:
             description = json.load(handle)
-        return _HuggingFaceTokenizer(HFTokenizer.from_file(spec.model), spec.eod_token or _GPT2_EOD,
+        return _HuggingFaceTokenizer(HFTokenizer.from_file(spec.model), spec.eod_token or GPT2_EOD,
                                      segment_cache=supports(description))
     raise TokenizerError(f"tokenizer_library={spec.library!r}: expected one of {', '.join(LIBRARIES)}")

@@ -4,7 +4,7 @@ result file, scored by SQuAD's exact match and F1 (evaluation=prompt_gpt3/squad,
     python3 -u -m nemo_launcher.jobs.gpt.evaluate_tuned --config <job dir>/<run.name>_hydra.yaml
     torchrun --nproc_per_node=2 -m nemo_launcher.jobs.gpt.evaluate_tuned --config ...     (TP, or copies sharing lines)
 
-Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); common/tuned_evaluation.py does
+Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); tuning/tuned_evaluation.py does
 the work with the GPT side below (the base .nemo resharded to this TP, prompt and answer in one sequence, several
 lines per forward pass) and writes <test file name>_predictions.jsonl and qa_metrics.json under
 <run.results_dir>/results/, then prints a table. Exit codes: 0 done, 2 configuration error, 74 a result could not be written,

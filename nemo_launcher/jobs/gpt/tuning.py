@@ -6,7 +6,7 @@
 `build` loads the `.nemo` (resharded to this run's TP), lets the method change it (freeze the base, add its
 parameters), and hands the chunk to the core's assemble_parts (megatron DDP, optimizer, schedules). The core runs
 the Lightning loop: checkpoints of what trains, exact resume after kill -9, max_time, stop signals, self-requeue,
-TensorBoard/W&B. The method writes its results once max_steps is reached (core/tuning.py's write_outputs).
+TensorBoard/W&B. The method writes its results once max_steps is reached (tuning/base.py's write_outputs).
 """
 import dataclasses
 import logging

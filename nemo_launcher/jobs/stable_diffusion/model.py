@@ -45,7 +45,7 @@ class StableDiffusionParts:
     unet: Any  # diffusers UNet2DConditionModel
     vae: Any  # diffusers AutoencoderKL
     text_encoder: Any  # transformers CLIPTextModel
-    tokenizer: Any  # jobs/clip/tokenizer.py: encode(text, length) -> ids
+    tokenizer: Any  # jobs/multimodal/caption_tokenizer.py: encode(text, length) -> ids
     noise_scheduler: Any  # diffusers DDPMScheduler: the training forward process
     config: LatentDiffusionModel
 

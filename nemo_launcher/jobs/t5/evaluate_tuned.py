@@ -5,7 +5,7 @@ adapter_t5/squad, ia3_t5/squad).
     python3 -u -m nemo_launcher.jobs.t5.evaluate_tuned --config <job dir>/<run.name>_hydra.yaml
     torchrun --nproc_per_node=2 -m nemo_launcher.jobs.t5.evaluate_tuned --config ...     (TP, or copies sharing lines)
 
-Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); common/tuned_evaluation.py does
+Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); tuning/tuned_evaluation.py does
 the work with the T5 side below: the base .nemo resharded to this TP, each line's prompt (virtual tokens, fields,
 eos) as the encoder's input, the answer decoded greedily (generate.py). It writes <test file name>_predictions.jsonl
 and qa_metrics.json under <run.results_dir>/results/ and prints a table. Exit codes: 0 done, 2 configuration error,

@@ -5,7 +5,7 @@ trainer core.
     python3 -u -m nemo_launcher.jobs.t5.adapter_learning --config ...
     python3 -u -m nemo_launcher.jobs.t5.ia3_learning --config ...
 
-The section and the methods are GPT's (schema gpt_prompt_learning, core/peft_methods.py); what is T5's is the
+The section and the methods are GPT's (schema gpt_prompt_learning, tuning/peft_methods.py); what is T5's is the
 frozen base (t5/tuning.load_base_model: any TP the heads allow, resharded on load), its samples (prompt_data.py)
 and its forward step. Virtual tokens replace placeholders in the encoder's input; adapters and IA3 vectors sit in
 the encoder's and the decoder's layers (IA3 scales the cross-attention's keys and values too). At the last step
