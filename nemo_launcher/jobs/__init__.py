@@ -38,9 +38,6 @@ LAYERS = {
 # Imports between packages of one layer that are part of the design, each with its reason. Nothing else in a
 # layer imports its neighbours.
 SAME_LAYER_IMPORTS = {
-    # T5's tuning jobs are GPT's tuning job (gpt/tuning.py, gpt/finetune.py) around a T5Model, with GPT's
-    # prompt/answer data (gpt/tuning_data.py).
-    ("t5", "gpt"): "T5's tuning programs extend GPT's tuning job",
     # The FID/CLIP evaluation generates its images with the Stable Diffusion model it scores.
     ("fid_evaluation", "stable_diffusion"): "FID evaluation samples the Stable Diffusion model it scores",
 }

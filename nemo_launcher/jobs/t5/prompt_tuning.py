@@ -18,13 +18,13 @@ import torch
 
 from ..common.config import JobConfigError
 from ..core.recipe import Sequences
-from ..gpt.tuning import GptTuning
+from ..tuning.job import TuningJob
 
 PROGRAMS = {stage: f"python3 -m nemo_launcher.jobs.t5.{stage}" for stage in ("prompt_learning", "adapter_learning", "ia3_learning")}
 
 
-class T5Tuning(GptTuning):
-    """GPT's tuning job (build, checkpoints, results) around a T5Model."""
+class T5Tuning(TuningJob):
+    """The tuning job (tuning/job.py: build, checkpoints, results) around a T5Model."""
 
     base_key = "model.language_model_path"  # the key naming the base .nemo, for errors
 
