@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional
 
 from ...contract.schemas.vision_export import CLIP_MODEL, CLIP_VISION_MODEL
+from ..serving.triton_export import parameter_pbtxt, tensors_pbtxt
 from ..vision.export import tensor_specs
-from ..vision.triton_entries import parameter_pbtxt, swap_in_entry, tensors_pbtxt, write_graph_entry
+from ..vision.triton_entries import swap_in_entry, write_graph_entry
 from .serving import SETTINGS_FILE, TEXT_GRAPH, clip_tensors
 
 

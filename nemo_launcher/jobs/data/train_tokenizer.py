@@ -34,7 +34,7 @@ import zstandard
 from ..steps.config import DataConfigError, StepConfig, run_step
 from ..common.errors import DataPrepError
 from ..steps.step_report import StepReport
-from .tokenizer import WORDPIECE_TYPES
+from ..common.tokenizer import WORDPIECE_TYPES
 
 log = logging.getLogger("data.train_tokenizer")
 WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]

@@ -11,12 +11,11 @@
 
 Each entry is built beside its final place and swapped in when complete, so a server never sees half of one.
 """
-import json
 import shutil
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from ..serving.triton_export import VERSION, parameter_pbtxt, tensors_pbtxt
+from ..serving.triton_export import VERSION, tensors_pbtxt
 
 PLATFORMS = {".plan": "tensorrt_plan", ".onnx": "onnxruntime_onnx"}
 
