@@ -27,6 +27,8 @@ LAYERS is read by that test with `ast` (the job side is not imported there): kee
 
 from .common import import_hooks as _import_hooks
 
+_import_hooks.install()
+
 LAYERS = {
     "common": 0,
     "core": 1, "steps": 1,
