@@ -60,7 +60,7 @@ def _config(work: Path, shards: Path, batch: int, workers: int, steps: int) -> P
 
 def _bound(config: Path):
     from nemo_launcher.contract.schemas.clip_training import ClipTrainingConfig
-    from nemo_launcher.jobs.clip.tokenizer import load_clip_tokenizer
+    from nemo_launcher.jobs.multimodal.caption_tokenizer import load_clip_tokenizer
     from nemo_launcher.jobs.common.config import load_resolved_config
 
     cfg = ClipTrainingConfig.from_dict(load_resolved_config(config))

@@ -34,7 +34,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard  # noqa: E402
-from nemo_launcher.jobs.data.tokenizer import TokenizerSpec, gpt2_bpe  # noqa: E402
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, gpt2_bpe  # noqa: E402
 
 
 def corpus(directory: pathlib.Path, megabytes: int) -> pathlib.Path:

@@ -31,7 +31,7 @@ from preprocess_throughput import corpus  # noqa: E402
 
 from nemo_launcher.jobs.data.sentences import split_sentences  # noqa: E402
 from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard  # noqa: E402
-from nemo_launcher.jobs.data.tokenizer import TokenizerSpec, load_tokenizer  # noqa: E402
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer  # noqa: E402
 
 
 def wordpiece_vocab(input_path: pathlib.Path, dest: pathlib.Path) -> str:

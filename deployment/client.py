@@ -9,7 +9,7 @@ against tritonserver running the exported repository. Needs only numpy and nvidi
 import argparse
 import sys
 
-PAD_ID = -1  # fills output_ids after the answer ends (nemo_launcher/jobs/gpt/serving.py)
+PAD_ID = -1  # fills output_ids after the answer ends (nemo_launcher/jobs/serving/text.py)
 
 
 def ask(url: str, model: str, prompt: str, max_tokens=None, timeout_s: float = 120.0):

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     from pytriton.model_config import ModelConfig, Tensor
     from pytriton.triton import Triton, TritonConfig
 
-    from nemo_launcher.jobs.gpt.serving import INPUTS, MODEL_FILE, NUMPY_TYPES, OUTPUTS, generator_from_parameters
+    from nemo_launcher.jobs.serving.text import INPUTS, MODEL_FILE, NUMPY_TYPES, OUTPUTS, generator_from_parameters
 
     model_dir = find_model_dir(args.model_repository, args.model)
     config = read_model_config(model_dir)

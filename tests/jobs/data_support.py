@@ -43,14 +43,14 @@ def gpt2_files(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def gpt2_spec(gpt2_files):
-    from nemo_launcher.jobs.data.tokenizer import TokenizerSpec
+    from nemo_launcher.jobs.common.tokenizer import TokenizerSpec
 
     return TokenizerSpec("megatron", "GPT2BPETokenizer", gpt2_files[0], gpt2_files[1])
 
 
 @pytest.fixture(scope="session")
 def gpt2(gpt2_spec):
-    from nemo_launcher.jobs.data.tokenizer import load_tokenizer
+    from nemo_launcher.jobs.common.tokenizer import load_batch_tokenizer as load_tokenizer
 
     return load_tokenizer(gpt2_spec)
 
@@ -131,14 +131,14 @@ def wordpiece_vocab(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def wordpiece_spec(wordpiece_vocab):
-    from nemo_launcher.jobs.data.tokenizer import TokenizerSpec
+    from nemo_launcher.jobs.common.tokenizer import TokenizerSpec
 
     return TokenizerSpec("megatron", "BertWordPieceLowerCase", vocab_file=wordpiece_vocab)
 
 
 @pytest.fixture(scope="session")
 def wordpiece(wordpiece_spec):
-    from nemo_launcher.jobs.data.tokenizer import load_tokenizer
+    from nemo_launcher.jobs.common.tokenizer import load_batch_tokenizer as load_tokenizer
 
     return load_tokenizer(wordpiece_spec)
 

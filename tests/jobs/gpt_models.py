@@ -39,7 +39,8 @@ def random_model(section: dict, vocab_size: int = 50304, seed: int = 7):
 
     from nemo_launcher.jobs.common.config import bind
     from nemo_launcher.contract.schemas.gpt_training import ModelSection
-    from nemo_launcher.jobs.gpt.standalone import build_inference_model, inference_section, start_model_parallel
+    from nemo_launcher.jobs.core.standalone import start_model_parallel
+    from nemo_launcher.jobs.gpt.inference import build_inference_model, inference_section
 
     start_model_parallel(1, 1)
     torch.manual_seed(seed)

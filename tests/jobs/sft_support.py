@@ -18,7 +18,7 @@ TEMPLATE = "{input}\nAnswer: {output}"
 @pytest.fixture(scope="session")
 def tiny_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
     """A random 2-layer GPT (hidden 64, GPT-2 vocabulary, 64 positions) as a TP=1 .nemo; returns its path."""
-    from nemo_launcher.jobs.gpt.nemo_archive import save_nemo
+    from nemo_launcher.jobs.core.nemo_archive import save_nemo
 
     section = model_section("classic", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
                             init_method_std=0.02, data={"seq_length": 64, "num_workers": 0})
@@ -32,7 +32,7 @@ def sharp_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
     """tiny_nemo with large random weights (init std 0.2): its logits span a wide range, so a frozen copy can be
     steered to confident answers by prompts, adapters or IA3 (tiny_nemo's stay near uniform whatever they do), and
     its answers depend on the prompt and on the method's tensors."""
-    from nemo_launcher.jobs.gpt.nemo_archive import save_nemo
+    from nemo_launcher.jobs.core.nemo_archive import save_nemo
 
     section = model_section("classic", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
                             data={"seq_length": 64, "num_workers": 0})

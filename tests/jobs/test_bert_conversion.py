@@ -25,7 +25,7 @@ safetensors_torch = require_module("safetensors.torch")
 from nemo_launcher.jobs.bert.shards import bert_shard_layout  # noqa: E402
 from nemo_launcher.jobs.bert.standalone import load_bert_from_nemo, load_bert_nemo  # noqa: E402
 from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
-from nemo_launcher.jobs.gpt import nemo_archive  # noqa: E402
+from nemo_launcher.jobs.core import nemo_archive  # noqa: E402
 
 from .pipeline_support import REPO, plan_pipeline, reference_logits, run_job  # noqa: E402
 

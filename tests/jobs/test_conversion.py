@@ -16,7 +16,8 @@ from tests.conftest import require_module
 torch = require_module("torch")
 transformers = require_module("transformers")
 
-from nemo_launcher.jobs.gpt import nemo_archive  # noqa: E402
+from nemo_launcher.jobs.core import nemo_archive  # noqa: E402
+from nemo_launcher.jobs.gpt import inference  # noqa: E402
 from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
 from nemo_launcher.jobs.gpt.shards import gpt_shard_layout  # noqa: E402
 
@@ -77,7 +78,7 @@ def test_classic_tp1_nemo_and_gpt2_give_the_checkpoint_logits(classic, tmp_path)
     run, log = classic
     train_dir, results = _paths(run)
     assert f"{train_dir / 'results' / 'checkpoints' / 'step-4'} (fp32" in log  # the newest complete checkpoint
-    model, tokenizer = nemo_archive.load_gpt_from_nemo(results / "megatron_gpt.nemo")
+    model, tokenizer = inference.load_gpt_from_nemo(results / "megatron_gpt.nemo")
     tokens = _tokens(tokenizer)
     reference = _reference(run, tmp_path, tokens, processes=1)
     ours = megatron_logits(model, tokens)
@@ -94,7 +95,7 @@ def test_classic_tp1_nemo_and_gpt2_give_the_checkpoint_logits(classic, tmp_path)
 
 def test_tp2_checkpoint_to_tp1_nemo_and_llama_give_the_checkpoint_logits(improved_tp2, tmp_path):
     _, results = _paths(improved_tp2)
-    model, tokenizer = nemo_archive.load_gpt_from_nemo(results / "megatron_gpt.nemo")
+    model, tokenizer = inference.load_gpt_from_nemo(results / "megatron_gpt.nemo")
     tokens = _tokens(tokenizer)
     reference = _reference(improved_tp2, tmp_path, tokens, processes=2)
     ours = megatron_logits(model, tokens)
@@ -108,10 +109,10 @@ def test_tp2_checkpoint_to_tp1_nemo_and_llama_give_the_checkpoint_logits(improve
 
 def test_tp2_archive_shards_match_our_merge_and_split_rules(improved_tp2):
     _, results = _paths(improved_tp2)
-    config, full_from_tp1 = nemo_archive.load_nemo(results / "megatron_gpt.nemo")
+    config, full_from_tp1 = inference.load_gpt_nemo(results / "megatron_gpt.nemo")
     tp2 = results / "megatron_gpt_tp2.nemo"
     assert nemo_archive.layout_of(nemo_archive.read_nemo_config(tp2)) == (2, 1)
-    _, merged = nemo_archive.load_nemo(tp2)
+    _, merged = inference.load_gpt_nemo(tp2)
     assert merged.keys() == full_from_tp1.keys()
     for key, value in full_from_tp1.items():
         assert torch.equal(merged[key], value), key
@@ -138,10 +139,10 @@ def test_pp2_archive_of_a_tied_model_matches_our_merge_and_split_rules(classic, 
     run_job(pp2_config, CONVERT, processes=2)
 
     _, results = _paths(run)
-    model_config, full = nemo_archive.load_nemo(results / "megatron_gpt.nemo")
+    model_config, full = inference.load_gpt_nemo(results / "megatron_gpt.nemo")
     pp2 = results / "megatron_gpt_pp2.nemo"
     assert nemo_archive.layout_of(nemo_archive.read_nemo_config(pp2)) == (1, 2)
-    _, merged = nemo_archive.load_nemo(pp2)
+    _, merged = inference.load_gpt_nemo(pp2)
     assert merged.keys() == full.keys()
     assert all(torch.equal(merged[key], value) for key, value in full.items())
     layout = gpt_shard_layout(model_config, 1, 2)

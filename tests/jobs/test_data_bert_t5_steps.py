@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 from nemo_launcher.jobs.data import download, extract, preprocess, train_tokenizer
-from nemo_launcher.jobs.data.tokenizer import TokenizerSpec, load_tokenizer
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer
 
 from .data_support import reference_sentence_dataset, same_files, tiny_pile_texts
 from .test_data_steps import resolved

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from nemo_launcher.jobs.data.fetch import FetchError, FetchPolicy, fetch
+from nemo_launcher.jobs.steps.fetch import FetchError, FetchPolicy, fetch
 
 FAST = FetchPolicy(retries=3, timeout_s=5, backoff_s=0.01, progress=False)
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB

@@ -1,7 +1,7 @@
 """file_numbers parsing (shared by the launch side and the job side) and the choice of items per task."""
 import pytest
 
-from nemo_launcher.jobs.data.config import DataConfigError, StepConfig, this_task_items, worker_count
+from nemo_launcher.jobs.steps.config import DataConfigError, StepConfig, this_task_items, worker_count
 from nemo_launcher.contract.file_numbers import FileNumbersError, compress_ranges, parse_file_numbers, slurm_array
 
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from nemo_launcher.jobs.data import download, prepare, preprocess, setup_preprocess, train_tokenizer
-from nemo_launcher.jobs.data.config import StepConfig, this_task_workers
-from nemo_launcher.jobs.data.fetch import FetchError
+from nemo_launcher.jobs.steps.config import StepConfig, this_task_workers
+from nemo_launcher.jobs.steps.fetch import FetchError
 from nemo_launcher.jobs.data.indexed_format import complete_dataset
 from nemo_launcher.jobs.data.mc4_layout import Mc4Error, Mc4Layout
 

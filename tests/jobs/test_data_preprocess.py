@@ -44,7 +44,7 @@ def test_certain_whitespace_is_whitespace_to_the_tokenizer(gpt2):
     """The finer cuts inside segments rely on these characters being \\s for the GPT-2 pre-tokenizer."""
     import re
 
-    from nemo_launcher.jobs.data.segment_cache import _CERTAIN_WHITESPACE
+    from nemo_launcher.jobs.common.segment_cache import _CERTAIN_WHITESPACE
 
     characters = re.findall(f"[{_CERTAIN_WHITESPACE}]", "".join(map(chr, range(0x3001))))
     assert len(characters) == 24  # \t \n \v \f \r, space, U+00A0, U+1680, U+2000..U+200A, U+2028/9, U+202F, U+205F, U+3000
@@ -148,7 +148,7 @@ _KILLABLE = textwrap.dedent("""
     sys.path.insert(0, {repo!r})
     from nemo_launcher.jobs.data import chunk_encoder
     from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard
-    from nemo_launcher.jobs.data.tokenizer import TokenizerSpec
+    from nemo_launcher.jobs.common.tokenizer import TokenizerSpec
     slow = chunk_encoder.encode_chunk
     def paced(task, tokenizer=None):  # slow enough that the kill lands mid-run
         time.sleep(0.15)

@@ -14,7 +14,7 @@ import pytest
 from nemo_launcher.jobs.data.indexed_format import complete_dataset
 from nemo_launcher.jobs.data.sentences import split_sentences
 from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard, parts_dir_for
-from nemo_launcher.jobs.data.tokenizer import TokenizerSpec, load_tokenizer
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer
 
 from .data_support import (REPO, TRICKY_TEXTS, corpus, reference_sentence_dataset, same_files,  # noqa: F401
                            tiny_pile_texts, train_wordpiece_vocab, wordpiece, wordpiece_spec, wordpiece_vocab)
@@ -114,7 +114,7 @@ _KILLABLE = textwrap.dedent("""
     sys.path.insert(0, {repo!r})
     from nemo_launcher.jobs.data import chunk_encoder
     from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard
-    from nemo_launcher.jobs.data.tokenizer import TokenizerSpec
+    from nemo_launcher.jobs.common.tokenizer import TokenizerSpec
     slow = chunk_encoder.encode_chunk
     def paced(task, tokenizer=None):  # slow enough that the kill lands mid-run
         time.sleep(0.15)

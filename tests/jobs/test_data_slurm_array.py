@@ -40,7 +40,7 @@ def test_download_extract_preprocess_as_chained_arrays(slurm_cluster, tmp_path):
         assert f"shard {task}: " in text and all(f"shard {o}: " not in text for o in range(3) if o != task), text
     prefixes = sorted((tmp_path / "data" / "tiny_pile" / "preprocessed").glob("*.idx"))
     assert len(prefixes) == 3, logs
-    from nemo_launcher.jobs.data.tokenizer import TokenizerSpec, load_tokenizer
+    from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer
 
     bpe = tmp_path / "data" / "bpe"
     tokenizer = load_tokenizer(TokenizerSpec("megatron", "GPT2BPETokenizer", str(bpe / "vocab.json"), str(bpe / "merges.txt")))

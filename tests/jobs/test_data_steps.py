@@ -11,7 +11,7 @@ import yaml
 
 from nemo_launcher.jobs.data import download, extract, preprocess, train_tokenizer
 from nemo_launcher.jobs.data.indexed_format import complete_dataset
-from nemo_launcher.jobs.data.tokenizer import TokenizerSpec, load_tokenizer
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer
 from nemo_launcher.launch.families import FAMILIES
 
 from .data_support import REPO, reference_dataset, same_files, tiny_pile_texts

@@ -46,7 +46,7 @@ def repository(tmp_path_factory, tiny_nemo):  # noqa: F811
 def direct(tiny_nemo):  # noqa: F811
     """The tokens the model generates for PROMPT in this process, without any server."""
     from nemo_launcher.jobs.gpt.generate import greedy_generate
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
 
     model, tokenizer = load_gpt_from_nemo(tiny_nemo)
     ids = greedy_generate(model, tokenizer.encode(PROMPT), MAX_TOKENS, tokenizer.eod, tokenizer.vocab_size, 64)

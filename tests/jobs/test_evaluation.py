@@ -135,7 +135,7 @@ def _write_task_files(root, lambada):
 
 
 def test_evaluation_job_on_the_converted_model(tiny_pipeline):
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
 
     run, _ = tiny_pipeline
     config_file = run.configs["evaluation"]

@@ -12,7 +12,7 @@ import pytest
 
 from nemo_launcher.jobs.multimodal.tars import examples
 from nemo_launcher.jobs.vision.imagenet_shards import pack_split
-from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
+from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
 
 from .gpt_train_support import REPO, environment
 

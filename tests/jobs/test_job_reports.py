@@ -13,7 +13,7 @@ import pytest
 
 from nemo_launcher.jobs.common import quiet
 from nemo_launcher.jobs.common.report import Summary, count, duration, eta, print_error, remaining_seconds, size
-from nemo_launcher.jobs.data.step_report import StepReport
+from nemo_launcher.jobs.steps.step_report import StepReport
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -104,7 +104,7 @@ def test_a_config_error_is_one_error_line_and_exit_2(module, tmp_path, capsys, m
 
 @pytest.mark.parametrize("step", DATA_STEPS)
 def test_a_data_step_config_error_is_one_error_line_and_exit_2(step, tmp_path, capsys, monkeypatch):
-    from nemo_launcher.jobs.data.config import run_step
+    from nemo_launcher.jobs.steps.config import run_step
 
     monkeypatch.setenv(quiet.CHILD_WARNINGS_ENV, "")
     monkeypatch.delenv("NEMO_LAUNCHER_FULL_ERROR", raising=False)

@@ -33,9 +33,9 @@ def _logits(model, tokens):
 
 
 def test_only_adapters_train_and_merging_keeps_the_function(reference, tiny_nemo):  # noqa: F811
-    from nemo_launcher.jobs.core.lora import add_lora
-    from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
+    from nemo_launcher.jobs.tuning.lora import add_lora
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo, load_gpt_nemo as load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import LoraSection
     from nemo_launcher.jobs.common.config import bind
 
@@ -105,7 +105,7 @@ def test_rerun_after_kill_9_ends_with_the_same_adapters(reference, tiny_nemo, qa
     resumed = run_tuning("peft", section, tmp_path).stdout
     assert f"resuming from {tmp_path / 'checkpoints' / 'step-8'}" in resumed
     assert losses(resumed) == {s: v for s, v in losses(stdout).items() if s >= 9}
-    from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
 
     _, ours = load_adapter_file(tmp_path / f"{NAME}.nemo")
     _, theirs = load_adapter_file(work / f"{NAME}.nemo")
@@ -116,7 +116,7 @@ def test_rerun_after_kill_9_ends_with_the_same_adapters(reference, tiny_nemo, qa
 
 def test_adapter_file_refuses_a_full_model(tiny_nemo):  # noqa: F811
     from nemo_launcher.jobs.common.config import JobConfigError
-    from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
 
     with pytest.raises(JobConfigError, match="not a LoRA adapter file"):
         load_adapter_file(tiny_nemo)
@@ -126,8 +126,9 @@ def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_
     """The peft program under torchrun with TP=2, from a TP=1 archive (resharded on load), and with TP=1 give the
     same losses, adapter file and merged model: the column/row splits of A and B, SwiGLU's [gate; up] rows, the
     sharded checkpoints and the sharded save all line up. The model is the `improved` style (SwiGLU, RoPE, GQA)."""
-    from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
-    from nemo_launcher.jobs.gpt.nemo_archive import load_nemo, save_nemo
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
+    from nemo_launcher.jobs.core.nemo_archive import save_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_nemo as load_nemo
 
     from .gpt_models import model_section, random_model
 

@@ -4,7 +4,7 @@ import pytest
 
 from nemo_launcher.jobs.common.config import JobConfigError
 from nemo_launcher.jobs.common.tokenizer import MaskingTokenizer, load_tokenizer
-from nemo_launcher.jobs.data.tokenizer import TokenizerSpec, load_tokenizer as load_data_tokenizer
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_data_tokenizer
 
 from .data_support import TRICKY_TEXTS, tiny_pile_texts, train_wordpiece_vocab
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from nemo_launcher.jobs.data.config import DataConfigError
+from nemo_launcher.jobs.steps.config import DataConfigError
 from nemo_launcher.jobs.multimodal import (download_images, download_parquet, generate_wdinfo, precache_encodings,
                                            reorganize_tar)
 from nemo_launcher.jobs.multimodal.tars import count_examples, examples, tar_files

@@ -8,7 +8,9 @@ from tests.conftest import require_module
 torch = require_module("torch")
 
 from nemo_launcher.jobs.common.config import JobConfigError  # noqa: E402
-from nemo_launcher.jobs.gpt import nemo_archive  # noqa: E402
+from nemo_launcher.jobs.core import nemo_archive  # noqa: E402
+from nemo_launcher.jobs.gpt import inference  # noqa: E402
+from nemo_launcher.jobs.gpt.shards import gpt_shard_layout  # noqa: E402
 
 from .data_support import gpt2_files  # noqa: E402,F401  (fixture)
 from .gpt_models import STYLES, megatron_logits, model_section, random_model  # noqa: E402
@@ -30,7 +32,7 @@ def test_round_trip_gives_identical_logits(tmp_path, gpt2_files, style):  # noqa
         assert config["tokenizer"][key].startswith(str(tmp_path / "tok"))
         assert open(config["tokenizer"][key], "rb").read() == open(source, "rb").read()
 
-    loaded, tokenizer = nemo_archive.load_gpt_from_nemo(path)
+    loaded, tokenizer = inference.load_gpt_from_nemo(path)
     tokens = torch.tensor([tokenizer.encode("Hello world, the quick brown fox jumps")])
     assert torch.equal(megatron_logits(loaded, tokens), megatron_logits(model, tokens))
     assert tokenizer.eod == 50256
@@ -61,7 +63,7 @@ def test_sharded_archive(tmp_path, gpt2_files):  # noqa: F811
     assert torch.equal(nemo_archive.load_nemo_shard(path, 1, 0)["w"], torch.ones(2))
     # Merging needs to know how megatron split each parameter; an unknown one is refused, not guessed.
     with pytest.raises(ValueError, match="w: no rule says how megatron-core splits"):
-        nemo_archive.load_nemo(path)
+        nemo_archive.load_nemo(path, shard_layout=gpt_shard_layout)
     with pytest.raises(ValueError, match="needs"):
         nemo_archive.write_nemo(tmp_path / "bad.nemo", section, {(0, 0): shards[(0, 0)]})
 

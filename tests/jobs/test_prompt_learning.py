@@ -52,7 +52,7 @@ def _section(stage, nemo, data, work, task="colors", **model):
 
 
 def test_adding_a_task_leaves_the_first_tasks_virtual_tokens_bit_identical(tmp_path, tiny_nemo):  # noqa: F811
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     colors = _lines(tmp_path / "colors.jsonl", "colors", COLORS)
     shapes = _lines(tmp_path / "shapes.jsonl", "shapes", SHAPES)
@@ -100,7 +100,7 @@ def uninterrupted(tmp_path_factory, sharp_nemo):  # noqa: F811
 
 
 def _result(work, name):
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     return load_method_file(work / "result.nemo", METHODS[name][2])[1]
 
@@ -112,7 +112,7 @@ MARKERS = {"prompt": "prompt.", "adapter": ".houlsby.", "ia3": ".ia3"}
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_each_method_trains_and_saves_only_its_own_tensors(name, uninterrupted, sharp_nemo, tmp_path):  # noqa: F811
     """Read off the 16-step runs the other tests share, as the T5 methods' test does."""
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     work, stdout = uninterrupted(name)
     method = METHODS[name][2]

@@ -175,7 +175,7 @@ def _check_text2img(out, sampler):
 
 @pytest.fixture(scope="module")
 def reference(sd_nemo):
-    from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
+    from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
 
     folder = sd_nemo[0] / "data" / "shape_folders"
     write_shape_folders(str(folder), train=480, val=120, size=32, seed=0)

@@ -93,7 +93,7 @@ def _section(**overrides):
 
 
 def test_samples_count_only_answer_tokens(gpt2_tokenizer):
-    from nemo_launcher.jobs.gpt.sft_data import SampleEncoder, collate
+    from nemo_launcher.jobs.tuning.sft_data import SampleEncoder, collate
 
     encoder = SampleEncoder(gpt2_tokenizer, _section(max_seq_length=64))
     example = {"input": "The sky is red. What color is the sky?", "output": "red"}
@@ -116,7 +116,7 @@ def test_samples_count_only_answer_tokens(gpt2_tokenizer):
 
 
 def test_long_samples_lose_prompt_tokens_first(gpt2_tokenizer):
-    from nemo_launcher.jobs.gpt.sft_data import SampleEncoder
+    from nemo_launcher.jobs.tuning.sft_data import SampleEncoder
 
     example = {"input": "word " * 100 + "What color?", "output": "a long answer of several words"}
     ids, answer = SampleEncoder(gpt2_tokenizer, _section(max_seq_length=20)).encode(example)
@@ -128,7 +128,7 @@ def test_long_samples_lose_prompt_tokens_first(gpt2_tokenizer):
 
 
 def test_mixed_dataset_keeps_proportions_and_order():
-    from nemo_launcher.jobs.gpt.sft_data import MixedDataset
+    from nemo_launcher.jobs.tuning.sft_data import MixedDataset
 
     a = [{"input": f"a{i}", "output": ""} for i in range(10)]
     b = [{"input": f"b{i}", "output": ""} for i in range(5)]
@@ -173,9 +173,9 @@ def test_fine_tuning_loss_falls_and_counts_answer_tokens_only(tmp_path, tiny_nem
     import torch
 
     from nemo_launcher.jobs.core.steps import masked_token_loss
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo, load_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo, load_gpt_nemo as load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import SftConfig
-    from nemo_launcher.jobs.gpt.sft_data import SampleEncoder, collate, read_jsonl
+    from nemo_launcher.jobs.tuning.sft_data import SampleEncoder, collate, read_jsonl
 
     from .gpt_train_support import losses
 

@@ -1,4 +1,4 @@
-"""LoRA on a frozen tiny T5 through the T5 peft program (GPT's LoRA code, core/lora.py, on the encoder's and the
+"""LoRA on a frozen tiny T5 through the T5 peft program (GPT's LoRA code, tuning/lora.py, on the encoder's and the
 decoder's attention, self and cross): the base .nemo is never written and only the adapters are checkpointed and
 saved, the merged model is the base plus alpha / r x B A, the loss falls on a task the frozen base cannot do, TP=2
 learns what TP=1 learns, and a kill -9 then rerun ends where an uninterrupted run ends."""
@@ -55,7 +55,7 @@ def digest(path) -> str:
 
 
 def adapters_of(work):
-    from nemo_launcher.jobs.gpt.lora_file import load_adapter_file
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
 
     return load_adapter_file(work / "checkpoints" / f"{NAME}.nemo")
 

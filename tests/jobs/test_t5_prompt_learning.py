@@ -59,7 +59,7 @@ def run_t5(stage, config, work, **kwargs):
 
 
 def result_of(work, name):
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     return load_method_file(work / "result.nemo", METHODS[name][2])
 

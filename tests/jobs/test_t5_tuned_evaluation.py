@@ -41,8 +41,8 @@ def test_lines(tmp_path_factory):
 def result_files(tmp_path_factory, sharp_t5):  # noqa: F811
     """Result files as the tuning stages write them, with tensors far enough from their start to change answers."""
     from nemo_launcher.contract.schemas.gpt_prompt_learning import AdapterSection
-    from nemo_launcher.jobs.core.layer_adapters import add_houlsby, add_ia3
-    from nemo_launcher.jobs.core.peft_methods import save_method_file
+    from nemo_launcher.jobs.tuning.layer_adapters import add_houlsby, add_ia3
+    from nemo_launcher.jobs.tuning.peft_methods import save_method_file
 
     folder = tmp_path_factory.mktemp("results")
     generator = torch.Generator().manual_seed(3)
@@ -94,7 +94,7 @@ def _answers(model, tokenizer, sources):
 
 
 def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp_path, sharp_t5, result_files, test_lines):  # noqa: F811
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     config, section = _launcher_config(
         tmp_path, "ia3_t5/squad", f"evaluation.model.language_model_path={sharp_t5}",
@@ -137,7 +137,7 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
 
 
 def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_t5, result_files, test_lines):  # noqa: F811
-    from nemo_launcher.jobs.core.peft_methods import restore_result
+    from nemo_launcher.jobs.tuning.peft_methods import restore_result
 
     config, _ = _launcher_config(
         tmp_path, "adapter_t5/squad", f"evaluation.model.language_model_path={sharp_t5}",
@@ -176,7 +176,7 @@ def test_an_mt5_with_a_sentencepiece_vocabulary_is_p_tuned_and_evaluated(tmp_pat
     """prompt_learning=mt5/squad (prompt tuning) and evaluation=prompt_mt5/squad as the launcher writes them, on an
     mT5-shaped base whose vocabulary is a SentencePiece model: the loss falls and the result file's virtual tokens
     answer the test."""
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
     from nemo_launcher.launch.stage_config import write_stage_config
 
     data = prompt_lines(tmp_path / "squad_train.jsonl", "squad", count=32)

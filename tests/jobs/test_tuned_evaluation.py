@@ -39,7 +39,7 @@ def test_lines(tmp_path_factory):
 
 
 def _base():
-    from nemo_launcher.jobs.gpt.nemo_archive import load_gpt_from_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
 
     return load_gpt_from_nemo
 
@@ -48,8 +48,8 @@ def _base():
 def result_files(tmp_path_factory, sharp_nemo):  # noqa: F811
     """Result files as the tuning stages write them, with tensors far enough from their start to change answers."""
     from nemo_launcher.contract.schemas.gpt_prompt_learning import AdapterSection
-    from nemo_launcher.jobs.core.layer_adapters import add_houlsby, add_ia3
-    from nemo_launcher.jobs.core.peft_methods import save_method_file
+    from nemo_launcher.jobs.tuning.layer_adapters import add_houlsby, add_ia3
+    from nemo_launcher.jobs.tuning.peft_methods import save_method_file
 
     folder = tmp_path_factory.mktemp("results")
     generator = torch.Generator().manual_seed(3)
@@ -103,7 +103,7 @@ def _greedy(step, prompt, tokenizer):
 
 
 def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     config, section = _launcher_config(
         tmp_path, "ia3_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
@@ -151,7 +151,7 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
 
 def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
     from nemo_launcher.jobs.gpt.generate import greedy_generate
-    from nemo_launcher.jobs.core.peft_methods import restore_result
+    from nemo_launcher.jobs.tuning.peft_methods import restore_result
 
     config, _ = _launcher_config(
         tmp_path, "adapter_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
@@ -170,7 +170,7 @@ def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_nemo, result_f
 
 
 def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
-    from nemo_launcher.jobs.core.peft_methods import load_method_file
+    from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     config, section = _launcher_config(
         tmp_path, "prompt_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",

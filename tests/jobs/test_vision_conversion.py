@@ -92,7 +92,7 @@ def test_tp1_conversion_is_the_runs_ema_nemo_and_transformers_gives_its_embeddin
 
 def test_tp2_conversion_of_an_earlier_checkpoint_merges_to_its_average(trained, tmp_path):
     from nemo_launcher.jobs.core.shards import merge_shards
-    from nemo_launcher.jobs.gpt.nemo_archive import load_nemo_shard, read_nemo_config
+    from nemo_launcher.jobs.core.nemo_archive import load_nemo_shard, read_nemo_config
     from nemo_launcher.jobs.vision.saved_models import vision_shard_layout
 
     work, config = trained

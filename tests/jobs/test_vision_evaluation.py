@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
+from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
 
 from .vision_support import kill_after_checkpoint, losses, nemo_state, run_training, write_shape_tars
 

@@ -20,7 +20,7 @@ TEXTS = ["a red circle", "a blue square", "a green triangle", "a yellow cross"]
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     from nemo_launcher.jobs.multimodal.shapes import CLASSES
-    from nemo_launcher.jobs.vision.shape_folders import folder_name, write_shape_folders
+    from nemo_launcher.jobs.multimodal.shape_folders import folder_name, write_shape_folders
 
     root = tmp_path_factory.mktemp("vision_inference")
     write_shape_folders(str(root / "shapes"), train=0, val=15, size=64, seed=0)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from nemo_launcher.jobs.multimodal.shapes import CLASSES
-from nemo_launcher.jobs.vision.shape_folders import ForeignFolders, folder_name, write_shape_folders
+from nemo_launcher.jobs.multimodal.shape_folders import ForeignFolders, folder_name, write_shape_folders
 from nemo_launcher.launch.resolvers import REPO_ROOT
 from tests.conftest import require_module
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from nemo_launcher.jobs.vision.shape_folders import write_shape_folders
+from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
 
 from .vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses, nemo_state,
                              run_training, weights, write_config)

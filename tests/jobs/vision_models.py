@@ -28,7 +28,7 @@ def random_vision_nemo(path: Path, choice: str, class_names: Optional[Sequence[s
     start_vision_parallel(1, model.seed)
     tokenizer, vocab = None, 0
     if family == "clip":
-        from nemo_launcher.jobs.clip.tokenizer import load_clip_tokenizer
+        from nemo_launcher.jobs.multimodal.caption_tokenizer import load_clip_tokenizer
 
         tokenizer = load_clip_tokenizer(model.tokenizer)
         vocab = padded_vocab_size(tokenizer.vocab_size, model.make_vocab_size_divisible_by, 1)

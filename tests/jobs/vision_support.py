@@ -62,7 +62,7 @@ def kill_after_checkpoint(config: Path, program: str, checkpoint: Path, output: 
 
 def nemo_state(path: Path):
     """(model_config.yaml, TP=1 state dict) of a vision .nemo, read by the archive code alone (no model built)."""
-    from nemo_launcher.jobs.gpt.nemo_archive import load_nemo
+    from nemo_launcher.jobs.core.nemo_archive import load_nemo
 
     return load_nemo(path)
 

@@ -7,7 +7,7 @@ import torch
 
 from ..common.config import JobConfigError
 from ..core.conversion import ConversionFamily
-from ..gpt import nemo_archive
+from ..core import nemo_archive
 from ...contract.schemas.bert_training import BertModelSection, BertTrainingConfig
 from . import hf_export
 from ..core.shards import merge_shards

@@ -6,7 +6,7 @@ inference, and `.nemo` archives read back.
     model, tokenizer = load_bert_from_nemo("megatron_bert.nemo")           # any TP/PP the archive was written with
     config, full_state = load_bert_nemo("megatron_bert.nemo")              # shards merged to TP=1 PP=1
 
-The archive format is GPT's (gpt/nemo_archive.py: model_config.yaml, per-rank model_weights.pt, tokenizer/vocab.txt)
+The archive format is GPT's (core/nemo_archive.py: model_config.yaml, per-rank model_weights.pt, tokenizer/vocab.txt)
 with BERT's parameter names; merging and splitting shards follow BERT's rules (shards.py). The layer spec is always
 megatron-core's local one: its names are the canonical ones in our archives, and its sharded-state keys equal the
 Transformer Engine spec's, so it reads checkpoints trained with either.
@@ -18,8 +18,8 @@ import torch
 
 from ..common.config import JobConfigError, bind
 from ..core.transformer import build_chunks
-from ..gpt.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
-from ..gpt.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
+from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
+from ..core.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
 from ...contract.schemas.bert_training import BertModelSection
 from .model import bert_chunk, transformer_config
 from ..core.shards import merge_shards, split_state_dict
@@ -27,7 +27,7 @@ from .shards import bert_shard_layout
 
 
 def start_bert_model_parallel(tensor_parallel: int, pipeline_parallel: int, seed: int = 1234):
-    """Joins the process group and initialises megatron's parallel state (gpt/standalone.py), with BertModel's
+    """Joins the process group and initialises megatron's parallel state (core/standalone.py), with BertModel's
     modules loaded first so the CPU shim patches them too."""
     import megatron.core.models.bert.bert_model  # noqa: F401
 

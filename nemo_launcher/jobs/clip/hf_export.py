@@ -113,7 +113,7 @@ def hf_config(model: Mapping[str, Any], vocab_rows: int, bos: int, eos: int) -> 
         "logit_scale_init_value": float(model.get("logit_scale_init", 2.6592)),
         "text_config": {**tower(text), "vocab_size": vocab_rows,
                         "max_position_embeddings": int(text["max_position_embeddings"]),
-                        # Our captions are padded with id 0 after the end token (clip/tokenizer.py).
+                        # Our captions are padded with id 0 after the end token (multimodal/caption_tokenizer.py).
                         "bos_token_id": bos, "eos_token_id": eos, "pad_token_id": 0},
         "vision_config": {**tower(vision), "image_size": int(vision["img_h"]), "patch_size": int(vision["patch_dim"]),
                           "num_channels": 3},
@@ -122,7 +122,7 @@ def hf_config(model: Mapping[str, Any], vocab_rows: int, bos: int, eos: int) -> 
 
 def export_hf(model: Mapping[str, Any], state: Mapping[str, torch.Tensor], out_dir, dtype: Optional[torch.dtype]) -> str:
     """Writes the folder; the vocabulary rows stay padded (token ids above the tokenizer's are never produced)."""
-    from .tokenizer import ClipBpeTokenizer
+    from ..multimodal.caption_tokenizer import ClipBpeTokenizer
 
     architecture = hf_architecture(model)
     tokenizer = ClipBpeTokenizer(model["tokenizer"]["vocab_file"], model["tokenizer"]["merge_file"])

@@ -131,7 +131,7 @@ def build_clip_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
     from ..core.datasets import dataset_sizes
     from ..core.parts import assemble_parts
     from ..core.transformer import build_chunks, padded_vocab_size, transformer_engine_available
-    from .tokenizer import load_clip_tokenizer
+    from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
     m = cfg.model
     use_te = m.transformer_engine and on_gpu and transformer_engine_available()
@@ -159,9 +159,10 @@ class ClipModule(AveragingModule):
         """The seed's .nemo of a finished run; with EMA on it holds the average, the weights the run validated."""
         from pathlib import Path
 
-        from ..vision.saved_models import TRAINING_NEMO, save_from_training
+        from ..vision.saved_models import save_from_training
+        from .vision_family import VISION_FAMILY
 
         p = self.parts
-        path = Path(p.cfg.exp_manager.explicit_log_dir) / "checkpoints" / TRAINING_NEMO["clip"]
+        path = Path(p.cfg.exp_manager.explicit_log_dir) / "checkpoints" / VISION_FAMILY.training_nemo
         with self.averaged_weights():
             return {".nemo": save_from_training(p, "clip", path)}

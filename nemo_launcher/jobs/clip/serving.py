@@ -23,7 +23,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from ..gpt.serving import TensorSpec
+from ..serving.text import TensorSpec
 
 SETTINGS_FILE = "clip_serving.json"  # in clip_trt's version folder: text length, temperature, tokenizer, graph
 TEXT_GRAPH = "clip_text.onnx"
@@ -45,7 +45,7 @@ class ClipScorer:
     def load(cls, version_dir) -> "ClipScorer":
         import onnxruntime
 
-        from .tokenizer import load_clip_tokenizer
+        from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
         folder = Path(version_dir)
         settings = json.loads((folder / SETTINGS_FILE).read_text())

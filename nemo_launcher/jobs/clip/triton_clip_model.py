@@ -16,7 +16,7 @@ class TritonPythonModel:
         launcher_path = parameters.get("launcher_path")
         if launcher_path and launcher_path not in sys.path:
             sys.path.insert(0, launcher_path)
-        from nemo_launcher.jobs.common.triton_backend import prefer_utf8
+        from nemo_launcher.jobs.serving.triton_backend import prefer_utf8
 
         prefer_utf8()  # before the tokenizer's libraries import torch (see there)
         from nemo_launcher.jobs.clip.serving import ClipScorer
@@ -25,7 +25,7 @@ class TritonPythonModel:
         self.vision_model = parameters.get("vision_model", "clip_vision_trt")
 
     def execute(self, requests):
-        from nemo_launcher.jobs.common.triton_backend import respond
+        from nemo_launcher.jobs.serving.triton_backend import respond
 
         return respond(requests, self._answer)
 
@@ -34,7 +34,7 @@ class TritonPythonModel:
         import triton_python_backend_utils as pb_utils
 
         from nemo_launcher.jobs.clip.serving import IMAGE_FEATURES
-        from nemo_launcher.jobs.common.triton_backend import RequestFailed
+        from nemo_launcher.jobs.serving.triton_backend import RequestFailed
 
         image = pb_utils.get_input_tensor_by_name(request, "image").as_numpy().astype(np.float32)
         texts = pb_utils.get_input_tensor_by_name(request, "texts").as_numpy()

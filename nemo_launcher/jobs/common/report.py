@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any, List, Optional, Tuple
 
+from .errors import JobError
+
 _INDENT = "  "
 
 
@@ -103,7 +105,7 @@ class Summary:
             print(self.text(), file=stream or sys.stdout, flush=True)
 
 
-class JobFault(Exception):
+class JobFault(JobError):
     """A job stopped for a reason its user fixes outside the config (the run directory is in use, the disk is
     full): one `Error:` line and an exit status of its own, documented in nemo_launcher.contract."""
 

@@ -22,16 +22,44 @@ Special tokens a file lacks are appended after its vocabulary, as Megatron-LM's 
 [BOS] and [EOS] (if vocab.txt has none), then <extra_id_0> ... <extra_id_N-1>; a SentencePiece model without
 <extra_id_N> pieces gets N sentinels with <extra_id_0> the highest id (T5's and mT5's own numbering), then
 <cls> <sep> <mask> <bos> <pad> as needed (sentencepiece_legacy, NeMo's name for adding them outside the model).
+
+Data preparation reads the same files through a TokenizerSpec and gets a BatchTokenizer, which adds what
+preprocessing needs: `encode_batch` (tokens back to back, lengths, per-document errors; the caches of
+segment_cache.py and word_cache.py make it fast) and the `dtype` of the .bin file. Its errors are TokenizerErrors
+(DataPrepError: one line, exit 2, as every data step's).
+
+    spec = TokenizerSpec(library="megatron", type="GPT2BPETokenizer", vocab_file="bpe/vocab.json",
+                         merge_file="bpe/merges.txt")
+    tok = load_batch_tokenizer(spec)
+    tokens, lengths, errors = tok.encode_batch(["first document", "second"])  # fast path, no EOD
+    tok.encode("first document")                                            # reference path, one document
+
+`encode` is the per-document behaviour the output is defined by; `encode_batch` must return exactly the same
+ids (the tests hold it to that). The spec is a small frozen dataclass so worker processes can rebuild the
+tokenizer from it instead of receiving a pickled tokenizer. Both paths build the GPT-2 BPE and BERT's WordPiece
+with the same pipelines (gpt2_bpe_pipeline, wordpiece_pipeline), so training and the prepared data agree.
 """
+import abc
+import json
+import os
+from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from ...contract.tokenizers import MEGATRON_TYPES, TOKENIZER_LIBRARIES as LIBRARIES, WORDPIECE_TYPES
 from .config import JobConfigError
+from .errors import DataPrepError
+from .segment_cache import SegmentCachedEncoder, supports
+from .word_cache import WordCachedEncoder
 
 GPT2_EOD = "<|endoftext|>"
 # The specials a WordPiece vocab.txt must hold; BERT's datasets need each of them.
 _WORDPIECE_REQUIRED = {"cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]", "pad": "[PAD]", "unk": "[UNK]"}
+# WordPiece vocabularies have no end-of-text token; BERT separates segments with [SEP].
+_WORDPIECE_EOD = "[SEP]"
 _HF_EOD_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
 
 
@@ -104,13 +132,24 @@ def _existing(path: Optional[str], key: str) -> Path:
     return Path(path)
 
 
-def _gpt2_bpe(vocab_file: Path, merge_file: Path) -> Tokenizer:
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+def gpt2_bpe_pipeline(vocab_file: str, merge_file: str):
+    """The GPT-2 byte-level BPE as a Hugging Face tokenizer, built from the two files alone; training and data
+    preparation (BatchTokenizer) both encode with it.
+
+    No special tokens are registered, as in Megatron-LM's and OpenAI's GPT-2 encoders: a literal
+    "<|endoftext|>" inside a document is encoded as text, and only the EOD that preprocessing appends is 50256.
+    """
+    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers  # deferred: Rust library
 
     hf = HFTokenizer(models.BPE.from_file(str(vocab_file), str(merge_file)))
     # GPT-2 maps bytes to printable characters before BPE; no space is prepended to the text.
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     hf.decoder = decoders.ByteLevel()
+    return hf
+
+
+def _gpt2_bpe(vocab_file: Path, merge_file: Path) -> Tokenizer:
+    hf = gpt2_bpe_pipeline(vocab_file, merge_file)
     eod = hf.token_to_id(GPT2_EOD)
     if eod is None:
         raise JobConfigError(f"{vocab_file}: the vocabulary has no {GPT2_EOD} token, so documents cannot be separated")
@@ -128,7 +167,7 @@ def wordpiece_pipeline(vocab_file: str, lower_case: bool):
     accents (LowerCase only), split at whitespace and punctuation, then greedy longest-match WordPiece with [UNK]
     for words it cannot cover or longer than 200 characters (the limit of Megatron-LM's and Google's tokenizers;
     Hugging Face's BertTokenizer uses 100). The special tokens are not registered as added tokens, so "[CLS]"
-    written in a text is text. Data preparation (jobs/data/tokenizer.py) encodes with this same pipeline.
+    written in a text is text. Data preparation (BatchTokenizer) encodes with this same pipeline.
     """
     from tokenizers import Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers
 
@@ -250,3 +289,170 @@ def _huggingface(tokenizer_json: Path, key: str) -> Tokenizer:
         vocab_size=hf.get_vocab_size(with_added_tokens=True), eod=eod,
         description={"class": "HuggingFaceTokenizer", "model": str(tokenizer_json)},
     )
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """uint16 below 65500 ids, else int32: the rule megatron's DType.optimal_dtype applies, so files match."""
+    return np.dtype(np.uint16) if vocab_size < 65500 else np.dtype(np.int32)
+
+
+# ---- data preparation: batch encoders -------------------------------------------------------------------------
+
+class TokenizerError(DataPrepError):
+    """A tokenizer that cannot be built from the configured files."""
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    library: str  # megatron (GPT-2 BPE or BERT WordPiece), sentencepiece (model), huggingface (model = tokenizer.json)
+    type: Optional[str] = None  # library megatron: GPT2BPETokenizer (null too), BertWordPieceCase, BertWordPieceLowerCase
+    vocab_file: Optional[str] = None  # GPT-2 vocab.json (token -> id), or a WordPiece vocab.txt (one token a line)
+    merge_file: Optional[str] = None  # GPT-2 merges.txt
+    model: Optional[str] = None  # SentencePiece .model or Hugging Face tokenizer.json
+    eod_token: Optional[str] = None  # appended after each document; null: <|endoftext|>, [SEP] (WordPiece), the model's EOS
+
+
+class BatchTokenizer(abc.ABC):
+    """A loaded tokenizer: per-document `encode`, batched `encode_batch`, `decode`, `eod`, `vocab_size`, `dtype`."""
+
+    vocab_size: int
+    eod: int
+
+    @property
+    def dtype(self) -> np.dtype:
+        return token_dtype(self.vocab_size)
+
+    @abc.abstractmethod
+    def encode(self, text: str) -> List[int]:
+        """Token ids of one document, without EOD: the behaviour every other path must reproduce."""
+
+    @abc.abstractmethod
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids (used by tests and for inspecting datasets)."""
+
+    def encode_batch(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray, Dict[int, str]]:
+        """(tokens back to back, tokens per document, {index: error}); default: one library batch call."""
+        try:
+            lists = self._encode_many(texts)
+            errors: Dict[int, str] = {}
+        except Exception:
+            # One bad document fails the whole library call; find it (and any others) one at a time.
+            lists, errors = [], {}
+            for index, text in enumerate(texts):
+                try:
+                    lists.append(self.encode(text))
+                except Exception as error:
+                    lists.append([])
+                    errors[index] = f"cannot tokenize: {error}"
+        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        tokens = np.fromiter(chain.from_iterable(lists), dtype=self.dtype, count=int(lengths.sum()))
+        return tokens, lengths, errors
+
+    def _encode_many(self, texts: Sequence[str]) -> List[List[int]]:
+        return [self.encode(text) for text in texts]
+
+
+class _HuggingFaceBatch(BatchTokenizer):
+    def __init__(self, hf, eod_token: str, segment_cache: bool, word_cache: bool = False):
+        self._hf = hf
+        self.vocab_size = hf.get_vocab_size(with_added_tokens=True)
+        eod = hf.token_to_id(eod_token)
+        if eod is None:
+            raise TokenizerError(f"the tokenizer has no token {eod_token!r} to end documents with; set eod_token")
+        self.eod = eod
+        self._cached = None
+        if segment_cache:
+            self._cached = SegmentCachedEncoder(self.encode, self.dtype)
+        elif word_cache:
+            self._cached = WordCachedEncoder(self.encode, self.dtype, self._encode_many)
+
+    def encode(self, text: str) -> List[int]:
+        return self._hf.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._hf.decode(list(ids), skip_special_tokens=False)
+
+    def _encode_many(self, texts: Sequence[str]) -> List[List[int]]:
+        # encode_batch_fast skips offset tracking, which preprocessing never reads.
+        return [e.ids for e in self._hf.encode_batch_fast(list(texts), add_special_tokens=False)]
+
+    def encode_batch(self, texts):
+        if self._cached is not None:
+            return self._cached.encode_batch(texts)
+        return super().encode_batch(texts)
+
+
+class _SentencePieceBatch(BatchTokenizer):
+    def __init__(self, model: str, eod_token: Optional[str]):
+        import sentencepiece
+
+        self._sp = sentencepiece.SentencePieceProcessor(model_file=model)
+        self.vocab_size = self._sp.get_piece_size()
+        if eod_token is None:
+            eod = self._sp.eos_id()
+            if eod < 0:
+                raise TokenizerError(f"{model}: the model has no EOS piece; set eod_token to a piece it has")
+        else:
+            eod = self._sp.piece_to_id(eod_token)
+            if eod == self._sp.unk_id() and eod_token != self._sp.id_to_piece(eod):
+                raise TokenizerError(f"{model}: no piece {eod_token!r} to end documents with")
+        self.eod = eod
+
+    def encode(self, text: str) -> List[int]:
+        return self._sp.encode(text, out_type=int)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._sp.decode(list(map(int, ids)))
+
+    def _encode_many(self, texts: Sequence[str]) -> List[List[int]]:
+        return self._sp.encode(list(texts), out_type=int)
+
+
+def gpt2_bpe(vocab_file: str, merge_file: str):
+    """The GPT-2 byte-level BPE (gpt2_bpe_pipeline), its two files checked first."""
+    for key, path in (("vocab_file", vocab_file), ("merge_file", merge_file)):
+        if not path or not os.path.isfile(path):
+            raise TokenizerError(f"{key}={path!r}: file not found (the GPT-2 BPE needs vocab.json and merges.txt)")
+    return gpt2_bpe_pipeline(vocab_file, merge_file)
+
+
+def bert_wordpiece(vocab_file: str, lower_case: bool):
+    """BERT's WordPiece (Megatron's BertWordPieceCase / BertWordPieceLowerCase) from vocab.txt: the pipeline
+    training's tokenizer encodes with (wordpiece_pipeline), so the ids agree."""
+    if not vocab_file or not os.path.isfile(vocab_file):
+        raise TokenizerError(f"vocab_file={vocab_file!r}: file not found (a WordPiece tokenizer needs vocab.txt)")
+    hf = wordpiece_pipeline(vocab_file, lower_case)
+    if hf.token_to_id("[UNK]") is None:
+        raise TokenizerError(f"{vocab_file}: the vocabulary has no [UNK] token; is it a WordPiece vocab.txt?")
+    return hf
+
+
+def load_batch_tokenizer(spec: TokenizerSpec) -> BatchTokenizer:
+    """The batch encoder data preparation tokenizes with (TokenizerError when its files do not make one)."""
+    # Worker processes each encode on one core; the Rust thread pool would only oversubscribe it.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if spec.library == "megatron":
+        if spec.type in WORDPIECE_TYPES:
+            return _HuggingFaceBatch(bert_wordpiece(spec.vocab_file, WORDPIECE_TYPES[spec.type]),
+                                         spec.eod_token or _WORDPIECE_EOD, segment_cache=False, word_cache=True)
+        if spec.type not in (None, "GPT2BPETokenizer"):
+            raise TokenizerError(
+                f"tokenizer_type={spec.type!r}: the megatron library builds {', '.join(MEGATRON_TYPES)}; "
+                f"use tokenizer_library=sentencepiece or huggingface for other tokenizers"
+            )
+        return _HuggingFaceBatch(gpt2_bpe(spec.vocab_file, spec.merge_file), spec.eod_token or GPT2_EOD,
+                                     segment_cache=True)
+    if spec.library == "sentencepiece":
+        if not spec.model or not os.path.isfile(spec.model):
+            raise TokenizerError(f"tokenizer_model={spec.model!r}: SentencePiece model file not found")
+        return _SentencePieceBatch(spec.model, spec.eod_token)
+    if spec.library == "huggingface":
+        from tokenizers import Tokenizer as HFTokenizer
+
+        if not spec.model or not os.path.isfile(spec.model):
+            raise TokenizerError(f"tokenizer_model={spec.model!r}: tokenizer.json not found")
+        with open(spec.model, encoding="utf-8") as handle:
+            description = json.load(handle)
+        return _HuggingFaceBatch(HFTokenizer.from_file(spec.model), spec.eod_token or GPT2_EOD,
+                                     segment_cache=supports(description))
+    raise TokenizerError(f"tokenizer_library={spec.library!r}: expected one of {', '.join(LIBRARIES)}")

@@ -18,11 +18,12 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 import torch
 
 from ..common.config import JobConfigError, bind
+from ..common.errors import JobError
 
 _EMBEDDING = "embedding.word_embeddings.weight"
 
 
-class HFExportError(ValueError):
+class HFExportError(JobError, ValueError):
     """The model has no exact Hugging Face counterpart; the message says which keys stand in the way."""
 
 
@@ -42,7 +43,7 @@ class ConversionFamily:
     merge_shards: Callable[[Mapping[Tuple[int, int], Mapping[str, Any]], Any], Dict[str, torch.Tensor]]
     hf_architecture: Callable[[Mapping[str, Any]], str]  # the class name, or HFExportError with the reasons
     write_hf: Callable[[Any, Mapping[str, Any], Mapping[str, torch.Tensor]], str]  # (cfg, model config, full state)
-    # The .nemo format (save_nemo, write_nemo, load_weights): every family's is gpt/nemo_archive.py so far; passed in
+    # The .nemo format (save_nemo, write_nemo, load_weights): every family's is core/nemo_archive.py so far; passed in
     # because the core imports no family package.
     nemo_archive: Any
     # checkpoint -> padded vocabulary rows; by default those of its word embedding table (0 for a model without text).

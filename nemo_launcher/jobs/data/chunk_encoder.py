@@ -17,14 +17,14 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 from .sentences import split_sentences
-from .tokenizer import Tokenizer, TokenizerSpec, load_tokenizer
+from ..common.tokenizer import BatchTokenizer, TokenizerSpec, load_batch_tokenizer
 
 _BATCH_DOCUMENTS = 512  # documents per encode_batch call: amortizes the call, bounds the memory of one batch
 _KEPT_REASONS = 100  # malformed lines described per chunk; further ones are only counted
 
-_tokenizer: Optional[Tokenizer] = None
+_tokenizer: Optional[BatchTokenizer] = None
 
 
 class MalformedLine(DataPrepError):
@@ -93,10 +93,10 @@ def read_result(parts_dir: str, index: int) -> Optional[ChunkResult]:
 
 def init_worker(spec: TokenizerSpec) -> None:
     global _tokenizer
-    _tokenizer = load_tokenizer(spec)
+    _tokenizer = load_batch_tokenizer(spec)
 
 
-def encode_chunk(task: ChunkTask, tokenizer: Optional[Tokenizer] = None) -> ChunkResult:
+def encode_chunk(task: ChunkTask, tokenizer: Optional[BatchTokenizer] = None) -> ChunkResult:
     tokenizer = tokenizer or _tokenizer
     assert tokenizer is not None, "init_worker() must run in this process first"
     began = time.perf_counter()
@@ -116,7 +116,7 @@ def encode_chunk(task: ChunkTask, tokenizer: Optional[Tokenizer] = None) -> Chun
     return result
 
 
-def _encode_documents(texts, lines, task: ChunkTask, tokenizer: Tokenizer, result: ChunkResult):
+def _encode_documents(texts, lines, task: ChunkTask, tokenizer: BatchTokenizer, result: ChunkResult):
     """(tokens, tokens per document): one item per document."""
     token_parts, length_parts = [], []
     rejected = 0
@@ -140,7 +140,7 @@ def _encode_documents(texts, lines, task: ChunkTask, tokenizer: Tokenizer, resul
     return tokens, kept
 
 
-def _encode_sentences(texts, lines, task: ChunkTask, tokenizer: Tokenizer, result: ChunkResult):
+def _encode_sentences(texts, lines, task: ChunkTask, tokenizer: BatchTokenizer, result: ChunkResult):
     """(tokens, tokens per item, items per document): one item per sentence with at least one token.
 
     A document whose sentences all encode to nothing is left out (counted as empty); one the tokenizer rejects

@@ -15,7 +15,7 @@ from typing import List
 
 import zstandard
 
-from .config import DataConfigError, StepConfig
+from ..steps.config import DataConfigError, StepConfig
 
 _SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".jsonl", ".json")
 

@@ -13,11 +13,11 @@ Transfers resume after an interruption (HTTP Range) and land under their final n
 import logging
 import os
 
-from .config import StepConfig, run_step, this_task_items
-from .fetch import fetch
+from ..steps.config import StepConfig, run_step, this_task_items
+from ..steps.fetch import fetch
 from .indexed_format import complete_dataset
 from .pile_layout import PileLayout, ensure_tokenizer_files, fetch_policy
-from .step_report import StepReport
+from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.download")
 

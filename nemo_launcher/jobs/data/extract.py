@@ -11,10 +11,10 @@ import os
 import zstandard
 from tqdm import tqdm
 
-from .config import StepConfig, run_step, this_task_items
-from .errors import DataPrepError
+from ..steps.config import StepConfig, run_step, this_task_items
+from ..common.errors import DataPrepError
 from .pile_layout import PileLayout
-from .step_report import StepReport
+from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.extract")
 _BLOCK = 16 << 20

@@ -35,11 +35,6 @@ _CODE_DTYPES = {code: dtype for dtype, code in _DTYPE_CODES.items()}
 _FIXED = len(HEADER) + 8 + 1 + 8 + 8
 
 
-def token_dtype(vocab_size: int) -> np.dtype:
-    """uint16 below 65500 ids, else int32: the rule megatron's DType.optimal_dtype applies, so files match."""
-    return np.dtype(np.uint16) if vocab_size < 65500 else np.dtype(np.int32)
-
-
 def write_index(path: str, dtype: np.dtype, sequence_lengths: np.ndarray,
                 sequences_per_document: Optional[np.ndarray] = None) -> None:
     """Write the .idx for sequences of the given token counts; without `sequences_per_document` every sequence

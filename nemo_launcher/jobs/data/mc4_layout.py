@@ -25,10 +25,10 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .config import StepConfig
-from .errors import DataPrepError
-from .fetch import fetch
-from .git_lfs_listing import list_files
+from ..common.errors import DataPrepError
+from ..steps.config import StepConfig
+from ..steps.fetch import fetch
+from ..steps.git_lfs_listing import list_files
 from .pile_layout import dataset_level, fetch_policy
 
 _MULTILINGUAL = re.compile(r"^multilingual/c4-(?P<lang>[A-Za-z]{2,3}(?:-[A-Za-z]+)?)\.tfrecord-\d+-of-\d+\.json\.gz$")

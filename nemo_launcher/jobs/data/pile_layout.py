@@ -11,11 +11,11 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .config import DataConfigError, StepConfig
-from .fetch import FetchPolicy, fetch
+from ..steps.config import DataConfigError, StepConfig
+from ..steps.fetch import FetchPolicy, fetch
 from .indexed_format import complete_dataset
 from .shard_builder import ShardJob
-from .tokenizer import TokenizerSpec
+from ..common.tokenizer import TokenizerSpec
 
 
 @dataclass(frozen=True)

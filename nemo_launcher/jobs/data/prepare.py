@@ -12,9 +12,9 @@ reuses the clone, so it needs no network.
 import logging
 from collections import Counter
 
-from .config import StepConfig, run_step
+from ..steps.config import StepConfig, run_step
 from .mc4_layout import Mc4Layout, ensure_tokenizer_files
-from .step_report import StepReport
+from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.prepare")
 

@@ -21,13 +21,13 @@ import logging
 import os
 import shutil
 
-from .config import StepConfig, run_step, task_cpus, this_task_items, this_task_workers, worker_count
+from ..steps.config import StepConfig, run_step, task_cpus, this_task_items, this_task_workers, worker_count
 from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 from .indexed_format import complete_dataset
 from .pile_layout import PileLayout, dataset_level, ensure_tokenizer_files, shard_job, tokenizer_spec
 from .shard_builder import ShardSummary, build_shard
-from .step_report import StepReport
+from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.preprocess")
 

@@ -12,10 +12,10 @@ import logging
 import os
 import shutil
 
-from .config import StepConfig, run_step
+from ..steps.config import StepConfig, run_step
 from .indexed_format import complete_dataset
 from .mc4_layout import Mc4Error, Mc4Layout, ensure_tokenizer_files
-from .step_report import StepReport
+from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.setup_preprocess")
 

@@ -27,9 +27,9 @@ from tqdm import tqdm
 
 from . import chunk_encoder
 from .chunk_encoder import ChunkResult, ChunkTask, MalformedLine
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 from .indexed_format import complete_dataset, concatenate, read_index_header, write_index
-from .tokenizer import TokenizerSpec, load_tokenizer
+from ..common.tokenizer import TokenizerSpec, load_batch_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def _run_chunks(pending: List[ChunkTask], finished: dict, spec: TokenizerSpec, w
     try:
         if workers <= 1 or len(pending) <= 1:
             # In-process: no worker start-up cost for small inputs, and one core is all it would use anyway.
-            tokenizer = load_tokenizer(spec)
+            tokenizer = load_batch_tokenizer(spec)
             for task in pending:
                 record(chunk_encoder.encode_chunk(task, tokenizer))
             return
@@ -246,7 +246,7 @@ def _report_malformed(path: str, ordered: List[ChunkResult]) -> None:
 
 def _assemble(job: ShardJob, spec: TokenizerSpec, parts_dir: str, ordered: List[ChunkResult]) -> Tuple[int, int]:
     """Join the chunk files into the dataset; .bin is renamed before .idx, so a present .idx means complete."""
-    dtype = load_tokenizer(spec).dtype
+    dtype = load_batch_tokenizer(spec).dtype
     bins, lengths, counts = [], [], []
     for result in ordered:
         bin_path, lengths_path, _ = chunk_encoder.chunk_paths(parts_dir, result.index)

@@ -19,7 +19,7 @@ from typing import List
 from .custom_layout import plain_jsonl
 from .indexed_format import complete_dataset, merge_datasets, read_index_header
 from .shard_builder import ShardJob, ShardSummary, build_shard
-from .tokenizer import TokenizerSpec
+from ..common.tokenizer import TokenizerSpec
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+from .sample_squad import write_sample_squad
 
 log = logging.getLogger("nemo_launcher.jobs.data.squad")  # not __name__: run as a program, that is __main__
 SPLITS = ("train", "validation", "test")
@@ -88,8 +89,6 @@ def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_qu
         log.info("%s exists (%d samples); kept", output, count)
         return count
     if sample_questions is not None:
-        from ..t5.sample_squad import write_sample_squad
-
         write_sample_squad(source, sample_questions)
     if not source.is_file():
         raise JobConfigError(f"{source}: no such file. Nothing is downloaded here: copy SQuAD v1.1 "

@@ -31,10 +31,10 @@ from typing import Iterable, Iterator, List
 
 import zstandard
 
-from .config import DataConfigError, StepConfig, run_step
-from .errors import DataPrepError
-from .step_report import StepReport
-from .tokenizer import WORDPIECE_TYPES
+from ..steps.config import DataConfigError, StepConfig, run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
+from ..common.tokenizer import WORDPIECE_TYPES
 
 log = logging.getLogger("data.train_tokenizer")
 WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
+from ..multimodal.latent_classes import nearest_class_scores
+
 PROG = "python3 -m nemo_launcher.jobs.dit.sample"
 
 
@@ -19,7 +21,7 @@ def _model(training, on_gpu: bool):
     import dataclasses
 
     from ..core.transformer import cpu_build_context
-    from ..gpt.standalone import start_model_parallel
+    from ..core.standalone import start_model_parallel
     from .model import dit_chunk, transformer_config
 
     start_model_parallel(1, 1, seed=training.model.seed)
@@ -37,7 +39,7 @@ def sample(cfg, training, log=print) -> Dict:
     import torch
 
     from ..core.conversion import find_checkpoint, load_checkpoint_weights
-    from ..gpt.nemo_archive import load_weights
+    from ..core.nemo_archive import load_weights
     from .diffusion import sampling_scheduler
     from .shapes_data import text_embedding
 
@@ -109,30 +111,6 @@ def class_means(reference_dir: str):
                 sums[caption] = sums.get(caption, 0) + latents.float()
                 counts[caption] = counts.get(caption, 0) + 1
     return {caption: sums[caption] / counts[caption] for caption in sums}
-
-
-def nearest_class_scores(latents, prompts: List[str], means) -> Dict:
-    """Per prompt whose caption the reference holds: the share of its samples whose nearest class mean (mean
-    squared difference) is its own class's, and the mean distance to its own mean against the other means."""
-    import torch
-
-    captions = sorted(means)
-    table = torch.stack([means[c] for c in captions])  # [classes, C, T, H, W]
-    scores, hits, total = {}, 0, 0
-    for prompt, samples in zip(prompts, latents):
-        if prompt not in means:
-            continue
-        distances = ((samples[:, None] - table[None]) ** 2).flatten(2).mean(-1)  # [images, classes]
-        own = captions.index(prompt)
-        nearest = distances.argmin(dim=1)
-        others = torch.cat([distances[:, :own], distances[:, own + 1:]], dim=1)
-        scores[prompt] = {"nearest_is_own_class": float((nearest == own).float().mean()),
-                          "distance_to_own_class": float(distances[:, own].mean()),
-                          "distance_to_other_classes": float(others.mean())}
-        hits += int((nearest == own).sum())
-        total += samples.shape[0]
-    return {"per_prompt": scores, "accuracy": hits / total if total else None, "classes": len(captions),
-            "chance": 1 / len(captions) if captions else None}
 
 
 def main(argv=None) -> int:

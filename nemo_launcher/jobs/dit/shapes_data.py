@@ -119,8 +119,8 @@ def energon_prepare(path: Path, shards: List[str]) -> None:
 
 
 def main(argv=None):
-    from ..data.config import DataConfigError
-    from ..data.step_report import StepReport
+    from ..steps.config import DataConfigError
+    from ..steps.step_report import StepReport
     from ...contract.binding import JobConfigError
     from ...contract.schemas.dit_data import DitShapesDataConfig
 
@@ -149,6 +149,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from ..data.config import run_step
+    from ..steps.config import run_step
 
     run_step(main)

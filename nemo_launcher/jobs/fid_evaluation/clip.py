@@ -6,8 +6,8 @@ import os
 
 from nemo_launcher.contract.schemas.sd_evaluation import CLIP_SCORES
 
-from ..data.config import run_step
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..steps.step_report import StepReport
 from .evaluation import device, generated_images, load_config, load_images, read_captions, write_scores
 
 

@@ -13,9 +13,9 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from nemo_launcher.contract.schemas.fid_evaluation_data import CocoReferenceData, FidEvaluationDataConfig
 
-from ..data.config import load_bound
-from ..data.errors import DataPrepError
-from ..data.step_report import StepReport
+from ..common.errors import DataPrepError
+from ..steps.config import load_bound
+from ..steps.step_report import StepReport
 
 
 def load_data_config(step: str, argv: Sequence[str] = None) -> FidEvaluationDataConfig:

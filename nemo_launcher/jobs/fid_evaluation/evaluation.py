@@ -10,8 +10,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from nemo_launcher.contract.schemas.sd_evaluation import FidClipConfig
 
-from ..data.config import load_bound
-from ..data.errors import DataPrepError
+from ..steps.config import load_bound
+from ..common.errors import DataPrepError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 

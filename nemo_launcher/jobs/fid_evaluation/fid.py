@@ -9,9 +9,9 @@ import os
 
 from nemo_launcher.contract.schemas.sd_evaluation import FID_SCORES
 
-from ..data.config import run_step
-from ..data.errors import DataPrepError
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
 from .evaluation import IMAGE_SUFFIXES, device, generated_images, load_config, load_images, read_captions, write_scores
 
 

@@ -9,8 +9,8 @@ an image does not depend on how the captions were split. Images already written 
 """
 import os
 
-from ..data.config import run_step
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..steps.step_report import StepReport
 from ..multimodal.config import local_process, share
 from .evaluation import load_config, read_captions, scale_folder
 
@@ -36,7 +36,7 @@ def main(argv=None) -> StepReport:
     rank, processes = local_process()
     parts = load_stable_diffusion(cfg.model.restore_from_path, device=str(device()))
     if vae_factor(parts) != cfg.infer.down_factor:
-        from ..data.errors import DataPrepError
+        from ..common.errors import DataPrepError
 
         raise DataPrepError(f"evaluation.infer.down_factor={cfg.infer.down_factor}: the model's VAE scales by "
                             f"{vae_factor(parts)}; set that")

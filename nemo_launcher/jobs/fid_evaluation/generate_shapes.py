@@ -2,8 +2,8 @@
 
     python3 -u -m nemo_launcher.jobs.fid_evaluation.generate_shapes --config <job dir>/<run.name>_hydra.yaml
 """
-from ..data.config import run_step
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..steps.step_report import StepReport
 from .coco import step_main, write_coco_shapes
 
 

@@ -8,9 +8,9 @@ import os
 
 from nemo_launcher.contract.schemas.sd_evaluation import CLIP_SCORES, FID_SCORES, PLOT, TARGETS_REPORT
 
-from ..data.config import run_step
-from ..data.errors import DataPrepError
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
 from .evaluation import load_config, read_scores
 
 

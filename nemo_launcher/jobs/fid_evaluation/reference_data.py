@@ -5,8 +5,8 @@ stand-in (a pipeline has one data_preparation stage).
 
     python3 -u -m nemo_launcher.jobs.fid_evaluation.reference_data --config <job dir>/<run.name>_hydra.yaml
 """
-from ..data.config import run_step
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..steps.step_report import StepReport
 from . import generate_shapes, preprocess, standin_scorers
 from .evaluation import load_config
 

@@ -8,9 +8,11 @@ from ..common.config import JobConfigError
 from ..core.conversion import ConversionFamily
 from ..core.shards import merge_shards
 from ...contract.schemas.gpt_training import ModelSection, TrainingConfig
-from . import hf_export, nemo_archive
+from ..core import nemo_archive
+from . import hf_export
 from .shards import gpt_shard_layout
-from .standalone import build_inference_model, inference_section, start_model_parallel
+from ..core.standalone import start_model_parallel
+from .inference import build_inference_model, inference_section
 
 
 def _check_layout(section: ModelSection, tp: int, pp: int) -> None:

@@ -46,7 +46,8 @@ def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
 
     from .lm_adapter import MegatronGPTLM
     from .lm_eval_tasks import local_task_configs
-    from .nemo_archive import load_gpt_from_nemo, read_nemo_config
+    from ..core.nemo_archive import read_nemo_config
+    from .inference import load_gpt_from_nemo
 
     names = parse_tasks(cfg.run.tasks)
     # num_fewshot goes into each task's config: passed to simple_evaluate, lm-eval warns that it overrides

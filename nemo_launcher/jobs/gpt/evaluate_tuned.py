@@ -4,7 +4,7 @@ result file, scored by SQuAD's exact match and F1 (evaluation=prompt_gpt3/squad,
     python3 -u -m nemo_launcher.jobs.gpt.evaluate_tuned --config <job dir>/<run.name>_hydra.yaml
     torchrun --nproc_per_node=2 -m nemo_launcher.jobs.gpt.evaluate_tuned --config ...     (TP, or copies sharing lines)
 
-Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); common/tuned_evaluation.py does
+Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); tuning/tuned_evaluation.py does
 the work with the GPT side below (the base .nemo resharded to this TP, prompt and answer in one sequence, several
 lines per forward pass) and writes <test file name>_predictions.jsonl and qa_metrics.json under
 <run.results_dir>/results/, then prints a table. Exit codes: 0 done, 2 configuration error, 74 a result could not be written,
@@ -23,7 +23,8 @@ class GptSide:
 
     @staticmethod
     def load(m):
-        from .nemo_archive import load_gpt_from_nemo, read_nemo_config
+        from ..core.nemo_archive import read_nemo_config
+        from .inference import load_gpt_from_nemo
 
         model, tokenizer = load_gpt_from_nemo(m.language_model_path, m.tensor_model_parallel_size, 1, m.precision_name())
         base = read_nemo_config(m.language_model_path)
@@ -31,7 +32,7 @@ class GptSide:
 
     @staticmethod
     def encoder(tokenizer, layout):
-        from .prompt_data import TemplateEncoder
+        from ..tuning.prompt_data import TemplateEncoder
 
         return TemplateEncoder(tokenizer, layout, add_eos=False)
 
@@ -52,9 +53,9 @@ class GptSide:
 
     @staticmethod
     def answer(model, tokenizer, batch, prompts, m) -> List[List[int]]:
-        from ..common.tuned_evaluation import virtual_placement
+        from ..tuning.tuned_evaluation import virtual_placement
         from .generate import greedy_generate_batch
-        from .nemo_archive import read_nemo_config
+        from ..core.nemo_archive import read_nemo_config
 
         def place(tokens: torch.Tensor) -> None:  # before each forward: as wide as the tokens so far
             prompts.place(*virtual_placement(batch, tokens.shape[1], tokens.device))
@@ -66,7 +67,7 @@ class GptSide:
 
 
 def evaluate(cfg, placement) -> Dict[str, dict]:
-    from ..common.tuned_evaluation import evaluate_tuned
+    from ..tuning.tuned_evaluation import evaluate_tuned
 
     return evaluate_tuned(cfg, placement, GptSide)
 
@@ -80,7 +81,7 @@ def schema_for(section: Dict[str, Any]):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ..common.qa_results import run_evaluation
+    from ..core.qa_results import run_evaluation
 
     return run_evaluation(argv, PROG, lambda section: schema_for(section).from_dict(section), evaluate,
                           lambda cfg: f"{cfg.model.method_file} on {cfg.model.language_model_path}")

@@ -20,9 +20,10 @@ PROG = "python3 -m nemo_launcher.jobs.gpt.finetune"
 
 def tuning_job(cfg, stage: str):
     """The GptTuning of a bound `fine_tuning` or `peft` section (SftConfig): its data, and all weights or LoRA."""
-    from ..core.lora import LoraMethod
-    from .tuning import AllWeights, GptTuning
-    from .tuning_data import PromptAnswerData
+    from ..tuning.answer_data import PromptAnswerData
+    from ..tuning.job import AllWeights
+    from ..tuning.lora import LoraMethod
+    from .tuning import GptTuning
 
     peft = cfg.model.peft
     if peft is None:
@@ -34,23 +35,10 @@ def tuning_job(cfg, stage: str):
 
 
 def run(argv, stage: str, prog: str, make_job=tuning_job) -> int:
-    """The fine_tuning and peft programs (T5's peft too, with its make_job): bind the section to SftConfig, build
-    the tuning job, run the core."""
-    from types import SimpleNamespace
+    """The fine_tuning and peft programs with GPT's tuning job (tuning/job.py's run_sft)."""
+    from ..tuning.job import run_sft  # deferred: the trainer's modules load after the program starts
 
-    from ..core.program import run_program
-
-    jobs = {}
-
-    def bind(section):
-        from ...contract.schemas.gpt_sft import SftConfig
-
-        cfg = SftConfig.from_dict(section, stage=stage)
-        jobs["job"] = make_job(cfg, stage)
-        return cfg
-
-    return run_program(argv, prog, SimpleNamespace(from_dict=bind), lambda cfg: jobs["job"].recipe(cfg),
-                       build=lambda *args: jobs["job"].build(*args), module_class=lambda parts: jobs["job"].module(parts))
+    return run_sft(argv, stage, prog, make_job)
 
 
 def main(argv=None) -> int:

@@ -11,11 +11,12 @@ import sys
 
 
 def merge_files(base: str, adapter: str, output: str) -> str:
-    from .lora_file import load_adapter_file, merge_into_state_dict
-    from .nemo_archive import load_nemo, save_nemo
+    from ..tuning.lora_file import load_adapter_file, merge_into_state_dict
+    from ..core.nemo_archive import save_nemo
+    from .inference import load_gpt_nemo
 
     settings, state = load_adapter_file(adapter)
-    config, weights = load_nemo(base)
+    config, weights = load_gpt_nemo(base)
     save_nemo(output, config, merge_into_state_dict(weights, settings, state))
     return output
 

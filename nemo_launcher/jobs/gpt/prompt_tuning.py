@@ -1,5 +1,5 @@
 """Prompt learning (p-tuning, prompt tuning), Houlsby adapters and IA3 on a frozen GPT `.nemo`, on the trainer core
-(the methods themselves, and their result files, are family-neutral: core/peft_methods.py).
+(the methods themselves, and their result files, are family-neutral: tuning/peft_methods.py).
 
     python3 -u -m nemo_launcher.jobs.gpt.prompt_learning --config <job dir>/<run.name>_hydra.yaml
     python3 -u -m nemo_launcher.jobs.gpt.adapter_learning --config ...
@@ -16,8 +16,8 @@ PROGRAMS = {stage: f"python3 -m nemo_launcher.jobs.gpt.{stage}" for stage in ("p
 
 
 def run(argv, stage: str) -> int:
-    from ..core.peft_methods import method_for, run_method
-    from .prompt_data import PromptLearningData
+    from ..tuning.peft_methods import method_for, run_method
+    from ..tuning.prompt_data import PromptLearningData
     from .tuning import GptTuning
 
     return run_method(argv, stage, PROGRAMS[stage], lambda cfg: GptTuning(

@@ -1,39 +1,23 @@
-"""GPT tuning on the trainer core: every method (fine-tuning, LoRA, prompt learning, adapters, IA3) starts here.
+"""GPT's tuning job on the tuning wing (tuning/job.py): GPT's recipe, its base model loaded from a `.nemo`
+(resharded to this run's TP) and its greedy answers.
 
-    job = GptTuning(cfg, stage, base_path, data, method)        # data: tuning_data.py; method: one of the methods
+    job = GptTuning(cfg, stage, base_path, data, method)        # data: tuning/answer_data.py; method: one of the methods
     return run_program(argv, prog, schema, job.recipe, build=job.build, module_class=job.module)
-
-`build` loads the `.nemo` (resharded to this run's TP), lets the method change it (freeze the base, add its
-parameters), and hands the chunk to the core's assemble_parts (megatron DDP, optimizer, schedules). The core runs
-the Lightning loop: checkpoints of what trains, exact resume after kill -9, max_time, stop signals, self-requeue,
-TensorBoard/W&B. The method writes its results once max_steps is reached (core/tuning.py's write_outputs).
 """
 import dataclasses
-import logging
-from typing import Any, Dict, Optional
+from functools import partial
+from typing import List
 
 import torch
 
 from ..common.config import JobConfigError
 from ..core.recipe import Sequences
-from ..core.tuning import Method, Tuning, TuningModule  # noqa: F401  (Method: the methods' base, here for them)
-
-log = logging.getLogger(__name__)
+from ..tuning.job import TuningJob
 
 
-class GptTuning(Tuning):
-    """One GPT tuning run: the base `.nemo`, the data (tuning_data.py) and the method; the core calls
-    recipe(), build() and module() in that order."""
+class GptTuning(TuningJob):
+    """One GPT tuning run: the base `.nemo`, the data and the method."""
 
-    def __init__(self, cfg, stage: str, base_path: str, data, method: Method):
-        self.cfg, self.stage, self.base_path, self.data, self.method = cfg, stage, base_path, data, method
-        self.freezes_base = method.freezes_base
-        self.num_workers = data.num_workers
-        self.nemo_config: Dict[str, Any] = {}
-        self.tokenizer = None
-        self.model: Optional[torch.nn.Module] = None  # the bare GPTModel (state dicts, generation)
-
-    # ---- what the core calls --------------------------------------------------------------------------
     def recipe(self, cfg):
         from .recipe import GPT
 
@@ -41,42 +25,14 @@ class GptTuning(Tuning):
         return dataclasses.replace(GPT, forward_step=self.method.forward_step,
                                    sequences=lambda model: Sequences(self.data.max_seq_length), flops_per_token=None)
 
-    def build(self, recipe, cfg, placement, on_gpu: bool, resume):
-        from ..core.parts import assemble_parts
+    def answer(self, prompt: List[int], tokens: int, sample=None) -> List[int]:
+        from .generate import greedy_generate  # deferred with megatron-core
 
-        model = self._load_base(on_gpu)
-        self.method.attach(model, self)
-        self.collate = self.data.collate(self.tokenizer)
-        self.validation_sets = self.data.validation_sets(self.tokenizer) if cfg.trainer.limit_val_batches > 0 else ()
-        if placement.rank == 0:
-            print(self.method.describe(model), flush=True)
+        tokenizer = self.tokenizer
+        max_length = int(self.nemo_config.get("max_position_embeddings") or self.data.max_seq_length)
+        prepare = None if sample is None else partial(self.method.before_generation, sample=sample)
+        return greedy_generate(self.model, prompt, tokens, tokenizer.eod, tokenizer.vocab_size, max_length, prepare)
 
-        def datasets(batches):
-            size = batches.total_samples(cfg.trainer.max_steps)
-            # The validation files go to the module through validation_sets; the core only asks whether there are any.
-            return self.data.train_dataset(self.tokenizer, size, cfg.model.seed), self.validation_sets or None, None
-
-        return assemble_parts(recipe, cfg, placement, on_gpu, False, self.tokenizer, self._vocab_rows, model.config, [model],
-                              datasets, data_description=self.data.describe())
-
-    def module(self, parts) -> TuningModule:
-        return TuningModule(parts, self)
-
-    # ---- Tuning ---------------------------------------------------------------------------------------
-    def sharded_state(self) -> Dict[str, Any]:
-        return self.method.sharded_state()
-
-    def load_state(self, state: Dict[str, Any]) -> None:
-        self.method.load_state(state)
-
-    def validation_metrics(self, module: TuningModule) -> Dict[str, float]:
-        return self.data.validation_metrics(self, module)
-
-    def write_outputs(self, module: TuningModule) -> Dict[str, str]:
-        self.model.eval()
-        return self.method.write(module, self)
-
-    # ---- the base model -------------------------------------------------------------------------------
     def _load_base(self, on_gpu: bool) -> torch.nn.Module:
         """The `.nemo`'s GPTModel for this rank (its TP shard), with this run's dropout, in training mode."""
         from megatron.core import parallel_state
@@ -84,10 +40,10 @@ class GptTuning(Tuning):
         from ..common.config import bind
         from ..common.tokenizer import load_tokenizer
         from ...contract.schemas.gpt_training import ModelSection
-        from .nemo_archive import layout_of, load_nemo, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
+        from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
         from ..core.shards import split_state_dict
         from .shards import gpt_shard_layout
-        from .standalone import build_inference_model, inference_section
+        from .inference import build_inference_model, inference_section, load_gpt_nemo
 
         cfg, path = self.cfg, self.base_path
         tp = cfg.model.tensor_model_parallel_size
@@ -101,7 +57,7 @@ class GptTuning(Tuning):
         if layout_of(self.nemo_config) == (tp, 1):
             state_dict = load_nemo_shard(path, tp_rank, 0)
         else:  # an archive of another layout is merged and cut again for this TP (each rank reads it whole once)
-            _, full = load_nemo(path)
+            _, full = load_gpt_nemo(path)
             state_dict = split_state_dict(full, gpt_shard_layout(self.nemo_config, tp, 1), tp_rank, 0)
         self._vocab_rows = padded_vocab_of(state_dict, tp, self.tokenizer.vocab_size)
         model = build_inference_model(section, self._vocab_rows, cfg.trainer.precision_name())
@@ -114,22 +70,3 @@ class GptTuning(Tuning):
         if section.position_embedding_type == "learned_absolute" and self.data.max_seq_length > section.max_position_embeddings:
             raise JobConfigError(f"{self.data.length_key}: {self.data.max_seq_length} is longer than the model's "
                                  f"max_position_embeddings ({section.max_position_embeddings})")
-
-
-class AllWeights(Method):
-    """Supervised fine-tuning: every weight trains; the result is a whole GPT `.nemo` in the trained TP layout."""
-
-    name = "fine-tuning (all weights)"
-    freezes_base = False
-
-    def __init__(self, output: str):
-        self.output = output
-
-    def attach(self, model: torch.nn.Module, job: "GptTuning") -> None:
-        """Nothing to freeze and nothing to add: every weight of the loaded model trains as it is."""
-
-    def write(self, module: TuningModule, job: "GptTuning") -> Dict[str, str]:
-        from .tuned_files import save_model
-
-        save_model(job.model, job.nemo_config, self.output, job.stage, module.parts.placement)
-        return {"fine-tuned model": self.output}

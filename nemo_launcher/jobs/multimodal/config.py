@@ -9,7 +9,7 @@ from typing import List, Sequence, Tuple, TypeVar
 
 from nemo_launcher.contract.schemas.multimodal_data import MultimodalDataConfig
 
-from ..data.config import DataConfigError, load_bound
+from ..steps.config import DataConfigError, load_bound
 
 T = TypeVar("T")
 

@@ -28,9 +28,9 @@ from typing import Dict, List, Optional, Tuple
 
 from nemo_launcher.contract.schemas.multimodal_data import ImageDownloadArguments
 
-from ..data.config import run_step
-from ..data.errors import DataPrepError
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
 from .config import load_config, strided_share
 from .progress import Progress
 from .tars import AtomicTar

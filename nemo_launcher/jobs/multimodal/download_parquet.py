@@ -13,11 +13,11 @@ import os
 import shutil
 from typing import List, Optional, Tuple
 
-from ..data.config import run_step
-from ..data.errors import DataPrepError
-from ..data.fetch import FetchPolicy, fetch
-from ..data.git_lfs_listing import list_files
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..common.errors import DataPrepError
+from ..steps.fetch import FetchPolicy, fetch
+from ..steps.git_lfs_listing import list_files
+from ..steps.step_report import StepReport
 from .config import load_config
 
 log = logging.getLogger("multimodal.download_parquet")

@@ -11,7 +11,7 @@ from `seed`, and text is tokenised as UTF-8 bytes: the tiny pipeline's determini
 import os
 from typing import List, Optional
 
-from ..data.errors import DataPrepError
+from ..common.errors import DataPrepError
 
 # CLIP's pixel statistics (the mean and deviation its image towers were trained with).
 _MEAN = (0.48145466, 0.4578275, 0.40821073)

@@ -9,8 +9,8 @@ class_folders, also the same examples and num_held_out further ones as ImageNet-
 import json
 import os
 
-from ..data.config import run_step
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..steps.step_report import StepReport
 from .config import load_config
 from .shapes import CLASSES, write_repository
 
@@ -37,8 +37,8 @@ def main(argv=None) -> StepReport:
 
 
 def _class_folders(spec, report) -> None:
-    from ..data.config import DataConfigError
-    from ..vision.shape_folders import ForeignFolders, write_shape_folders
+    from ..steps.config import DataConfigError
+    from .shape_folders import ForeignFolders, write_shape_folders
 
     try:
         write_shape_folders(spec.class_folders, spec.num_examples, spec.num_held_out, spec.image_size, spec.seed)

@@ -10,9 +10,9 @@ sampler that assumes equal tars never meets them. An example counts when it has 
 import os
 import pickle
 
-from ..data.config import run_step
-from ..data.errors import DataPrepError
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
 from .config import load_config
 from .tars import count_examples, tar_files
 

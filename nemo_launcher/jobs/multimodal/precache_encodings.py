@@ -24,9 +24,9 @@ import yaml
 from nemo_launcher.contract.binding import JobConfigError
 from nemo_launcher.contract.schemas.multimodal_data import PrecacheSpec
 
-from ..data.config import DataConfigError, run_step
-from ..data.errors import DataPrepError
-from ..data.step_report import StepReport
+from ..steps.config import DataConfigError, run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
 from .config import array_tasks, load_config, local_process, share
 from .progress import Progress
 from .reorganize_tar import PLAN

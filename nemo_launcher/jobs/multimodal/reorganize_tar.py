@@ -14,9 +14,9 @@ import logging
 import os
 from typing import Dict, List
 
-from ..data.config import run_step
-from ..data.errors import DataPrepError
-from ..data.step_report import StepReport
+from ..steps.config import run_step
+from ..common.errors import DataPrepError
+from ..steps.step_report import StepReport
 from .config import array_tasks, load_config, share
 from .progress import Progress
 from .tars import AtomicTar, complete, count_examples, examples, tar_files

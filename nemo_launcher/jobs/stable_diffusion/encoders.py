@@ -32,7 +32,7 @@ class VaeMomentsEncoder:
 
 class TextContextEncoder:
     def __init__(self, cond_stage_config: Dict[str, Any], tokenizer: Dict[str, Any]):
-        from ..clip.tokenizer import load_clip_tokenizer
+        from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
         self.text = bind(CondStageConfig, cond_stage_config, "encoder_config.cond_stage_config")
         self.tokenizer = load_clip_tokenizer(bind(ClipTokenizer, tokenizer, "encoder_config.tokenizer"))

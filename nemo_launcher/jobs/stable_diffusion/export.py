@@ -174,7 +174,7 @@ def _yaml(settings: Dict) -> str:
 def _entry(repository: Path, name: str, parts, settings: Dict, graphs, onnx_dir: Path, plan_dir: Path) -> Path:
     """<repository>/<name>: config.pbtxt (backend python) and 1/ with model.py, the graphs, the engines, the
     settings and the tokenizer's files, swapped in when complete."""
-    from ..gpt.export import parameter_pbtxt, tensors_pbtxt
+    from ..serving.triton_export import parameter_pbtxt, tensors_pbtxt
     from ..vision.triton_entries import swap_in_entry
     from .onnx_parts import SETTINGS_FILE
     from .serving import EDIT_INPUTS, TEXT2IMG_INPUTS, output_spec

@@ -45,7 +45,7 @@ class StableDiffusionParts:
     unet: Any  # diffusers UNet2DConditionModel
     vae: Any  # diffusers AutoencoderKL
     text_encoder: Any  # transformers CLIPTextModel
-    tokenizer: Any  # jobs/clip/tokenizer.py: encode(text, length) -> ids
+    tokenizer: Any  # jobs/multimodal/caption_tokenizer.py: encode(text, length) -> ids
     noise_scheduler: Any  # diffusers DDPMScheduler: the training forward process
     config: LatentDiffusionModel
 
@@ -187,7 +187,7 @@ def noise_scheduler(model: LatentDiffusionModel):
 def build_stable_diffusion(model: LatentDiffusionModel, load_pretrained: bool = True) -> StableDiffusionParts:
     """The networks a section describes. load_pretrained false skips every from_pretrained / pretrained read (the
     weights come from a .nemo or checkpoint next)."""
-    from ..clip.tokenizer import load_clip_tokenizer
+    from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
     tokenizer = load_clip_tokenizer(model.tokenizer)
     return StableDiffusionParts(unet=build_unet(model, load_pretrained), vae=build_vae(model.first_stage_config, model.scale_factor, load_pretrained),
@@ -237,7 +237,7 @@ def _load_strict(network, state: Mapping[str, torch.Tensor], source: str, key: s
 def _our_weights(source: str, key: str) -> Dict[str, torch.Tensor]:
     path = Path(source)
     if path.is_file():
-        from ..gpt.nemo_archive import load_nemo
+        from ..core.nemo_archive import load_nemo
 
         return load_nemo(path)[1]
     if path.is_dir():
@@ -251,7 +251,7 @@ def _checkpoint_tensors(folder: Path):
     from megatron.core import dist_checkpointing
 
     from ..core.conversion import find_checkpoint
-    from ..gpt.standalone import start_model_parallel
+    from ..core.standalone import start_model_parallel
 
     checkpoint = find_checkpoint(str(folder), "latest")
     common = dist_checkpointing.load_common_state_dict(str(checkpoint))
@@ -271,7 +271,7 @@ def load_stable_diffusion(path, device: str = "cpu") -> StableDiffusionParts:
     holding them: the newest complete one), in eval mode and frozen."""
     path = Path(path)
     if path.is_file():
-        from ..gpt.nemo_archive import load_nemo
+        from ..core.nemo_archive import load_nemo
 
         config, state = load_nemo(path)
     elif path.is_dir():
@@ -304,7 +304,7 @@ def save_stable_diffusion(path, parts: StableDiffusionParts, replaced: Optional[
     """Writes the .nemo that load_stable_diffusion (and every later stage) reads: the model section, the weights of
     the three networks (those named in `replaced`, e.g. an average of the trained ones, from there), the tokenizer's
     files."""
-    from ..gpt.nemo_archive import save_nemo
+    from ..core.nemo_archive import save_nemo
 
     state = {key: value.detach().cpu() for key, value in parts.state_dict().items()}
     state.update({key: value.detach().cpu().to(state[key].dtype) for key, value in (replaced or {}).items()})

@@ -88,7 +88,7 @@ class _OnnxStableDiffusion:
 
 def onnx_parts(folder):
     """StableDiffusionParts over the graphs in `folder` (<name>.onnx and SETTINGS_FILE)."""
-    from ..clip.tokenizer import load_clip_tokenizer
+    from ..multimodal.caption_tokenizer import load_clip_tokenizer
     from .model import StableDiffusionParts, model_section, noise_scheduler
 
     folder = Path(folder)

@@ -183,7 +183,7 @@ def build_sd_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None, da
     from ..core.datasets import dataset_sizes
     from ..core.parts import assemble_parts
     from ..core.transformer import build_chunks
-    from ..clip.tokenizer import load_clip_tokenizer
+    from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
     config = recipe.transformer_config(cfg.model, cfg.trainer.precision_name(), on_gpu, False)
     chunks = build_chunks(recipe.build_chunk, cfg.model, config, 0, False)

@@ -25,7 +25,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ..gpt.serving import TensorSpec
+from ..serving.text import TensorSpec
 from .onnx_parts import SETTINGS_FILE
 
 TEXT2IMG_INPUTS = (TensorSpec("prompt", "TYPE_STRING", (1,)), TensorSpec("seed", "TYPE_INT64", (1,), optional=True),

@@ -53,7 +53,7 @@ def class_scores(root: str, height: int, width: int, parts, prompts: List[str], 
     """Nearest-class-mean scores of each prompt naming a class, in latent space and in pixels."""
     import torch
 
-    from ..dit.sample import nearest_class_scores
+    from ..multimodal.latent_classes import nearest_class_scores
 
     scores = {}
     for space, samples, encode in (("latent", latents, reference_latents(parts)), ("pixel", images, None)):

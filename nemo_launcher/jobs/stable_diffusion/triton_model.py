@@ -17,7 +17,7 @@ class TritonPythonModel:
         launcher_path = parameters.get("launcher_path")
         if launcher_path and launcher_path not in sys.path:
             sys.path.insert(0, launcher_path)
-        from nemo_launcher.jobs.common.triton_backend import prefer_utf8
+        from nemo_launcher.jobs.serving.triton_backend import prefer_utf8
 
         prefer_utf8()  # before torch is imported (see there)
         from nemo_launcher.jobs.stable_diffusion.serving import DiffusionServer
@@ -25,7 +25,7 @@ class TritonPythonModel:
         self.server = DiffusionServer.load(os.path.join(args["model_repository"], str(args["model_version"])))
 
     def execute(self, requests):
-        from nemo_launcher.jobs.common.triton_backend import named_inputs, respond
+        from nemo_launcher.jobs.serving.triton_backend import named_inputs, respond
 
         names = [spec.name for spec in self.server.inputs]
         return respond(requests, lambda request: self.server.answer(named_inputs(request, names)))

@@ -1,7 +1,7 @@
 """Prompt/answer jsonl (the peft stage's data, as GPT reads it) -> T5 samples: the prompt_template's part before
 {output} is the encoder's input, the answer the decoder's target.
 
-    data = T5AnswerData(cfg.model.data)          # gpt/tuning_data.PromptAnswerData's interface, for T5Tuning
+    data = T5AnswerData(cfg.model.data)          # tuning/answer_data.PromptAnswerData's interface, for T5Tuning
     source, virtual, answer, task = T5SampleEncoder(tokenizer, section).encode(example)
 
 Samples take prompt_data.py's layout (no virtual tokens, no task), so its collate batches them. Encoder and decoder
@@ -13,8 +13,8 @@ from functools import partial
 from typing import List, Tuple
 
 from ..common.config import JobConfigError
-from ..gpt.sft_data import SampleEncoder
-from ..gpt.tuning_data import PromptAnswerData
+from ..tuning.sft_data import SampleEncoder
+from ..tuning.answer_data import PromptAnswerData
 
 
 class T5SampleEncoder(SampleEncoder):

@@ -8,7 +8,7 @@ import torch
 from ..common.config import JobConfigError
 from ..core.conversion import ConversionFamily
 from ..core.shards import merge_shards
-from ..gpt import nemo_archive
+from ..core import nemo_archive
 from ...contract.schemas.t5_training import T5ModelSection, T5TrainingConfig
 from . import hf_export
 from .shards import t5_shard_layout

@@ -27,7 +27,7 @@ def evaluate(cfg, placement) -> Dict[str, dict]:
     import torch
     from megatron.core import parallel_state
 
-    from ..common.qa_results import gathered, with_average, write_json
+    from ..core.qa_results import gathered, with_average, write_json
     from .scoring import SCORE_NAMES, score_answers
     from .generate import inference_ready
     from .standalone import load_t5_from_nemo
@@ -61,14 +61,14 @@ def evaluate(cfg, placement) -> Dict[str, dict]:
 
 
 def _write_predictions(path: Path, pairs: List[dict], predictions: List[str]) -> None:
-    from ..common.qa_results import write_jsonl
+    from ..core.qa_results import write_jsonl
 
     write_jsonl(path, ({"source": pair["source"], "prediction": text, "target": pair["target"], "answers": pair["answers"]}
                        for pair, text in zip(pairs, predictions)), "evaluation")
 
 
 def main(argv=None) -> int:
-    from ..common.qa_results import run_evaluation
+    from ..core.qa_results import run_evaluation
     from ...contract.schemas.t5_evaluation import QaEvaluationConfig
 
     return run_evaluation(argv, PROG, QaEvaluationConfig.from_dict, evaluate, lambda cfg: cfg.model.restore_from_path)

@@ -5,7 +5,7 @@ adapter_t5/squad, ia3_t5/squad).
     python3 -u -m nemo_launcher.jobs.t5.evaluate_tuned --config <job dir>/<run.name>_hydra.yaml
     torchrun --nproc_per_node=2 -m nemo_launcher.jobs.t5.evaluate_tuned --config ...     (TP, or copies sharing lines)
 
-Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); common/tuned_evaluation.py does
+Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); tuning/tuned_evaluation.py does
 the work with the T5 side below: the base .nemo resharded to this TP, each line's prompt (virtual tokens, fields,
 eos) as the encoder's input, the answer decoded greedily (generate.py). It writes <test file name>_predictions.jsonl
 and qa_metrics.json under <run.results_dir>/results/ and prints a table. Exit codes: 0 done, 2 configuration error,
@@ -24,7 +24,7 @@ class T5Side:
         self._ready = None  # the base as generation runs it (inside Float16Module in bf16/fp16)
 
     def load(self, m):
-        from ..gpt.nemo_archive import read_nemo_config
+        from ..core.nemo_archive import read_nemo_config
         from .standalone import load_t5_from_nemo
 
         model, tokenizer = load_t5_from_nemo(m.language_model_path, m.tensor_model_parallel_size, 1, m.precision_name())
@@ -51,7 +51,7 @@ class T5Side:
                                  f"model's {max_length} decoder positions; lower it")
 
     def answer(self, model, tokenizer, batch, prompts, m) -> List[List[int]]:
-        from ..common.tuned_evaluation import virtual_placement
+        from ..tuning.tuned_evaluation import virtual_placement
         from .generate import greedy_answers, inference_ready
 
         if self._ready is None:
@@ -63,13 +63,13 @@ class T5Side:
 
 
 def evaluate(cfg, placement) -> Dict[str, dict]:
-    from ..common.tuned_evaluation import evaluate_tuned
+    from ..tuning.tuned_evaluation import evaluate_tuned
 
     return evaluate_tuned(cfg, placement, T5Side())
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from ..common.qa_results import run_evaluation
+    from ..core.qa_results import run_evaluation
     from ...contract.schemas.tuned_evaluation import TunedEvaluationConfig
 
     return run_evaluation(argv, PROG, TunedEvaluationConfig.from_dict, evaluate,

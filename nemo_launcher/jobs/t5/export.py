@@ -2,7 +2,7 @@
 
     python3 -u -m nemo_launcher.jobs.t5.export --config <job dir>/<run.name>_hydra.yaml
 
-GPT's export (gpt/export.py: config.pbtxt, 1/model.py, 1/model.nemo, swapped in when complete), with the T5 rules
+The text families' export (serving/triton_export.py: config.pbtxt, 1/model.py, 1/model.nemo, swapped in when complete), with the T5 rules
 for merging a TP-sharded archive and config.pbtxt naming T5's generator (serving.py), so the same backend file and
 deployment/serve_pytriton.py answer with T5's decoding. Needs no GPU. Exit codes as GPT's: 0, 2, 74, 75.
 """
@@ -11,7 +11,7 @@ import sys
 
 def main(argv=None) -> int:
     from ...contract.schemas.t5_export import T5ExportConfig
-    from ..gpt.export import run_export
+    from ..serving.triton_export import run_export
 
     return run_export(argv, "python3 -m nemo_launcher.jobs.t5.export", T5ExportConfig, load=_load_t5_nemo,
                       generator="nemo_launcher.jobs.t5.serving:T5Generator")

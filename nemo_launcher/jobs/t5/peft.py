@@ -3,7 +3,7 @@ cross), the rest frozen, on the trainer core.
 
     python3 -u -m nemo_launcher.jobs.t5.peft --config <job dir>/<run.name>_hydra.yaml
 
-GPT's peft program with a T5 base: the section (schema gpt_sft) and the method (core/lora.py) are GPT's, the base
+The peft program (tuning/job.py's run_sft) with a T5 base: the section (schema gpt_sft) and the method (tuning/lora.py) are GPT's, the base
 is loaded as T5's other tuning methods load it (t5/tuning.load_base_model: any TP the heads allow), the samples are
 prompt/answer jsonl laid out for an encoder and a decoder (answer_data.py). At the last step it writes to
 <explicit_log_dir>/checkpoints/:
@@ -19,7 +19,7 @@ PROG = "python3 -m nemo_launcher.jobs.t5.peft"
 
 
 def tuning_job(cfg, stage: str):
-    from ..core.lora import LoraMethod
+    from ..tuning.lora import LoraMethod
     from .answer_data import T5AnswerData
     from .prompt_tuning import T5Tuning
 
@@ -30,9 +30,9 @@ def tuning_job(cfg, stage: str):
 
 
 def main(argv=None) -> int:
-    from ..gpt.finetune import run
+    from ..tuning.job import run_sft  # deferred: the trainer's modules load after the program starts
 
-    return run(argv, "peft", PROG, make_job=tuning_job)
+    return run_sft(argv, "peft", PROG, tuning_job)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Prompt-learning jsonl -> T5 samples: the task template's prompt (virtual tokens and fields) is the encoder's
 input, the answer field is the decoder's target.
 
-    data = T5PromptData(cfg.model)                  # the interface of gpt/tuning_data.py, for T5's tuning job
+    data = T5PromptData(cfg.model)                  # the interface of tuning/answer_data.py, for T5's tuning job
     source, virtual, answer, task = data.encoder(tokenizer).encode(line)
 
 The prompt is laid out and truncated as GPT's (gpt/prompt_data.TemplateEncoder: each <|VIRTUAL_PROMPT_n|> marker
@@ -17,7 +17,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 
 from ..common.config import JobConfigError
-from ..gpt.prompt_data import PromptLearningData, TemplateEncoder
+from ..tuning.prompt_data import PromptLearningData, TemplateEncoder
 
 Sample = Tuple[List[int], List[bool], List[int], int]  # source ids, virtual flags, answer ids, task number
 

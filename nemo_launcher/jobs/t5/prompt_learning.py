@@ -1,4 +1,4 @@
-"""The T5/mT5 prompt_learning program (prompt_tuning.py has the job; core/peft_methods.py the methods).
+"""The T5/mT5 prompt_learning program (prompt_tuning.py has the job; tuning/peft_methods.py the methods).
 
     python3 -u -m nemo_launcher.jobs.t5.prompt_learning --config <job dir>/<run.name>_hydra.yaml
 """

@@ -5,7 +5,7 @@ trainer core.
     python3 -u -m nemo_launcher.jobs.t5.adapter_learning --config ...
     python3 -u -m nemo_launcher.jobs.t5.ia3_learning --config ...
 
-The section and the methods are GPT's (schema gpt_prompt_learning, core/peft_methods.py); what is T5's is the
+The section and the methods are GPT's (schema gpt_prompt_learning, tuning/peft_methods.py); what is T5's is the
 frozen base (t5/tuning.load_base_model: any TP the heads allow, resharded on load), its samples (prompt_data.py)
 and its forward step. Virtual tokens replace placeholders in the encoder's input; adapters and IA3 vectors sit in
 the encoder's and the decoder's layers (IA3 scales the cross-attention's keys and values too). At the last step
@@ -18,13 +18,13 @@ import torch
 
 from ..common.config import JobConfigError
 from ..core.recipe import Sequences
-from ..gpt.tuning import GptTuning
+from ..tuning.job import TuningJob
 
 PROGRAMS = {stage: f"python3 -m nemo_launcher.jobs.t5.{stage}" for stage in ("prompt_learning", "adapter_learning", "ia3_learning")}
 
 
-class T5Tuning(GptTuning):
-    """GPT's tuning job (build, checkpoints, results) around a T5Model."""
+class T5Tuning(TuningJob):
+    """The tuning job (tuning/job.py: build, checkpoints, results) around a T5Model."""
 
     base_key = "model.language_model_path"  # the key naming the base .nemo, for errors
 
@@ -56,7 +56,7 @@ class T5Tuning(GptTuning):
 
 
 def run(argv, stage: str) -> int:
-    from ..core.peft_methods import method_for, run_method
+    from ..tuning.peft_methods import method_for, run_method
     from .prompt_data import T5PromptData
 
     return run_method(argv, stage, PROGRAMS[stage], lambda cfg: T5Tuning(

@@ -1,4 +1,4 @@
-"""Answers behind a T5/mT5 Triton model: GPT's request handling (gpt/serving.py: the same tensors, prompt in,
+"""Answers behind a T5/mT5 Triton model: the text families' request handling (serving/text.py: the same tensors, prompt in,
 completion and output_ids out, and the same unbatched answers) with T5's greedy decoding. The prompt is the source
 text, encoded as fine-tuning encodes sources (eos appended); the completion is the decoded answer.
 
@@ -7,13 +7,12 @@ text, encoded as fine-tuning encodes sources (eos appended); the completion is t
 """
 from typing import List, Optional
 
-from ..gpt.serving import TextGenerator
+from ..serving.text import DATA_TYPES, TextGenerator
 
 class T5Generator(TextGenerator):
     @classmethod
     def load(cls, nemo_path: str, data_type: str, tokens_to_generate: int) -> "T5Generator":
         from ..common.config import JobConfigError
-        from ..gpt.serving import DATA_TYPES
         from .standalone import load_t5_from_nemo
 
         if data_type not in DATA_TYPES:

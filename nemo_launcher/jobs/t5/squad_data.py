@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..common.config import JobConfigError, bind, config_path_from_argv, load_resolved_config
+from ..data.sample_squad import write_sample_squad
 from ..data.squad import squad_questions
 from ...contract.schemas.t5_finetuning import QaToText
 
@@ -56,8 +57,6 @@ def convert(item: QaToText) -> Tuple[int, bool]:
             return sum(1 for _ in handle), False
     source = Path(item.source)
     if item.sample_questions is not None:
-        from .sample_squad import write_sample_squad
-
         write_sample_squad(source, item.sample_questions)
     if not source.is_file():
         raise JobConfigError(f"{source}: no such file. Nothing is downloaded here: copy the SQuAD-format JSON "

@@ -7,7 +7,7 @@ model built for inference, and `.nemo` archives written and read back.
     config, full_state = load_t5_nemo("megatron_t5.nemo")                # shards merged to TP=1
     model, tokenizer = load_t5_from_nemo("megatron_t5.nemo", tensor_parallel=2)   # any TP the archive has
 
-The archive is GPT's (gpt/nemo_archive.py: model_config.yaml, per-rank model_weights.pt, tokenizer/vocab.txt or
+The archive is GPT's (core/nemo_archive.py: model_config.yaml, per-rank model_weights.pt, tokenizer/vocab.txt or
 the SentencePiece .model) with T5Model's parameter names; shards merge and split by T5's rules (shards.py). A T5
 has PP 1 (megatron-core 0.16 cannot split it over pipeline stages), so the only layout that varies is TP. The layer
 spec is always megatron-core's local one: its names are the canonical ones in our
@@ -23,15 +23,15 @@ import torch
 from ..common.config import JobConfigError, bind
 from ..core.shards import merge_shards, split_state_dict
 from ..core.transformer import build_chunks
-from ..gpt.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
-from ..gpt.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
+from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
+from ..core.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
 from ...contract.schemas.t5_training import T5ModelSection
 from .model import t5_chunk, transformer_config
 from .shards import t5_shard_layout
 
 
 def start_t5_model_parallel(tensor_parallel: int, pipeline_parallel: int = 1, seed: int = 1234):
-    """Joins the process group and initialises megatron's parallel state (gpt/standalone.py), with T5Model's
+    """Joins the process group and initialises megatron's parallel state (core/standalone.py), with T5Model's
     modules imported first so that the CPU shim patches them too."""
     import megatron.core.models.T5.t5_model  # noqa: F401
 

@@ -72,7 +72,7 @@ def load_base_model(path: str, tp: int, dropout, precision: str, key: str = "mod
     from ..common.config import bind
     from ..common.tokenizer import load_tokenizer
     from ..core.shards import split_state_dict
-    from ..gpt.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
+    from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
     from ...contract.schemas.t5_training import T5ModelSection
     from .shards import t5_shard_layout
     from .standalone import build_inference_model, inference_section, load_t5_nemo
@@ -108,7 +108,7 @@ def build_tuning_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None
     .nemo too, then the strategy overwrites every weight with the checkpoint's."""
     from ..core.parts import assemble_parts
     from ..core.schedule import BatchSchedule
-    from ..gpt.sft_data import MixedDataset
+    from ..tuning.sft_data import MixedDataset
 
     check_cpu_precision(cfg.trainer)
     m = cfg.model
@@ -251,7 +251,7 @@ def save_tuned_nemo(parts, path: str) -> str:
     them and writes one TP=1 archive with the base model's config (and tokenizer files)."""
     from ..common.storage import guarded_write, with_margin
     from ..core.shards import merge_shards
-    from ..gpt.nemo_archive import save_nemo
+    from ..core.nemo_archive import save_nemo
     from .shards import t5_shard_layout
     from .standalone import host_state_dict
 

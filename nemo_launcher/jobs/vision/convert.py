@@ -17,7 +17,6 @@ re-imports this module.
 import sys
 
 PROGRAM = "nemo_launcher.jobs.vision.convert"
-FAMILIES = {"vit_classification": ("vit", "VitConversionConfig"), "megatron_clip": ("clip", "ClipConversionConfig")}
 
 
 def _model_type(argv) -> str:
@@ -33,16 +32,17 @@ def _model_type(argv) -> str:
 def main(argv=None) -> int:
     from ..core.conversion import run_conversion
     from ...contract.schemas import vision_conversion
+    from .family import FAMILY_PACKAGES, family_for_model_type, family_record
 
-    family, schema = FAMILIES.get(_model_type(argv), FAMILIES["megatron_clip"])
+    # A model_type of no family binds to the last family's schema (CLIP's), whose check names the key and its choices.
+    record = family_for_model_type(_model_type(argv)) or family_record(FAMILY_PACKAGES[-1])
 
     def load_family():
         from .converter import vision_family
 
-        return vision_family(family)
+        return vision_family(record.name)
 
-    # A model_type of neither family binds to CLIP's schema, whose check names the key and its choice.
-    return run_conversion(argv, PROGRAM, getattr(vision_conversion, schema), load_family)
+    return run_conversion(argv, PROGRAM, getattr(vision_conversion, record.conversion_schema), load_family)
 
 
 if __name__ == "__main__":

@@ -1,64 +1,48 @@
 """The vision families' part of the conversion job (jobs/vision/convert.py is the program, jobs/core/conversion.py
-the flow every family shares): their schemas, their models built for inference, their shard
-rules (saved_models.vision_shard_layout), the archive with its vision_saved_model entry, and for CLIP the Hugging
-Face export (clip/hf_export.py says when transformers' CLIPModel computes the same embeddings).
+the flow every family shares): a ConversionFamily built from a family's record (vision/family.py): its schemas, its
+model built for inference, the shard rules (saved_models.vision_shard_layout), the archive with its
+vision_saved_model entry, and the Hugging Face export where the family has one (CLIP's: clip/hf_export.py).
 
     family = vision_family("clip")      # a ConversionFamily
 """
 import dataclasses
-import os
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping
 
 import torch
 
+from ...contract.schemas.common_training import precision_name
 from ..common.config import JobConfigError
-from ..core.conversion import ConversionFamily
+from ..core import nemo_archive
+from ..core.conversion import ConversionFamily, HFExportError
 from ..core.shards import merge_shards
-from ..gpt import nemo_archive
+from ..multimodal.caption_tokenizer import load_clip_tokenizer
+from .family import VisionFamily, family_record
 from .saved_models import (SAVED_KEY, build_vision_model, inference_section, saved_config, start_vision_parallel,
                            vision_shard_layout)
 
 
-def _towers(family: str, section):
-    return [("", section)] if family == "vit" else [("vision.", section.vision), ("text.", section.text)]
-
-
-def _check_layout(family: str, section, tp: int, pp: int) -> None:
-    for prefix, tower in _towers(family, section):
+def _check_layout(family: VisionFamily, section, tp: int, pp: int) -> None:
+    for prefix, tower in family.towers(section):
         for name in ("num_attention_heads", "ffn_hidden_size"):
             if getattr(tower, name) % tp:
                 raise JobConfigError(f"model.tensor_model_parallel_size: TP({tp}) must divide {prefix}{name}"
                                      f"({getattr(tower, name)}) of the trained model; pick a TP that divides it")
 
 
-def _inference_section(family: str, section, tp: int, pp: int):
-    return dataclasses.replace(inference_section(section, family), tensor_model_parallel_size=tp)
+def _inference_section(family: VisionFamily, section, tp: int, pp: int):
+    return dataclasses.replace(inference_section(section), tensor_model_parallel_size=tp)
 
 
-def _build(family: str, section, vocab_size: int, precision: str) -> torch.nn.Module:
-    tokenizer = None
-    if family == "clip":
-        from ..clip.tokenizer import load_clip_tokenizer
-
-        tokenizer = load_clip_tokenizer(section.tokenizer)
-    return build_vision_model(family, section, precision, vocab_size, tokenizer)
+def _build(family: VisionFamily, section, vocab_size: int, precision: str) -> torch.nn.Module:
+    tokenizer = load_clip_tokenizer(section.tokenizer) if family.reads_text else None
+    return build_vision_model(family.name, section, precision, vocab_size, tokenizer)
 
 
-def class_names(model_config: Mapping[str, Any]) -> Optional[list]:
-    """The class folder names a ViT was trained on, when its training folder is still readable from here."""
-    paths = (model_config.get("data") or {}).get("data_path") or []
-    if not paths or not os.path.isdir(paths[0]):
-        return None
-    return sorted(name for name in os.listdir(paths[0]) if os.path.isdir(os.path.join(paths[0], name)))
-
-
-def _nemo_config(family: str, model_config: Mapping[str, Any], training: Mapping[str, Any]) -> Dict[str, Any]:
-    from ...contract.schemas.common_training import precision_name
-
-    names = class_names(model_config) if family == "vit" else None
+def _nemo_config(family: VisionFamily, model_config: Mapping[str, Any], training: Mapping[str, Any]) -> Dict[str, Any]:
+    names = family.class_names(model_config) if family.class_names else None
     if names is not None and len(names) != int(model_config.get("num_classes", len(names))):
         names = None  # the folder changed since training: better no names than wrong ones
-    return saved_config(family, model_config, precision_name(training["trainer"]["precision"]), names)
+    return saved_config(family.name, model_config, precision_name(training["trainer"]["precision"]), names)
 
 
 def _checkpoint_prefix(training: Mapping[str, Any]) -> str:
@@ -70,36 +54,26 @@ def _no_text(checkpoint) -> int:
     return 0
 
 
-def _hf_architecture(family: str, model_config: Mapping[str, Any]) -> str:
-    from ..core.conversion import HFExportError
-
-    if family == "vit":
-        raise HFExportError("the ViT classifier has no Hugging Face counterpart here")
-    from ..clip.hf_export import hf_architecture
-
-    return hf_architecture(model_config)
+def _hf_architecture(family: VisionFamily, model_config: Mapping[str, Any]) -> str:
+    if family.hf_architecture is None:
+        raise HFExportError(f"the {family.display_name} model has no Hugging Face counterpart here")
+    return family.hf_architecture(model_config)
 
 
-def _write_hf(cfg, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> str:
-    from ..clip.hf_export import export_hf
-
+def _write_hf(family: VisionFamily, cfg, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> str:
     dtype = getattr(torch, cfg.hf.dtype) if cfg.hf.dtype else None
     clean = {key: value for key, value in model_config.items() if key != SAVED_KEY}
-    return export_hf(clean, full, cfg.hf_dir, dtype)
+    return family.export_hf(clean, full, cfg.hf_dir, dtype)
 
 
-def vision_family(family: str) -> ConversionFamily:
-    from ...contract.schemas.clip_training import ClipModelSection, ClipTrainingConfig
-    from ...contract.schemas.vit_training import VitModelSection, VitTrainingConfig
-
-    schemas = {"vit": (VitTrainingConfig, VitModelSection), "clip": (ClipTrainingConfig, ClipModelSection)}
-    training_schema, model_schema = schemas[family]
-    bind = lambda function: lambda *args: function(family, *args)  # noqa: E731  (the family as first argument)
+def vision_family(name: str) -> ConversionFamily:
+    family = family_record(name)
+    bind = lambda function: lambda *args: function(family, *args)  # noqa: E731  (the record as first argument)
     return ConversionFamily(
-        name={"vit": "ViT", "clip": "CLIP"}[family],
+        name=family.display_name,
         program="nemo_launcher.jobs.vision.convert",
-        training_schema=training_schema,
-        model_schema=model_schema,
+        training_schema=family.training_schema(),
+        model_schema=family.model_schema(),
         start_parallel=lambda tp, pp, seed: start_vision_parallel(tp, seed),
         inference_section=bind(_inference_section),
         check_layout=bind(_check_layout),
@@ -107,9 +81,9 @@ def vision_family(family: str) -> ConversionFamily:
         shard_layout=vision_shard_layout,
         merge_shards=merge_shards,
         hf_architecture=bind(_hf_architecture),
-        write_hf=_write_hf,
+        write_hf=bind(_write_hf),
         nemo_archive=nemo_archive,
-        vocab_size=_no_text if family == "vit" else None,
+        vocab_size=None if family.reads_text else _no_text,
         checkpoint_prefix=_checkpoint_prefix,
         nemo_config=bind(_nemo_config),
     )

@@ -59,7 +59,7 @@ def run_vision_evaluation(argv, prog: str, schema, logits_for: Callable, family:
     """The program: bind, hold run.results_dir's lock, load the .nemo, score the folder, write and print."""
     from ..common.config import config_path_from_argv, load_resolved_config
     from ..common.distributed import placement_from_env
-    from ..common.qa_results import write_json
+    from ..core.qa_results import write_json
     from ..common.quiet import start_job
     from ..common.report import JobFault, Summary, duration, print_error
     from ..common.run_directory import claimed

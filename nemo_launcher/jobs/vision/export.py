@@ -17,8 +17,7 @@ from typing import Dict, List
 
 from ..common.config import JobConfigError
 from ..common.report import JobFault
-from ...contract.schemas.vision_export import (CLIP_MODEL, CLIP_VISION_MODEL, EXPORT_REPORT_FILE, INFER_CONFIG_FILE,
-                                                STAGE, VIT_MODEL)
+from ...contract.schemas.vision_export import EXPORT_REPORT_FILE, INFER_CONFIG_FILE, STAGE
 
 
 class GraphMismatch(JobFault):
@@ -31,22 +30,23 @@ def _check_sizes(cfg, saved) -> None:
         shape = f"{height} x {width}" + ("" if height == width else " (not square: max_dim cannot name it)")
         raise JobConfigError(f"{STAGE}.infer.max_dim={cfg.infer.max_dim}: the model takes {shape} pixel images (its "
                              f"position table is fixed); set {STAGE}.infer.max_dim={height}")
-    if saved.family == "clip":
+    if saved.record.reads_text:
         limit = saved.model_config.text.max_position_embeddings
         if cfg.infer.max_text > limit:
             raise JobConfigError(f"{STAGE}.infer.max_text={cfg.infer.max_text}: the text tower has {limit} positions; "
                                  f"set at most {limit}")
 
 
-def _tensor_specs(saved, graph) -> tuple:
-    from ..gpt.serving import TensorSpec
+def tensor_specs(saved, graph) -> tuple:
+    """(inputs, outputs) of a graph's Triton entry."""
+    from ..serving.text import TensorSpec
 
     height, width = saved.image_size
     if graph.name == "clip_text":
         inputs = (TensorSpec("tokens", "TYPE_INT64", (-1,)),)
     else:
         inputs = (TensorSpec("images", "TYPE_FP32", (3, height, width)),)
-    width_out = saved.model_config.num_classes if saved.family == "vit" else saved.model_config.output_dim
+    width_out = saved.record.output_width(saved.model_config)
     return inputs, (TensorSpec(graph.output, "TYPE_FP32", (width_out,)),)
 
 
@@ -117,9 +117,9 @@ def _infer_settings(cfg, saved, graphs, engines) -> Dict:
     settings = {"family": saved.family, "max_batch_size": cfg.infer.max_batch_size, "max_dim": cfg.infer.max_dim,
                 "precision": cfg.trainer.dtype() or "fp32", "image_mean": saved.mean, "image_std": saved.std,
                 "onnx": [f"{g.name}.onnx" for g in graphs], "engines": sorted(Path(p).name for p in engines["built"].values())}
-    if saved.family == "vit":
+    if saved.record.classifies:
         settings["class_names"] = saved.class_names
-    else:
+    if saved.record.reads_text:
         tokenizer = saved.model_config.tokenizer
         settings.update(max_text=cfg.infer.max_text, logit_scale=saved.logit_scale(), tokenizer_library=tokenizer.library)
     return settings
@@ -132,29 +132,14 @@ def _yaml(settings: Dict) -> str:
 
 
 def _repository(cfg, saved, graphs, engines, onnx_dir: Path, repository: Path, settings: Dict) -> List[Path]:
-    from .triton_entries import copy_entry, write_clip_entry, write_graph_entry
+    from .triton_entries import copy_entry
 
     def model_file(graph) -> Path:
         built = engines["built"].get(graph.name)
         return Path(built) if built else onnx_dir / f"{graph.name}.onnx"
 
     by_name = {graph.name: graph for graph in graphs}
-    entries = []
-    if saved.family == "vit":
-        graph = by_name["vit"]
-        entries.append(write_graph_entry(repository, VIT_MODEL, model_file(graph), *_tensor_specs(saved, graph),
-                                         cfg.infer.max_batch_size))
-    else:
-        graph = by_name["clip_vision"]
-        entries.append(write_graph_entry(repository, CLIP_VISION_MODEL, model_file(graph), *_tensor_specs(saved, graph),
-                                         cfg.infer.max_batch_size))
-        tokenizer = saved.model_config.tokenizer
-        scorer = {"text_length": cfg.infer.max_text, "logit_scale": settings["logit_scale"],
-                  "max_batch_size": cfg.infer.max_batch_size, "tokenizer_library": tokenizer.library}
-        launcher_path = str(Path(__file__).resolve().parents[3])  # the folder holding the nemo_launcher package
-        entries.append(write_clip_entry(repository, CLIP_MODEL, CLIP_VISION_MODEL, onnx_dir / "clip_text.onnx", scorer,
-                                        {"vocab_file": tokenizer.vocab_file, "merge_file": tokenizer.merge_file},
-                                        saved.image_size, launcher_path))
+    entries = saved.record.triton_entries(cfg, saved, by_name, model_file, onnx_dir, repository, settings)
     if cfg.infer.deployment_dir:
         entries += [copy_entry(entry, Path(cfg.infer.deployment_dir)) for entry in list(entries)]
     return entries

@@ -92,8 +92,8 @@ def _write(path: str, data: bytes) -> None:
 def main(argv=None):
     from ...contract.schemas.vit_data import ImagenetShardsConfig
     from ..common.config import JobConfigError
-    from ..data.config import DataConfigError, load_bound
-    from ..data.step_report import StepReport
+    from ..steps.config import DataConfigError, load_bound
+    from ..steps.step_report import StepReport
 
     cfg = load_bound(ImagenetShardsConfig, PROG, argv)
     report = StepReport("imagenet_shards", unit="shard")
@@ -115,6 +115,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from ..data.config import run_step
+    from ..steps.config import run_step
 
     run_step(main)

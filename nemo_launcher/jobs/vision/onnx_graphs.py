@@ -76,7 +76,7 @@ def _token_rows(tokenizer, length: int, vocab: int):
 
 def model_graphs(saved, max_dim: int, max_text: int = 0) -> List[Graph]:
     height, width = saved.image_size
-    if saved.family == "vit":
+    if not saved.record.reads_text:  # an image classifier: one graph, pixels -> logits
         return [Graph("vit", _ImageClassifier(saved.module).eval(), {"images": _pixels(height, width)}, "logits")]
     vocab = saved.tokenizer.vocab_size
     return [Graph("clip_vision", _ImageEncoder(saved.module).eval(), {"images": _pixels(height, width)}, "image_features"),

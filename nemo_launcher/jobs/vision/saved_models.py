@@ -7,7 +7,7 @@ conversion stage, read by evaluation, framework inference and export.
     saved.classify(batch)                   # ViT: logits [b, classes]; saved.class_names when known
     saved.image_features(batch), saved.text_features(["a red circle"]), saved.logit_scale()    # CLIP
 
-The archive is gpt/nemo_archive.py's (model_config.yaml, model_weights.pt, tokenizer/<files>): model_config.yaml
+The archive is core/nemo_archive.py's (model_config.yaml, model_weights.pt, tokenizer/<files>): model_config.yaml
 holds the training `model:` section as bound, plus one `vision_saved_model:` entry with what is not part of it
 (the family, the precision trained in, the class folder names of a ViT). Weights are the TP=1 state dict of the
 family's chunk (jobs/vit/model.py VitClassifier, jobs/clip/model.py ClipModel) with megatron-core's local-spec
@@ -21,21 +21,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 
 from ..common.config import JobConfigError, bind
+from ..multimodal.caption_tokenizer import load_clip_tokenizer
+from .family import FAMILY_PACKAGES, VisionFamily, family_record
 
-FAMILIES = ("vit", "clip")
 SAVED_KEY = "vision_saved_model"  # the model_config.yaml entry that is not the training model section
-# Where a finished run writes its model, as the seed's downstream configs read it: <explicit_log_dir>/checkpoints/<name>.
-TRAINING_NEMO = {"vit": "nemo_vit_classification.nemo", "clip": "nemo_clip.nemo"}
-
-
-def _model_schema(family: str):
-    if family == "vit":
-        from ...contract.schemas.vit_training import VitModelSection
-
-        return VitModelSection
-    from ...contract.schemas.clip_training import ClipModelSection
-
-    return ClipModelSection
 
 
 # ---- writing -----------------------------------------------------------------------------------------------------
@@ -90,8 +79,8 @@ def vision_shard_layout(model_config: Mapping[str, Any], tensor_parallel: int, p
 def saved_config(family: str, model_section: Mapping[str, Any], precision: str,
                  class_names: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """model_config.yaml's content: the model section and the vision_saved_model entry."""
-    if family not in FAMILIES:
-        raise ValueError(f"family {family!r} is not one of {FAMILIES}")
+    if family not in FAMILY_PACKAGES:
+        raise ValueError(f"family {family!r} is not one of {FAMILY_PACKAGES}")
     config = dict(model_section)
     config[SAVED_KEY] = {"family": family, "precision": precision,
                          "class_names": list(class_names) if class_names is not None else None}
@@ -102,7 +91,7 @@ def save_vision_model(path, family: str, model_section: Mapping[str, Any], state
                       precision: str, class_names: Optional[Sequence[str]] = None) -> Path:
     """Writes the archive (atomically: a later stage never sees half of it). `model_section`: the training config's
     `model:` mapping; for CLIP with library clip its tokenizer files are packed."""
-    from ..gpt.nemo_archive import save_nemo
+    from ..core.nemo_archive import save_nemo
 
     return save_nemo(path, saved_config(family, model_section, precision, class_names), state_dict)
 
@@ -145,7 +134,7 @@ def _plain(value):
 
 @dataclasses.dataclass
 class SavedVisionModel:
-    family: str  # "vit" or "clip"
+    family: str  # the family's name (vision_family.py of its package): "vit", "clip"
     model_config: Any  # the bound model section (VitModelSection or ClipModelSection), TP=1
     module: torch.nn.Module  # VitClassifier or ClipModel, eval mode, TP=1
     precision: str  # dtype of the weights as loaded: fp32, bf16 or fp16
@@ -156,6 +145,10 @@ class SavedVisionModel:
     class_names: Optional[List[str]] = None  # ViT: the class folder names in label order, when the run knew them
     tokenizer: Any = None  # CLIP: encode(text, length) -> ids
     text_length: Optional[int] = None  # CLIP: tokens per caption
+
+    @property
+    def record(self) -> VisionFamily:
+        return family_record(self.family)
 
     @property
     def device(self) -> torch.device:
@@ -179,19 +172,19 @@ class SavedVisionModel:
 
     @torch.no_grad()
     def classify(self, images: torch.Tensor) -> torch.Tensor:
-        """ViT: logits [b, num_classes] (fp32) of pixel batches [b, 3, H, W]."""
-        self._require("vit", "classify")
+        """A classifier (ViT): logits [b, num_classes] (fp32) of pixel batches [b, 3, H, W]."""
+        self._require(self.record.classifies, "classify", "image classifier")
         return self.module(self._images(images)).float()
 
     @torch.no_grad()
     def image_features(self, images: torch.Tensor) -> torch.Tensor:
-        """CLIP: unit-length image embeddings [b, output_dim] (fp32)."""
-        self._require("clip", "image_features")
+        """An image-text model (CLIP): unit-length image embeddings [b, output_dim] (fp32)."""
+        self._require(self.record.reads_text, "image_features", "image-text")
         return self.module.encode_image(self._images(images)).float()
 
     def tokens(self, texts: Sequence[str]) -> torch.Tensor:
-        """CLIP: the token ids [b, text_length] the text tower reads."""
-        self._require("clip", "tokens")
+        """An image-text model (CLIP): the token ids [b, text_length] the text tower reads."""
+        self._require(self.record.reads_text, "tokens", "image-text")
         return torch.tensor([self.tokenizer.encode(text, self.text_length) for text in texts], device=self.device)
 
     @torch.no_grad()
@@ -202,21 +195,21 @@ class SavedVisionModel:
     @torch.no_grad()
     def logit_scale(self) -> float:
         """CLIP: the learned temperature as a factor (exp of the clamped log-scale): logits = scale x cosine."""
-        self._require("clip", "logit_scale")
+        self._require(self.record.reads_text, "logit_scale", "image-text")
         return float(self.module.scale())
 
-    def _require(self, family: str, what: str) -> None:
-        if self.family != family:
-            raise JobConfigError(f"{what} is for {family} models; this .nemo holds a {self.family} model")
+    def _require(self, able: bool, what: str, kind: str) -> None:
+        if not able:
+            raise JobConfigError(f"{what} is for {kind} models; this .nemo holds a {self.family} model")
 
 
 def read_saved_config(path) -> Tuple[str, Dict[str, Any], Dict[str, Any]]:
     """(family, model section mapping, vision_saved_model entry); tokenizer files extracted to a temporary folder."""
-    from ..gpt.nemo_archive import read_nemo_config
+    from ..core.nemo_archive import read_nemo_config
 
     config = read_nemo_config(path)
     saved = config.pop(SAVED_KEY, None)
-    if not isinstance(saved, dict) or saved.get("family") not in FAMILIES:
+    if not isinstance(saved, dict) or saved.get("family") not in FAMILY_PACKAGES:
         raise JobConfigError(f"{path}: not a ViT or CLIP .nemo (its model_config.yaml has no {SAVED_KEY}.family); "
                              "use the .nemo a vision training, fine-tuning or conversion run wrote")
     if not config.get("tokenizer"):
@@ -224,8 +217,8 @@ def read_saved_config(path) -> Tuple[str, Dict[str, Any], Dict[str, Any]]:
     return saved["family"], config, saved
 
 
-def inference_section(model, family: str):
-    """The model section with what only changes training speed switched off, at TP=1."""
+def inference_section(model, family: Optional[str] = None):
+    """The model section with what only changes training speed switched off, at TP=1 (any family's)."""
     changes = dict(tensor_model_parallel_size=1, pipeline_model_parallel_size=1, activations_checkpoint_granularity=None,
                    activations_checkpoint_method=None, activations_checkpoint_num_layers=None, transformer_engine=False,
                    use_cpu_initialization=True)
@@ -233,12 +226,12 @@ def inference_section(model, family: str):
 
 
 def start_vision_parallel(tensor_parallel: int = 1, seed: int = 1234):
-    """The process group and megatron's parallel state (gpt/standalone.py), with the vision modules loaded first so
+    """The process group and megatron's parallel state (core/standalone.py), with the vision modules loaded first so
     that the CPU shim patches them too."""
     import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
     import megatron.core.models.vision.clip_vit_model  # noqa: F401
     import megatron.core.models.vision.vit_layer_specs  # noqa: F401
-    from ..gpt.standalone import start_model_parallel
+    from ..core.standalone import start_model_parallel
 
     return start_model_parallel(tensor_parallel, 1, seed)
 
@@ -247,26 +240,13 @@ def build_vision_model(family: str, model, precision: str, vocab_size: int = 0, 
                        initialize: bool = False) -> torch.nn.Module:
     """This rank's chunk of the family's model (the parallel state must exist), in eval mode on this rank's device.
     initialize=False skips the random init: the caller loads every parameter."""
-    import functools
-
     from ..core.transformer import build_chunks
-    from ..gpt.standalone import PRECISIONS, on_gpu
+    from ..core.standalone import PRECISIONS, on_gpu
 
     if precision not in PRECISIONS:
         raise JobConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     gpu = on_gpu()
-    if family == "vit":
-        from ..vit.model import transformer_config, vit_chunk
-
-        config, build = transformer_config(model, precision, gpu, False), vit_chunk
-    else:
-        from ..clip.model import clip_chunk, text_config, vision_config
-
-        config = vision_config(model, precision, gpu, False)
-        text_cfg = text_config(model, precision, gpu, False)
-        if not initialize:
-            text_cfg = dataclasses.replace(text_cfg, perform_initialization=False)
-        build = functools.partial(clip_chunk, text_cfg=text_cfg, eos=tokenizer.eos)
+    config, build = family_record(family).chunk_builder(model, precision, gpu, initialize, tokenizer)
     if not initialize:
         config = dataclasses.replace(config, perform_initialization=False)
     (chunk,) = build_chunks(build, model, config, vocab_size, use_te=False)
@@ -279,29 +259,26 @@ def load_vision_model(path, precision: Optional[str] = None) -> SavedVisionModel
     """The archive's model at TP=1 in eval mode (one process is enough: the process group is started when none is).
     precision: fp32, bf16 or fp16; by default the dtype the weights are stored in."""
     from ..core.shards import merge_shards
-    from ..gpt.nemo_archive import layout_of, load_nemo_shard, load_weights
-    from ..gpt.standalone import precision_of
-    from ...contract.schemas.vision_training import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, IMAGENET_STD
-
+    from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights
+    from ..core.standalone import precision_of
     family, section, saved = read_saved_config(path)
-    model = inference_section(bind(_model_schema(family), section, "model"), family)
+    record = family_record(family)
+    model = inference_section(bind(record.model_schema(), section, "model"))
     tp, _ = layout_of(section)
     shards = {(rank, 0): load_nemo_shard(path, rank, 0) for rank in range(tp)}
     state = shards[(0, 0)] if tp == 1 else merge_shards(shards, vision_shard_layout(section, tp))
     start_vision_parallel(1, model.seed)
     precision = precision or precision_of(state)
     tokenizer, vocab = None, 0
-    if family == "clip":
-        from ..clip.tokenizer import load_clip_tokenizer
-
+    if record.reads_text:
         tokenizer = load_clip_tokenizer(model.tokenizer)
         vocab = int(state["embedding.word_embeddings.weight"].shape[0])
     module = build_vision_model(family, model, precision, vocab, tokenizer)
     load_weights(module, state, str(path))
-    tower, (mean, std) = (model, (IMAGENET_MEAN, IMAGENET_STD)) if family == "vit" else (model.vision, (CLIP_MEAN, CLIP_STD))
+    tower = record.image_tower(model)
     return SavedVisionModel(
         family=family, model_config=model, module=module, precision=precision,
         trained_precision=saved.get("precision") or precision, image_size=(tower.img_h, tower.img_w),
-        mean=list(tower.image_mean or mean), std=list(tower.image_std or std),
+        mean=list(tower.image_mean or record.default_mean), std=list(tower.image_std or record.default_std),
         class_names=saved.get("class_names"), tokenizer=tokenizer,
-        text_length=model.text.encoder_seq_length if family == "clip" else None)
+        text_length=record.text_length(model))

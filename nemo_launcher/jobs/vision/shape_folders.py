@@ -6,63 +6,20 @@ configs and the vision tests (no ImageNet here). As the ViT family's data prepar
     write_shape_folders("/data/tiny_shapes_folders", train=480, val=120, size=64, seed=0)
     # /data/.../train/<class>/<n>.png and /data/.../val/<class>/<n>.png; class folders named "red_circle", ...
 
-Validation images are other examples of the same generator (indices after the training ones), so they test more
-than memory. A rerun with the same settings leaves the folders as they are; one with other settings rewrites them
-whole, so that no image of the earlier settings stays behind to be read as a training example.
+The folders are multimodal/shape_folders.py's: a rerun with the same settings leaves them as they are.
 """
-import json
 import os
-import shutil
 
-from ..multimodal.shapes import CLASSES, shape_example
+from ..multimodal.shape_folders import SETTINGS_FILE, SPLITS, ForeignFolders, write_shape_folders
+from ..multimodal.shapes import CLASSES
 
 PROG = "nemo_launcher.jobs.vision.shape_folders"
-_SETTINGS = "shape_folders.json"
-SPLITS = ("train", "val")
-
-
-def folder_name(label: int) -> str:
-    return CLASSES[label].replace(" ", "_")
-
-
-class ForeignFolders(Exception):
-    """The root holds train/ or val/ folders that this generator did not write."""
-
-
-def write_shape_folders(root: str, train: int, val: int, size: int, seed: int) -> bool:
-    """False when `root` already holds these folders."""
-    settings = {"train": train, "val": val, "size": size, "seed": seed, "classes": CLASSES}
-    marker = os.path.join(root, _SETTINGS)
-    if os.path.isfile(marker):
-        with open(marker) as handle:
-            if json.load(handle) == settings:
-                return False
-        os.remove(marker)  # from here on the folders are incomplete until the new marker is written
-        for split in SPLITS:
-            shutil.rmtree(os.path.join(root, split), ignore_errors=True)
-    else:
-        # Never mix generated images into (or delete) a real dataset that output_dir was pointed at by mistake.
-        present = [split for split in SPLITS if os.path.exists(os.path.join(root, split))]
-        if present:
-            raise ForeignFolders(os.path.join(root, present[0]))
-    for split, first, count in (("train", 0, train), ("val", train, val)):
-        for label in range(len(CLASSES)):
-            os.makedirs(os.path.join(root, split, folder_name(label)), exist_ok=True)
-        for index in range(first, first + count):
-            image, _, label = shape_example(index, seed, size)
-            path = os.path.join(root, split, folder_name(label), f"{index:06d}.png")
-            image.save(path + ".tmp", format="PNG")
-            os.replace(path + ".tmp", path)
-    with open(marker + ".tmp", "w") as handle:
-        json.dump(settings, handle, indent=1)
-    os.replace(marker + ".tmp", marker)
-    return True
 
 
 def main(argv=None):
     from ...contract.schemas.vit_data import VitShapeFoldersConfig
-    from ..data.config import DataConfigError, load_bound
-    from ..data.step_report import StepReport
+    from ..steps.config import DataConfigError, load_bound
+    from ..steps.step_report import StepReport
 
     cfg = load_bound(VitShapeFoldersConfig, PROG, argv)
     report = StepReport("shape_folders", unit="dataset")
@@ -72,7 +29,7 @@ def main(argv=None):
         raise DataConfigError(
             f"data_preparation.output_dir={cfg.output_dir!r}: {error} exists and was not written by this step; "
             "name an empty or new folder") from None
-    (report.done if written else report.kept)(cfg.output_dir, output=os.path.join(cfg.output_dir, _SETTINGS))
+    (report.done if written else report.kept)(cfg.output_dir, output=os.path.join(cfg.output_dir, SETTINGS_FILE))
     report.note("images", f"{cfg.num_train} train, {cfg.num_val} val, {cfg.image_size} x {cfg.image_size} px, "
                           f"{len(CLASSES)} classes")
     report.note("folders", ", ".join(os.path.join(cfg.output_dir, split) for split in SPLITS))
@@ -80,6 +37,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from ..data.config import run_step
+    from ..steps.config import run_step
 
     run_step(main)

@@ -11,12 +11,11 @@
 
 Each entry is built beside its final place and swapped in when complete, so a server never sees half of one.
 """
-import json
 import shutil
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-from ..gpt.export import VERSION, parameter_pbtxt, tensors_pbtxt
+from ..serving.triton_export import VERSION, tensors_pbtxt
 
 PLATFORMS = {".plan": "tensorrt_plan", ".onnx": "onnxruntime_onnx"}
 
@@ -43,26 +42,6 @@ def write_graph_entry(repository: Path, name: str, model_file: Path, inputs: Seq
     platform = PLATFORMS[model_file.suffix]
     lines = [f'name: "{name}"', f'platform: "{platform}"', f"max_batch_size: {max_batch_size}", *tensors_pbtxt(inputs, outputs)]
     return swap_in_entry(repository / name, {f"model{model_file.suffix}": model_file}, "\n".join(lines) + "\n")
-
-
-def write_clip_entry(repository: Path, name: str, vision_model: str, text_graph: Path, settings: Dict,
-                     tokenizer_files: Mapping[str, Optional[str]], image_size, launcher_path: str) -> Path:
-    """clip_trt: a Python backend model (triton_clip_model.py) with the text graph, its settings and the tokenizer
-    files; settings name the files by their name inside the version folder."""
-    from ..clip.serving import SETTINGS_FILE, TEXT_GRAPH, clip_tensors
-
-    inputs, outputs = clip_tensors(*image_size)
-    template = Path(__file__).resolve().parents[1] / "clip" / "triton_clip_model.py"
-    files = {"model.py": template, TEXT_GRAPH: text_graph}
-    names = {}
-    for key, path in tokenizer_files.items():
-        names[key] = Path(path).name if path else None
-        if path:
-            files[Path(path).name] = Path(path)
-    lines = [f'name: "{name}"', 'backend: "python"', "max_batch_size: 0", *tensors_pbtxt(inputs, outputs),
-             parameter_pbtxt("launcher_path", launcher_path), parameter_pbtxt("vision_model", vision_model)]
-    return swap_in_entry(repository / name, files, "\n".join(lines) + "\n",
-                    {SETTINGS_FILE: json.dumps({**settings, "tokenizer_files": names}, indent=1)})
 
 
 def copy_entry(entry: Path, deployment: Path) -> Path:

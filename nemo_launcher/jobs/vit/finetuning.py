@@ -107,7 +107,7 @@ def adapted_state(full, pretrained, section):
 
 def _load_pretrained(chunk, cfg, pretrained, section, tp_rank: int) -> str:
     from ..core.shards import merge_shards, split_state_dict
-    from ..gpt.nemo_archive import layout_of, load_nemo_shard
+    from ..core.nemo_archive import layout_of, load_nemo_shard
     from ..vision.saved_models import read_saved_config, vision_shard_layout
 
     path = cfg.model.restore_from_path

@@ -118,9 +118,9 @@ class VitModule(TrainingModule):
     """The core's module; a run that reaches max_steps writes its model as the seed's .nemo, with the class names."""
 
     def nemo_path(self) -> Path:
-        from ..vision.saved_models import TRAINING_NEMO
+        from .vision_family import VISION_FAMILY
 
-        return Path(self.parts.cfg.exp_manager.explicit_log_dir) / "checkpoints" / TRAINING_NEMO["vit"]
+        return Path(self.parts.cfg.exp_manager.explicit_log_dir) / "checkpoints" / VISION_FAMILY.training_nemo
 
     def model_section(self):
         """The section the classifier was built from (what the .nemo's model_config.yaml holds)."""

@@ -4,7 +4,7 @@ result file answers each line of prompt-learning jsonl test files; SQuAD's exact
     results = evaluate_tuned(cfg, placement, side)     # side: the family's GptSide (gpt/evaluate_tuned.py), T5Side, ...
 
 The family's side loads the base (resharded to this TP), lays out a test line (its template encoder) and answers a
-batch of lines greedily; the rest is shared: the result file's tensors go into the base (core/peft_methods.py:
+batch of lines greedily; the rest is shared: the result file's tensors go into the base (tuning/peft_methods.py:
 the virtual-token table of a prompt file, or adapters / IA3 vectors inside its layers), each line is laid out by
 the task template the result file recorded (training's layout, the answer left out), model copies beyond TP share
 the lines, and rank 0 writes under <run.results_dir>/results/:
@@ -77,10 +77,10 @@ def evaluate_tuned(cfg, placement, side) -> Dict[str, dict]:
 
     from megatron.core import parallel_state
 
-    from ..core.peft_methods import restore_result
-    from ..gpt.prompt_data import read_prompt_jsonl
-    from .qa_metrics import squad_scores
-    from .qa_results import gathered, with_average, write_json, write_jsonl
+    from .peft_methods import restore_result
+    from .prompt_data import read_prompt_jsonl
+    from ..common.qa_metrics import squad_scores
+    from ..core.qa_results import gathered, with_average, write_json, write_jsonl
 
     m = cfg.model
     model, tokenizer, max_length = side.load(m)

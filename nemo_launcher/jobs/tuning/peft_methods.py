@@ -14,22 +14,23 @@ from typing import Any, Dict, Tuple
 
 import torch
 
-from .tuning import Method
+from ...contract.schemas.gpt_prompt_learning import AdapterSection, PromptLearningConfig
+from ..common.config import JobConfigError, bind
+from ..core.nemo_archive import load_nemo, save_nemo
+from ..core.program import run_program
+from .base import Method, copy_into, replicated
+from .layer_adapters import add_houlsby, add_ia3, gather_whole, houlsby_sharded_state, ia3_sharded_state, load_whole
+from .tuned_files import saving, tensor_bytes
+from .virtual_prompts import VirtualPrompts
 
 
 def save_method_file(path: str, settings: Dict[str, Any], state: Dict[str, torch.Tensor], base_model: str, stage: str) -> None:
-    from ..gpt.nemo_archive import save_nemo
-    from ..gpt.tuned_files import saving, tensor_bytes
-
     with saving(path, 2 * tensor_bytes(state), stage):
         save_nemo(path, {"tuning": settings, "base_model": str(base_model)}, state, tokenizer_files={})
 
 
 def load_method_file(path: str, *methods: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """(settings, tensors) of a result file of one of `methods` (prompt, adapter, ia3); refuses any other .nemo."""
-    from ..common.config import JobConfigError
-    from ..gpt.nemo_archive import load_nemo
-
     config, state = load_nemo(path)
     settings = config.get("tuning")
     if not isinstance(settings, dict) or settings.get("method") not in methods:
@@ -53,16 +54,12 @@ class PromptMethod(Method):
         self.prompts = None
 
     def attach(self, model, job) -> None:
-        from .virtual_prompts import VirtualPrompts
-
         m = self.cfg.model
         existing = {}
         if m.restore_path:
             settings, state = load_method_file(m.restore_path, "prompt")
             missing = [t for t in m.existing_tasks if f"prompt_table.{t}" not in state]
             if missing:
-                from ..common.config import JobConfigError
-
                 raise JobConfigError(f"model.existing_tasks: {missing[0]!r} is not in {m.restore_path} "
                                      f"(it holds {', '.join(settings.get('tasks', {}))})")
             existing = {t: state[f"prompt_table.{t}"] for t in m.existing_tasks}
@@ -77,13 +74,9 @@ class PromptMethod(Method):
         self.name = f"{m.virtual_prompt_style} ({', '.join(m.new_tasks)})"
 
     def sharded_state(self):
-        from .tuning import replicated
-
         return {f"prompt.{name}": replicated(p, f"prompt.{name}") for name, p in self.prompts.trainable().items()}
 
     def load_state(self, state) -> None:
-        from .tuning import copy_into
-
         copy_into({f"prompt.{name}": p for name, p in self.prompts.trainable().items()}, state)
 
     def forward_step(self, data_iterator, model):
@@ -116,26 +109,18 @@ class LayerMethod(Method):
         self.params: Dict[str, torch.nn.Parameter] = {}
 
     def attach(self, model, job) -> None:
-        from .layer_adapters import add_houlsby, add_ia3
-
         if self.kind == "adapter":
             self.params = add_houlsby(model, self.cfg.model.adapter_tuning, self.cfg.model.seed)
         else:
             self.params = add_ia3(model)
 
     def sharded_state(self):
-        from .layer_adapters import houlsby_sharded_state, ia3_sharded_state
-
         return (houlsby_sharded_state if self.kind == "adapter" else ia3_sharded_state)(self.params)
 
     def load_state(self, state) -> None:
-        from .tuning import copy_into
-
         copy_into(self.params, state)
 
     def whole_state(self) -> Dict[str, torch.Tensor]:
-        from .layer_adapters import gather_whole
-
         if self.kind == "ia3":
             return gather_whole(self.params)  # a TP collective
         return {name: p.detach().float().cpu() for name, p in self.params.items()}
@@ -164,9 +149,6 @@ def run_method(argv, stage: str, prog: str, make_job) -> int:
     makes the family's tuning job (make_job(cfg): recipe(), build(), module()) and runs it on the trainer core."""
     from types import SimpleNamespace
 
-    from ...contract.schemas.gpt_prompt_learning import PromptLearningConfig
-    from .program import run_program
-
     jobs = {}
 
     def bind(section):
@@ -184,11 +166,6 @@ def restore_result(model: torch.nn.Module, path: str, methods: Tuple[str, ...]):
     Returns (settings, prompts): `prompts` is the table of virtual tokens for a prompt file (place them before
     each forward), None for adapters and IA3, which sit in the layers from now on.
     """
-    from ..common.config import bind
-    from ...contract.schemas.gpt_prompt_learning import AdapterSection
-    from .layer_adapters import add_houlsby, add_ia3, load_whole
-    from .virtual_prompts import VirtualPrompts
-
     settings, state = load_method_file(path, *methods)
     weight = next(model.parameters())
     if settings["method"] == "prompt":

@@ -1,7 +1,7 @@
-"""megatron-core set up for jobs that use a GPT model without training it (conversion, evaluation, serving).
+"""megatron-core set up for jobs that use a model without training it (conversion, evaluation, serving), any family.
 
     placement = start_model_parallel(tensor_parallel=1, pipeline_parallel=1)
-    model = build_inference_model(model_section, vocab_size, precision="fp32")
+    model = build_inference_model(model_section, vocab_size, precision="fp32")   # the family's (gpt/inference.py)
 
 The trainer does the same work inside its Lightning strategy; these jobs have no Trainer, so they join
 the process group (one process when no launcher variables are set), apply the CPU shim when there is
@@ -9,13 +9,10 @@ no GPU, and initialise megatron's parallel state themselves. The layer spec is a
 local one: its parameter names are the canonical ones inside our `.nemo` files, and its
 sharded-state keys equal the Transformer Engine spec's, so it loads checkpoints trained with either.
 """
-import dataclasses
-
 import torch
 
 from ..common.config import JobConfigError
 from ..common.distributed import Placement, init_process_group, placement_from_env
-from ...contract.schemas.gpt_training import ModelSection
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -60,48 +57,6 @@ def start_model_parallel(tensor_parallel: int, pipeline_parallel: int, seed: int
     torch.manual_seed(seed)
     model_parallel_cuda_manual_seed(seed)
     return placement
-
-
-def inference_section(model: ModelSection, tensor_parallel: int, pipeline_parallel: int) -> ModelSection:
-    """The training `model:` section with what only matters for training switched off.
-
-    Dropout stays as configured (the caller puts the model in eval mode); sequence parallelism,
-    activation recomputation, FP8 and Transformer Engine are training-speed features that the local
-    spec on a CPU cannot run, and they do not change the function the weights compute.
-    """
-    return dataclasses.replace(
-        model,
-        tensor_model_parallel_size=tensor_parallel,
-        pipeline_model_parallel_size=pipeline_parallel,
-        virtual_pipeline_model_parallel_size=None,
-        sequence_parallel=False,
-        activations_checkpoint_granularity=None,
-        activations_checkpoint_method=None,
-        activations_checkpoint_num_layers=None,
-        overlap_p2p_comm=False,
-        transformer_engine=False,
-        fp8=False,
-        use_cpu_initialization=True,
-    )
-
-
-def build_inference_model(model: ModelSection, vocab_size: int, precision: str, initialize: bool = False) -> torch.nn.Module:
-    """One GPTModel chunk for this rank (the parallel state must exist), in eval mode, on this rank's device.
-
-    `vocab_size` is the padded size the weights were trained with (rows of the embedding table), not the
-    tokenizer's. initialize=False skips the random init: the caller loads weights over every parameter.
-    """
-    from .model import build_gpt_chunks, transformer_config
-
-    if precision not in PRECISIONS:
-        raise JobConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
-    config = transformer_config(model, precision=precision, on_gpu=on_gpu(), use_te=False)
-    if not initialize:
-        config = dataclasses.replace(config, perform_initialization=False)
-    (chunk,) = build_gpt_chunks(model, config, vocab_size=vocab_size, use_te=False)
-    if on_gpu():
-        chunk = chunk.cuda(torch.cuda.current_device())
-    return chunk.eval()
 
 
 def precision_of(state_dict) -> str:

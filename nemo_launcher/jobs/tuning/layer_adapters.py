@@ -19,7 +19,8 @@ from typing import Dict
 
 import torch
 
-from .tuning import replicated, split
+from ..common.config import JobConfigError
+from .base import replicated, split
 
 
 class HoulsbyAdapter(torch.nn.Module):
@@ -173,8 +174,6 @@ def gather_whole(params: Dict[str, torch.nn.Parameter]) -> Dict[str, torch.Tenso
 def load_whole(params: Dict[str, torch.nn.Parameter], state: Dict[str, torch.Tensor], split_vectors: bool, source: str) -> None:
     """Loads a result file's tensors; IA3 vectors (split_vectors) are cut to this TP rank's slice."""
     from megatron.core import parallel_state
-
-    from ..common.config import JobConfigError
 
     rank, tp = parallel_state.get_tensor_model_parallel_rank(), parallel_state.get_tensor_model_parallel_world_size()
     if set(state) != set(params):

@@ -1,4 +1,4 @@
-"""The data side of a GPT tuning run: the training mix, the validation files, the collate and the exact-match score.
+"""The data side of a prompt/answer tuning run (GPT's, T5's): the training mix, the validation files, the collate and the exact-match score.
 
     data = PromptAnswerData(cfg.model.data, answer_only_loss=True)            # fine-tuning and LoRA (sft_data.py)
     train = data.train_dataset(tokenizer, size=steps * global_batch, seed=1234)
@@ -66,25 +66,21 @@ class PromptAnswerData:
         return scores
 
 
-    answer = None  # (job, prompt ids, tokens) -> answer ids, for a family that does not generate as GPT does
+    answer = None  # (job, prompt ids, tokens) -> answer ids, for data that answers otherwise than job.answer()
 
 
 def exact_match_share(job, parts, prompts: List[List[int]], references: List[List[str]], tokens: int,
                       samples=None, answer=None) -> float:
     """Share of greedy answers (stripped) equal to one of their references, the prompts split over data-parallel
-    ranks; `answer` generates them where GPT's decoding does not fit the model. A collective: every rank calls it."""
-    from .generate import greedy_generate
-
+    ranks; the job's answer() generates them unless `answer` (a data's own) is given. A collective: every rank
+    calls it."""
     tokenizer = job.tokenizer
-    max_length = int(job.nemo_config.get("max_position_embeddings") or job.data.max_seq_length)
     hits = torch.zeros(2, device=parts.device)
     for index in range(parts.dp_rank, len(prompts), parts.dp_size):
         if answer is not None:
             ids = answer(job, prompts[index], tokens)
         else:
-            prepare = None if samples is None else partial(job.method.before_generation, sample=samples[index])
-            ids = greedy_generate(job.model, prompts[index], tokens, tokenizer.eod, tokenizer.vocab_size, max_length,
-                                  prepare)
+            ids = job.answer(prompts[index], tokens, None if samples is None else samples[index])
         hits += torch.tensor([float(tokenizer.decode(ids).strip() in references[index]), 1.0], device=parts.device)
     if parts.placement.world_size > 1:
         torch.distributed.all_reduce(hits)

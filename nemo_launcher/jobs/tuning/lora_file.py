@@ -14,23 +14,20 @@ from typing import Any, Dict, Tuple
 import torch
 
 from ..common.config import JobConfigError
+from ..core.nemo_archive import load_nemo, save_nemo
 from ...contract.schemas.gpt_sft import LoraSection
 
 _SUFFIX_A, _SUFFIX_B = ".lora.a", ".lora.b"
 
 
 def save_adapter_file(path: str, section: LoraSection, state: Dict[str, torch.Tensor], base_model: str) -> None:
-    from .nemo_archive import save_nemo
-
     settings = {"peft_scheme": "lora", **dataclasses.asdict(section)}
     save_nemo(path, {"peft": settings, "base_model": str(base_model)}, state, tokenizer_files={})
 
 
 def load_adapter_file(path: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     """(peft settings, adapter state dict); refuses a .nemo that is not an adapter file."""
-    from .nemo_archive import load_nemo
-
-    config, state = load_nemo(path)
+    config, state = load_nemo(path)  # an adapter file is one state dict, never sharded
     settings = config.get("peft")
     if not isinstance(settings, dict) or settings.get("peft_scheme") != "lora":
         raise JobConfigError(f"{path}: not a LoRA adapter file (its config has no peft.peft_scheme: lora); "

@@ -1,4 +1,4 @@
-"""What the Triton Python backend models the exports write (gpt/triton_model.py, clip/triton_clip_model.py,
+"""What the Triton Python backend models the exports write (serving/triton_text_model.py, clip/triton_clip_model.py,
 stable_diffusion/triton_model.py) share once their `initialize` has put the launcher on sys.path.
 
     prefer_utf8()                                        # first, before torch is imported

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from .qa_metrics import average_over_files
+from ..common.qa_metrics import average_over_files
 
 
 def _advice(path: Path, stage: str) -> str:
@@ -24,7 +24,7 @@ def _advice(path: Path, stage: str) -> str:
 
 
 def write_text(path: Path, text: str, stage: str) -> None:
-    from .storage import guarded_write
+    from ..common.storage import guarded_write
 
     path = Path(path)
     data = text.encode("utf-8")
@@ -80,11 +80,11 @@ def run_evaluation(argv: Optional[List[str]], prog: str, bind: Callable[[dict], 
     """The main() of a question-answering evaluation program: binds the resolved section, holds run.results_dir's
     lock, runs `evaluate(cfg, placement)` (which writes the files), prints the table and the closing summary
     (`described(cfg)` names what was evaluated). Returns the exit code."""
-    from .config import JobConfigError, config_path_from_argv, load_resolved_config
-    from .distributed import placement_from_env
-    from .quiet import start_job
-    from .report import JobFault, Summary, duration, print_error
-    from .run_directory import claimed
+    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
+    from ..common.distributed import placement_from_env
+    from ..common.quiet import start_job
+    from ..common.report import JobFault, Summary, duration, print_error
+    from ..common.run_directory import claimed
 
     started = time.monotonic()
     try:
@@ -96,7 +96,7 @@ def run_evaluation(argv: Optional[List[str]], prog: str, bind: Callable[[dict], 
             try:
                 results = evaluate(cfg, placement)
             finally:
-                from ..core.parts import shutdown
+                from .parts import shutdown
 
                 shutdown()
         if placement.rank == 0:

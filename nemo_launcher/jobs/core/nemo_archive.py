@@ -1,8 +1,9 @@
-"""The `.nemo` file: one tar holding a GPT model's config, its weights and its tokenizer files.
+"""The `.nemo` file: one tar holding a model's config, its weights and its tokenizer files (every family).
 
     save_nemo("megatron_gpt.nemo", model_config, model.state_dict())        # tokenizer files from the config
     config, state_dict = load_nemo("megatron_gpt.nemo")                      # a TP=1 PP=1 archive
-    model, tokenizer = load_gpt_from_nemo("megatron_gpt.nemo")               # ready for a forward pass
+    config, state_dict = load_nemo(path, shard_layout=gpt_shard_layout)      # any layout, merged to TP=1 PP=1
+    model, tokenizer = load_gpt_from_nemo("megatron_gpt.nemo")               # gpt/inference.py: ready to run
 
 | member                                  | holds                                                          |
 |-----------------------------------------|----------------------------------------------------------------|
@@ -25,11 +26,12 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import yaml
 
 from ..common.config import JobConfigError
+from .shards import ShardLayout, merge_shards
 
 CONFIG_MEMBER = "model_config.yaml"
 WEIGHTS_FILE = "model_weights.pt"
@@ -154,12 +156,12 @@ def read_nemo_config(path, extract_dir: Optional[os.PathLike] = None) -> Dict[st
         return _read_config(archive, Path(path), extract_dir)
 
 
-def load_nemo(path, extract_dir: Optional[os.PathLike] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def load_nemo(path, extract_dir: Optional[os.PathLike] = None,
+              shard_layout: Optional[Callable[[Mapping[str, Any], int, int], ShardLayout]] = None,
+              ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """(model config, full state dict on the CPU). The shards of a TP/PP > 1 archive are merged into the
-    TP=1 PP=1 state dict; the returned config still names the archive's layout."""
-    from ..core.shards import merge_shards
-    from .shards import gpt_shard_layout
-
+    TP=1 PP=1 state dict by the family's `shard_layout(model_config, tp, pp)` (gpt_shard_layout, ...); the
+    returned config still names the archive's layout."""
     with _open(path) as archive:
         config = _read_config(archive, Path(path), extract_dir)
         tensor_parallel, pipeline_parallel = layout_of(config)
@@ -169,7 +171,10 @@ def load_nemo(path, extract_dir: Optional[os.PathLike] = None) -> Tuple[Dict[str
             (t, p): _read_weights(archive, Path(path), weights_member(t, p, tensor_parallel, pipeline_parallel))
             for t in range(tensor_parallel) for p in range(pipeline_parallel)
         }
-    return config, merge_shards(shards, gpt_shard_layout(config, tensor_parallel, pipeline_parallel))
+    if shard_layout is None:
+        raise JobConfigError(f"{path}: holds TP({tensor_parallel}) x PP({pipeline_parallel}) shards; this "
+                             f"model's family has no rule to merge them")
+    return config, merge_shards(shards, shard_layout(config, tensor_parallel, pipeline_parallel))
 
 
 def load_nemo_shard(path, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
@@ -181,41 +186,6 @@ def load_nemo_shard(path, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
             raise JobConfigError(f"{path}: has TP({tensor_parallel}) x PP({pipeline_parallel}) shards; "
                                  f"there is no tp_rank {tp_rank}, pp_rank {pp_rank}")
         return _read_weights(archive, Path(path), weights_member(tp_rank, pp_rank, tensor_parallel, pipeline_parallel))
-
-
-def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: Optional[str] = None):
-    """(GPTModel chunk of this rank in eval mode, tokenizer) from an archive.
-
-    Starts the process group and megatron's parallel state when they are not running (one process for
-    TP=1 PP=1). An archive written for this TP x PP gives each rank its own shard; any other layout is
-    merged and re-split on the fly (every rank then reads the whole archive once).
-    precision: fp32, bf16 or fp16; by default the dtype the weights are stored in.
-    """
-    from megatron.core import parallel_state
-
-    from ..common.config import bind
-    from ..common.tokenizer import load_tokenizer
-    from ...contract.schemas.gpt_training import ModelSection
-    from ..core.shards import split_state_dict
-    from .shards import gpt_shard_layout
-    from .standalone import build_inference_model, inference_section, precision_of, start_model_parallel
-
-    config = read_nemo_config(path)
-    start_model_parallel(tensor_parallel, pipeline_parallel, seed=int(config.get("seed", 1234)))
-    tp_rank = parallel_state.get_tensor_model_parallel_rank()
-    pp_rank = parallel_state.get_pipeline_model_parallel_rank()
-    if layout_of(config) == (tensor_parallel, pipeline_parallel):
-        state_dict = load_nemo_shard(path, tp_rank, pp_rank)
-    else:
-        _, full = load_nemo(path)
-        state_dict = split_state_dict(full, gpt_shard_layout(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank)
-    section = inference_section(bind(ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
-    spec = section.tokenizer
-    tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)
-    model = build_inference_model(section, padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
-                                  precision or precision_of(state_dict))
-    load_weights(model, state_dict, str(path))
-    return model, tokenizer
 
 
 def padded_vocab_of(state_dict: Mapping[str, Any], tensor_parallel: int, fallback: int) -> int:

@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .module import TrainingModule, _mean_of
-from .samplers import EvalBatchSampler, StepBatchSampler, make_loader
+from ..core.module import TrainingModule, _mean_of
+from ..core.samplers import EvalBatchSampler, StepBatchSampler, make_loader
 
 
 class Tuning:

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from typing import Callable, List, Optional, Tuple
 
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 
 _LFS_POINTER = re.compile(rb"^version https://git-lfs\.github\.com/spec/v1\n(?:.*\n)*?oid sha256:(?P<oid>[0-9a-f]{64})\n"
                           rb"size (?P<size>\d+)\n?", re.MULTILINE)

@@ -16,7 +16,7 @@ def save_model(model: torch.nn.Module, nemo_config: dict, path: str, stage: str,
     StorageFault; an earlier file at `path` is then unchanged."""
     from megatron.core import parallel_state
 
-    from .nemo_archive import save_nemo, write_nemo
+    from ..core.nemo_archive import save_nemo, write_nemo
 
     tp = parallel_state.get_tensor_model_parallel_world_size()
     tp_rank, dp_rank = parallel_state.get_tensor_model_parallel_rank(), parallel_state.get_data_parallel_rank()

@@ -19,7 +19,7 @@ import yaml
 
 from nemo_launcher.contract.file_numbers import FileNumbersError, parse_file_numbers
 
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 
 _MISSING = object()
 

@@ -127,7 +127,7 @@ class EncodedLines(torch.utils.data.Dataset):
 
 
 class PromptLearningData:
-    """The data interface of tuning_data.py for the prompt_learning, adapter_learning and ia3_learning stages."""
+    """The data interface of answer_data.py for the prompt_learning, adapter_learning and ia3_learning stages."""
 
     length_key = "model.encoder_seq_length"
 

@@ -25,7 +25,7 @@ from typing import Optional
 from tqdm import tqdm
 
 from ...contract.schemas.data_preparation import DownloadSection
-from .errors import DataPrepError
+from ..common.errors import DataPrepError
 
 log = logging.getLogger(__name__)
 

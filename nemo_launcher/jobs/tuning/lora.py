@@ -32,8 +32,10 @@ import torch
 
 from ..common.config import JobConfigError
 from ...contract.schemas.gpt_sft import LoraSection
+from .base import Method, copy_into, replicated, split
 from .layer_adapters import transformer_layers
-from .tuning import Method
+from .lora_file import load_adapter_file, save_adapter_file
+from .tuned_files import save_model, saving, tensor_bytes
 
 # target name -> ((attribute path inside a transformer layer, parallel kind), ...); a layer without a path (the
 # cross-attention outside a T5 decoder) skips it
@@ -139,8 +141,6 @@ class LoraAdapter(torch.nn.Module):
 
     def sharded_state(self, name: str) -> Dict[str, object]:
         """This rank's A and B as checkpoint entries: the split one with its TP axis, the whole one replicated."""
-        from ..core.tuning import replicated, split
-
         if self.kind == "row":
             return {f"{name}.a": split(self.a, f"{name}.a", 1), f"{name}.b": replicated(self.b, f"{name}.b")}
         return {f"{name}.a": replicated(self.a, f"{name}.a"), f"{name}.b": split(self.b, f"{name}.b", 0)}
@@ -191,8 +191,6 @@ class Adapters:
         return state
 
     def load_sharded_state(self, loaded: Dict[str, torch.Tensor]) -> None:
-        from ..core.tuning import copy_into
-
         copy_into({f"{name}.lora.{k}": getattr(adapter, k) for name, adapter in self.modules.items() for k in ("a", "b")},
                   loaded)
 
@@ -304,8 +302,6 @@ class LoraMethod(Method):
         self.adapters: Optional[Adapters] = None
 
     def attach(self, model: torch.nn.Module, job) -> None:
-        from ..gpt.lora_file import load_adapter_file
-
         self.adapters = add_lora(model, self.peft.lora_tuning, seed=self.seed)
         if self.peft.restore_from_path:
             _, state = load_adapter_file(self.peft.restore_from_path)
@@ -325,9 +321,6 @@ class LoraMethod(Method):
                 f"{len(self.adapters.modules)} adapters, {count:,} trainable of {total:,} parameters on this rank")
 
     def write(self, module, job) -> Dict[str, str]:
-        from ..gpt.lora_file import save_adapter_file
-        from ..gpt.tuned_files import saving, save_model, tensor_bytes
-
         placement = module.parts.placement
         state = self.adapters.state_dict()  # a TP collective: every rank takes part
         if placement.rank == 0:
