@@ -9,7 +9,7 @@
 #SBATCH --ntasks-per-node=1
 #SBATCH --open-mode=append
 #SBATCH --output=<BRD>/stable_diffusion_860m_res_256/fw_inference_stable_diffusion_860m_res_256/log-nemo-megatron-fw_inference_stable_diffusion_860m_res_256_%j.out
-#SBATCH --time=04:00:00
+#SBATCH --time=4:00:00
 # Written by nemo_launcher (fw_inference stage). Resubmit by hand with: sbatch <this file>
 set -euo pipefail
 

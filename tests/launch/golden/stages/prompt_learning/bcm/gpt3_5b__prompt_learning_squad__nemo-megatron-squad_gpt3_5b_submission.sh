@@ -12,7 +12,7 @@
 #SBATCH --output=<BRD>/gpt3_5b/prompt_learning_squad/log-nemo-megatron-squad_gpt3_5b_%j.out
 #SBATCH --requeue
 #SBATCH --signal=USR1@300
-#SBATCH --time=04:00:00
+#SBATCH --time=4:00:00
 # Written by nemo_launcher (prompt_learning stage). Resubmit by hand with: sbatch <this file>
 set -euo pipefail
 
