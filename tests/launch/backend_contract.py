@@ -182,7 +182,8 @@ class BackendContract:
         # The kind as the way the second job waits for the first, and as a wait on an outside job.
         chained = None if kind in (Dependency.SINGLETON, Dependency.AFTER_START) else spec_for(
             tmp_path, "second", after_previous=kind)
-        outside = spec_for(tmp_path, "third", waits=(Wait(kind) if kind is Dependency.SINGLETON else Wait(kind, ("4242",)),))
+        outside_wait = Wait(kind) if kind is Dependency.SINGLETON else Wait(kind, ("4242",))
+        outside = spec_for(tmp_path, "third", waits=(outside_wait,))
         for second in filter(None, (chained, outside)):
             try:
                 backend.validate([[first, second]])
@@ -201,7 +202,7 @@ class BackendContract:
                 with pytest.raises(StageFailed):
                     submit_plan(plan)
                 ran = (tmp_path / "probe.jsonl").read_text().splitlines()
-                assert len(ran) == len(self.run_script_records_per_job(first)), ran
+                assert len(ran) == len(first.commands), ran  # the probe ran once per command of the first job
                 (tmp_path / "probe.jsonl").unlink()
             else:
                 submissions, _ = self.scheduler(tmp_path, monkeypatch)
@@ -210,10 +211,6 @@ class BackendContract:
                 expected = ((Wait(second.after_previous, ("1234",)),) if second is chained else ()) + second.waits
                 backend.submit(backend.script_path(second), second, expected)
                 assert self.waits_given(submissions()[-1]) == expected
-
-    def run_script_records_per_job(self, spec: JobSpec) -> List[None]:
-        """How many times the probe runs for one job here: once per command."""
-        return [None] * len(spec.commands)
 
     def test_arrays_keep_their_items_and_parallelism_limit(self, tmp_path, monkeypatch):
         backend = self.backend(tmp_path)
@@ -231,7 +228,8 @@ class BackendContract:
             assert rendered == ((0, 2, 3, 5, 11), 2)
         assert backend.array_words(spec) and backend.array_words(spec_for(tmp_path)) is None
 
-    @pytest.mark.parametrize("limit", [timedelta(minutes=15), timedelta(hours=4), timedelta(days=1, hours=4, seconds=5)])
+    @pytest.mark.parametrize(
+        "limit", [timedelta(minutes=15), timedelta(hours=4), timedelta(days=1, hours=4, seconds=5)], ids=str)
     def test_time_limits_keep_their_duration(self, limit, tmp_path):
         backend = self.backend(tmp_path)
         spec = spec_for(tmp_path, time_limit=limit)

@@ -11,7 +11,8 @@ from .test_quoting_bcp import FAKE_BCPRUN
 # As bcprun does, the stand-in exits with the status of the command it ran (test_quoting_bcp's raises instead).
 _RUN_COMMAND = 'subprocess.run(["sh", "-c", options["--cmd"]], env=environment, check=True)'
 assert _RUN_COMMAND in FAKE_BCPRUN
-BCPRUN = FAKE_BCPRUN.replace(_RUN_COMMAND, 'sys.exit(subprocess.run(["sh", "-c", options["--cmd"]], env=environment).returncode)')
+BCPRUN = FAKE_BCPRUN.replace(
+    _RUN_COMMAND, 'sys.exit(subprocess.run(["sh", "-c", options["--cmd"]], env=environment).returncode)')
 
 
 class TestBcpContract(BackendContract):

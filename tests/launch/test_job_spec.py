@@ -27,11 +27,13 @@ def test_the_seed_words_map_to_dependency_kinds(value, expected):
     assert parse_run_dependency(KEY, value) == expected
 
 
-@pytest.mark.parametrize("value", ["afterfoo", "afterok:", "afterok:abc", "singleton:3", "afterburstbuffer:5", "after:5+10"])
+@pytest.mark.parametrize("value", ["afterfoo", "afterok:", "afterok:abc", "singleton:3", "afterburstbuffer:5",
+                                   "after:5+10"])
 def test_unknown_dependency_words_are_one_line_config_errors(value):
     with pytest.raises(ConfigError) as error:
         parse_run_dependency(KEY, value)
-    assert str(error.value).startswith(f"{KEY}={value!r}: use comma-separated items: singleton") and "\n" not in str(error.value)
+    message = str(error.value)
+    assert message.startswith(f"{KEY}={value!r}: use comma-separated items: singleton") and "\n" not in message
 
 
 def test_the_time_limit_is_parsed_once_into_a_duration():
@@ -44,7 +46,8 @@ def test_array_steps_carry_items_and_a_parallelism_limit():
     cfg, choices = compose_config(["stages=[data_preparation]", "data_preparation=gpt3/download_gpt3_pile"])
     download, extract, preprocess = (job.spec for job in build_plan(cfg, choices).jobs_by_stage[0])
     assert download.array_items == tuple(range(30)) and download.array_limit == 30
-    assert extract.after_previous is Dependency.AFTER_CORRESPONDING_ITEM and download.waits == (Wait(Dependency.SINGLETON),)
+    assert extract.after_previous is Dependency.AFTER_CORRESPONDING_ITEM
+    assert download.waits == (Wait(Dependency.SINGLETON),)
 
 
 @pytest.mark.parametrize("cluster_type", ["interactive", "bcp"])

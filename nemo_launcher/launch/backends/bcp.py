@@ -60,5 +60,6 @@ class BcpBackend(Backend):
     def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
         result = subprocess.run(["bash", str(script)], cwd=str(spec.directory))
         if result.returncode != 0:
-            raise StageFailed(f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}", result.returncode)
+            raise StageFailed(f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}",
+                              result.returncode)
         return None
