@@ -65,3 +65,12 @@ class WallClock(str):
                 instance.seconds = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
                 return instance
         raise config_fault(key, value, 'use "DD:HH:MM:SS" with hours <= 23 and minutes, seconds <= 59, e.g. "00:23:30:00", or null')
+
+
+def clock_text(seconds: int) -> str:
+    """A duration as "H:MM:SS", or "D-HH:MM:SS" from one day on: how the plan shows a time limit, and a form
+    `sbatch --time` reads."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{seconds:02d}" if days else f"{hours}:{minutes:02d}:{seconds:02d}"

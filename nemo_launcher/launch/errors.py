@@ -41,9 +41,14 @@ class SubmissionError(LauncherError):
 
 
 class StageFailed(LauncherError):
-    """A stage run on this machine (interactive) exited non-zero; later stages were not run."""
+    """A stage run on this machine (interactive, bcp) exited non-zero; later stages were not run. `exit_status`
+    is the stage's own exit status (the ledger records it); the launcher itself exits 4."""
 
     exit_code = 4
+
+    def __init__(self, message: str, exit_status: int = 1):
+        super().__init__(message)
+        self.exit_status = exit_status
 
 
 class RunInProgress(LauncherError):

@@ -1,10 +1,38 @@
-"""What a stage asks for: plain frozen data, no backend knowledge and no shell text."""
+"""What a stage asks for: plain frozen data, no backend knowledge and no shell text.
+
+A time limit is a duration, an array is its item indices plus how many may run at once, and a dependency is a
+kind from `Dependency` with the jobs it waits for bound as data (the pipeline binds the job before it). Each
+backend translates these into its own terms (backends/slurm.py: `--time`, `--array=0-29%30`, `afterok:<id>`), or
+refuses at validate() what it cannot honour.
+"""
+import enum
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Optional, Tuple
 
-# How a job waits for the job before it (Slurm dependency types the launcher chains with).
-CHAIN_TYPES = ("afterok", "afterany", "afternotok", "aftercorr")
+
+class Dependency(enum.Enum):
+    """How a job waits for other jobs."""
+
+    AFTER_SUCCESS = "after_success"  # starts once the jobs it waits for ended successfully
+    AFTER_ANY_END = "after_any_end"  # starts once they ended, however they ended
+    AFTER_FAILURE = "after_failure"  # starts only if they failed
+    # An array job after an array job: item i starts once item i of the job before ended successfully.
+    AFTER_CORRESPONDING_ITEM = "after_corresponding_item"
+    AFTER_START = "after_start"  # starts once they have started (outside jobs only)
+    SINGLETON = "singleton"  # never runs beside another job of the same name and user; waits for no job
+
+
+@dataclass(frozen=True)
+class Wait:
+    """One dependency: its kind and the ids of the jobs it waits for (none for SINGLETON)."""
+
+    kind: Dependency
+    job_ids: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        assert (self.kind is Dependency.SINGLETON) == (not self.job_ids), self
 
 
 @dataclass(frozen=True)
@@ -26,18 +54,20 @@ class JobSpec:
     name: str  # job name without any cluster prefix, e.g. "gpt3_5b"
     directory: Path  # job directory: resolved config, script and logs live here
     commands: Tuple[Command, ...]
-    time_limit: str  # Slurm time format, e.g. "6-00:00:00"
+    time_limit: timedelta  # wall-clock limit of the job
     nodes: int = 1
     tasks_per_node: int = 1
     uses_gpus: bool = True  # False: CPU-only job, no GPUs are requested
     gpus_per_node: Optional[int] = None  # GPUs asked for on each node when uses_gpus; None: the cluster's gpus_per_node
     cpus_per_task: Optional[int] = None
-    array: Optional[str] = None  # Slurm array spec such as "0-29%30"; None for a single job
+    # An array job: one task per item index (e.g. file numbers 0..29); None for a single job.
+    array_items: Optional[Tuple[int, ...]] = None
+    array_limit: Optional[int] = None  # at most this many items run at once; None: no limit
     # Where there are no job arrays (BCP), the array's items are dealt over this many nodes x processes instead.
     array_nodes: int = 1
     array_tasks_per_node: int = 1
-    chain: str = "afterok"  # dependency type on the job before it in the pipeline
-    dependency: Tuple[str, ...] = ()  # fixed dependency items, e.g. ("singleton",) or ("afterok:123",)
+    after_previous: Dependency = Dependency.AFTER_SUCCESS  # how it waits for the job before it in the pipeline
+    waits: Tuple[Wait, ...] = ()  # fixed dependencies: SINGLETON, or outside jobs named in run.dependency
     env: Tuple[Tuple[str, str], ...] = ()  # exported in the job, in this order
     checkpoint_signal: bool = False  # ask the scheduler for SIGUSR1 before the time limit
     # A file the job leaves behind when it stopped early and wants another attempt (Slurm requeues the job).
@@ -49,6 +79,13 @@ class JobSpec:
     writes: Tuple[str, ...] = ()
 
     def __post_init__(self):
-        assert self.chain in CHAIN_TYPES, self.chain
+        assert self.after_previous not in (Dependency.SINGLETON, Dependency.AFTER_START), self.after_previous
+        assert isinstance(self.time_limit, timedelta) and self.time_limit.total_seconds() > 0, self.time_limit
+        assert self.array_items is None or self.array_items, f"job {self.name} has an empty array"
+        assert self.array_limit is None or (self.array_items and self.array_limit >= 1), self.array_limit
         assert self.nodes >= 1 and self.tasks_per_node >= 1, (self.nodes, self.tasks_per_node)
         assert self.commands, f"job {self.name} has no command"
+
+    @property
+    def is_array(self) -> bool:
+        return self.array_items is not None

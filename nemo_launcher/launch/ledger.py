@@ -173,7 +173,7 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
             "configs": [{"path": str(path), "sha256": _sha256(text)} for path, text in spec.files],
             "job_id": None,
             "dependency": [],
-            "array": spec.array,
+            "array": backend.array_words(spec),  # as the backend says it: Slurm "0-29%30", others "0-29"
             "log_glob": _log_glob(backend, spec, None),
         }
         if runs_here:

@@ -1,10 +1,9 @@
 """Orders stages, threads dependencies, writes job directories, submits atomically and prints the plan."""
 import os
-import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, ListConfig
 
@@ -14,8 +13,7 @@ from .context import LaunchContext, read_context
 from .errors import LauncherError, StageFailed, StageInterrupted, config_error
 from .families import check_same_family
 from .inputs import check_inputs
-from .job_spec import JobSpec
-from ..contract.file_numbers import array_task_count
+from .job_spec import JobSpec, Wait
 from .stages import STAGES, stage_class
 from .run_directories import check_run_directories
 from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
@@ -40,7 +38,7 @@ class Plan:
 class Submitted:
     job: PlannedJob
     job_id: Optional[str]
-    dependency: List[str]
+    waits: Tuple[Wait, ...]  # what the job waited for: the job before it (where a queue chains them), its own waits
 
 
 def _available_choices(launcher_path: Path, group: str) -> str:
@@ -136,14 +134,19 @@ def _submit_each(plan: Plan, ledger, submission_id: str, submitted: List[Submitt
     for jobs in plan.jobs_by_stage:
         for job in jobs:
             index = len(submitted)
-            dependency = ([f"{job.spec.chain}:{previous_id}"] if previous_id else []) + list(job.spec.dependency)
+            waits = waits_of(job.spec, previous_id)
             if plan.backend.queues_jobs:
-                job_id = plan.backend.submit(job.script_path, job.spec, dependency, tag=submission_tag(submission_id, index))
-                _record(ledger, "submitted", index, job_id, dependency)
+                job_id = plan.backend.submit(job.script_path, job.spec, waits, tag=submission_tag(submission_id, index))
+                _record(ledger, "submitted", index, job_id, plan.backend.dependency_words(waits))
             else:
-                job_id = _run_here(plan, job, dependency, ledger, index)
-            submitted.append(Submitted(job, job_id, dependency))
+                job_id = _run_here(plan, job, waits, ledger, index)
+            submitted.append(Submitted(job, job_id, waits))
             previous_id = job_id if plan.backend.queues_jobs else None
+
+
+def waits_of(spec: JobSpec, previous_id: Optional[str]) -> Tuple[Wait, ...]:
+    """The job's waits with the job before it bound: the pipeline's one piece of dependency logic."""
+    return ((Wait(spec.after_previous, (previous_id,)),) if previous_id else ()) + spec.waits
 
 
 def _placeholders(plan: Plan) -> List[Submitted]:
@@ -152,8 +155,7 @@ def _placeholders(plan: Plan) -> List[Submitted]:
     for jobs in plan.jobs_by_stage:
         for job in jobs:
             previous = submitted[-1].job_id if submitted else None
-            dependency = ([f"{job.spec.chain}:{previous}"] if previous else []) + list(job.spec.dependency)
-            submitted.append(Submitted(job, f"DRYRUN-{len(submitted) + 1}", dependency))
+            submitted.append(Submitted(job, f"DRYRUN-{len(submitted) + 1}", waits_of(job.spec, previous)))
     return submitted
 
 
@@ -163,25 +165,19 @@ def _record(ledger, event: str, *args) -> None:
         getattr(ledger, event)(*args)
 
 
-def _run_here(plan: Plan, job: PlannedJob, dependency: List[str], ledger, index: int) -> Optional[str]:
+def _run_here(plan: Plan, job: PlannedJob, waits: Tuple[Wait, ...], ledger, index: int) -> Optional[str]:
     """Backends without a queue run the job to completion in submit(); the ledger gets its exit code either way."""
-    _record(ledger, "started", index, dependency)
+    _record(ledger, "started", index, plan.backend.dependency_words(waits))
     try:
-        job_id = plan.backend.submit(job.script_path, job.spec, dependency)
+        job_id = plan.backend.submit(job.script_path, job.spec, waits)
     except StageFailed as error:
-        _record(ledger, "finished", index, _exit_status(error))
+        _record(ledger, "finished", index, error.exit_status)
         raise
     except StageInterrupted as error:
         _record(ledger, "finished", index, error.exit_code)
         raise
     _record(ledger, "finished", index, 0)
     return job_id
-
-
-def _exit_status(error: StageFailed) -> int:
-    # The backends say the status only in the message ("... exited with status 3"); 1 when they do not.
-    match = re.search(r"status (-?\d+)", str(error))
-    return int(match.group(1)) if match else 1
 
 
 def _gpus_per_node(plan: Plan, spec: JobSpec) -> str:
@@ -193,10 +189,7 @@ def _gpus_per_node(plan: Plan, spec: JobSpec) -> str:
 
 
 def _array_size(spec: JobSpec) -> str:
-    if not spec.array:
-        return "-"
-    tasks = array_task_count(spec.array)
-    return str(tasks) if tasks else spec.array  # a form only Slurm expands (steps): shown as written
+    return str(len(spec.array_items)) if spec.is_array else "-"
 
 
 def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
@@ -206,10 +199,10 @@ def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
     rows = [header]
     for entry in submitted:
         spec = entry.job.spec
-        ids = (entry.job_id or "-", ",".join(entry.dependency) or "-") if queued else ()
+        ids = (entry.job_id or "-", ",".join(plan.backend.dependency_words(entry.waits)) or "-") if queued else ()
         rows.append((
             spec.stage, plan.backend.job_name(spec), *ids, str(spec.nodes), _gpus_per_node(plan, spec),
-            spec.time_limit, _array_size(spec),
+            plan.backend.time_words(spec), _array_size(spec),
             str(entry.job.script_path), plan.backend.log_pattern(spec, entry.job_id),
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

@@ -1,9 +1,12 @@
-"""Rendered scripts are compared byte for byte with golden files.
+"""Rendered scripts are compared byte for byte with golden files: a few training cases, and one representative
+config of every stage group on every backend (golden/stages/<group>/<cluster_type>/: each script of the stage and
+the printed plan, whose dependency, time and array columns show how the jobs are chained).
 
 To refresh after an intended change: NEMO_LAUNCHER_UPDATE_GOLDEN=1 python3 -m pytest tests/launch/test_golden.py
 then review `git diff tests/launch/golden`.
 """
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -21,6 +24,21 @@ CASES = {
     "gpt3_5b_bcp.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=bcp"],
     "gpt3_5b_interactive.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=interactive", "training.trainer.num_nodes=1"],
 }
+
+# One config per stage group that composes without user-specific values; training is covered by CASES above.
+STAGE_CASES = {
+    "data_preparation": "gpt3/download_gpt3_pile",
+    "conversion": "gpt3/convert_gpt3",
+    "fine_tuning": "gpt3/squad",
+    "peft": "gpt3/squad",
+    "prompt_learning": "gpt3/squad",
+    "adapter_learning": "gpt3/squad",
+    "ia3_learning": "gpt3/squad",
+    "evaluation": "gpt3/evaluate_all",
+    "export": "gpt3/export_gpt3",
+    "fw_inference": "stable_diffusion/text2img",
+}
+CLUSTER_TYPES = ("bcm", "bcp", "interactive")
 
 
 def _overrides(golden_name: str, results: Path):
@@ -55,6 +73,46 @@ def test_rendered_script_matches_golden(golden_name, launch, tmp_path):
         f"{script} differs from {golden}. If the change is intended, refresh with "
         "NEMO_LAUNCHER_UPDATE_GOLDEN=1 python3 -m pytest tests/launch/test_golden.py and review the diff."
     )
+
+
+def _compare_with_golden(rendered, folder: Path) -> None:
+    """rendered: {golden file name: text}; the folder must hold exactly those files with exactly that text."""
+    if os.environ.get("NEMO_LAUNCHER_UPDATE_GOLDEN"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.iterdir():
+            stale.unlink()
+        for name, text in rendered.items():
+            (folder / name).write_text(text)
+    assert folder.is_dir(), f"missing {folder}; create it with NEMO_LAUNCHER_UPDATE_GOLDEN=1"
+    assert sorted(rendered) == sorted(p.name for p in folder.iterdir()), folder
+    for name, text in rendered.items():
+        assert text == (folder / name).read_text(), (
+            f"{name} differs from {folder / name}. If the change is intended, refresh with "
+            "NEMO_LAUNCHER_UPDATE_GOLDEN=1 python3 -m pytest tests/launch/test_golden.py and review the diff."
+        )
+
+
+def _plan_text(out: str, results: Path) -> str:
+    """The printed plan with the results path as <BRD> and each column gap as two spaces: the columns' widths
+    follow the length of the temporary path, which differs between runs."""
+    plan = out[out.index("Pipeline, "):].replace(str(results), "<BRD>")
+    return "\n".join(re.sub(" {2,}", "  ", line.rstrip()) for line in plan.split("\n"))
+
+
+@pytest.mark.parametrize("cluster_type", CLUSTER_TYPES)
+@pytest.mark.parametrize("group", sorted(STAGE_CASES))
+def test_every_stage_matches_golden_on_every_backend(group, cluster_type, launch, tmp_path):
+    results = tmp_path / "results"
+    overrides = FIXED + [f"stages=[{group}]", f"{group}={STAGE_CASES[group]}", f"cluster_type={cluster_type}"]
+    code, out, err = launch(overrides, results=results)
+    assert code == 0, err
+    rendered = {"plan.txt": _plan_text(out, results)}
+    for script in sorted(results.rglob("*_submission.sh")):
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        name = str(script.relative_to(results)).replace("/", "__")
+        rendered[name] = script.read_text().replace(str(results), "<BRD>")
+    assert len(rendered) > 1, "the stage rendered no script"
+    _compare_with_golden(rendered, GOLDEN / "stages" / group / cluster_type)
 
 
 def test_rerendering_is_byte_identical(launch, tmp_path):

@@ -1,4 +1,6 @@
 """The interactive backend runs stages here in order and stops the chain at the first failure."""
+from datetime import timedelta
+
 import pytest
 
 from nemo_launcher.launch.errors import StageFailed
@@ -17,7 +19,7 @@ def _plan(tmp_path, exits):
     stages = []
     for index, code in enumerate(exits):
         name = f"s{index}"
-        spec = JobSpec(stage=name, name=name, directory=tmp_path / "r" / name, time_limit="0:01:00",
+        spec = JobSpec(stage=name, name=name, directory=tmp_path / "r" / name, time_limit=timedelta(minutes=1),
                        commands=(Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--exit", str(code))),))
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), record

@@ -5,6 +5,7 @@ import os
 import signal
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ def _plan(tmp_path: Path, sleeps):
     stages = []
     for index, sleep in enumerate(sleeps):
         name = f"s{index}"
-        spec = JobSpec(stage=name, name=name, directory=tmp_path / "r" / name, time_limit="0:05:00",
+        spec = JobSpec(stage=name, name=name, directory=tmp_path / "r" / name, time_limit=timedelta(minutes=5),
                        commands=(Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--sleep", str(sleep))),))
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), record

@@ -3,6 +3,7 @@ ended jobs are read from `scontrol`): a 3-stage probe pipeline recorded in the l
 import json
 import re
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from nemo_launcher.__main__ import main as commands
@@ -30,7 +31,7 @@ def _probe_pipeline(tmp_path: Path):
     stages = []
     for name, probe_commands in commands_by_stage.items():
         spec = JobSpec(stage=name, name=f"probe_{name}", directory=results / name, commands=probe_commands,
-                       time_limit="0:10:00", uses_gpus=False)
+                       time_limit=timedelta(minutes=10), uses_gpus=False)
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), results
 

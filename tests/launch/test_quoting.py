@@ -12,6 +12,7 @@ import os
 import stat
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -216,7 +217,7 @@ def test_percent_in_run_name_and_results_path_is_literal_for_slurm(tmp_path):
 def test_array_job_keeps_its_own_patterns_and_escapes_the_path(tmp_path):
     backend = build_plan(*_plan(tmp_path, "bcm", "plain", "v")).backend
     spec = JobSpec(stage="data_preparation", name="prep%a", directory=tmp_path / "d%A", commands=(Command("m"),),
-                   time_limit="0:05:00", uses_gpus=False, array="0-3%2")
+                   time_limit=timedelta(minutes=5), uses_gpus=False, array_items=(0, 1, 2, 3), array_limit=2)
     script = backend.render(spec)
     assert f"#SBATCH --output={tmp_path}/d%%A/log-nemo-megatron-prep%%a_%A_%a.out\n" in script
     assert "#SBATCH --array=0-3%2\n" in script

@@ -9,6 +9,7 @@ import copy
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import yaml
@@ -107,9 +108,9 @@ def test_bcp_array_work_goes_through_mpirun_launcher_unchanged(tmp_path_factory,
     cfg = copy.deepcopy(cfg)
     OmegaConf.update(cfg, "base_results_dir", f"{tmp}/results")
     backend = build_plan(cfg, choices).backend
-    spec = JobSpec(stage="data_preparation", name=name, directory=tmp / "job", time_limit="1:00:00",
+    spec = JobSpec(stage="data_preparation", name=name, directory=tmp / "job", time_limit=timedelta(hours=1),
                    commands=(Command("nemo_launcher.jobs.data.preprocess", ("--item", argument)),),
-                   uses_gpus=False, array="0-29%30", array_nodes=3, array_tasks_per_node=4)
+                   uses_gpus=False, array_items=tuple(range(30)), array_limit=30, array_nodes=3, array_tasks_per_node=4)
     spec.directory.mkdir()
     script = backend.script_path(spec)
     script.write_text(backend.render(spec))

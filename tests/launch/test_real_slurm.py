@@ -2,12 +2,13 @@
 downstream jobs after a failure, atomic rollback and per-attempt logs."""
 import dataclasses
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from nemo_launcher.launch.errors import SubmissionError
-from nemo_launcher.launch.job_spec import Command, JobSpec
+from nemo_launcher.launch.job_spec import Command, Dependency, JobSpec, Wait
 from nemo_launcher.launch.pipeline import Plan, PlannedJob, submit_plan, write_plan
 
 from .conftest import compose_config
@@ -25,7 +26,7 @@ def _plan(tmp_path: Path, steps):
         spec = JobSpec(
             stage=name, name=f"probe_{name}", directory=tmp_path / "results" / name,
             commands=(Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--sleep", str(sleep), "--exit", str(code))),),
-            time_limit="0:05:00", tasks_per_node=1, uses_gpus=False, **extra,
+            time_limit=timedelta(minutes=5), tasks_per_node=1, uses_gpus=False, **extra,
         )
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), record
@@ -40,7 +41,9 @@ def test_stages_run_in_order_with_afterok(slurm_cluster, tmp_path):
     write_plan(plan, ["main.py"])
     submitted = submit_plan(plan)
     ids = [entry.job_id for entry in submitted]
-    assert submitted[1].dependency == [f"afterok:{ids[0]}"] and submitted[2].dependency == [f"afterok:{ids[1]}"]
+    # The pipeline binds the job before as data; the backend says it in Slurm's words.
+    assert submitted[1].waits == (Wait(Dependency.AFTER_SUCCESS, (ids[0],)),)
+    assert plan.backend.dependency_words(submitted[2].waits) == [f"afterok:{ids[1]}"]
     assert _wait_ended(slurm_cluster, ids) == ["COMPLETED"] * 3
     rows = [line.split() for line in record.read_text().splitlines()]
     assert [row[0] for row in rows] == ["a", "b", "c"]

@@ -6,6 +6,7 @@ The property tests in test_quoting.py read #SBATCH lines with a model of sbatch 
 patterns; this file checks that model against Slurm itself.
 """
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -35,7 +36,7 @@ def _submit(backend, tmp_path: Path, **extra) -> tuple:
     spec = JobSpec(
         stage="probe", name=HOSTILE_NAME, directory=tmp_path / HOSTILE_DIR,
         commands=(Command("tests.launch.slurm_probe", ("--record", str(record), "--name", HOSTILE_NAME)),),
-        time_limit="0:05:00", uses_gpus=False, **extra,
+        time_limit=timedelta(minutes=5), uses_gpus=False, **extra,
     )
     backend.validate([[spec]])  # the launcher accepts these names on Slurm
     plan = Plan(backend.context, backend, [[PlannedJob(spec, backend.script_path(spec), backend.render(spec))]])
@@ -77,7 +78,7 @@ def test_hostile_job_name_and_log_paths_on_slurm(slurm_cluster, tmp_path):
 
 def test_hostile_array_job_logs_on_slurm(slurm_cluster, tmp_path):
     backend = _backend(tmp_path)
-    job_id, spec, record = _submit(backend, tmp_path, array="0-1")
+    job_id, spec, record = _submit(backend, tmp_path, array_items=(0, 1))
     assert [slurm_cluster.wait(f"{job_id}_{index}", timeout_s=120) for index in (0, 1)] == ["COMPLETED"] * 2
     stem = spec.directory / f"log-nemo-megatron-{HOSTILE_NAME}"
     expected = []

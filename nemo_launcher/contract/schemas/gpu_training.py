@@ -177,11 +177,20 @@ def check_profile_ranks(profile: NsysSection, world_size: int, key: str) -> None
         raise config_fault(f"{key}.ranks", profile.ranks, f"ranks run from 0 to {world_size - 1} (nodes x devices)")
 
 
+def ordered_kernel_queue_env(model) -> Tuple[Tuple[str, str], ...]:
+    """CUDA_DEVICE_MAX_CONNECTIONS=1 when the model runs tensor or context parallel: Megatron overlaps their
+    communication with compute and needs the kernels queued in order on one hardware queue. The one rule for
+    every stage that trains (training, fine-tuning, PEFT), on every backend."""
+    if model.tensor_model_parallel_size > 1 or getattr(model, "context_parallel_size", 1) > 1:
+        return (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),)
+    return ()
+
+
 def training_environment(cfg) -> Tuple[Tuple[str, str], ...]:
     """What the training job exports: `run.env_vars` (nulls skipped), then what the model's settings require.
 
     - TP or CP communication overlapped with compute needs kernels queued in order on one hardware queue
-      (CUDA_DEVICE_MAX_CONNECTIONS=1);
+      (ordered_kernel_queue_env);
     - with userbuffers, LayerNorm kernels leave the SMs of the communication kernels free
       (NVTE_FWD/BWD_LAYERNORM_SM_MARGIN).
     """
@@ -190,8 +199,7 @@ def training_environment(cfg) -> Tuple[Tuple[str, str], ...]:
         if value is not None:
             pairs[name] = str(int(value) if isinstance(value, bool) else value)
     model = cfg.model
-    if model.tensor_model_parallel_size > 1 or getattr(model, "context_parallel_size", 1) > 1:
-        pairs["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    pairs.update(ordered_kernel_queue_env(model))
     if getattr(model, "ub_tp_comm_overlap", False):
         overlap = model.ub_tp_comm_overlap_cfg
         margin = str(overlap.sm_margin() if overlap is not None else 0)

@@ -1,10 +1,17 @@
-"""A backend renders a job spec into a script and runs or submits it. It knows nothing about models."""
+"""A backend renders a job spec into a script and runs or submits it. It knows nothing about models.
+
+A new backend is a subclass here plus a row in backends/__init__.py, and it must pass the shared suite
+tests/launch/backend_contract.py (one small subclass of BackendContract per backend).
+"""
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, FrozenSet, List, Optional, Sequence
 
+from ...contract.durations import clock_text
+from ...contract.file_numbers import compress_ranges
 from ..context import LaunchContext
-from ..job_spec import Command, JobSpec
+from ..errors import config_error
+from ..job_spec import Command, Dependency, JobSpec, Wait
 from ..secrets import export_lines
 from ..shell import join, quote
 
@@ -26,6 +33,13 @@ class Backend(ABC):
     name: str = ""
     # Whether submit() returns ids that later jobs can depend on (a queue) or runs jobs to completion here.
     queues_jobs: bool = False
+    # The dependency kinds this backend honours between the jobs of one pipeline; validate() refuses the others.
+    # A backend that runs jobs here, in order, stopping at the first failure, honours waiting for success
+    # (per item too: every item has ended) and singleton (one job at a time), nothing else.
+    pipeline_kinds: FrozenSet[Dependency] = frozenset(
+        {Dependency.AFTER_SUCCESS, Dependency.AFTER_CORRESPONDING_ITEM, Dependency.SINGLETON})
+    # Whether a job may wait for outside jobs (ids named in run.dependency): only where a queue knows them.
+    waits_for_outside_jobs: bool = False
 
     def __init__(self, context: LaunchContext):
         self.context = context
@@ -51,14 +65,41 @@ class Backend(ABC):
         """The whole script text. Pure: the same spec gives byte-identical text."""
 
     def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
-        """Refuses pipelines this backend cannot run; raises ConfigError before anything is written."""
+        """Refuses pipelines this backend cannot run; raises ConfigError before anything is written. Subclasses
+        that add checks call this too."""
+        specs = [spec for stage_specs in specs_by_stage for spec in stage_specs]
+        for position, spec in enumerate(specs):
+            # (wait, whether it names an outside job): the job before it in the pipeline, then the spec's own.
+            waits = [(Wait(spec.after_previous, ("<previous job>",)), False)] if position else []
+            waits += [(wait, bool(wait.job_ids)) for wait in spec.waits]
+            for wait, outside in waits:
+                if wait.kind not in self.pipeline_kinds or (outside and not self.waits_for_outside_jobs):
+                    raise config_error(
+                        f"{spec.stage}.run.dependency", self.dependency_words([wait])[0],
+                        f"cluster_type={self.name} runs the jobs here, one after another, stopping at the first "
+                        "failure, and cannot wait that way: leave run.dependency null or singleton, or use "
+                        "cluster_type=bcm",
+                    )
+
+    def dependency_words(self, waits: Sequence[Wait]) -> List[str]:
+        """How the plan and the ledger show a job's dependencies; a queue says them in its own words."""
+        return [":".join((wait.kind.value, *wait.job_ids)) for wait in waits]
+
+    def array_words(self, spec: JobSpec) -> Optional[str]:
+        """How the plan and the ledger show an array's items ("0-29"); None for a single job."""
+        return compress_ranges(spec.array_items) if spec.is_array else None
+
+    def time_words(self, spec: JobSpec) -> str:
+        """How the plan shows the time limit."""
+        return clock_text(int(spec.time_limit.total_seconds()))
 
     def check_environment(self) -> None:
         """Refuses to start when the tools this backend needs are missing (skipped in dry runs)."""
 
     @abstractmethod
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
-        """Submits (or runs) the script; returns a job id when the backend queues jobs. `tag` is unique to this
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
+        """Submits (or runs) the script; returns a job id when the backend queues jobs. `waits` are the spec's
+        own waits plus the job before it, bound by the pipeline (queueing backends only). `tag` is unique to this
         submission of this job: a queueing backend records it with the job, so that an ambiguous failure can be
         looked up instead of queueing the job twice."""
 

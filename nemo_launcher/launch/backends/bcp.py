@@ -1,10 +1,10 @@
 """Base Command Platform backend (cluster_type=bcp): a bcprun script, run with bash inside the NGC job."""
 import subprocess
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from ..errors import StageFailed, config_error
-from ..job_spec import Command, JobSpec
+from ..job_spec import Command, JobSpec, Wait
 from ..secrets import export_lines
 from ..shell import join, quote
 from .base import Backend
@@ -25,9 +25,10 @@ class BcpBackend(Backend):
                 "Base Command Platform runs one stage per job: list exactly one stage, e.g. stages=[training], "
                 "and submit the next stage as its own NGC job",
             )
+        super().validate(specs_by_stage)
 
     def bcprun_line(self, spec: JobSpec, command: Command) -> str:
-        if spec.array:
+        if spec.is_array:
             nodes, tasks = spec.array_nodes, spec.array_tasks_per_node
         else:
             nodes, tasks = (spec.nodes, spec.tasks_per_node) if command.distributed else (1, 1)
@@ -37,7 +38,7 @@ class BcpBackend(Backend):
         env_words = " ".join(f"--env {quote(f'{name}={value}')}" for name, value in pairs.items())
         program = f"python3 -u -m {quote(command.module)} {join(command.args)}".rstrip()
         words = [f"bcprun --nnodes {nodes} --npernode {tasks}"]
-        if spec.array:
+        if spec.is_array:
             # Array work is split across replicas by rank (RANK/WORLD_SIZE), launched with mpirun.
             words.append(f"--launcher {quote('mpirun --allow-run-as-root')}")
         words += [env_words, f"--cmd {quote(program)}"]
@@ -56,8 +57,9 @@ class BcpBackend(Backend):
             lines += ["", f'{self.bcprun_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
 
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
         result = subprocess.run(["bash", str(script)], cwd=str(spec.directory))
         if result.returncode != 0:
-            raise StageFailed(f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}")
+            raise StageFailed(f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}",
+                              result.returncode)
         return None

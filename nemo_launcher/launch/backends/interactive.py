@@ -3,10 +3,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 from ..errors import StageFailed, StageInterrupted, config_error
-from ..job_spec import Command, JobSpec
+from ..job_spec import Command, JobSpec, Wait
 from ..shell import join, quote
 from .base import PYTHON, Backend
 
@@ -28,6 +28,7 @@ class InteractiveBackend(Backend):
                         f"{spec.stage} nodes", spec.nodes,
                         "cluster_type=interactive runs on this machine only: use 1 node, or cluster_type=bcm",
                     )
+        super().validate(specs_by_stage)
 
     def command_line(self, spec: JobSpec, command: Command) -> str:
         if command.distributed and spec.tasks_per_node > 1:
@@ -51,7 +52,7 @@ class InteractiveBackend(Backend):
             lines += ["", f'{self.command_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
 
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
         environ = dict(os.environ, NEMO_LAUNCHER_PYTHON=sys.executable)
         print(f"Running {spec.stage} job {spec.name} here: bash {script}", flush=True)
         # Its own session, so that the launcher alone decides how the job is stopped (a SIGTERM sent to the
@@ -73,7 +74,7 @@ class InteractiveBackend(Backend):
         if returncode != 0:
             raise StageFailed(
                 f"stage {spec.stage!r} (job {spec.name}) exited with status {returncode}; "
-                f"later stages were not run. Its log is {self.log_pattern(spec, None)}"
+                f"later stages were not run. Its log is {self.log_pattern(spec, None)}", returncode,
             )
         return None
 

@@ -7,9 +7,11 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from ...contract.durations import clock_text
+from ...contract.file_numbers import slurm_array
 from ..cluster_settings import CLUSTER_SETTINGS
 from ..errors import LauncherError, SubmissionError, config_error
-from ..job_spec import JobSpec
+from ..job_spec import Dependency, JobSpec, Wait
 from ..shell import join, quote
 from ..writes import append_text
 from .base import Backend, python_words
@@ -24,6 +26,15 @@ TRANSIENT_SBATCH_ERRORS = re.compile(
     r"Connection refused|Transport endpoint is not connected|Slurm backup controller in standby)",
     re.IGNORECASE,
 )
+# Slurm's dependency types for the job spec's kinds (sbatch --dependency=<type>:<id>[:<id>...]).
+DEPENDENCY_TYPES = {
+    Dependency.AFTER_SUCCESS: "afterok",
+    Dependency.AFTER_ANY_END: "afterany",
+    Dependency.AFTER_FAILURE: "afternotok",
+    Dependency.AFTER_CORRESPONDING_ITEM: "aftercorr",
+    Dependency.AFTER_START: "after",
+    Dependency.SINGLETON: "singleton",
+}
 _SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./:%@,+=-]+$")
 
 
@@ -52,9 +63,21 @@ def slurm_memory(mem) -> Optional[str]:
     return str(mem)
 
 
+def slurm_dependency(waits) -> List[str]:
+    """`afterok:123`, `aftercorr:7:8`, `singleton`: one --dependency item per wait, in order."""
+    return [":".join((DEPENDENCY_TYPES[wait.kind], *wait.job_ids)) for wait in waits]
+
+
+def slurm_time(spec: JobSpec) -> str:
+    """--time as H:MM:SS, or D-HH:MM:SS from one day on (Slurm reads both)."""
+    return clock_text(int(spec.time_limit.total_seconds()))
+
+
 class SlurmBackend(Backend):
     name = "bcm"
     queues_jobs = True
+    pipeline_kinds = frozenset(DEPENDENCY_TYPES)
+    waits_for_outside_jobs = True
     retry_delays = (2.0, 5.0, 10.0)  # seconds to wait before each retry of a transient sbatch failure
     # Seconds one sbatch (or the squeue of a tag look-up) may take; sbatch retries a busy controller itself
     # for about a minute, so a call that has not answered by then is counted as a transient failure.
@@ -73,7 +96,7 @@ class SlurmBackend(Backend):
 
     def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
         tag = job_id or "<id>"
-        if spec.array:
+        if spec.is_array:
             tag += "_<index>"
         return f"{self.log_base(spec)}_{tag}_attempt<n>.out"
 
@@ -81,13 +104,13 @@ class SlurmBackend(Backend):
         """The #SBATCH parameters; True gives a bare flag, None leaves the parameter out."""
         cluster = self.context.cluster
         base = slurm_filename(self.log_base(spec))
-        batch_log = f"{base}_%A_%a" if spec.array else f"{base}_%j"
+        batch_log = f"{base}_%A_%a" if spec.is_array else f"{base}_%j"
         parameters = {
             "job-name": self.job_name(spec),
             "nodes": spec.nodes,
             "ntasks-per-node": spec.tasks_per_node,
             "cpus-per-task": spec.cpus_per_task,
-            "time": spec.time_limit,
+            "time": slurm_time(spec),
             "partition": cluster.get("partition"),
             "account": cluster.get("account"),
             "exclusive": True if cluster.get("exclusive") else None,
@@ -96,8 +119,8 @@ class SlurmBackend(Backend):
             "gpus-per-node": (spec.gpus_per_node or cluster.get("gpus_per_node")) if spec.uses_gpus else None,
             # A job that names its own GPU count takes just those, whatever the cluster gives each task.
             "gpus-per-task": cluster.get("gpus_per_task") if spec.uses_gpus and spec.gpus_per_node is None else None,
-            "array": spec.array,
-            "dependency": ",".join(spec.dependency) or None,
+            "array": self.array_words(spec),
+            "dependency": ",".join(slurm_dependency(spec.waits)) or None,
             # A job whose dependency can never be met (its upstream stage failed) is cancelled, not left PENDING.
             "kill-on-invalid-dep": "yes",
             # Requeued attempts append to the batch log instead of truncating it.
@@ -126,11 +149,22 @@ class SlurmBackend(Backend):
             lines.append(f"--{key}" if value is True else f"--{key}={sbatch_word(value)}")
         return lines
 
+    def dependency_words(self, waits: Sequence[Wait]) -> List[str]:
+        return slurm_dependency(waits)
+
+    def array_words(self, spec: JobSpec) -> Optional[str]:
+        """--array: the items, `%limit` when at most that many run at once ("0-29%30")."""
+        return slurm_array(spec.array_items, spec.array_limit) if spec.is_array else None
+
+    def time_words(self, spec: JobSpec) -> str:
+        return slurm_time(spec)
+
     def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
         for specs in specs_by_stage:
             for spec in specs:
                 self._check_log_path(spec)
                 self._check_processes_fit_gpus(spec)
+        super().validate(specs_by_stage)
 
     def _check_log_path(self, spec: JobSpec) -> None:
         # (cluster.job_name_prefix, the rest of every log name, is checked with the cluster section.)
@@ -179,7 +213,7 @@ class SlurmBackend(Backend):
         return " ".join(word for word in words if word)
 
     def render(self, spec: JobSpec) -> str:
-        job_tag = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' if spec.array else '"${SLURM_JOB_ID}"'
+        job_tag = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"' if spec.is_array else '"${SLURM_JOB_ID}"'
         lines = ["#!/bin/bash"]
         lines += [f"#SBATCH {line}" for line in self.sbatch_lines(spec)]
         lines += [
@@ -219,7 +253,7 @@ class SlurmBackend(Backend):
                 "on the nodes' own Python."
             )
 
-    def submit(self, script: Path, spec: JobSpec, dependency: List[str], tag: Optional[str] = None) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
         """`sbatch --parsable`, retried on transient failures. The call carries `tag` (unique to this command and
         job: `nemo-launcher:<ledger id>:<job index>`) in --comment, on the command line so that the script stays
         byte-identical to its dry run. When sbatch fails ambiguously, times out or prints no id, one `squeue`
@@ -228,6 +262,7 @@ class SlurmBackend(Backend):
         (%k), and nothing enforces it; a --wckey is checked against accounting where TrackWCKey is on."""
         tag = tag or f"nemo-launcher:{os.urandom(4).hex()}:0"
         argv = ["sbatch", "--parsable", f"--comment={self._comment(tag)}"]
+        dependency = slurm_dependency(waits)
         if dependency:
             # Given on the command line so the script itself stays byte-identical and can be resubmitted by hand.
             argv.append(f"--dependency={','.join(dependency)}")

@@ -5,7 +5,6 @@ run.ntasks_per_node, or one task) and nothing about model families: which progra
 section come from the family's row (launch/families.py), and the bound config answers the rest: `run`, `reads()`,
 `writes()`, and for stages with a preparation step `preparation_args(config_file)`.
 """
-import re
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Tuple
@@ -18,44 +17,13 @@ from ...contract.binding import JobConfigError
 from ..context import LaunchContext
 from ..errors import ConfigError, config_error
 from ..families import Family, family_for, program_for, schema_for
-from ..job_spec import CHAIN_TYPES, Command, JobSpec
-
-_EXPLICIT_DEPENDENCY = re.compile(r"^(after|afterok|afterany|afternotok|aftercorr|afterburstbuffer)(:\d+(_\d+)?(\+\d+)?)+$")
-
-
-def parse_dependency(key: str, value) -> Tuple[str, Tuple[str, ...]]:
-    """`run.dependency` -> (how to wait for the previous stage, fixed items).
-
-    Items are comma-separated: `singleton`; a bare type (afterok, afterany, afternotok, aftercorr) that says how
-    this stage waits for the stage before it (afterok when none is given); or `type:jobid` for an outside job.
-    """
-    chain, items = "afterok", []
-    for item in str(value or "").split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if item == "singleton" or _EXPLICIT_DEPENDENCY.match(item):
-            items.append(item)
-        elif item in CHAIN_TYPES:
-            chain = item
-        else:
-            raise config_error(
-                key, value,
-                "use comma-separated items: singleton, one of afterok/afterany/afternotok/aftercorr "
-                "(how to wait for the previous stage), or type:jobid for an outside job",
-            )
-    return chain, tuple(items)
-
+from ..job_spec import Command, Dependency, JobSpec
+from .run_dependency import parse_run_dependency, time_limit
 
 def positive_int(key: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise config_error(key, value, "must be a positive integer")
     return value
-
-
-def tensor_parallel_env(tensor_model_parallel_size: int) -> Tuple[Tuple[str, str], ...]:
-    """Megatron's TP communication overlap needs kernels queued in order on one hardware queue."""
-    return (("CUDA_DEVICE_MAX_CONNECTIONS", "1"),) if tensor_model_parallel_size > 1 else ()
 
 
 def load_schema(path: str):
@@ -143,7 +111,7 @@ class Stage(ABC):
 
     def one_job(self, config: Dict[str, Any], run, commands, **resources) -> List[JobSpec]:
         """The usual stage: one job in run.results_dir that waits as run.dependency says and writes the config."""
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.dependency)
+        after_previous, waits = parse_run_dependency(self.key("run", "dependency"), run.dependency)
         config_file = self.config_file(run)
         return [
             JobSpec(
@@ -151,9 +119,9 @@ class Stage(ABC):
                 name=run.name,
                 directory=config_file.parent,
                 commands=tuple(commands),
-                time_limit=str(run.time_limit),
-                chain=chain,
-                dependency=dependency,
+                time_limit=time_limit(run),
+                after_previous=after_previous,
+                waits=waits,
                 files=((config_file, dump_config(config)),),
                 **resources,
             )
@@ -162,12 +130,11 @@ class Stage(ABC):
     def step_jobs(self, package: str, config: Dict[str, Any], cfg) -> List[JobSpec]:
         """A chain of steps, one job each running `<package>.<step>`, shaped as the bound config's `steps()` plans
         say (contract/schemas/data_preparation.py: StepPlan): an array (one task per item) or a single job. An array
-        step after an array step waits per task (aftercorr) when its plan reads only its own task's output; any
-        other step waits for the whole step before (afterok). The first job writes the config and checks reads."""
-        from ...contract.file_numbers import slurm_array
-
+        step after an array step waits per item (AFTER_CORRESPONDING_ITEM) when its plan reads only its own item's
+        output; any other step waits for the whole step before (AFTER_SUCCESS). The first job writes the config and
+        checks reads."""
         run = cfg.run
-        chain, dependency = parse_dependency(self.key("run", "dependency"), run.dependency)
+        after_previous, waits = parse_run_dependency(self.key("run", "dependency"), run.dependency)
         config_file = self.config_file(run)
         specs: List[JobSpec] = []
         files = self.files_of(cfg)
@@ -181,18 +148,20 @@ class Stage(ABC):
                 # Several tasks of one step each run the program (srun over all tasks, torchrun here); one task runs it once.
                 commands=(Command(f"{package}.{plan.name}", ("--config", str(config_file)),
                                   distributed=plan.tasks_per_node > 1),),
-                time_limit=str(run.time_limit),
+                time_limit=time_limit(run),
                 tasks_per_node=plan.tasks_per_node,
                 uses_gpus=plan.uses_gpus,
                 gpus_per_node=plan.gpus_per_node if plan.uses_gpus else None,
                 cpus_per_task=plan.cpus_per_task,
-                array=slurm_array(plan.items, plan.array_limit) if is_array else None,
+                array_items=tuple(sorted(set(plan.items))) if is_array else None,
+                array_limit=plan.array_limit if is_array else None,
                 array_nodes=plan.bcp_nodes,
                 array_tasks_per_node=plan.bcp_tasks_per_node,
                 # The first step waits for the previous stage; a shard's next step waits for that shard only.
-                chain=chain if previous is None else (
-                    "aftercorr" if previous.array and is_array and plan.per_task else "afterok"),
-                dependency=dependency,
+                after_previous=after_previous if previous is None else (
+                    Dependency.AFTER_CORRESPONDING_ITEM if previous.is_array and is_array and plan.per_task
+                    else Dependency.AFTER_SUCCESS),
+                waits=waits,
                 files=((config_file, dump_config(config)),) if previous is None else (),
                 reads=files["reads"] if previous is None else (),
                 writes=files["writes"],

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import List
 
 from ...contract import RESUME_MARKER
+from ...contract.schemas.gpu_training import ordered_kernel_queue_env
 from ..job_spec import Command, JobSpec
-from .base import Stage, tensor_parallel_env
+from .base import Stage
 
 
 class FineTuningStage(Stage):
@@ -26,5 +27,5 @@ class FineTuningStage(Stage):
         family, program, config, cfg = self.bind_family()
         commands = self.preparation(family, cfg) + (Command(program, ("--config", str(self.config_file(cfg.run)))),)
         return self.one_job(config, cfg.run, commands, nodes=cfg.trainer.num_nodes, tasks_per_node=cfg.trainer.devices,
-                            env=tensor_parallel_env(cfg.model.tensor_model_parallel_size), checkpoint_signal=True,
+                            env=ordered_kernel_queue_env(cfg.model), checkpoint_signal=True,
                             requeue_marker=Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER, **self.files_of(cfg))

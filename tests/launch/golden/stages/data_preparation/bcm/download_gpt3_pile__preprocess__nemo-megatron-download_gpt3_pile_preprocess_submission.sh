@@ -1,0 +1,28 @@
+#!/bin/bash
+#SBATCH --array=0-29%30
+#SBATCH --dependency=singleton
+#SBATCH --error=<BRD>/download_gpt3_pile/preprocess/log-nemo-megatron-download_gpt3_pile_preprocess_%A_%a.err
+#SBATCH --exclusive
+#SBATCH --job-name=nemo-megatron-download_gpt3_pile_preprocess
+#SBATCH --kill-on-invalid-dep=yes
+#SBATCH --mem=0
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --open-mode=append
+#SBATCH --output=<BRD>/download_gpt3_pile/preprocess/log-nemo-megatron-download_gpt3_pile_preprocess_%A_%a.out
+#SBATCH --time=4:00:00
+# Written by nemo_launcher (data_preparation stage). Resubmit by hand with: sbatch <this file>
+set -euo pipefail
+
+export TRANSFORMERS_OFFLINE=1
+export TORCH_NCCL_AVOID_RECORD_STREAMS=1
+export NEMO_LAUNCHER_NUMA_MAPPING='{"balanced":true,"cores":"all_logical","enable":true,"max_cores":8,"min_cores":1,"mode":"unique_contiguous","scope":"node"}'
+export PYTHONPATH=/opt/launcher"${PYTHONPATH:+:${PYTHONPATH}}"
+MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"
+export MASTER_ADDR
+export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"
+
+# One log per attempt: a requeue (SLURM_RESTART_COUNT) or a new job never overwrites an earlier log.
+log_stem=<BRD>/download_gpt3_pile/preprocess/log-nemo-megatron-download_gpt3_pile_preprocess_"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"_attempt"${SLURM_RESTART_COUNT:-0}"
+
+srun --kill-on-bad-exit=1 --nodes=1 --ntasks=1 "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.data.preprocess --config <BRD>/download_gpt3_pile/download_gpt3_pile_hydra.yaml >>"${log_stem}.out" 2>>"${log_stem}.err"
