@@ -7,8 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from nemo_launcher.contract.schemas.data_preparation import DownloadSection, PileConfig
-from nemo_launcher.jobs.data.config import DataConfigError, StepConfig
-from nemo_launcher.jobs.data.fetch import FetchPolicy
+from nemo_launcher.jobs.steps.config import DataConfigError, StepConfig
+from nemo_launcher.jobs.steps.fetch import FetchPolicy
 from nemo_launcher.jobs.data.pile_layout import fetch_policy, shard_job, tokenizer_spec
 
 from ..launch.conftest import compose_config
@@ -46,7 +46,7 @@ def test_a_bad_value_is_refused_by_the_binding_with_its_key():
     section = _pile_section()
     section["chunk_size_mb"] = "big"
     with pytest.raises(DataConfigError, match=r"^data_preparation\.chunk_size_mb='big': expected a number$"):
-        StepConfig(section).bound
+        _ = StepConfig(section).bound
 
 
 def test_entry_modules_defer_the_recipe_and_torch():

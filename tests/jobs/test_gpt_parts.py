@@ -135,7 +135,7 @@ def test_step_sampler_resumes_where_an_uninterrupted_run_is():
 
     batches = BatchSchedule(8, micro_batch_size=2, data_parallel_size=2, rampup=[4, 4, 12])
     for seed in (None, 5):  # "single" order and "cyclic" (reshuffled each pass over 30 samples)
-        def run(start, rank):
+        def run(start, rank, seed=seed):
             return list(StepBatchSampler(30, batches, max_steps=9, start_step=lambda: start, dp_rank=rank, shuffle_seed=seed))
 
         full = run(0, 0)

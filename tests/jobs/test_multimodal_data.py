@@ -69,7 +69,7 @@ def test_precached_examples_hold_the_encoders_embeddings(pipeline):
     precached = data / "tarfiles_precached"
     seen = []
     for name in tar_files(precached):
-        for key, members in examples(str(precached / name)):
+        for _key, members in examples(str(precached / name)):
             embeddings = pickle.loads(members[".pickle"])
             assert sorted(members) == [".pickle", ".txt"]  # save_original_in_tar: [text]
             image, text = embeddings["tiny-clip_image"], embeddings["tiny-clip_text"]

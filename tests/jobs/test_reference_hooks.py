@@ -80,7 +80,7 @@ def _validation_losses(stdout: str) -> dict:
 
 def test_nsys_wraps_the_configured_ranks_only_and_training_finishes(attempts):
     work, outputs = attempts
-    for stdout, calls, config in outputs:
+    for _stdout, calls, config in outputs:
         assert sorted(p.name for p in calls.iterdir()) == ["rank1.args"]  # rank 0 ran the program directly
         args = (calls / "rank1.args").read_text().splitlines()
         nsys_dir = log_dir(work) / "nsys"

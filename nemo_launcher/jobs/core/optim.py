@@ -18,9 +18,12 @@ model.grad_allreduce_chunk_size_mb, grad_div_ar_fusion, fsdp*, hysteresis, nativ
 """
 import contextlib
 import logging
-from typing import List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
 
 import torch
+
+if TYPE_CHECKING:  # the annotation only; megatron-core's DDP module is imported where it is used
+    from megatron.core.distributed import DistributedDataParallelConfig
 
 log = logging.getLogger(__name__)
 

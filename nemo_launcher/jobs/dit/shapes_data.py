@@ -15,7 +15,10 @@ import pickle
 import sys
 import zlib
 from pathlib import Path
-from typing import List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
+
+if TYPE_CHECKING:  # the annotation only: numpy is imported in the function that draws
+    import numpy
 
 PROG = "python3 -m nemo_launcher.jobs.dit.shapes_data"
 CLASSES: Tuple[Tuple[str, str, Tuple[float, float, float]], ...] = (

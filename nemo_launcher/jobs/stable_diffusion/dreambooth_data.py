@@ -85,7 +85,9 @@ class DreamBoothExamples(torch.utils.data.Dataset):
         if not self.instances:
             raise JobConfigError(f"model.data.instance_dir={data.instance_dir!r}: no images in it; put the subject's "
                                  f"photos there ({', '.join(IMAGE_SUFFIXES)})")
-        ids = lambda text: torch.tensor(tokenizer.encode(text, m.cond_stage_config.max_length), dtype=torch.long)
+        def ids(text):
+            return torch.tensor(tokenizer.encode(text, m.cond_stage_config.max_length), dtype=torch.long)
+
         self.instance_ids = ids(data.instance_prompt)
         self.classes = image_files(data.regularization_dir)[:data.num_reg_images] if m.with_prior_preservation else []
         self.class_ids = ids(data.regularization_prompt) if self.classes else None

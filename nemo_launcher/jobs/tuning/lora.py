@@ -255,7 +255,7 @@ def _stacks(model):
     """(stack name, number of the stack's first layer among all stacks, its layers): a T5's encoder, then its
     decoder, whose layers are numbered after the encoder's so that every adapter draws its own initial values."""
     first, stacks = 0, []
-    for prefix, layer in transformer_layers(model):
+    for prefix, _layer in transformer_layers(model):
         stack = prefix.split(".", 1)[0]
         if not stacks or stacks[-1][0] != stack:
             block = getattr(model, stack)
