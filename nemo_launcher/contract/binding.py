@@ -9,6 +9,7 @@ inner sections first. The launcher and the job program call the same function on
 message names the key as the user types it on the command line (`training.model.num_layers`).
 """
 import dataclasses
+import types
 import typing
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -108,7 +109,7 @@ def convert(hint: Any, value: Any, key: str) -> Any:
     """`value` as the type `hint` describes, or a JobConfigError naming `key`."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
-    if origin is Union:
+    if origin is Union or origin is types.UnionType:  # Optional[X] and X | None alike
         if value is None and type(None) in args:
             return None
         candidates = [a for a in args if a is not type(None)]
