@@ -60,7 +60,7 @@ def help_page(conf_dir: str) -> str:
         ("Exit status:",
          [("0", "done (a dry run too)")]
          + [(str(error.exit_code), error.__doc__.strip().split(". ")[0].rstrip(".")) for error in errors]),
-        (f"More: {os.path.join(os.path.dirname(conf_dir), 'README.md')}. Before the first job on a new cluster:",
+        (f"More: {os.path.join(os.path.dirname(conf_dir), 'docs', 'README.md')}. Before the first job on a new cluster:",
          [("", "python3 -m nemo_launcher.launch.preflight cluster.partition=... container=...")]),
     ]
     return "\n\n".join(_section(title, rows) for title, rows in sections) + "\n"
