@@ -11,8 +11,8 @@ import torch
 
 from nemo_launcher.jobs.multimodal.shapes import shape_example
 
-from tests.jobs.vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses, module_names,
-                             nemo_state, run_training, weights, write_config, write_shape_tars)
+from tests.jobs.vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses,
+                                       module_names, nemo_state, run_training, weights, write_config, write_shape_tars)
 
 PROGRAM = "nemo_launcher.jobs.clip.train"
 RUN = [

@@ -11,7 +11,6 @@ from nemo_launcher.jobs.common.config import JobConfigError  # noqa: E402
 from nemo_launcher.jobs.core import nemo_archive  # noqa: E402
 from nemo_launcher.jobs.gpt import inference  # noqa: E402
 from nemo_launcher.jobs.gpt.shards import gpt_shard_layout  # noqa: E402
-
 from tests.jobs.data_support import gpt2_files  # noqa: E402,F401  (fixture)
 from tests.jobs.gpt_models import STYLES, megatron_logits, model_section, random_model  # noqa: E402
 

@@ -13,8 +13,16 @@ import pytest
 
 from nemo_launcher.jobs.data.indexed_format import complete_dataset, read_index_header
 from nemo_launcher.jobs.data.shard_builder import MalformedInput, ShardJob, build_shard, parts_dir_for
-
-from tests.jobs.data_support import REPO, TRICKY_TEXTS, corpus, gpt2, gpt2_files, gpt2_spec, reference_dataset, same_files  # noqa: F401
+from tests.jobs.data_support import (  # noqa: F401
+    REPO,
+    TRICKY_TEXTS,
+    corpus,
+    gpt2,
+    gpt2_files,
+    gpt2_spec,
+    reference_dataset,
+    same_files,
+)
 
 
 def test_segment_cache_matches_per_document_encoding(gpt2):

@@ -17,7 +17,7 @@ from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard, parts_d
 from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer
 
 from tests.jobs.data_support import (REPO, TRICKY_TEXTS, corpus, reference_sentence_dataset, same_files,  # noqa: F401
-                           tiny_pile_texts, train_wordpiece_vocab, wordpiece, wordpiece_spec, wordpiece_vocab)
+                                     tiny_pile_texts, train_wordpiece_vocab, wordpiece, wordpiece_spec, wordpiece_vocab)
 
 # Texts that stress WordPiece's normalizer at the cuts: accents and combining marks next to spaces, final
 # sigma, dotted capital I, control and zero-width characters, CJK, words over the 200-character limit.

@@ -5,7 +5,6 @@ import random
 import pytest
 
 from nemo_launcher.jobs.data.sentences import split_sentences
-
 from tests.jobs.data_support import TRICKY_TEXTS, tiny_pile_texts
 
 

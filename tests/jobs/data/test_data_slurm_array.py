@@ -9,6 +9,7 @@ import sys
 import time
 
 from tests.jobs.data_support import REPO, reference_dataset, same_files  # noqa: F401
+
 from .test_data_steps import resolved
 
 

@@ -16,7 +16,6 @@ from lm_eval.api.instance import Instance  # noqa: E402
 
 from nemo_launcher.jobs.common.config import JobConfigError  # noqa: E402
 from nemo_launcher.jobs.gpt.lm_adapter import MegatronGPTLM  # noqa: E402
-
 from tests.jobs.data_support import gpt2_files  # noqa: E402,F401  (fixture)
 from tests.jobs.gpt_models import megatron_logits, model_section, random_model  # noqa: E402
 from tests.jobs.pipeline_support import run_job  # noqa: E402

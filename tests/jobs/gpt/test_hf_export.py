@@ -10,7 +10,6 @@ torch = require_module("torch")
 transformers = require_module("transformers")
 
 from nemo_launcher.jobs.gpt.hf_export import GPT2, LLAMA, HFExportError, export_hf, hf_architecture, write_hf_tokenizer  # noqa: E402
-
 from tests.jobs.data_support import gpt2_files  # noqa: E402,F401  (fixture)
 from tests.jobs.gpt_models import megatron_logits, model_section, random_model  # noqa: E402
 

@@ -11,7 +11,6 @@ import torch
 
 from nemo_launcher.jobs.multimodal.shapes import shape_example
 from nemo_launcher.jobs.stable_diffusion.edit_data import write_edit_shapes
-
 from tests.jobs.vision_support import kill_after_checkpoint, log_dir, losses, run_training, weights, write_config
 
 IP2P, DREAMBOOTH = "nemo_launcher.jobs.stable_diffusion.instruct_pix2pix_train", "nemo_launcher.jobs.stable_diffusion.dreambooth_train"

@@ -9,7 +9,8 @@ import torch
 
 from nemo_launcher.jobs.multimodal.tars import AtomicTar, examples
 
-from tests.jobs.vision_support import REPO, kill_after_checkpoint, log_dir, losses, run_training, weights, write_config, write_shape_tars
+from tests.jobs.vision_support import (REPO, kill_after_checkpoint, log_dir, losses, run_training, weights,
+                                       write_config, write_shape_tars)
 
 PROGRAM = "nemo_launcher.jobs.stable_diffusion.train"
 RUN = ["trainer.log_every_n_steps=1", "trainer.max_steps=40", "exp_manager.checkpoint_callback_params.every_n_train_steps=10",

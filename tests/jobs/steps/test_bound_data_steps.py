@@ -7,10 +7,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from nemo_launcher.contract.schemas.data_preparation import DownloadSection, PileConfig
+from nemo_launcher.jobs.data.pile_layout import fetch_policy, shard_job, tokenizer_spec
 from nemo_launcher.jobs.steps.config import DataConfigError, StepConfig
 from nemo_launcher.jobs.steps.fetch import FetchPolicy
-from nemo_launcher.jobs.data.pile_layout import fetch_policy, shard_job, tokenizer_spec
-
 from tests.launch.conftest import compose_config
 
 

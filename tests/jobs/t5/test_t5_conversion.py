@@ -29,8 +29,8 @@ from nemo_launcher.jobs.t5.shards import t5_shard_layout  # noqa: E402
 
 from tests.jobs.data_support import tiny_pile_texts, train_wordpiece_vocab  # noqa: E402
 from tests.jobs.pipeline_support import SHORT_TRAINING, plan_pipeline, reference_logits, run_job  # noqa: E402
-from tests.jobs.t5_models import (STYLES, megatron_logits, model_section, random_model, sample_batch, sentencepiece_tokenizer,  # noqa: E402
-                        wordpiece_tokenizer)
+from tests.jobs.t5_models import (STYLES, megatron_logits, model_section, random_model, sample_batch,  # noqa: E402
+                                  sentencepiece_tokenizer, wordpiece_tokenizer)
 
 TOLERANCE = 1e-5  # max |logit difference| in fp32
 

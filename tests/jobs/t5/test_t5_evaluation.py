@@ -118,7 +118,6 @@ def test_evaluation_writes_predictions_and_squad_scores_of_the_model(tmp_path):
     from nemo_launcher.jobs.t5.text_pairs import PairEncoder, read_pairs
     from nemo_launcher.jobs.t5.tuning import answer_pairs
     from nemo_launcher.launch.stage_config import write_stage_config
-
     from tests.jobs.gpt_train_support import run_training
     from tests.jobs.t5_tuning_support import tiny_t5_nemo
 

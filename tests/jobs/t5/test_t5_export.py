@@ -11,9 +11,9 @@ from tests.conftest import require_module
 torch = require_module("torch")
 require_module("pytriton")
 
+from tests.jobs.gpt.test_deployment import REPO, _start  # noqa: E402
 from tests.jobs.gpt_train_support import run_training  # noqa: E402
 from tests.jobs.t5_tuning_support import tiny_t5_nemo  # noqa: E402
-from tests.jobs.gpt.test_deployment import REPO, _start  # noqa: E402
 
 PROMPT = "question: what colour is the river ? context: the river is green ."
 MAX_TOKENS = 5

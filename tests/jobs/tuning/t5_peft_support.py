@@ -16,7 +16,6 @@ from tests.jobs.t5_tuning_support import COLOURS, NEMO_VOCAB, THINGS
 
 def _save(folder, tokenizer: dict) -> str:
     from nemo_launcher.jobs.t5.standalone import save_t5_nemo
-
     from tests.jobs.t5_models import model_section, random_model
 
     section = model_section("family", tokenizer, max_position_embeddings=64, encoder_seq_length=64)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.jobs.gpt_train_support import losses, weights
 from tests.jobs.sft_support import (COLORS, assert_same_tensors, gpt2_files, rerun_after_kill_9, run_tuning,  # noqa: F401  (fixtures)
-                          sharp_nemo, tiny_nemo)
+                                    sharp_nemo, tiny_nemo)
 
 from tests.conftest import require_module
 

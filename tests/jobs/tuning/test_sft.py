@@ -7,7 +7,6 @@ import yaml
 
 from nemo_launcher.jobs.common.config import JobConfigError
 from nemo_launcher.jobs.data import squad
-
 from tests.jobs.sft_support import TEMPLATE, gpt2_files, qa_jsonl, run_tuning, sft_section, tiny_nemo  # noqa: F401  (fixtures)
 
 SQUAD = {

@@ -14,8 +14,8 @@ import torch
 from nemo_launcher.jobs.multimodal.shapes import shape_example
 
 from tests.jobs.fid_support import write_tiny_clip
-from tests.jobs.vision_support import (REPO, layers_stacked, log_dir, module_names, nemo_state, run_training, weights, write_config,
-                             write_shape_tars)
+from tests.jobs.vision_support import (REPO, layers_stacked, log_dir, module_names, nemo_state, run_training, weights,
+                                       write_config, write_shape_tars)
 from tests.jobs.gpt_train_support import environment
 
 TRAIN = "nemo_launcher.jobs.clip.train"

@@ -9,7 +9,6 @@ import json
 import pytest
 
 from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
-
 from tests.jobs.vision_support import kill_after_checkpoint, losses, nemo_state, run_training, write_shape_tars
 
 CHANCE = 100 / 12

@@ -12,8 +12,8 @@ import pytest
 
 from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
-
 from tests.jobs.gpt_train_support import REPO, environment
+
 from .vision_models import random_vision_nemo
 
 torch = require_module("torch")

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from tests.conftest import require_module
-
 from tests.jobs.gpt_train_support import REPO, environment
+
 from .vision_models import random_vision_nemo
 
 torch = require_module("torch")

@@ -4,7 +4,6 @@ import io
 import tarfile
 
 from tests.conftest import require_module
-
 from tests.jobs.vision_support import write_shape_tars
 
 require_module("webdataset")

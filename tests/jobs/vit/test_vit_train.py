@@ -9,8 +9,8 @@ import pytest
 
 from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
 
-from tests.jobs.vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses, nemo_state,
-                             run_training, weights, write_config)
+from tests.jobs.vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses,
+                                       nemo_state, run_training, weights, write_config)
 
 PROGRAM = "nemo_launcher.jobs.vit.train"
 RUN = [
