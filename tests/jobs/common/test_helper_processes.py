@@ -7,6 +7,8 @@ import sys
 
 from tests.conftest import require_module
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the checkout
+
 require_module("megatron.core")
 
 RANK = r"""
@@ -19,6 +21,7 @@ from megatron.core.dist_checkpointing.serialization import get_default_save_shar
 import megatron.core.dist_checkpointing.strategies.torch  # imported before the CPU shim, as core/parts.py does
 from nemo_launcher.jobs.common.helper_processes import collect_write_results_here, stop_signals_held
 from nemo_launcher.jobs.common.mcore_cpu import apply_cpu_shim
+
 
 apply_cpu_shim()
 
@@ -45,7 +48,7 @@ def test_a_save_starts_no_manager_and_leaves_no_process_behind(tmp_path):
     checkpoint = tmp_path / "step-1"
     checkpoint.mkdir()
     rank = subprocess.run([sys.executable, "-W", "ignore", "-c", RANK, str(checkpoint)], capture_output=True,
-                          text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+                          text=True, timeout=300, cwd=REPO)
     assert rank.returncode == 0, rank.stderr[-3000:]
     lines = rank.stdout.splitlines()
     assert lines[-1] == "loaded True", rank.stdout

@@ -15,7 +15,7 @@ from nemo_launcher.jobs.common import quiet
 from nemo_launcher.jobs.common.report import Summary, count, duration, eta, print_error, remaining_seconds, size
 from nemo_launcher.jobs.steps.step_report import StepReport
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 # ---- numbers people read ------------------------------------------------------------------------------

@@ -195,7 +195,7 @@ sys.exit(main())
 
 def test_a_stop_signal_during_an_orderly_exit_keeps_its_exit_code(tmp_path):
     result = subprocess.run([sys.executable, "-c", _STOPPED_WHILE_FAILING, str(tmp_path / "run")], capture_output=True,
-                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3])))
     assert (result.returncode, result.stderr) == (74, "Error: the disk is full\n")
     assert not (tmp_path / "run" / RUN_LOCK_FILE).exists()
 
@@ -220,7 +220,7 @@ def test_a_refused_rank_zero_of_several_waits_for_the_others_handlers_and_keeps_
     """srun and torchrun SIGTERM the other ranks when rank 0 exits; one still starting would die of it (143), so a
     refused rank 0 that has company waits REFUSAL_GRACE_S first, and a SIGTERM meanwhile keeps its 75."""
     plant(tmp_path / "run", holder())  # this test process: alive, on this host
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     started = time.monotonic()
     child = subprocess.Popen([sys.executable, "-c", _REFUSED_RANK_ZERO, str(tmp_path / "run"), world_size], env=env,
                              stderr=subprocess.PIPE, text=True)

@@ -16,7 +16,7 @@ from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
 from nemo_launcher.launch.stage_config import stage_config, write_stage_config
 from nemo_launcher.jobs.core.schedule import BatchSchedule, CosineSchedule
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def training_config(tmp_path, size: str = "tiny") -> dict:

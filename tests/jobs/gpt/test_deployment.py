@@ -21,7 +21,7 @@ from tests.conftest import require_module
 torch = require_module("torch")
 require_module("pytriton")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PROMPT = "The license grants you the right to"
 MAX_TOKENS = 6
 MODEL = "gpt3_tiny"

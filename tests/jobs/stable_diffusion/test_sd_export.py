@@ -18,7 +18,7 @@ np = require_module("numpy")
 require_module("diffusers")
 require_module("onnxruntime")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 IMAGES = 2  # num_images_per_prompt: every graph's batch
 SIZE = 32  # image side: 16 x 16 latents through the tiny VAE's factor 2
 PROMPT = "a red circle"

@@ -225,7 +225,7 @@ def test_launcher_runs_squad_fine_tuning_then_export_here(tmp_path, tiny_nemo): 
     import sys
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     results, data = tmp_path / "results", tmp_path / "data"
     converted = results / "gpt3_tiny" / "convert_nemo" / "results" / "megatron_gpt.nemo"
     converted.parent.mkdir(parents=True)
