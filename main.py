@@ -1,4 +1,5 @@
 """Launch a pipeline: `python3 main.py stages=[training] training=gpt3/5b` (NEMO_LAUNCHER_DEBUG=1 for a dry run)."""
+
 import sys
 
 import hydra

@@ -17,6 +17,7 @@ are counted per second of wall-clock and per second of CPU time of the process a
 on a shared machine disturbs far less). Sides alternate which goes first; the best round of each is compared. The
 last line is `ratio=<ours / plain, wall-clock> cpu_ratio=<the same by CPU time>`; the goal is >= 0.95.
 """
+
 import argparse
 import io
 import os
@@ -51,17 +52,27 @@ def write_shards(folder: Path, examples: int) -> None:
 def _config(work: Path, shards: Path, batch: int, workers: int, steps: int) -> Path:
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    return write_stage_config(work / "clip_loader_hydra.yaml", "training", "clip/tiny", data_dir=work / "data",
-                              base_results_dir=work / "results",
-                              overrides=[*OVERRIDES, f"model.data.train.dataset_path=[{shards}]",
-                                         f"model.data.num_workers={workers}", f"model.micro_batch_size={batch}",
-                                         f"model.global_batch_size={batch}", f"trainer.max_steps={steps}"])
+    return write_stage_config(
+        work / "clip_loader_hydra.yaml",
+        "training",
+        "clip/tiny",
+        data_dir=work / "data",
+        base_results_dir=work / "results",
+        overrides=[
+            *OVERRIDES,
+            f"model.data.train.dataset_path=[{shards}]",
+            f"model.data.num_workers={workers}",
+            f"model.micro_batch_size={batch}",
+            f"model.global_batch_size={batch}",
+            f"trainer.max_steps={steps}",
+        ],
+    )
 
 
 def _bound(config: Path):
     from nemo_launcher.contract.schemas.clip_training import ClipTrainingConfig
-    from nemo_launcher.jobs.multimodal.caption_tokenizer import load_clip_tokenizer
     from nemo_launcher.jobs.common.config import load_resolved_config
+    from nemo_launcher.jobs.multimodal.caption_tokenizer import load_clip_tokenizer
 
     cfg = ClipTrainingConfig.from_dict(load_resolved_config(config))
     return cfg, load_clip_tokenizer(cfg.model.tokenizer)
@@ -78,8 +89,14 @@ def ours_loader(config: Path):
     m = cfg.model
     batches = BatchSchedule(m.global_batch_size, m.micro_batch_size, 1, None)
     train, _, _ = clip_datasets(cfg, tokenizer, dataset_sizes(cfg, batches))
-    sampler = StepBatchSampler(len(train), batches, cfg.trainer.max_steps, start_step=lambda: 0, dp_rank=0,
-                               shuffle_seed=m.seed if m.data.dataloader_type == "cyclic" else None)
+    sampler = StepBatchSampler(
+        len(train),
+        batches,
+        cfg.trainer.max_steps,
+        start_step=lambda: 0,
+        dp_rank=0,
+        shuffle_seed=m.seed if m.data.dataloader_type == "cyclic" else None,
+    )
     return make_loader(train, sampler, m.data.num_workers, False, m.seed)
 
 
@@ -104,12 +121,20 @@ def plain_loader(config: Path, shuffle_buffer: int):
     cfg, tokenizer = _bound(config)
     m = cfg.model
     urls = [shard.path for shard in list_shards(m.data.train.dataset_path, "model.data.train.dataset_path")]
-    dataset = (wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=wds.single_node_only,
-                              workersplitter=wds.split_by_worker, seed=m.seed, empty_check=False)
-               .repeat()
-               .shuffle(shuffle_buffer)
-               .map(_Counted(PairEncoder(m, tokenizer, train=True)))
-               .batched(m.global_batch_size, collation_fn=torch.utils.data.default_collate))
+    dataset = (
+        wds.WebDataset(
+            urls,
+            shardshuffle=len(urls),
+            nodesplitter=wds.single_node_only,
+            workersplitter=wds.split_by_worker,
+            seed=m.seed,
+            empty_check=False,
+        )
+        .repeat()
+        .shuffle(shuffle_buffer)
+        .map(_Counted(PairEncoder(m, tokenizer, train=True)))
+        .batched(m.global_batch_size, collation_fn=torch.utils.data.default_collate)
+    )
     return wds.WebLoader(dataset, batch_size=None, num_workers=m.data.num_workers)
 
 
@@ -151,9 +176,27 @@ def measure(side: str, config: Path, batches: int, warmup: int, shuffle_buffer: 
 
 def run_side(side: str, config: Path, args):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-u", __file__, "--measure", side, "--config", str(config),
-                             "--batches", str(args.batches), "--warmup", str(args.warmup),
-                             "--shuffle-buffer", str(args.shuffle_buffer)], cwd=REPO, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-u",
+            __file__,
+            "--measure",
+            side,
+            "--config",
+            str(config),
+            "--batches",
+            str(args.batches),
+            "--warmup",
+            str(args.warmup),
+            "--shuffle-buffer",
+            str(args.shuffle_buffer),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     for line in result.stdout.splitlines():
         if line.startswith("samples_per_sec=") and not result.returncode:
             wall, cpu = line.split("=", 1)[1].split()
@@ -184,13 +227,17 @@ def main() -> int:
         for round_ in range(1, args.rounds + 1):
             order = ("ours", "plain") if round_ % 2 else ("plain", "ours")
             measured = {side: run_side(side, config, args) for side in order}
-            print(f"round {round_}: plain webdataset {measured['plain'][0]:,.1f} samples/s ({measured['plain'][1]:,.1f} per "
-                  f"CPU second), ours {measured['ours'][0]:,.1f} samples/s ({measured['ours'][1]:,.1f} per CPU second)",
-                  flush=True)
+            print(
+                f"round {round_}: plain webdataset {measured['plain'][0]:,.1f} samples/s ({measured['plain'][1]:,.1f} per "
+                f"CPU second), ours {measured['ours'][0]:,.1f} samples/s ({measured['ours'][1]:,.1f} per CPU second)",
+                flush=True,
+            )
             best = {side: [max(b, m) for b, m in zip(best[side], measured[side])] for side in best}
     for side, name in (("plain", "plain webdataset pipeline"), ("ours", "our loader (CLIP trainer)")):
-        print(f"{name}: {best[side][0]:,.1f} image-text samples/s, {best[side][1]:,.1f} per CPU second "
-              f"(best of {args.rounds})")
+        print(
+            f"{name}: {best[side][0]:,.1f} image-text samples/s, {best[side][1]:,.1f} per CPU second "
+            f"(best of {args.rounds})"
+        )
     print(f"ratio={best['ours'][0] / best['plain'][0]:.3f} cpu_ratio={best['ours'][1] / best['plain'][1]:.3f}")
     return 0
 

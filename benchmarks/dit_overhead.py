@@ -13,6 +13,7 @@ time> median_ratio=<median of the rounds' ratios> median_cpu_ratio=<the same by 
 A DiT step is short (~50 ms here), so it runs 100 steps by default, not the other families' 40: over 30 timed steps
 the rounds scattered by +-4% (best-of ratio 0.944, median 0.955 on a quiet machine); over 90, 0.972 and 0.980.
 """
+
 import sys
 from pathlib import Path
 

@@ -6,6 +6,7 @@ Times `NEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training] training=gpt3/5b`
 write) against a minimal @hydra.main app with a one-key config, each as a fresh process, and prints the minimum
 of several runs of each. Last line: ratio=<ours / bare Hydra>.
 """
+
 import argparse
 import os
 import subprocess
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BARE_APP = '''
+BARE_APP = """
 import hydra
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
@@ -24,7 +25,7 @@ def main(cfg):
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 
 def best_time(argv, cwd, env, runs):
@@ -49,7 +50,13 @@ def main():
         # Installed code runs from its bytecode cache (site-packages has one for Hydra): let the warm-up run write
         # ours too, or every timed run would pay for compiling the launcher's modules and the bare app would not.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        ours_argv = [sys.executable, "main.py", "stages=[training]", "training=gpt3/5b", f"base_results_dir={tmp}/results"]
+        ours_argv = [
+            sys.executable,
+            "main.py",
+            "stages=[training]",
+            "training=gpt3/5b",
+            f"base_results_dir={tmp}/results",
+        ]
         # Warm the file cache for both before timing.
         best_time(ours_argv, REPO, env, 1)
         best_time([sys.executable, "app.py"], bare, env, 1)

@@ -8,6 +8,7 @@ entries from the import hooks first (nemo_launcher/jobs/common/import_hooks.py, 
 SciPy's signal package, transformers and matplotlib as it does by itself; the other hooks stay in both. Runs
 alternate, so background load hits both alike. Last line: ratio=<baseline / ours> (above 1: ours is cheaper).
 """
+
 import argparse
 import os
 import statistics
@@ -31,8 +32,14 @@ print(time.process_time() - started, *(name for name in ("scipy.signal", "transf
 
 def cpu_seconds(baseline: bool) -> float:
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", TIMED.format(baseline=baseline)], cwd=REPO, env=env,
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", TIMED.format(baseline=baseline)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     seconds, *imported = result.stdout.split()
     expected = ["scipy.signal", "transformers", "matplotlib"] if baseline else []
     if imported != expected:
@@ -49,11 +56,17 @@ def main():
     for _ in range(args.runs):
         ours.append(cpu_seconds(False))
         baseline.append(cpu_seconds(True))
-    print(f"import pytorch_lightning, torchmetrics hook on:  min {min(ours):.2f} s CPU, median {statistics.median(ours):.2f}")
-    print(f"import pytorch_lightning, torchmetrics as it is: min {min(baseline):.2f} s CPU, "
-          f"median {statistics.median(baseline):.2f}")
+    print(
+        f"import pytorch_lightning, torchmetrics hook on:  min {min(ours):.2f} s CPU, median {statistics.median(ours):.2f}"
+    )
+    print(
+        f"import pytorch_lightning, torchmetrics as it is: min {min(baseline):.2f} s CPU, "
+        f"median {statistics.median(baseline):.2f}"
+    )
     print(f"saved per process: {statistics.median(baseline) - statistics.median(ours):.2f} s CPU (medians)")
-    print(f"ratio={min(baseline) / min(ours):.2f} median_ratio={statistics.median(baseline) / statistics.median(ours):.2f}")
+    print(
+        f"ratio={min(baseline) / min(ours):.2f} median_ratio={statistics.median(baseline) / statistics.median(ours):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ of varied length) is generated once and cached in the temp dir. The two sides al
 it prints each side's best tokens/s, checks that the .bin/.idx files are byte-identical in every round, and
 ends with `ratio=<ours / baseline>` (tokens/s ratio, i.e. baseline time / our time).
 """
+
 import argparse
 import filecmp
 import importlib.resources
@@ -33,8 +34,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard  # noqa: E402
 from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, gpt2_bpe  # noqa: E402
+from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard  # noqa: E402
 
 
 def corpus(directory: pathlib.Path, megabytes: int) -> pathlib.Path:
@@ -48,7 +49,9 @@ def corpus(directory: pathlib.Path, megabytes: int) -> pathlib.Path:
         for item in sorted(licenses.iterdir()):
             if item.is_file():
                 paragraphs += [p for p in item.read_text(errors="replace").split("\n\n") if p.strip()]
-    sources = [p.read_text(errors="replace") for p in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))]
+    sources = [
+        p.read_text(errors="replace") for p in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+    ]
     temporary = path.with_suffix(".tmp")
     written = 0
     with open(temporary, "w") as out:
@@ -58,7 +61,7 @@ def corpus(directory: pathlib.Path, megabytes: int) -> pathlib.Path:
             else:
                 source = rng.choice(sources)
                 start = rng.randrange(len(source))
-                text = source[start:start + rng.randint(200, 8000)]
+                text = source[start : start + rng.randint(200, 8000)]
             line = json.dumps({"text": text}) + "\n"
             out.write(line)
             written += len(line)
@@ -89,8 +92,10 @@ def baseline(input_path: str, prefix: str, vocab: str, merges: str, workers: int
 
     encoder = _Encoder(vocab, merges)
     vocab_size = gpt2_bpe(vocab, merges).get_vocab_size()
-    with open(input_path, "r", encoding="utf-8") as lines, \
-            multiprocessing.get_context("fork").Pool(workers, initializer=encoder.initializer) as pool:
+    with (
+        open(input_path, encoding="utf-8") as lines,
+        multiprocessing.get_context("fork").Pool(workers, initializer=encoder.initializer) as pool,
+    ):
         builder = IndexedDatasetBuilder(prefix + ".bin", dtype=DType.optimal_dtype(vocab_size))
         for ids, _ in pool.imap(encoder.encode, lines, 32):
             if ids:
@@ -133,28 +138,40 @@ def main() -> None:
         work = pathlib.Path(tempfile.mkdtemp(prefix="bench-", dir=cache))
         try:
             began, cpu = time.perf_counter(), _cpu_seconds()
-            summary = build_shard(ShardJob(str(input_path), str(work / "ours"), chunk_bytes=8 << 20), spec,
-                                  workers=args.workers, progress=False)
+            summary = build_shard(
+                ShardJob(str(input_path), str(work / "ours"), chunk_bytes=8 << 20),
+                spec,
+                workers=args.workers,
+                progress=False,
+            )
             ours_s.append(time.perf_counter() - began)
             ours_cpu = _cpu_seconds() - cpu
             began, cpu = time.perf_counter(), _cpu_seconds()
             baseline(str(input_path), str(work / "baseline"), vocab, merges, args.workers)
             base_s.append(time.perf_counter() - began)
             base_cpu = _cpu_seconds() - cpu
-            identical = all(filecmp.cmp(work / f"ours{ext}", work / f"baseline{ext}", shallow=False)
-                            for ext in (".bin", ".idx"))
+            identical = all(
+                filecmp.cmp(work / f"ours{ext}", work / f"baseline{ext}", shallow=False) for ext in (".bin", ".idx")
+            )
         finally:
             shutil.rmtree(work, ignore_errors=True)
         # CPU seconds (this process and its finished workers) show the work done whatever the machine's load.
-        print(f"round {attempt + 1}: ours {ours_s[-1]:.2f} s wall / {ours_cpu:.2f} s CPU, baseline {base_s[-1]:.2f} s "
-              f"wall / {base_cpu:.2f} s CPU, byte_identical={identical}", flush=True)
+        print(
+            f"round {attempt + 1}: ours {ours_s[-1]:.2f} s wall / {ours_cpu:.2f} s CPU, baseline {base_s[-1]:.2f} s "
+            f"wall / {base_cpu:.2f} s CPU, byte_identical={identical}",
+            flush=True,
+        )
         if not identical:
             sys.exit(1)
     tokens = summary.tokens
     best_ours, best_base = min(ours_s), min(base_s)
     print(f"documents={summary.documents} tokens={tokens}")
-    print(f"ours:     {best_ours:7.2f} s  {tokens / best_ours / 1e6:6.2f} M tokens/s  {size / best_ours / 1e6:6.1f} MB/s")
-    print(f"baseline: {best_base:7.2f} s  {tokens / best_base / 1e6:6.2f} M tokens/s  {size / best_base / 1e6:6.1f} MB/s")
+    print(
+        f"ours:     {best_ours:7.2f} s  {tokens / best_ours / 1e6:6.2f} M tokens/s  {size / best_ours / 1e6:6.1f} MB/s"
+    )
+    print(
+        f"baseline: {best_base:7.2f} s  {tokens / best_base / 1e6:6.2f} M tokens/s  {size / best_base / 1e6:6.1f} MB/s"
+    )
     print(f"byte_identical={identical}")
     print(f"ratio={best_base / best_ours:.2f}")
 

@@ -22,6 +22,7 @@ line per family ends it: `<family> ratio=<best ours / best plain, wall-clock> cp
 median_ratio=<median of the rounds' wall-clock ratios> median_cpu_ratio=<the same by CPU time>`; the goal is
 >= 0.95.
 """
+
 import argparse
 import dataclasses
 import os
@@ -31,8 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -43,8 +44,8 @@ class Family:
     train: str  # the training program's module
     config: str  # the tiny training config
     # its tiny data preparation config; "" for GPT's sample corpus, None for a family that trains on mock data
-    data_preparation: Optional[str]
-    overrides: Tuple[str, ...] = ()  # further settings of the tiny config for both sides
+    data_preparation: str | None
+    overrides: tuple[str, ...] = ()  # further settings of the tiny config for both sides
 
 
 FAMILIES = {
@@ -53,8 +54,9 @@ FAMILIES = {
     "bert": Family("nemo_launcher.jobs.bert.train", "bert/tiny", "bert/tiny_pile"),
     # Seed 002's mock latents and text embeddings (64 tokens a sample, 32 samples a step in 2 microbatches), so no
     # data preparation runs; benchmarks/dit_overhead.py measures this family alone.
-    "dit": Family("nemo_launcher.jobs.dit.train", "dit/tiny", None,
-                  ("model.data.data_type=mock", "model.data.num_workers=0")),
+    "dit": Family(
+        "nemo_launcher.jobs.dit.train", "dit/tiny", None, ("model.data.data_type=mock", "model.data.num_workers=0")
+    ),
 }
 DEFAULT_FAMILIES = ("gpt", "t5", "bert")
 
@@ -120,8 +122,14 @@ def ours(family: Family, config: Path, window: int) -> Throughput:
     """Tokens/s of the trainer over all logging windows but the first. Its CPU time is read as each progress line
     arrives (printed and flushed at the log point, while the next step has barely started)."""
     with tempfile.TemporaryFile(mode="w+") as errors:
-        child = subprocess.Popen([sys.executable, "-u", "-m", family.train, "--config", str(config)], cwd=REPO,
-                                 env=_env(), stdout=subprocess.PIPE, stderr=errors, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-u", "-m", family.train, "--config", str(config)],
+            cwd=REPO,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
         output, cpu = [], {}
         for line in child.stdout:
             output.append(line)
@@ -139,16 +147,20 @@ def ours(family: Family, config: Path, window: int) -> Throughput:
 
 
 def plain(name: str, config: Path, window: int) -> Throughput:
-    result = subprocess.run([sys.executable, "-u", __file__, "--plain-loop", str(config), "--family", name,
-                             "--window", str(window)],
-                            cwd=REPO, env=_env(), capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-u", __file__, "--plain-loop", str(config), "--family", name, "--window", str(window)],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+    )
     match = re.search(r"^plain_tokens_per_sec=([0-9.]+) cpu=([0-9.]+)$", result.stdout, re.M)
     if result.returncode or not match:
         raise SystemExit(f"plain loop failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return Throughput(float(match.group(1)), float(match.group(2)))
 
 
-def drive_parts(recipe, cfg, parts, window: int) -> Tuple[int, float, float]:
+def drive_parts(recipe, cfg, parts, window: int) -> tuple[int, float, float]:
     """The bare loop over a trainer's parts (no Lightning, no callbacks): (tokens, wall seconds, CPU seconds)
     after the first `window` steps, which warm up and are not timed. The DiT benchmark drives its parts with it."""
     from nemo_launcher.jobs.core.optim import set_hyperparameters
@@ -167,9 +179,15 @@ def drive_parts(recipe, cfg, parts, window: int) -> Tuple[int, float, float]:
         for chunk in parts.ddp_chunks:
             chunk.zero_grad_buffer()
         parts.optimizer.zero_grad()
-        losses = run_microbatches(parts.ddp_chunks, recipe.split_microbatches(batch, m.micro_batch_size),
-                                  recipe.forward_step, parts.sequences, m.micro_batch_size, forward_only=False,
-                                  loss_names=recipe.loss_names)
+        losses = run_microbatches(
+            parts.ddp_chunks,
+            recipe.split_microbatches(batch, m.micro_batch_size),
+            recipe.forward_step,
+            parts.sequences,
+            m.micro_batch_size,
+            forward_only=False,
+            loss_names=recipe.loss_names,
+        )
         set_hyperparameters(parts.optimizer, parts.lr_schedule(step), m.optim.weight_decay)
         parts.optimizer.step()
         consumed += batch_size
@@ -198,7 +216,7 @@ def plain_loop(name: str, config: Path, window: int) -> None:
     print(f"plain_tokens_per_sec={tokens / seconds:.1f} cpu={tokens / cpu_seconds:.1f}", flush=True)
 
 
-def measure(name: str, work: Path, args) -> Dict[str, float]:
+def measure(name: str, work: Path, args) -> dict[str, float]:
     """summarize()'s ratios for one family, by wall-clock and CPU time.
 
     Each round runs both sides back to back, so a round's ratio compares runs under about the same load from other
@@ -209,9 +227,14 @@ def measure(name: str, work: Path, args) -> Dict[str, float]:
     family = FAMILIES[name]
     data_dir = work / "data"
     prepare_data(family, data_dir, work / "results")
-    config = write_stage_config(work / f"{name}_tiny_hydra.yaml", "training", family.config, data_dir=data_dir,
-                                base_results_dir=work / "results",
-                                overrides=[*_overrides(args.steps, args.window), *family.overrides])
+    config = write_stage_config(
+        work / f"{name}_tiny_hydra.yaml",
+        "training",
+        family.config,
+        data_dir=data_dir,
+        base_results_dir=work / "results",
+        overrides=[*_overrides(args.steps, args.window), *family.overrides],
+    )
     runs = []  # (plain, ours) per round
     for round_ in range(1, args.rounds + 1):
         # Alternating which side goes first keeps a slow start of a round (page cache, a neighbour's burst) from
@@ -221,13 +244,16 @@ def measure(name: str, work: Path, args) -> Dict[str, float]:
         else:
             pair = tuple(reversed((ours(family, config, args.window), plain(name, config, args.window))))
         runs.append(pair)
-        print(f"{name} round {round_}: plain {pair[0].wall:,.0f} tokens/s ({pair[0].cpu:,.0f} per CPU second), "
-              f"ours {pair[1].wall:,.0f} tokens/s ({pair[1].cpu:,.0f} per CPU second), "
-              f"ratio {pair[1].wall / pair[0].wall:.3f} (CPU {pair[1].cpu / pair[0].cpu:.3f})", flush=True)
+        print(
+            f"{name} round {round_}: plain {pair[0].wall:,.0f} tokens/s ({pair[0].cpu:,.0f} per CPU second), "
+            f"ours {pair[1].wall:,.0f} tokens/s ({pair[1].cpu:,.0f} per CPU second), "
+            f"ratio {pair[1].wall / pair[0].wall:.3f} (CPU {pair[1].cpu / pair[0].cpu:.3f})",
+            flush=True,
+        )
     return summarize(name, runs)
 
 
-def summarize(name: str, runs: Sequence[Tuple[Throughput, Throughput]]) -> Dict[str, float]:
+def summarize(name: str, runs: Sequence[tuple[Throughput, Throughput]]) -> dict[str, float]:
     """Prints each clock's best-of-rounds throughputs and the median and spread of the rounds' ratios; returns
     {clock: best ours / best plain, "median_" + clock: median of the rounds' ratios}."""
     ratios = {}
@@ -236,9 +262,12 @@ def summarize(name: str, runs: Sequence[Tuple[Throughput, Throughput]]) -> Dict[
         best_ours = max(getattr(o, clock) for _, o in runs)
         per_round = sorted(getattr(o, clock) / getattr(p, clock) for p, o in runs)
         ratios[clock], ratios[f"median_{clock}"] = best_ours / best_plain, statistics.median(per_round)
-        print(f"{name} {clock}: plain {best_plain:,.0f}, ours {best_ours:,.0f} tokens/s (best of {len(runs)}), ratio "
-              f"{ratios[clock]:.3f}; median of the rounds' ratios {ratios[f'median_{clock}']:.3f} "
-              f"(range {per_round[0]:.3f}-{per_round[-1]:.3f})", flush=True)
+        print(
+            f"{name} {clock}: plain {best_plain:,.0f}, ours {best_ours:,.0f} tokens/s (best of {len(runs)}), ratio "
+            f"{ratios[clock]:.3f}; median of the rounds' ratios {ratios[f'median_{clock}']:.3f} "
+            f"(range {per_round[0]:.3f}-{per_round[-1]:.3f})",
+            flush=True,
+        )
     return ratios
 
 
@@ -252,16 +281,32 @@ def prepare_data(family: Family, data_dir: Path, results: Path) -> None:
         return
     env = _env()
     env.pop("NEMO_LAUNCHER_DEBUG", None)
-    result = subprocess.run([sys.executable, "main.py", "stages=[data_preparation]", "cluster_type=interactive",
-                             f"data_preparation={family.data_preparation}", f"data_dir={data_dir}",
-                             f"base_results_dir={results}"], cwd=REPO, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "main.py",
+            "stages=[data_preparation]",
+            "cluster_type=interactive",
+            f"data_preparation={family.data_preparation}",
+            f"data_dir={data_dir}",
+            f"base_results_dir={results}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode:
-        raise SystemExit(f"data preparation {family.data_preparation} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        raise SystemExit(
+            f"data preparation {family.data_preparation} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--families", default=",".join(DEFAULT_FAMILIES), help="comma-separated: " + ", ".join(FAMILIES))
+    parser.add_argument(
+        "--families", default=",".join(DEFAULT_FAMILIES), help="comma-separated: " + ", ".join(FAMILIES)
+    )
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--window", type=int, default=10, help="steps per logging window; the first is not timed")
     parser.add_argument("--rounds", type=int, default=5)
@@ -285,8 +330,10 @@ def main() -> int:
         work = Path(scratch)
         ratios = {name: measure(name, work, args) for name in names}
     for name, ratio in ratios.items():
-        print(f"{name} ratio={ratio['wall']:.3f} cpu_ratio={ratio['cpu']:.3f} "
-              f"median_ratio={ratio['median_wall']:.3f} median_cpu_ratio={ratio['median_cpu']:.3f}")
+        print(
+            f"{name} ratio={ratio['wall']:.3f} cpu_ratio={ratio['cpu']:.3f} "
+            f"median_ratio={ratio['median_wall']:.3f} median_cpu_ratio={ratio['median_cpu']:.3f}"
+        )
     return 0
 
 

@@ -10,6 +10,7 @@ the programs' licence, the GNU GPL version 3 or later (tiny_mc4/COPYING). Record
 must leave out), English also as the cleaned C4 (en/). Deterministic (sorted messages, gzip without time or
 name), so a rerun on the same catalogs reproduces the committed files byte for byte.
 """
+
 import gettext
 import gzip
 import io
@@ -40,8 +41,11 @@ def documents(locale_dir: pathlib.Path, locale: str, original: bool):
     for program in PROGRAMS:
         texts = list(messages(locale_dir, locale, program, original))
         for first in range(0, len(texts), MESSAGES_PER_DOCUMENT):
-            yield {"text": "\n".join(texts[first:first + MESSAGES_PER_DOCUMENT]), "timestamp": TIMESTAMP,
-                   "url": f"https://www.gnu.org/software/{program}/"}
+            yield {
+                "text": "\n".join(texts[first : first + MESSAGES_PER_DOCUMENT]),
+                "timestamp": TIMESTAMP,
+                "url": f"https://www.gnu.org/software/{program}/",
+            }
 
 
 def write(path: pathlib.Path, records) -> None:
@@ -69,12 +73,21 @@ def main() -> None:
     shutil.rmtree(target / "multilingual", ignore_errors=True)
     shutil.rmtree(target / "en", ignore_errors=True)
     for code, locale in LANGUAGES.items():
-        split_files(list(documents(locale_dir, locale, original=False)), code, target / "multilingual",
-                    lambda n, m, c=code: f"c4-{c}.tfrecord-{n:05d}-of-{m:05d}.json.gz",
-                    lambda n, m, c=code: f"c4-{c}-validation.tfrecord-{n:05d}-of-{m:05d}.json.gz")
+        split_files(
+            list(documents(locale_dir, locale, original=False)),
+            code,
+            target / "multilingual",
+            lambda n, m, c=code: f"c4-{c}.tfrecord-{n:05d}-of-{m:05d}.json.gz",
+            lambda n, m, c=code: f"c4-{c}-validation.tfrecord-{n:05d}-of-{m:05d}.json.gz",
+        )
     english = list(documents(locale_dir, "de", original=True))  # the msgids: the programs' own English
-    split_files(english, "en", target / "en", lambda n, m: f"c4-train.{n:05d}-of-{m:05d}.json.gz",
-                lambda n, m: f"c4-validation.{n:05d}-of-{m:05d}.json.gz")
+    split_files(
+        english,
+        "en",
+        target / "en",
+        lambda n, m: f"c4-train.{n:05d}-of-{m:05d}.json.gz",
+        lambda n, m: f"c4-validation.{n:05d}-of-{m:05d}.json.gz",
+    )
     # mC4's own, uncleaned English: here the same text, one file (use_cleaned_english=false selects it).
     write(target / "multilingual" / "c4-en.tfrecord-00000-of-00001.json.gz", english)
     shutil.copyfile("/usr/share/common-licenses/GPL-3", target / "COPYING")

@@ -7,6 +7,7 @@ terms allow verbatim copies. Each license becomes documents of up to four paragr
 turn, in the Pile's jsonl format ({"text": ..., "meta": {...}}). The output is deterministic (sorted input,
 fixed compression level), so rerunning it on the same input reproduces the committed files byte for byte.
 """
+
 import json
 import pathlib
 import sys
@@ -22,7 +23,7 @@ def documents(source: pathlib.Path):
         paragraphs = [p.strip("\n") for p in path.read_text(encoding="utf-8", errors="replace").split("\n\n")]
         paragraphs = [p for p in paragraphs if p.strip()]
         for first in range(0, len(paragraphs), PARAGRAPHS_PER_DOCUMENT):
-            text = "\n\n".join(paragraphs[first:first + PARAGRAPHS_PER_DOCUMENT])
+            text = "\n\n".join(paragraphs[first : first + PARAGRAPHS_PER_DOCUMENT])
             yield {"text": text, "meta": {"pile_set_name": "common-licenses", "source": path.name}}
 
 

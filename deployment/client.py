@@ -6,6 +6,7 @@
 Talks the plain Triton protocol (through PyTriton's ModelClient), so it works against serve_pytriton.py and
 against tritonserver running the exported repository. Needs only numpy and nvidia-pytriton/tritonclient.
 """
+
 import argparse
 import sys
 
@@ -39,7 +40,9 @@ def main(argv=None) -> int:
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="http://host:port or grpc://host:port")
     parser.add_argument("--model", required=True, help="the served model's name (its folder in the repository)")
     parser.add_argument("--prompt", required=True)
-    parser.add_argument("--max-tokens", type=int, default=None, help="new tokens at most (default: the model's setting)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="new tokens at most (default: the model's setting)"
+    )
     parser.add_argument("--ids", action="store_true", help="also print the generated token ids")
     args = parser.parse_args(argv)
     text, ids = ask(args.url, args.model, args.prompt, args.max_tokens)

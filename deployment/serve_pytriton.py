@@ -10,6 +10,7 @@ through the same generator as the repository's Python backend, so both
 servers give the same answers. Runs until Ctrl-C or SIGTERM, then stops the server and its processes and
 exits 0 (1 if the server dies on its own). Prints `ready: ...` once requests are accepted.
 """
+
 import argparse
 import os
 import signal
@@ -52,14 +53,18 @@ def find_model_dir(repository: Path, name) -> Path:
         return repository / name
     models = sorted(p for p in repository.iterdir() if (p / "config.pbtxt").is_file()) if repository.is_dir() else []
     if len(models) != 1:
-        raise SystemExit(f"error: {repository} holds {len(models)} models ({', '.join(p.name for p in models) or 'none'}); "
-                         "name one with --model")
+        raise SystemExit(
+            f"error: {repository} holds {len(models)} models ({', '.join(p.name for p in models) or 'none'}); "
+            "name one with --model"
+        )
     return models[0]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model-repository", type=Path, required=True, help="the model_repo folder the export stage wrote")
+    parser.add_argument(
+        "--model-repository", type=Path, required=True, help="the model_repo folder the export stage wrote"
+    )
     parser.add_argument("--model", help="model name (folder) inside the repository; needed when it holds several")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for every interface)")
     parser.add_argument("--http-port", type=int, default=8000)
@@ -81,24 +86,47 @@ def main(argv=None) -> int:
 
     def infer(requests):
         # Unbatched on purpose: each request's prompts are answered as the Python backend answers them.
-        return [generator.answer({name: request.data.get(name) for name in ("prompt", "max_tokens")}) for request in requests]
+        return [
+            generator.answer({name: request.data.get(name) for name in ("prompt", "max_tokens")})
+            for request in requests
+        ]
 
     def tensors(specs):
         dtype = {np.object_: bytes}
-        return [Tensor(name=s.name, dtype=dtype.get(NUMPY_TYPES[s.triton_type], NUMPY_TYPES[s.triton_type]),
-                       shape=s.dims, optional=s.optional) for s in specs]
+        return [
+            Tensor(
+                name=s.name,
+                dtype=dtype.get(NUMPY_TYPES[s.triton_type], NUMPY_TYPES[s.triton_type]),
+                shape=s.dims,
+                optional=s.optional,
+            )
+            for s in specs
+        ]
 
-    triton_config = TritonConfig(http_address=args.host, http_port=args.http_port, grpc_address=args.host,
-                                 grpc_port=args.grpc_port, allow_metrics=False)
+    triton_config = TritonConfig(
+        http_address=args.host,
+        http_port=args.http_port,
+        grpc_address=args.host,
+        grpc_port=args.grpc_port,
+        allow_metrics=False,
+    )
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     with Triton(config=triton_config) as triton:
-        triton.bind(model_name=config.name or model_dir.name, infer_func=infer, inputs=tensors(INPUTS),
-                    outputs=tensors(OUTPUTS), config=ModelConfig(max_batch_size=config.max_batch_size))
+        triton.bind(
+            model_name=config.name or model_dir.name,
+            infer_func=infer,
+            inputs=tensors(INPUTS),
+            outputs=tensors(OUTPUTS),
+            config=ModelConfig(max_batch_size=config.max_batch_size),
+        )
         triton.run()  # returns once the server and the model accept requests
-        print(f"ready: model {config.name or model_dir.name!r} on http://{args.host}:{args.http_port} "
-              f"and grpc://{args.host}:{args.grpc_port}", flush=True)
+        print(
+            f"ready: model {config.name or model_dir.name!r} on http://{args.host}:{args.http_port} "
+            f"and grpc://{args.host}:{args.grpc_port}",
+            flush=True,
+        )
         while not stop.wait(timeout=5.0):
             if not triton.is_alive():  # tritonserver or the model's proxy died: say so instead of hanging
                 print("error: the Triton server stopped on its own; see its log above", file=sys.stderr, flush=True)

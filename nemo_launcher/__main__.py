@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
 
 from nemo_launcher.launch.errors import ConfigError, LauncherError
 
@@ -67,7 +66,7 @@ def _default_results(monitor) -> Path:
     return monitor.default_results_dir()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from nemo_launcher.launch import monitor
 

@@ -10,6 +10,7 @@ use `require_module` instead of pytest's import-or-skip helper and `skip_or_fail
 that still happens under strict mode (a new `pytest.skip`, a `skipif` marker) fails the session, unless
 ALLOWED_SKIPS lists it with its reason.
 """
+
 import dataclasses
 import importlib
 import os
@@ -29,8 +30,10 @@ _SLURM_QUERY_TIMEOUT_S = 20
 
 STRICT_ENV = "NEMO_LAUNCHER_TEST_STRICT"
 INSTALL_FIX = "pip install -r requirements-dev.txt (CI's .ci/run does this first)"
-LOCAL_SLURM_SETUP = ("CI starts the project's cluster with `sudo .ci/local_slurm/start.sh`: 2 nodes, "
-                     "8 fake GPUs each as GPU GRES, fake pyxis")
+LOCAL_SLURM_SETUP = (
+    "CI starts the project's cluster with `sudo .ci/local_slurm/start.sh`: 2 nodes, "
+    "8 fake GPUs each as GPU GRES, fake pyxis"
+)
 
 # The one place where a skip is allowed under strict mode: node id (or a prefix of it) -> why it may skip.
 # Empty: CI's machine has everything the suite needs, so every skip there is a bug.
@@ -39,8 +42,7 @@ ALLOWED_SKIPS = {}
 
 def strict_ci() -> bool:
     """True where skipping is not allowed: under CI (.ci/run), or when the Slurm tests were made mandatory."""
-    return (os.environ.get(STRICT_ENV, "") == "1"
-            or os.environ.get("NEMO_LAUNCHER_TEST_SLURM", "").lower() == "required")
+    return os.environ.get(STRICT_ENV, "") == "1" or os.environ.get("NEMO_LAUNCHER_TEST_SLURM", "").lower() == "required"
 
 
 def skip_or_fail(missing: str, setup: str) -> None:
@@ -68,8 +70,10 @@ def require_module(name: str):
             missing = f"`{name}` is installed but does not import ({type(error).__name__}: {error})"
         skip_or_fail(missing, INSTALL_FIX)
     except Exception as error:  # noqa: BLE001  (anything else a broken package raises at import)
-        pytest.fail(f"`{name}` is installed but does not import ({type(error).__name__}: {error}); fix: "
-                    f"{INSTALL_FIX}", pytrace=False)
+        pytest.fail(
+            f"`{name}` is installed but does not import ({type(error).__name__}: {error}); fix: {INSTALL_FIX}",
+            pytrace=False,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,19 +105,23 @@ class SlurmCluster:
             if time.monotonic() > deadline:
                 # A hung job would hold its nodes and starve every Slurm test after this one (its dependants go
                 # with it: the launcher submits them with --kill-on-invalid-dep).
-                shown = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True,
-                                       timeout=_SLURM_QUERY_TIMEOUT_S).stdout  # no check: the job may be gone by now
+                shown = subprocess.run(
+                    ["scontrol", "show", "job", "-o", str(job_id)],
+                    capture_output=True,
+                    text=True,
+                    timeout=_SLURM_QUERY_TIMEOUT_S,
+                ).stdout  # no check: the job may be gone by now
                 stderr = [word for word in shown.split() if word.startswith("StdErr=")]
                 subprocess.run(["scancel", str(job_id)], check=False, timeout=_SLURM_QUERY_TIMEOUT_S)
-                pytest.fail(f"Slurm job {job_id} still {state} after {timeout_s:.0f}s; cancelled it "
-                            f"({stderr[0] if stderr else 'no StdErr in scontrol'})")
+                pytest.fail(
+                    f"Slurm job {job_id} still {state} after {timeout_s:.0f}s; cancelled it "
+                    f"({stderr[0] if stderr else 'no StdErr in scontrol'})"
+                )
             time.sleep(0.2)
 
 
 def _run(argv) -> str:
-    return subprocess.run(
-        argv, check=True, capture_output=True, text=True, timeout=_SLURM_QUERY_TIMEOUT_S
-    ).stdout
+    return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=_SLURM_QUERY_TIMEOUT_S).stdout
 
 
 def _probe_slurm() -> SlurmCluster:
@@ -171,8 +179,7 @@ def require_project_cluster(cluster: SlurmCluster, nodes: int = 2, gpus_per_node
 def _allowed(nodeid: str) -> bool:
     if nodeid.rfind(_UNIT_MARK) > nodeid.rfind("]"):  # CI's parallel run: the node id ends with its shared unit
         nodeid = nodeid.rsplit(_UNIT_MARK, 1)[0]
-    return any(nodeid == allowed or nodeid.startswith((allowed + "::", allowed + "["))
-               for allowed in ALLOWED_SKIPS)
+    return any(nodeid == allowed or nodeid.startswith((allowed + "::", allowed + "[")) for allowed in ALLOWED_SKIPS)
 
 
 def _skip_reason(report) -> str:
@@ -205,10 +212,14 @@ class _StrictSkips:
     def pytest_terminal_summary(self, terminalreporter):
         if not self.skipped:
             return
-        terminalreporter.section(f"{len(self.skipped)} skipped under {STRICT_ENV}=1 (CI), which fails the run", red=True)
+        terminalreporter.section(
+            f"{len(self.skipped)} skipped under {STRICT_ENV}=1 (CI), which fails the run", red=True
+        )
         for nodeid, reason in self.skipped:
             terminalreporter.line(f"SKIPPED {nodeid}: {reason}")
-        terminalreporter.line("Make each one run here, or list it with its reason in ALLOWED_SKIPS (tests/conftest.py).")
+        terminalreporter.line(
+            "Make each one run here, or list it with its reason in ALLOWED_SKIPS (tests/conftest.py)."
+        )
 
 
 def pytest_configure(config):
@@ -228,8 +239,11 @@ def _known_noise_filters():
     entries = [(entry.category, re.escape(entry.message), entry.package) for entry in NOISY_WARNINGS]
     entries += list(NOISY_WARNING_PATTERNS)
     # A ':' would end the message field of a filter line; no entry has one, and one that did would be left out.
-    return [f"ignore:{message}:{category.__name__}:{re.escape(package)}(\\.|$)" for category, message, package in entries
-            if ":" not in message]
+    return [
+        f"ignore:{message}:{category.__name__}:{re.escape(package)}(\\.|$)"
+        for category, message, package in entries
+        if ":" not in message
+    ]
 
 
 # ---- CI's parallel run: pytest-xdist with --dist loadgroup ---------------------------------------------------------

@@ -7,6 +7,7 @@ one unit, every module on the (stand-in) Slurm shares one unit that is queued fi
 session fixture share a unit that builds it once, and the strict skip list still matches the node ids xdist
 suffixes with a unit name.
 """
+
 import json
 import pathlib
 import subprocess
@@ -73,14 +74,17 @@ MODULES = {
         def test_reads(tiny_pipeline, request):
             log(request)
         """,
-    **{f"test_plain_{name}.py": """
+    **{
+        f"test_plain_{name}.py": """
         import pytest
         from units_log import log
 
         @pytest.mark.parametrize("n", range(4))
         def test_one_of_many(request, n):
             log(request)
-        """ for name in "abcd"},
+        """
+        for name in "abcd"
+    },
 }
 
 
@@ -89,17 +93,41 @@ def _child_session(tmp_path):
     conftest = CONFTEST.read_text()
     assert "\nALLOWED_SKIPS = {}\n" in conftest, "the allow list moved; update this test"
     allowed = '{"test_shared_a.py::test_allowed_skip": "shows that a unit-suffixed node id still matches"}'
-    (tmp_path / "conftest.py").write_text(conftest.replace("\nALLOWED_SKIPS = {}\n", f"\nALLOWED_SKIPS = {allowed}\n")
-                                          + CHILD_CONFTEST_EXTRA)
+    (tmp_path / "conftest.py").write_text(
+        conftest.replace("\nALLOWED_SKIPS = {}\n", f"\nALLOWED_SKIPS = {allowed}\n") + CHILD_CONFTEST_EXTRA
+    )
     (tmp_path / "units_log.py").write_text(LOGGER)
     for name, text in MODULES.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
     log = tmp_path / "units.jsonl"
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "UNITS_LOG": str(log), "PYTHONPATH": f"{tmp_path}:{CONFTEST.parent.parent}",
-           "NEMO_LAUNCHER_TEST_STRICT": "1"}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
-                             "loadgroup", "--no-loadscope-reorder", str(tmp_path)],
-                            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "UNITS_LOG": str(log),
+        "PYTHONPATH": f"{tmp_path}:{CONFTEST.parent.parent}",
+        "NEMO_LAUNCHER_TEST_STRICT": "1",
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "--no-loadscope-reorder",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return [json.loads(line) for line in log.read_text().splitlines()]
 

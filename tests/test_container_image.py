@@ -5,6 +5,7 @@ The pins have one home, requirements-launch.txt, requirements-jobs.txt and requi
 compiled against), is checked here too: the file the image installs from is produced by running the Dockerfile's
 own shell commands on the real requirement files.
 """
+
 import re
 import subprocess
 from pathlib import Path
@@ -49,14 +50,19 @@ def test_the_image_starts_from_an_ngc_pytorch_base():
 def test_the_image_installs_exactly_the_projects_pins(tmp_path):
     steps = _instructions()
     copied = [a.split()[:-1] for kind, a in steps if kind == "COPY"][0]
-    assert sorted(copied) == ["requirements-jobs.txt", "requirements-launch.txt", "requirements-nodeps.txt",
-                              "requirements.txt"]
+    assert sorted(copied) == [
+        "requirements-jobs.txt",
+        "requirements-launch.txt",
+        "requirements-nodeps.txt",
+        "requirements.txt",
+    ]
     (install,) = [a for kind, a in steps if kind == "RUN" and "pip install" in a]
     commands = [c.strip() for c in install.split("&&")]
     pip = [c for c in commands if c.startswith("pip install")]
-    assert pip == ["pip install --no-cache-dir -c /tmp/base-constraints.txt -r /tmp/job-requirements.txt",
-                   "pip install --no-cache-dir --no-deps -r requirements-nodeps.txt"], \
-        "packages come only from the requirement files, never named in the Dockerfile"
+    assert pip == [
+        "pip install --no-cache-dir -c /tmp/base-constraints.txt -r /tmp/job-requirements.txt",
+        "pip install --no-cache-dir --no-deps -r requirements-nodeps.txt",
+    ], "packages come only from the requirement files, never named in the Dockerfile"
     # Run the Dockerfile's own file edits on the real files, in a copy of the image's WORKDIR.
     workdir, scratch = tmp_path / "opt", tmp_path / "tmp"
     workdir.mkdir(), scratch.mkdir()
@@ -73,7 +79,9 @@ def test_the_image_installs_exactly_the_projects_pins(tmp_path):
 
 def test_no_transformer_engine_or_unpinned_install():
     text = DOCKERFILE.read_text()
-    assert not re.search(r"pip install[^\n]*transformer[-_]engine", text), "Transformer Engine comes with the base image"
+    assert not re.search(r"pip install[^\n]*transformer[-_]engine", text), (
+        "Transformer Engine comes with the base image"
+    )
     ignored = (ROOT / ".dockerignore").read_text().split()
     for kind, args in _instructions():
         if kind == "COPY":

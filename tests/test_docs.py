@@ -18,6 +18,7 @@ What is checked, in README.md and docs/**/*.md:
   `nemo_launcher.x.y` module exists, so a moved module or a renamed config shows up here;
 - the README stays under README_LIMIT characters.
 """
+
 import fnmatch
 import itertools
 import re
@@ -49,8 +50,20 @@ UNCHECKED_COMMANDS = {
 SHOWN_MISTAKES = {"training=gpt3/5bb", "--config-name=quickstrat"}
 # Folders of the repository whose inline paths are checked; `jobs/`, `contract/` and `launch/` are read under
 # nemo_launcher/, as the docs abbreviate them.
-PATH_ROOTS = ("conf/", "tests/", "benchmarks/", ".ci/", "csp_tools/", "deployment/", "corpora/", "docs/",
-              "nemo_launcher/", "main.py", "Dockerfile", "requirements")
+PATH_ROOTS = (
+    "conf/",
+    "tests/",
+    "benchmarks/",
+    ".ci/",
+    "csp_tools/",
+    "deployment/",
+    "corpora/",
+    "docs/",
+    "nemo_launcher/",
+    "main.py",
+    "Dockerfile",
+    "requirements",
+)
 PACKAGE_ROOTS = ("jobs/", "contract/", "launch/")
 
 _FENCE = re.compile(r"^[ \t]*```(\w*)\n(.*?)^[ \t]*```", re.S | re.M)  # also indented, in a list item
@@ -90,8 +103,11 @@ def _expand_braces(text: str) -> list:
     match = re.search(r"\{([^{}]*,[^{}]*)\}", text)
     if match is None:
         return [text]
-    return [expanded for choice in match.group(1).split(",")
-            for expanded in _expand_braces(text[:match.start()] + choice + text[match.end():])]
+    return [
+        expanded
+        for choice in match.group(1).split(",")
+        for expanded in _expand_braces(text[: match.start()] + choice + text[match.end() :])
+    ]
 
 
 def _exists(relative: str) -> bool:
@@ -103,8 +119,10 @@ def _exists(relative: str) -> bool:
 
 def _config_exists(group: str, choice: str) -> bool:
     if any(char in choice for char in "*?["):
-        return any(fnmatch.fnmatch(str(p.relative_to(CONF / group).with_suffix("")), choice)
-                   for p in (CONF / group).rglob("*.yaml"))
+        return any(
+            fnmatch.fnmatch(str(p.relative_to(CONF / group).with_suffix("")), choice)
+            for p in (CONF / group).rglob("*.yaml")
+        )
     return (CONF / group / f"{choice}.yaml").is_file()
 
 
@@ -225,7 +243,7 @@ def test_main_command_dry_runs(doc, args, tmp_path, monkeypatch, capsys):
     assert problem is None, f"{doc}: python3 main.py {printed}\n  {problem}"
     config_name = options.get("--config-name") or "config"
     monkeypatch.setenv("NEMO_LAUNCHER_DEBUG", "1")
-    for point in (_sweep_points(overrides) if "--multirun" in options else [overrides]):
+    for point in _sweep_points(overrides) if "--multirun" in options else [overrides]:
         argv = ["main.py", f"base_results_dir={tmp_path / 'results'}", *point]
         try:
             cfg, choices = compose_config(argv[1:], config_name)
@@ -238,12 +256,14 @@ def test_main_command_dry_runs(doc, args, tmp_path, monkeypatch, capsys):
             if (CONF / group).is_dir() and "," not in choice:
                 assert choices.get(group) == choice, f"{doc}: {override} did not select conf/{group}/{choice}.yaml"
             elif "." in group and not group.startswith(("+", "~")) and "[" not in group:
-                assert OmegaConf.select(cfg, group, default=None) is not None or choice == "null", \
+                assert OmegaConf.select(cfg, group, default=None) is not None or choice == "null", (
                     f"{doc}: {override}: the composed config has no {group}"
+                )
         code = run(cfg, choices, argv)
         captured = capsys.readouterr()
-        assert code == 0, \
+        assert code == 0, (
             f"{doc}: NEMO_LAUNCHER_DEBUG=1 python3 main.py {' '.join(point)} exits {code}:\n{captured.err}"
+        )
 
 
 def test_main_help_command_runs(capsys):
@@ -256,8 +276,9 @@ def test_main_help_command_runs(capsys):
 @pytest.fixture(scope="module")
 def console_commands() -> set:
     """The subcommands `python3 -m nemo_launcher --help` lists (its usage line: `{status,logs,cancel}`)."""
-    usage = subprocess.run([sys.executable, "-m", "nemo_launcher", "--help"], cwd=REPO_ROOT, capture_output=True,
-                           text=True, check=True).stdout
+    usage = subprocess.run(
+        [sys.executable, "-m", "nemo_launcher", "--help"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout
     return set(re.search(r"\{([\w,-]+)\}", usage).group(1).split(","))
 
 
@@ -297,8 +318,11 @@ def _other_command_problems(words: list, console: set) -> list:
 
 @pytest.mark.parametrize("doc", DOC_FILES, ids=_doc_id)
 def test_other_commands_name_what_exists(doc, console_commands):
-    problems = [f"{' '.join(words)}: {problem}" for words in _bash_commands(doc.read_text())
-                for problem in _other_command_problems(words, console_commands)]
+    problems = [
+        f"{' '.join(words)}: {problem}"
+        for words in _bash_commands(doc.read_text())
+        for problem in _other_command_problems(words, console_commands)
+    ]
     assert not problems, f"{_doc_id(doc)}:\n" + "\n".join(problems)
 
 
@@ -334,27 +358,38 @@ def _mention_problems(span: str) -> list:
 
 @pytest.mark.parametrize("doc", DOC_FILES, ids=_doc_id)
 def test_inline_mentions_name_what_exists(doc):
-    problems = [problem for span in _INLINE.findall(_prose(doc.read_text()))
-                for problem in _mention_problems(" ".join(span.split()))]
+    problems = [
+        problem
+        for span in _INLINE.findall(_prose(doc.read_text()))
+        for problem in _mention_problems(" ".join(span.split()))
+    ]
     assert not problems, f"{_doc_id(doc)}: mentions of things that do not exist:\n" + "\n".join(problems)
 
 
 def test_every_quick_start_is_in_the_readme():
     readme = (REPO_ROOT / "README.md").read_text()
-    missing = [p.stem for p in sorted(CONF.glob("quickstart*.yaml"))
-               if not re.search(rf"--config-name={p.stem}(?![\w-])", readme)]
+    missing = [
+        p.stem
+        for p in sorted(CONF.glob("quickstart*.yaml"))
+        if not re.search(rf"--config-name={p.stem}(?![\w-])", readme)
+    ]
     assert not missing, f"README.md's quick-start table lacks {missing}"
 
 
 def test_the_checks_find_what_they_look_for():
     """The parsers above on known text, so that a check cannot pass by finding nothing."""
-    text = ("```bash\nNEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training] \\\n    training=gpt3/126m  # dry\n"
-            "python3 -m nemo_launcher status RUN && bash .ci/run\n```\n- item\n\n  ```bash\n  bash .ci/x\n  ```\n"
-            "See [x](docs/README.md#no-such) and "
-            "`python3 main.py --config-name=quickstart_t5`.\n")
+    text = (
+        "```bash\nNEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training] \\\n    training=gpt3/126m  # dry\n"
+        "python3 -m nemo_launcher status RUN && bash .ci/run\n```\n- item\n\n  ```bash\n  bash .ci/x\n  ```\n"
+        "See [x](docs/README.md#no-such) and "
+        "`python3 main.py --config-name=quickstart_t5`.\n"
+    )
     assert list(_bash_commands(text)) == [
         ["NEMO_LAUNCHER_DEBUG=1", "python3", "main.py", "stages=[training]", "training=gpt3/126m"],
-        ["python3", "-m", "nemo_launcher", "status", "RUN"], ["bash", ".ci/run"], ["bash", ".ci/x"]]
+        ["python3", "-m", "nemo_launcher", "status", "RUN"],
+        ["bash", ".ci/run"],
+        ["bash", ".ci/x"],
+    ]
     assert list(_inline_main_commands(text)) == [["python3", "main.py", "--config-name=quickstart_t5"]]
     assert _LINK.findall(_prose(text)) == ["docs/README.md#no-such"]
     assert _slug("Jobs under faults: `scancel`, requeue") == "jobs-under-faults-scancel-requeue"
@@ -362,19 +397,26 @@ def test_the_checks_find_what_they_look_for():
     assert _mention_problems("training=gpt3/5bc") == ["training=gpt3/5bc: no conf/training/gpt3/5bc.yaml"]
     assert _mention_problems("training=gpt3/{5b,\n 126m}") == []
     assert _mention_problems("nemo_launcher.launch.app.run nemo_launcher.launch.app.runs") == [
-        "nemo_launcher.launch.app.runs: no module nemo_launcher.launch.app.runs"]
+        "nemo_launcher.launch.app.runs: no module nemo_launcher.launch.app.runs"
+    ]
     assert _mention_problems("training=gpt3/{5b,126m} stages=[training,conversion]") == []
     assert _mention_problems("stages=[trainig]") == ["stages=[trainig]: no stage 'trainig'"]
     assert _mention_problems("jobs/gpt/no_such.py") == [
-        "jobs/gpt/no_such.py: no such path nemo_launcher/jobs/gpt/no_such.py"]
+        "jobs/gpt/no_such.py: no such path nemo_launcher/jobs/gpt/no_such.py"
+    ]
     assert _mention_problems("nemo_launcher.launch.{cli,no_such}") == [
-        "nemo_launcher.launch.{cli,no_such}: no module nemo_launcher.launch.no_such"]
+        "nemo_launcher.launch.{cli,no_such}: no module nemo_launcher.launch.no_such"
+    ]
     assert _sweep_points(["training=gpt3/126m", "training.model.micro_batch_size=1,2"]) == [
         ["training=gpt3/126m", "training.model.micro_batch_size=1"],
-        ["training=gpt3/126m", "training.model.micro_batch_size=2"]]
-    assert list(itertools.chain(_other_command_problems(["python3", "-m", "nemo_launcher", "stat"], {"status"}),
-                                _other_command_problems(["bash", ".ci/no_such"], set()))) == [
-        "no console command 'stat'", "no such file .ci/no_such"]
+        ["training=gpt3/126m", "training.model.micro_batch_size=2"],
+    ]
+    assert list(
+        itertools.chain(
+            _other_command_problems(["python3", "-m", "nemo_launcher", "stat"], {"status"}),
+            _other_command_problems(["bash", ".ci/no_such"], set()),
+        )
+    ) == ["no console command 'stat'", "no such file .ci/no_such"]
 
 
 def _table_codes(page: str, heading: str) -> set:

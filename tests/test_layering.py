@@ -6,11 +6,12 @@ Every module under nemo_launcher/ is parsed with `ast`; every import counts, the
 relative ones too, since an import deferred to a function is still a dependency. The layers are the table
 `LAYERS` (and `SAME_LAYER_IMPORTS`) in nemo_launcher/jobs/__init__.py, read here as literals.
 """
+
 import ast
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "nemo_launcher"
@@ -18,7 +19,7 @@ JOBS = PACKAGE / "jobs"
 HEAVY = ("torch", "megatron", "lightning", "pytorch_lightning", "nemo_launcher.jobs")
 
 
-def _module_name(path: Path) -> Tuple[str, bool]:
+def _module_name(path: Path) -> tuple[str, bool]:
     """(dotted name, is a package __init__) of a file under the repository."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -26,7 +27,7 @@ def _module_name(path: Path) -> Tuple[str, bool]:
     return ".".join(parts), False
 
 
-def imports_of(path: Path) -> Iterator[Tuple[int, str]]:
+def imports_of(path: Path) -> Iterator[tuple[int, str]]:
     """(line, absolute module name) of every import in a file, wherever it is written; `from a import b` yields
     both `a` and `a.b` (b may be a module)."""
     name, is_package = _module_name(path)
@@ -37,7 +38,7 @@ def imports_of(path: Path) -> Iterator[Tuple[int, str]]:
                 yield node.lineno, alias.name
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = here[:len(here) - (node.level - 1)]
+                base = here[: len(here) - (node.level - 1)]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module
@@ -60,7 +61,7 @@ def _job_package(module: str) -> str:
     return parts[2] if len(parts) > 2 and parts[:2] == ["nemo_launcher", "jobs"] else ""
 
 
-def package_imports() -> Dict[Tuple[str, str], List[str]]:
+def package_imports() -> dict[tuple[str, str], list[str]]:
     """(importing package, imported package) -> 'file:line imports module' for every import between two packages
     of nemo_launcher/jobs."""
     edges = defaultdict(list)
@@ -75,15 +76,14 @@ def package_imports() -> Dict[Tuple[str, str], List[str]]:
     return edges
 
 
-def job_packages() -> List[str]:
+def job_packages() -> list[str]:
     return sorted(p.name for p in JOBS.iterdir() if (p / "__init__.py").is_file())
 
 
 def test_every_job_package_has_a_layer():
     layers = _literal("LAYERS")
     missing = [name for name in job_packages() if name not in layers]
-    assert not missing, (f"job packages without a layer: {missing}; add each to LAYERS in "
-                         f"nemo_launcher/jobs/__init__.py")
+    assert not missing, f"job packages without a layer: {missing}; add each to LAYERS in nemo_launcher/jobs/__init__.py"
     stale = sorted(set(layers) - set(job_packages()))
     assert not stale, f"LAYERS in nemo_launcher/jobs/__init__.py names packages that do not exist: {stale}"
 
@@ -97,8 +97,10 @@ def test_job_packages_import_only_lower_layers():
         sideways = layers.get(target) == layers.get(source) and (source, target) not in allowed
         if upward or sideways:
             kind = "a higher layer" if upward else "its own layer (not in SAME_LAYER_IMPORTS)"
-            wrong += [f"{place}: {source} (layer {layers.get(source)}) imports {target} "
-                      f"(layer {layers.get(target)}), {kind}" for place in places]
+            wrong += [
+                f"{place}: {source} (layer {layers.get(source)}) imports {target} (layer {layers.get(target)}), {kind}"
+                for place in places
+            ]
     assert not wrong, "imports against the layering of nemo_launcher/jobs:\n" + "\n".join(wrong)
 
 
@@ -108,17 +110,18 @@ def test_no_package_cycle():
         graph[source].add(target)
     edges = package_imports()
     cycles = []
-    state: Dict[str, int] = {}
-    stack: List[str] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
 
     def visit(node: str) -> None:
         state[node] = 1
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt):] + [nxt]
-                cycles.append(" -> ".join(cycle) + "\n" + "\n".join(
-                    f"    {edges[(a, b)][0]}" for a, b in zip(cycle, cycle[1:])))
+                cycle = stack[stack.index(nxt) :] + [nxt]
+                cycles.append(
+                    " -> ".join(cycle) + "\n" + "\n".join(f"    {edges[(a, b)][0]}" for a, b in zip(cycle, cycle[1:]))
+                )
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -130,7 +133,7 @@ def test_no_package_cycle():
     assert not cycles, "package cycles in nemo_launcher/jobs:\n" + "\n".join(cycles)
 
 
-def _launch_side_files() -> List[Path]:
+def _launch_side_files() -> list[Path]:
     files = [REPO / "main.py", PACKAGE / "__init__.py", PACKAGE / "__main__.py"]
     for sub in ("launch", "contract"):
         files += sorted((PACKAGE / sub).rglob("*.py"))
@@ -143,8 +146,10 @@ def test_launch_side_and_contract_import_no_torch_and_no_job_module():
         for line, module in imports_of(path):
             if any(module == heavy or module.startswith(heavy + ".") for heavy in HEAVY):
                 wrong.append(f"{path.relative_to(REPO)}:{line} imports {module}")
-    assert not wrong, ("the launch side and the contract must stay torch-free and never import the job side:\n"
-                       + "\n".join(sorted(set(wrong))))
+    assert not wrong, (
+        "the launch side and the contract must stay torch-free and never import the job side:\n"
+        + "\n".join(sorted(set(wrong)))
+    )
 
 
 def test_the_checks_see_imports_inside_functions(tmp_path, monkeypatch):
@@ -155,4 +160,6 @@ def test_the_checks_see_imports_inside_functions(tmp_path, monkeypatch):
     (fake / "lora.py").write_text("def f():\n    from ..gpt import lora_file\n")
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
     assert list(imports_of(fake / "lora.py")) == [
-        (2, "nemo_launcher.jobs.gpt"), (2, "nemo_launcher.jobs.gpt.lora_file")]
+        (2, "nemo_launcher.jobs.gpt"),
+        (2, "nemo_launcher.jobs.gpt.lora_file"),
+    ]

@@ -1,7 +1,8 @@
 """The test cluster itself: what .ci/local_slurm/start.sh promises the other Slurm tests.
 
-    sudo .ci/local_slurm/start.sh && python3 -m pytest -q tests/test_local_slurm.py
+sudo .ci/local_slurm/start.sh && python3 -m pytest -q tests/test_local_slurm.py
 """
+
 import pathlib
 import subprocess
 import sys
@@ -19,7 +20,9 @@ def _sbatch(tmp_path, body: str, *flags: str) -> subprocess.CompletedProcess:
     script.write_text("#!/bin/bash\nset -euo pipefail\n" + textwrap.dedent(body))
     return subprocess.run(
         ["sbatch", "--parsable", f"--output={tmp_path}/out-%j.txt", *flags, str(script)],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
 
 
@@ -32,7 +35,11 @@ def test_two_node_job_with_gpus_and_pyxis_flags_runs(slurm_cluster, tmp_path):
         srun --container-image=nvcr.io/nvidia/nemo:24.01 --container-mounts=/data:/data --no-container-mount-home \\
             bash -c 'echo "$SLURMD_NODENAME $SLURM_PROCID $CUDA_VISIBLE_DEVICES $FAKE_PYXIS_CONTAINER_IMAGE"'
         """,
-        "--nodes=2", "--ntasks-per-node=8", "--gpus-per-node=8", "--exclusive", "--mem=0",
+        "--nodes=2",
+        "--ntasks-per-node=8",
+        "--gpus-per-node=8",
+        "--exclusive",
+        "--mem=0",
     )
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
@@ -57,11 +64,18 @@ def test_missing_slurm_skips_or_fails(tmp_path, required):
     # Runs the fixture in a child pytest whose PATH has no Slurm tools; CI must fail, a laptop skips.
     (tmp_path / "conftest.py").write_text(CONFTEST.read_text())
     (tmp_path / "test_uses_slurm.py").write_text("def test_it(slurm_cluster):\n    pass\n")
-    env = {"PATH": str(tmp_path / "empty"), "NEMO_LAUNCHER_TEST_SLURM": "required" if required else "",
-           "PYTHONPATH": str(CONFTEST.parent.parent)}  # the copied conftest imports the project
+    env = {
+        "PATH": str(tmp_path / "empty"),
+        "NEMO_LAUNCHER_TEST_SLURM": "required" if required else "",
+        "PYTHONPATH": str(CONFTEST.parent.parent),
+    }  # the copied conftest imports the project
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
     )
     if required:
         assert result.returncode == 1, result.stdout

@@ -4,6 +4,7 @@
 Each runs once (about a minute), so every check of what a quick start shows a user is made here: the
 results, and that the output and every job log are free of Python warnings and end with a summary.
 """
+
 import json
 import os
 import re
@@ -20,7 +21,11 @@ def _run_quickstart(name, tmp_path):
     env.pop("NEMO_LAUNCHER_DEBUG", None)
     run = subprocess.run(
         [sys.executable, "main.py", f"--config-name={name}", f"base_results_dir={results}", f"data_dir={data}"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run, results, data
@@ -41,9 +46,19 @@ def test_quickstart_pipeline_runs_end_to_end(tmp_path):
 
     logs = {path: path.read_text() for path in sorted(results.rglob("log-*.out"))}
     assert len(logs) == 6, sorted(logs)  # download, extract, preprocess, training, conversion, evaluation
-    joined = _assert_quiet_and_informative(run.stdout + run.stderr, logs, megatron_jobs=3, summaries=(
-        "download finished: 3 shards done", "extract finished: 3 shards done", "preprocess finished: 3 shards done",
-        "training finished at step=40 of 40", "conversion finished:", "evaluation finished:"))
+    joined = _assert_quiet_and_informative(
+        run.stdout + run.stderr,
+        logs,
+        megatron_jobs=3,
+        summaries=(
+            "download finished: 3 shards done",
+            "extract finished: 3 shards done",
+            "preprocess finished: 3 shards done",
+            "training finished at step=40 of 40",
+            "conversion finished:",
+            "evaluation finished:",
+        ),
+    )
     assert re.search(r"^  tokens +58\.1k$", joined, re.M)  # preprocess: the three shards' tokens
     assert re.search(r"^  lambada +.*perplexity \S+ ± \S+", joined, re.M)
 
@@ -51,8 +66,11 @@ def test_quickstart_pipeline_runs_end_to_end(tmp_path):
 def test_quickstart_bert_pipeline_runs_end_to_end(tmp_path):
     run, results, data = _run_quickstart("quickstart_bert", tmp_path)
     train_dir = results / "bert_tiny"
-    for line in (f"data_preparation: {results}/tiny_pile_bert", f"training: {train_dir}",
-                 f"conversion: {train_dir}/convert_nemo"):
+    for line in (
+        f"data_preparation: {results}/tiny_pile_bert",
+        f"training: {train_dir}",
+        f"conversion: {train_dir}/convert_nemo",
+    ):
         assert line in run.stdout
     prepared = data / "tiny_pile_bert"
     assert sorted(p.name for p in (prepared / "preprocessed").glob("*.idx")) == [
@@ -67,9 +85,19 @@ def test_quickstart_bert_pipeline_runs_end_to_end(tmp_path):
 
     logs = {path: path.read_text() for path in sorted(results.rglob("log-*.out"))}
     assert len(logs) == 6, sorted(logs)  # download, extract, train_tokenizer, preprocess, training, conversion
-    joined = _assert_quiet_and_informative(run.stdout + run.stderr, logs, megatron_jobs=2, summaries=(
-        "download finished: 3 shards done", "extract finished: 3 shards done", "train_tokenizer finished: 1 tokenizer done",
-        "preprocess finished: 3 shards done", "training finished at step=40 of 40", "conversion finished:"))
+    joined = _assert_quiet_and_informative(
+        run.stdout + run.stderr,
+        logs,
+        megatron_jobs=2,
+        summaries=(
+            "download finished: 3 shards done",
+            "extract finished: 3 shards done",
+            "train_tokenizer finished: 1 tokenizer done",
+            "preprocess finished: 3 shards done",
+            "training finished at step=40 of 40",
+            "conversion finished:",
+        ),
+    )
     assert re.search(r"^  objective +masked LM \+ sentence order", joined, re.M)
     assert re.search(r"^  Hugging Face +not written \(hf\.mode: auto\): .*activation is geglu", joined, re.M)
     losses = [float(value) for value in re.findall(r"^step=\d+/40 loss=(\S+) lm_loss=", joined, re.M)]
@@ -79,8 +107,12 @@ def test_quickstart_bert_pipeline_runs_end_to_end(tmp_path):
 def test_quickstart_t5_pipeline_runs_end_to_end(tmp_path):
     run, results, data = _run_quickstart("quickstart_t5", tmp_path)
     train_dir = results / "t5_tiny"
-    for line in (f"training: {train_dir}", f"conversion: {train_dir}/convert_nemo", f"fine_tuning: {train_dir}/squad",
-                 f"evaluation: {train_dir}/squad_eval"):
+    for line in (
+        f"training: {train_dir}",
+        f"conversion: {train_dir}/convert_nemo",
+        f"fine_tuning: {train_dir}/squad",
+        f"evaluation: {train_dir}/squad_eval",
+    ):
         assert line in run.stdout
     assert (train_dir / "convert_nemo" / "results" / "megatron_t5.nemo").exists()
     assert (train_dir / "squad" / "results" / "checkpoints" / "megatron_t5_squad.nemo").exists()
@@ -91,10 +123,20 @@ def test_quickstart_t5_pipeline_runs_end_to_end(tmp_path):
     logs = {path: path.read_text() for path in sorted(results.rglob("log-*.out"))}
     # download, extract, train_tokenizer, preprocess, training, conversion, fine-tuning, evaluation
     assert len(logs) == 8, sorted(logs)
-    joined = _assert_quiet_and_informative(run.stdout + run.stderr, logs, megatron_jobs=4, summaries=(
-        "train_tokenizer finished: 1 tokenizer done", "preprocess finished: 3 shards done",
-        "training finished at step=40 of 40", "conversion finished:", "squad preparation finished: 2 files",
-        "training finished at step=300 of 300", "evaluation finished:"))
+    joined = _assert_quiet_and_informative(
+        run.stdout + run.stderr,
+        logs,
+        megatron_jobs=4,
+        summaries=(
+            "train_tokenizer finished: 1 tokenizer done",
+            "preprocess finished: 3 shards done",
+            "training finished at step=40 of 40",
+            "conversion finished:",
+            "squad preparation finished: 2 files",
+            "training finished at step=300 of 300",
+            "evaluation finished:",
+        ),
+    )
     # The evaluation job's own scores: 8 colours make chance 12.5% exact match; the tuned tiny T5 answers by copying.
     scores = json.loads((train_dir / "squad_eval" / "results" / "qa_metrics.json").read_text())
     text = json.dumps(scores)

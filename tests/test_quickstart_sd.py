@@ -5,6 +5,7 @@ generated images, score files and plot, at the paths the launcher prints.
 The scorers are random stand-ins, so the numbers say nothing about quality: FID is checked to be finite and
 above zero (the generated and the reference sets differ), the CLIP score to be a cosine.
 """
+
 import csv
 import json
 import math
@@ -30,8 +31,14 @@ def test_sd_quickstart_trains_draws_and_scores(tmp_path):
     results, data = tmp_path / "results", tmp_path / "data"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
-    run = subprocess.run([sys.executable, "main.py", "--config-name=quickstart_sd", f"base_results_dir={results}",
-                          f"data_dir={data}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "main.py", "--config-name=quickstart_sd", f"base_results_dir={results}", f"data_dir={data}"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     model_dir = results / "stable_diffusion_tiny"
     inference = model_dir / "fw_inference_stable_diffusion_tiny"

@@ -3,6 +3,7 @@ folders, training, fine-tuning, evaluation, framework inference, export) and --c
 WebDataset pipeline, training, zero-shot evaluation, similarity, export). Each runs once; every check of what it
 shows a user is made here: the stages' results, accuracies well above chance measured by the evaluation stage, the
 ONNX check, and output and job logs free of Python warnings."""
+
 import json
 
 from tests.test_quickstart import _PYTHON_WARNING, _run_quickstart
@@ -19,8 +20,12 @@ def _quiet(run, results):
 def test_quickstart_vit_runs_every_stage(tmp_path):
     run, results, data = _run_quickstart("quickstart_vit", tmp_path)
     run_dir = results / "vit_tiny"
-    for stage, folder in (("training", run_dir), ("fine_tuning", run_dir / "tiny_shapes"),
-                          ("fw_inference", run_dir / "fw_inference_imagenet1k"), ("export", run_dir / "export_vit")):
+    for stage, folder in (
+        ("training", run_dir),
+        ("fine_tuning", run_dir / "tiny_shapes"),
+        ("fw_inference", run_dir / "fw_inference_imagenet1k"),
+        ("export", run_dir / "export_vit"),
+    ):
         assert f"{stage}: {folder}" in run.stdout
     (scores,) = (run_dir / "eval_tiny_shapes_val_vit_tiny" / "results").glob("*_results.json")
     top1 = json.loads(scores.read_text())["top1"]
@@ -47,4 +52,3 @@ def test_quickstart_clip_runs_every_stage(tmp_path):
     assert max(report["max_abs_difference"].values()) <= 1e-4
     assert sorted(p.name for p in (run_dir / "export_clip" / "model_repo").iterdir()) == ["clip_trt", "clip_vision_trt"]
     _quiet(run, results)
-

@@ -1,7 +1,8 @@
 """Strict mode (tests/conftest.py): what skips on a laptop fails under CI, and no skip passes CI unnoticed.
 
-    python3 -m pytest -q tests/test_strict_ci.py
+python3 -m pytest -q tests/test_strict_ci.py
 """
+
 import pathlib
 import subprocess
 import sys
@@ -86,7 +87,9 @@ def test_skip_or_fail_says_what_is_missing_and_how_ci_sets_it_up(monkeypatch, le
     with pytest.raises(pytest.skip.Exception, match="no widget; CI installs one"):
         skip_or_fail("no widget", "CI installs one")
     monkeypatch.setenv(STRICT_ENV, "1")
-    with pytest.raises(pytest.fail.Exception, match=f"no widget. Under {STRICT_ENV}=1 \\(CI\\) this must not skip: CI installs one"):
+    with pytest.raises(
+        pytest.fail.Exception, match=f"no widget. Under {STRICT_ENV}=1 \\(CI\\) this must not skip: CI installs one"
+    ):
         skip_or_fail("no widget", "CI installs one")
 
 
@@ -120,13 +123,20 @@ def _child_pytest(tmp_path, strict_mode: bool, allowed: str = "{}") -> subproces
         textwrap.dedent("""\
             import pytest
             pytest.skip("whole module needs a widget", allow_module_level=True)
-            """))
+            """)
+    )
     # The copied conftest imports the project (its warning filters), as the real one does from the repository root.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(CONFTEST.parent.parent)}
     if strict_mode:
         env[STRICT_ENV] = "1"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
 
 
 def test_any_skip_fails_a_strict_session_and_is_listed(tmp_path):
@@ -146,8 +156,7 @@ def test_skips_pass_a_lenient_session(tmp_path):
 
 
 def test_skips_in_the_allow_list_pass_a_strict_session(tmp_path):
-    allowed = ('{"test_child.py::test_skips": "r", "test_child.py::test_marked": "r", '
-               '"test_skipped_module.py": "r"}')
+    allowed = '{"test_child.py::test_skips": "r", "test_child.py::test_marked": "r", "test_skipped_module.py": "r"}'
     result = _child_pytest(tmp_path, strict_mode=True, allowed=allowed)
     assert result.returncode == 0, result.stdout
     assert "which fails the run" not in result.stdout

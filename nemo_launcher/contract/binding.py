@@ -8,10 +8,12 @@ type and values outside a `Literal`'s choices; then each dataclass's `check(key)
 inner sections first. The launcher and the job program call the same function on the same data, so every
 message names the key as the user types it on the command line (`training.model.num_layers`).
 """
+
 import dataclasses
 import types
 import typing
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 
 _NO_VALUE = object()
 
@@ -26,7 +28,7 @@ def config_fault(key: str, value: Any, fix: str) -> JobConfigError:
     return JobConfigError(f"{key}{shown}: {fix}")
 
 
-def nearest(word: str, choices: Sequence[str]) -> List[str]:
+def nearest(word: str, choices: Sequence[str]) -> list[str]:
     import difflib  # only a mistake pays for it
 
     return difflib.get_close_matches(str(word), [str(c) for c in choices], n=3, cutoff=0.6)
@@ -37,10 +39,10 @@ def _suggestion(word: str, choices: Sequence[str]) -> str:
     return f"did you mean {' or '.join(close)}? " if close else ""
 
 
-_HINTS: Dict[type, Dict[str, Any]] = {}
+_HINTS: dict[type, dict[str, Any]] = {}
 
 
-def _hints(schema: type) -> Dict[str, Any]:
+def _hints(schema: type) -> dict[str, Any]:
     # get_type_hints evaluates every annotation; once per class keeps a dry run's binding cheap.
     if schema not in _HINTS:
         _HINTS[schema] = typing.get_type_hints(schema)
@@ -52,13 +54,16 @@ def bind(schema: type, data: Mapping[str, Any], key: str = ""):
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
-        raise config_fault(key or "<top level>", data, f"expected a section (a mapping of keys), got {type(data).__name__}")
+        raise config_fault(
+            key or "<top level>", data, f"expected a section (a mapping of keys), got {type(data).__name__}"
+        )
     fields = {f.name: f for f in dataclasses.fields(schema) if f.init}
     unknown = [name for name in data if name not in fields]
     if unknown:
         name = unknown[0]
         raise config_fault(
-            _join(key, name), _NO_VALUE,
+            _join(key, name),
+            _NO_VALUE,
             f"unknown key; {_suggestion(name, list(fields))}valid keys under {key or 'the top level'}: {', '.join(fields)}",
         )
     hints = _hints(schema)
@@ -91,13 +96,13 @@ class StageSchema:
 
     stage = ""
 
-    def __init_subclass__(cls, stage: Optional[str] = None, **kwargs):
+    def __init_subclass__(cls, stage: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         if stage is not None:
             cls.stage = stage
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], stage: Optional[str] = None):
+    def from_dict(cls, data: Mapping[str, Any], stage: str | None = None):
         return bind_stage(cls, data, stage or cls.stage)
 
 
@@ -131,12 +136,12 @@ def convert(hint: Any, value: Any, key: str) -> Any:
         raise config_fault(key, value, f"choose one of {choices}{hint_text}")
     if dataclasses.is_dataclass(hint):
         return bind(hint, value, key)
-    if origin in (list, List):
+    if origin in (list, list):
         if not isinstance(value, (list, tuple)):
             raise config_fault(key, value, "expected a list, e.g. [a, b]")
         (item,) = args or (Any,)
         return [convert(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin in (dict, Dict):
+    if origin in (dict, dict):
         if not isinstance(value, Mapping):
             raise config_fault(key, value, "expected a mapping of keys to values")
         return dict(value)
@@ -171,15 +176,22 @@ def describe(hint: Any) -> str:
         elif typing.get_origin(arg) is typing.Literal:
             names.append("one of " + ", ".join(str(a) for a in typing.get_args(arg)))
         else:
-            names.append({int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(arg, getattr(arg, "__name__", str(arg))))
+            names.append(
+                {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
+                    arg, getattr(arg, "__name__", str(arg))
+                )
+            )
     return " or ".join(names)
 
 
 # Rules many schemas share. Each raises the usual `key=value: fix` error.
 
+
 def positive(key: str, value) -> None:
     if value is None or value <= 0:
-        raise config_fault(key, value, "must be a positive integer" if isinstance(value, int) else "must be a positive number (> 0)")
+        raise config_fault(
+            key, value, "must be a positive integer" if isinstance(value, int) else "must be a positive number (> 0)"
+        )
 
 
 def non_negative(key: str, value) -> None:

@@ -6,6 +6,7 @@
 Each type is a `str` subclass that keeps the text as written (it is what Slurm or the trainer reads) and adds
 `.seconds`. `bind` calls `parse` for fields annotated with these types.
 """
+
 import re
 
 from .binding import config_fault
@@ -45,7 +46,8 @@ class SlurmTime(str):
                 instance.seconds = seconds
                 return instance
         raise config_fault(
-            key, value,
+            key,
+            value,
             'use a Slurm time limit above zero: minutes, "H:MM:SS" or "D-HH:MM:SS", e.g. "4:00:00" or "6-00:00:00"',
         )
 
@@ -57,14 +59,18 @@ class WallClock(str):
 
     @classmethod
     def parse(cls, value, key: str) -> "WallClock":
-        match = re.fullmatch(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})", str(value).strip()) if isinstance(value, str) else None
+        match = (
+            re.fullmatch(r"(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})", str(value).strip()) if isinstance(value, str) else None
+        )
         if match:
             days, hours, minutes, seconds = (int(g) for g in match.groups())
             if hours <= 23 and minutes <= 59 and seconds <= 59:
                 instance = cls(str(value).strip())
                 instance.seconds = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
                 return instance
-        raise config_fault(key, value, 'use "DD:HH:MM:SS" with hours <= 23 and minutes, seconds <= 59, e.g. "00:23:30:00", or null')
+        raise config_fault(
+            key, value, 'use "DD:HH:MM:SS" with hours <= 23 and minutes, seconds <= 59, e.g. "00:23:30:00", or null'
+        )
 
 
 def clock_text(seconds: int) -> str:

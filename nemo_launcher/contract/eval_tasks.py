@@ -9,8 +9,8 @@ the Hugging Face hub, which compute nodes cannot reach:
 
 with one JSON object per line holding the fields of the original dataset (listed per task below).
 """
+
 import dataclasses
-from typing import List, Tuple, Union
 
 ALL_TASKS = "all_tasks"
 
@@ -19,7 +19,7 @@ ALL_TASKS = "all_tasks"
 class EvalTask:
     lm_eval_yaml: str  # the built-in task config, relative to lm_eval/tasks
     split: str  # the split it evaluates on (its data file is <split>.jsonl)
-    fields: Tuple[str, ...]  # keys every jsonl row must have (those of the Hugging Face dataset)
+    fields: tuple[str, ...]  # keys every jsonl row must have (those of the Hugging Face dataset)
 
     def data_file(self, name: str) -> str:
         return f"{name}/{self.split}.jsonl"
@@ -31,7 +31,9 @@ EVAL_TASKS = {
     # race: "problems" is the dataset's string form of a Python list of {question, options, answer}.
     "race": EvalTask("race/race.yaml", "test", ("article", "problems")),
     "piqa": EvalTask("piqa/piqa.yaml", "validation", ("goal", "sol1", "sol2", "label")),
-    "hellaswag": EvalTask("hellaswag/hellaswag.yaml", "validation", ("activity_label", "ctx_a", "ctx_b", "endings", "label")),
+    "hellaswag": EvalTask(
+        "hellaswag/hellaswag.yaml", "validation", ("activity_label", "ctx_a", "ctx_b", "endings", "label")
+    ),
     "winogrande": EvalTask("winogrande/default.yaml", "validation", ("sentence", "option1", "option2", "answer")),
     # Document-level wikitext ("page": a whole article), as lm-eval's wikitext task reads it.
     "wikitext2": EvalTask("wikitext/wikitext.yaml", "test", ("page",)),
@@ -39,7 +41,7 @@ EVAL_TASKS = {
 }
 
 
-def parse_tasks(value: Union[str, List[str], None]) -> List[str]:
+def parse_tasks(value: str | list[str] | None) -> list[str]:
     """`all_tasks`, one name, a comma-separated string or a list -> task names in order, without repeats.
 
     Raises ValueError naming the unknown entry and the valid ones.
@@ -47,7 +49,7 @@ def parse_tasks(value: Union[str, List[str], None]) -> List[str]:
     if value is None:
         raise ValueError(f"name tasks: {ALL_TASKS} or some of {', '.join(EVAL_TASKS)}")
     items = value.split(",") if isinstance(value, str) else [str(item) for item in value]
-    names: List[str] = []
+    names: list[str] = []
     for item in (item.strip() for item in items):
         expanded = list(EVAL_TASKS) if item == ALL_TASKS else [item]
         for name in expanded:

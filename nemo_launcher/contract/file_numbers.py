@@ -9,8 +9,9 @@ Pure Python and dependency-free on purpose: the launch side (which never imports
 array range from it, and the data-preparation job programs check SLURM_ARRAY_TASK_ID against the same parse,
 so both sides always agree on which shards a selection names.
 """
+
 import re
-from typing import Iterable, List, Optional
+from collections.abc import Iterable
 
 # One item: a number or an inclusive range "a-b". Whitespace around items is tolerated because YAML users
 # write "0, 3, 5-7"; anything else (signs, steps, letters) is rejected rather than guessed at.
@@ -21,26 +22,25 @@ class FileNumbersError(ValueError):
     """A `file_numbers` value that is not a comma list of numbers and ranges; the message says what is wrong."""
 
 
-def parse_file_numbers(spec, key: str = "file_numbers") -> List[int]:
+def parse_file_numbers(spec, key: str = "file_numbers") -> list[int]:
     """Sorted, de-duplicated shard numbers named by `spec` ("0-29", "0", "0,3,5-7", or an int).
 
     Raises FileNumbersError naming `key` for empty items, reversed ranges, negative or non-numeric parts.
     """
     if isinstance(spec, bool):  # bool is an int subclass; `file_numbers: true` is surely a mistake
-        raise FileNumbersError(f"{key}={spec!r}: expected numbers and ranges such as \"0-29\" or \"0,3,5-7\"")
+        raise FileNumbersError(f'{key}={spec!r}: expected numbers and ranges such as "0-29" or "0,3,5-7"')
     if isinstance(spec, int):
         if spec < 0:
             raise FileNumbersError(f"{key}={spec!r}: file numbers start at 0")
         return [spec]
     if not isinstance(spec, str) or not spec.strip():
-        raise FileNumbersError(f"{key}={spec!r}: expected numbers and ranges such as \"0-29\" or \"0,3,5-7\"")
+        raise FileNumbersError(f'{key}={spec!r}: expected numbers and ranges such as "0-29" or "0,3,5-7"')
     numbers = set()
     for item in spec.split(","):
         match = _ITEM.match(item)
         if match is None:
             raise FileNumbersError(
-                f"{key}={spec!r}: item {item.strip()!r} is not a number or a range a-b "
-                f"(write e.g. \"0-29\" or \"0,3,5-7\")"
+                f'{key}={spec!r}: item {item.strip()!r} is not a number or a range a-b (write e.g. "0-29" or "0,3,5-7")'
             )
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
@@ -67,7 +67,7 @@ def compress_ranges(numbers: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def slurm_array(numbers: Iterable[int], max_parallel: Optional[int] = None) -> str:
+def slurm_array(numbers: Iterable[int], max_parallel: int | None = None) -> str:
     """The `#SBATCH --array=` value for these indices, throttled to `max_parallel` running tasks when given."""
     text = compress_ranges(numbers)
     if max_parallel is not None:
@@ -77,7 +77,7 @@ def slurm_array(numbers: Iterable[int], max_parallel: Optional[int] = None) -> s
     return text
 
 
-def array_task_count(array: Optional[str]) -> Optional[int]:
+def array_task_count(array: str | None) -> int | None:
     """Tasks in a Slurm array spec ("0-29%30" -> 30); None when the job is not an array or the spec has a form
     (steps such as "0-15:4") that only Slurm itself expands."""
     if not array:

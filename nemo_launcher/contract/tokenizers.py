@@ -6,19 +6,20 @@ The schemas type their `library`/`tokenizer_library` keys with `TokenizerLibrary
 and the job side's tokenizer loaders refuse what is not in these tables, so a library or type added here is
 accepted by the launcher and built by the job from one edit.
 """
+
 import typing
-from typing import Dict, Literal, Tuple
+from typing import Literal
 
 # megatron: GPT-2 BPE (vocab.json + merges.txt) or WordPiece (vocab.txt); sentencepiece: a .model;
 # huggingface: a tokenizer.json.
 TokenizerLibrary = Literal["megatron", "sentencepiece", "huggingface"]
-TOKENIZER_LIBRARIES: Tuple[str, ...] = typing.get_args(TokenizerLibrary)
+TOKENIZER_LIBRARIES: tuple[str, ...] = typing.get_args(TokenizerLibrary)
 
 # WordPiece types of the megatron library -> whether the text is lower-cased before lookup.
-WORDPIECE_TYPES: Dict[str, bool] = {"BertWordPieceCase": False, "BertWordPieceLowerCase": True}
+WORDPIECE_TYPES: dict[str, bool] = {"BertWordPieceCase": False, "BertWordPieceLowerCase": True}
 # The types the megatron library builds from files, and the config keys of the files each needs.
-MEGATRON_TYPE_FILES: Dict[str, Tuple[str, ...]] = {
+MEGATRON_TYPE_FILES: dict[str, tuple[str, ...]] = {
     "GPT2BPETokenizer": ("vocab_file", "merge_file"),
     **{name: ("vocab_file",) for name in WORDPIECE_TYPES},
 }
-MEGATRON_TYPES: Tuple[str, ...] = tuple(MEGATRON_TYPE_FILES)
+MEGATRON_TYPES: tuple[str, ...] = tuple(MEGATRON_TYPE_FILES)

@@ -31,10 +31,21 @@ _import_hooks.install()
 
 LAYERS = {
     "common": 0,
-    "core": 1, "steps": 1,
-    "serving": 2, "tuning": 2, "multimodal": 2, "data": 2,
+    "core": 1,
+    "steps": 1,
+    "serving": 2,
+    "tuning": 2,
+    "multimodal": 2,
+    "data": 2,
     "vision": 3,
-    "gpt": 4, "t5": 4, "bert": 4, "vit": 4, "clip": 4, "stable_diffusion": 4, "dit": 4, "fid_evaluation": 4,
+    "gpt": 4,
+    "t5": 4,
+    "bert": 4,
+    "vit": 4,
+    "clip": 4,
+    "stable_diffusion": 4,
+    "dit": 4,
+    "fid_evaluation": 4,
 }
 
 # Imports between packages of one layer that are part of the design, each with its reason. Nothing else in a

@@ -1,7 +1,8 @@
 """The launcher's entry: turns a composed config into a submitted (or dry-run) pipeline, reporting user errors."""
+
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
@@ -33,7 +34,10 @@ def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
         print(f"Error: {where}{error.strerror or error} (NEMO_LAUNCHER_FULL_ERROR=1 shows where)", file=sys.stderr)
         return WriteError.exit_code
     except MissingMandatoryValue as error:
-        print(f"Error: {error.full_key}='???': this value is mandatory: set it in the YAML or on the command line", file=sys.stderr)
+        print(
+            f"Error: {error.full_key}='???': this value is mandatory: set it in the YAML or on the command line",
+            file=sys.stderr,
+        )
         return 2
     except OmegaConfBaseException as error:
         print(f"Error: {getattr(error, 'full_key', '') or 'config'}: {error.msg.splitlines()[0]}", file=sys.stderr)

@@ -8,21 +8,37 @@ stays small and loads only os and sys; the help page and the nearest-name search
 imported on --help or a typo only. What Hydra does itself (--hydra-help, --cfg, -m, dotted keys, top-level
 keys, its own groups) passes through untouched.
 """
+
 import os
 import sys
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
 
 # Hydra's options (hydra/_internal/utils.py, get_args_parser), short spelling -> long spelling.
-_LONG_OPTION = {"-h": "--help", "-c": "--cfg", "-p": "--package", "-r": "--run", "-m": "--multirun",
-                "-sc": "--shell-completion", "-cp": "--config-path", "-cn": "--config-name", "-cd": "--config-dir",
-                "-i": "--info"}
+_LONG_OPTION = {
+    "-h": "--help",
+    "-c": "--cfg",
+    "-p": "--package",
+    "-r": "--run",
+    "-m": "--multirun",
+    "-sc": "--shell-completion",
+    "-cp": "--config-path",
+    "-cn": "--config-name",
+    "-cd": "--config-dir",
+    "-i": "--info",
+}
 # Options whose next word is their value, not an override (--info's value is optional).
 _TAKES_VALUE = {"--cfg", "--package", "--config-path", "--config-name", "--config-dir", "--experimental-rerun"}
 _INFO_CHOICES = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 # With these Hydra prints a page of its own, or reads configs from somewhere other than conf/: leave all to it.
-_HYDRA_ONLY = {"--hydra-help", "--version", "--shell-completion", "--config-path", "--config-dir",
-               "--experimental-rerun"}
+_HYDRA_ONLY = {
+    "--hydra-help",
+    "--version",
+    "--shell-completion",
+    "--config-path",
+    "--config-dir",
+    "--experimental-rerun",
+}
 # The characters of a plain choice list (`gpt3/5b,gpt3/126m`). Anything else (sweep functions, globs, lists,
 # interpolations, quotes) is Hydra's grammar, which we do not second-guess.
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./,")

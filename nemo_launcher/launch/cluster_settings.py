@@ -3,8 +3,10 @@
 `check_cluster(section)` runs before any stage config is resolved, so a bad value is reported as itself and not
 as a failure inside a resolver that divides by it (`${divide_ceil:..., ${cluster.gpus_per_node}}`).
 """
+
 import re
-from typing import Any, Callable, Dict, Mapping, Tuple
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .errors import config_error
 
@@ -51,14 +53,20 @@ def _list_of_strings(value) -> bool:
 
 # key -> (accepts the value, how to fix it). These are the keys the launcher interprets; any other key of the
 # section is passed to sbatch as is (see backends/slurm.py).
-CLUSTER_SETTINGS: Dict[str, Tuple[Callable[[Any], bool], str]] = {
-    "partition": (_slurm_name_or_null, "use a partition name without spaces or commas, or null for the default partition"),
+CLUSTER_SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "partition": (
+        _slurm_name_or_null,
+        "use a partition name without spaces or commas, or null for the default partition",
+    ),
     "account": (_slurm_name_or_null, "use an account name without spaces or commas, or null for your default account"),
     "exclusive": (_bool, "use true (whole nodes) or false"),
     "overcommit": (_bool, "use true or false"),
     "gpus_per_node": (_count_or_null, "use the number of GPUs of a node (an integer >= 1), or null to ask for no GPUs"),
     "gpus_per_task": (_count_or_null, "use an integer >= 1, or null"),
-    "mem": (_memory, "use 0 (all the memory of a node), a whole number of GB such as 500, or a Slurm size such as 500G"),
+    "mem": (
+        _memory,
+        "use 0 (all the memory of a node), a whole number of GB such as 500, or a Slurm size such as 500G",
+    ),
     "job_name_prefix": (_job_name_prefix, 'use text without slashes, backslashes or line breaks ("" for no prefix)'),
     "srun_args": (_list_of_strings, "use a list of srun options, e.g. [--mpi=pmix]"),
     "signal_seconds_before_limit": (_count, "use a whole number of seconds >= 1"),

@@ -3,6 +3,7 @@
 Imported only for --help or once cli.py found a name that does not exist, so a run that is spelt right never
 pays for it or for difflib.
 """
+
 import difflib
 import os
 
@@ -15,8 +16,11 @@ CLOSE = 0.6
 
 def groups(conf_dir: str) -> list[str]:
     """Config groups a user picks from: folders of conf/, less internal ones (`_family`) and Hydra's."""
-    return sorted(name for name in os.listdir(conf_dir) if os.path.isdir(os.path.join(conf_dir, name))
-                  and not name.startswith(("_", ".")) and name != "hydra")
+    return sorted(
+        name
+        for name in os.listdir(conf_dir)
+        if os.path.isdir(os.path.join(conf_dir, name)) and not name.startswith(("_", ".")) and name != "hydra"
+    )
 
 
 def configs_of(conf_dir: str, group: str) -> list[str]:

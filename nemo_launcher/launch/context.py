@@ -1,9 +1,10 @@
 """Settings every stage and backend shares, read once from the top level of the composed config."""
+
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
@@ -28,13 +29,13 @@ class LaunchContext:
     launcher_scripts_path: Path
     data_dir: Path
     base_results_dir: Path
-    container: Optional[str]
-    mounts: Tuple[str, ...]  # "src:dst" pairs, always including the three paths above
-    env: Tuple[Tuple[str, str], ...]  # global env_vars without nulls, in config order
+    container: str | None
+    mounts: tuple[str, ...]  # "src:dst" pairs, always including the three paths above
+    env: tuple[tuple[str, str], ...]  # global env_vars without nulls, in config order
     cluster: dict  # the resolved `cluster` group (Slurm settings)
     # NAME -> file whose first line is the value, read on the node when the job starts (secret_files and
     # wandb_api_key_file); values never reach a script.
-    secret_files: Tuple[Tuple[str, str], ...]
+    secret_files: tuple[tuple[str, str], ...]
     preflight: bool
     check_inputs: bool  # refuse missing input files (data, tokenizer, checkpoints) before submitting
     debug: bool
@@ -60,15 +61,21 @@ def _mount(key: str, entry: str) -> str:
     return entry if len(parts) > 1 else f"{entry}:{entry}"
 
 
-def _mounts(raw, preset, fixed_paths, container: bool) -> Tuple[str, ...]:
+def _mounts(raw, preset, fixed_paths, container: bool) -> tuple[str, ...]:
     if not isinstance(raw, (list, ListConfig)):
         raise config_error("container_mounts", raw, "must be a list, e.g. container_mounts=[/data,/lustre:/mnt/lustre]")
     mounts = []
     for key, path in fixed_paths.items():
         if container and ("," in path or ":" in path):
-            raise config_error(key, path, "is mounted into the container, where pyxis splits mounts on ',' and ':'; use a path without them")
+            raise config_error(
+                key,
+                path,
+                "is mounted into the container, where pyxis splits mounts on ',' and ':'; use a path without them",
+            )
         mounts.append(f"{path}:{path}")
-    entries = [("container_mounts", entry) for entry in raw] + [("env_preset.container_mounts", entry) for entry in preset]
+    entries = [("container_mounts", entry) for entry in raw] + [
+        ("env_preset.container_mounts", entry) for entry in preset
+    ]
     for key, entry in entries:
         if entry is None:
             continue
@@ -78,7 +85,7 @@ def _mounts(raw, preset, fixed_paths, container: bool) -> Tuple[str, ...]:
     return tuple(mounts)
 
 
-def _merged_env(preset, user) -> Tuple[Tuple[str, str], ...]:
+def _merged_env(preset, user) -> tuple[tuple[str, str], ...]:
     preset_pairs, user_pairs = _env(preset, "env_preset.env_vars"), _env(user)
     refuse_secret_values(preset_pairs, "env_preset.env_vars")
     refuse_secret_values(user_pairs, "env_vars")
@@ -87,7 +94,7 @@ def _merged_env(preset, user) -> Tuple[Tuple[str, str], ...]:
     return tuple(merged.items())
 
 
-def _env(raw, key: str = "env_vars") -> Tuple[Tuple[str, str], ...]:
+def _env(raw, key: str = "env_vars") -> tuple[tuple[str, str], ...]:
     if raw is None:
         return ()
     if not isinstance(raw, (dict, DictConfig)):
@@ -111,7 +118,7 @@ NUMA_CHOICES = {
 }
 
 
-def _numa_env(raw) -> Tuple[Tuple[str, str], ...]:
+def _numa_env(raw) -> tuple[tuple[str, str], ...]:
     """The numa_mapping settings travel to the job programs as JSON in one environment variable."""
     if raw is None:
         return ()
@@ -126,12 +133,25 @@ def _numa_env(raw) -> Tuple[Tuple[str, str], ...]:
 
 # The top-level settings the launcher reads. Each is resolved on its own, so a `???` left in one of them is
 # refused by name, while the config groups of stages that do not run are never resolved at all.
-_SETTINGS = ("cluster_type", "launcher_scripts_path", "data_dir", "base_results_dir", "container", "container_mounts",
-             "env_vars", "numa_mapping", "wandb_api_key_file", "secret_files", "preflight", "cluster", "env_preset",
-             "check_inputs")
+_SETTINGS = (
+    "cluster_type",
+    "launcher_scripts_path",
+    "data_dir",
+    "base_results_dir",
+    "container",
+    "container_mounts",
+    "env_vars",
+    "numa_mapping",
+    "wandb_api_key_file",
+    "secret_files",
+    "preflight",
+    "cluster",
+    "env_preset",
+    "check_inputs",
+)
 
 
-def _resolved_settings(cfg: DictConfig) -> Dict[str, Any]:
+def _resolved_settings(cfg: DictConfig) -> dict[str, Any]:
     settings = {}
     for key in _SETTINGS:
         try:
@@ -141,7 +161,9 @@ def _resolved_settings(cfg: DictConfig) -> Dict[str, Any]:
         except MissingMandatoryValue as error:
             full_key = getattr(error, "full_key", None) or key
             full_key = full_key if full_key.startswith(key) else f"{key}.{full_key}"
-            raise config_error(full_key, "???", "this value is mandatory: set it in the YAML or on the command line") from None
+            raise config_error(
+                full_key, "???", "this value is mandatory: set it in the YAML or on the command line"
+            ) from None
         settings[key] = value
     return settings
 
@@ -154,7 +176,9 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
     paths = {key: Path(str(settings[key])) for key in ("launcher_scripts_path", "data_dir", "base_results_dir")}
     for key, path in paths.items():
         if not path.is_absolute():
-            raise config_error(key, str(path), "use an absolute path; compute nodes do not share your working directory")
+            raise config_error(
+                key, str(path), "use an absolute path; compute nodes do not share your working directory"
+            )
     cluster = settings["cluster"] or {}
     check_cluster(cluster)
     # A cloud preset (conf/env_preset/) supplies defaults: the user's non-null env_vars win, its mounts are added.
@@ -166,8 +190,12 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
         data_dir=paths["data_dir"],
         base_results_dir=paths["base_results_dir"],
         container=str(container) if container else None,
-        mounts=_mounts(settings["container_mounts"] if "container_mounts" in cfg else [], preset.get("container_mounts") or [],
-                       {key: str(path) for key, path in paths.items()}, container=bool(container)),
+        mounts=_mounts(
+            settings["container_mounts"] if "container_mounts" in cfg else [],
+            preset.get("container_mounts") or [],
+            {key: str(path) for key, path in paths.items()},
+            container=bool(container),
+        ),
         env=_merged_env(preset.get("env_vars"), settings["env_vars"]) + _numa_env(settings["numa_mapping"]),
         cluster=cluster,
         secret_files=tuple(secret_files(settings["secret_files"], settings["wandb_api_key_file"]).items()),

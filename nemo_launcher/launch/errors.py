@@ -12,6 +12,7 @@ Exit codes of `python3 main.py`:
          directory belongs to another user or is not writable; nothing is left half-written
     130  (143 for SIGTERM) a stage run here was stopped by Ctrl-C; later stages were not run
 """
+
 import os
 
 

@@ -7,8 +7,8 @@ family adds a row here, its schemas, config files under conf/<stage>/<family>/ a
 (nemo_launcher/jobs/<family>/), never a branch in a stage class. Modules are named as strings: the launcher
 imports a schema when it binds a stage and never imports a job program.
 """
+
 from dataclasses import dataclass, field
-from typing import Dict, Optional
 
 from .errors import config_error
 
@@ -23,29 +23,37 @@ _DATA_PREPARATION_SCHEMA = f"{_SCHEMAS}.data_preparation:DataPreparation"
 class Family:
     name: str
     description: str
-    programs: Dict[str, str] = field(default_factory=dict)  # stage kind -> job program module
-    schemas: Dict[str, str] = field(default_factory=dict)  # stage kind -> "module:Class" with from_dict(section, stage)
+    programs: dict[str, str] = field(default_factory=dict)  # stage kind -> job program module
+    schemas: dict[str, str] = field(default_factory=dict)  # stage kind -> "module:Class" with from_dict(section, stage)
     # stage kind -> program run as one process before the stage's job program, with the arguments the bound config's
     # preparation_args(config_file) gives (None there: the stage has nothing to prepare this time).
-    preparers: Dict[str, str] = field(default_factory=dict)
+    preparers: dict[str, str] = field(default_factory=dict)
     # The .nemo the family's conversion writes into <train dir>/convert_nemo/results/, and its fine-tuning,
     # evaluation and export configs read by default (tests/launch/test_families.py holds the configs to it).
-    nemo_file_name: Optional[str] = None
+    nemo_file_name: str | None = None
     # A config group prefix that evaluates another family's models tuned one way (prompt_gpt3 -> gpt3): its
     # configs follow that family's training run.
-    tunes: Optional[str] = None
+    tunes: str | None = None
 
 
 def _data_preparation_only(name: str, description: str) -> Family:
-    return Family(name, description, programs={"data_preparation": _DATA_PREPARATION},
-                  schemas={"data_preparation": _DATA_PREPARATION_SCHEMA})
+    return Family(
+        name,
+        description,
+        programs={"data_preparation": _DATA_PREPARATION},
+        schemas={"data_preparation": _DATA_PREPARATION_SCHEMA},
+    )
 
 
 def _tuned_evaluation(method: str, family: str, program: str, schema: str) -> Family:
     """evaluation=<method>_<family>/<task>: the frozen base of `family` with a prompt, adapter or IA3 result file."""
-    return Family(f"{method}_{family}", f"evaluation of a {family} model tuned by {method} learning",
-                  programs={"evaluation": program}, schemas={"evaluation": f"{_SCHEMAS}.tuned_evaluation:{schema}"},
-                  tunes=family)
+    return Family(
+        f"{method}_{family}",
+        f"evaluation of a {family} model tuned by {method} learning",
+        programs={"evaluation": program},
+        schemas={"evaluation": f"{_SCHEMAS}.tuned_evaluation:{schema}"},
+        tunes=family,
+    )
 
 
 # T5 and mT5 are one architecture: mT5 differs in its configs (sizes, mC4, a SentencePiece vocabulary), not in
@@ -77,11 +85,16 @@ _T5_SCHEMAS = {
 }
 # SQuAD-format JSON (SQuAD, XQuAD) -> source/target text files, before fine-tuning or evaluating on them; -> the
 # prompt-learning jsonl (GPT's preparer) before the frozen-base methods, -> prompt/answer jsonl (GPT's too) before LoRA.
-_T5_PREPARERS = {"fine_tuning": "nemo_launcher.jobs.t5.squad_data", "evaluation": "nemo_launcher.jobs.t5.squad_data",
-                 **{stage: "nemo_launcher.jobs.data.squad"
-                    for stage in ("peft", "prompt_learning", "adapter_learning", "ia3_learning")}}
+_T5_PREPARERS = {
+    "fine_tuning": "nemo_launcher.jobs.t5.squad_data",
+    "evaluation": "nemo_launcher.jobs.t5.squad_data",
+    **{
+        stage: "nemo_launcher.jobs.data.squad"
+        for stage in ("peft", "prompt_learning", "adapter_learning", "ia3_learning")
+    },
+}
 
-FAMILIES: Dict[str, Family] = {
+FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
         Family(
@@ -167,44 +180,61 @@ FAMILIES: Dict[str, Family] = {
             name="dit",
             description="diffusion transformer (adaLN-Zero DiT on megatron-core layers): latents in, noise out",
             # Data preparation runs nemo_launcher.jobs.dit.<step> (the generated Energon dataset of tiny configs).
-            programs={"data_preparation": "nemo_launcher.jobs.dit", "training": "nemo_launcher.jobs.dit.train",
-                      "fw_inference": "nemo_launcher.jobs.dit.sample"},
-            schemas={"data_preparation": f"{_SCHEMAS}.dit_data:DitShapesDataConfig",
-                     "training": f"{_SCHEMAS}.dit_training:DitTrainingConfig",
-                     "fw_inference": f"{_SCHEMAS}.dit_inference:DitSampleConfig"},
+            programs={
+                "data_preparation": "nemo_launcher.jobs.dit",
+                "training": "nemo_launcher.jobs.dit.train",
+                "fw_inference": "nemo_launcher.jobs.dit.sample",
+            },
+            schemas={
+                "data_preparation": f"{_SCHEMAS}.dit_data:DitShapesDataConfig",
+                "training": f"{_SCHEMAS}.dit_training:DitTrainingConfig",
+                "fw_inference": f"{_SCHEMAS}.dit_inference:DitSampleConfig",
+            },
         ),
         Family(
             name="stable_diffusion",
             description="latent diffusion: diffusers' UNet and VAE, transformers' CLIP text encoder, on WebDataset shards",
             # Evaluation (fid_clip) runs nemo_launcher.jobs.fid_evaluation.<step>: generate -> fid -> clip -> plot.
-            programs={"training": "nemo_launcher.jobs.stable_diffusion.train",
-                      "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
-                      "evaluation": "nemo_launcher.jobs.fid_evaluation",
-                      "export": "nemo_launcher.jobs.stable_diffusion.export"},
-            schemas={"training": f"{_SCHEMAS}.stable_diffusion_training:StableDiffusionTrainingConfig",
-                     "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig",
-                     "evaluation": f"{_SCHEMAS}.sd_evaluation:FidClipConfig",
-                     "export": f"{_SCHEMAS}.sd_export:SdExportConfig"},
+            programs={
+                "training": "nemo_launcher.jobs.stable_diffusion.train",
+                "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
+                "evaluation": "nemo_launcher.jobs.fid_evaluation",
+                "export": "nemo_launcher.jobs.stable_diffusion.export",
+            },
+            schemas={
+                "training": f"{_SCHEMAS}.stable_diffusion_training:StableDiffusionTrainingConfig",
+                "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig",
+                "evaluation": f"{_SCHEMAS}.sd_evaluation:FidClipConfig",
+                "export": f"{_SCHEMAS}.sd_export:SdExportConfig",
+            },
         ),
         Family(
             name="dreambooth",
             description="Stable Diffusion fine-tuned to bind a token to one subject: SD's text2img on its .nemo",
-            programs={"training": "nemo_launcher.jobs.stable_diffusion.dreambooth_train",
-                      "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
-                      "export": "nemo_launcher.jobs.stable_diffusion.export"},
-            schemas={"training": f"{_SCHEMAS}.sd_finetuning:DreamBoothTrainingConfig",
-                     "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig",
-                     "export": f"{_SCHEMAS}.sd_export:SdExportConfig"},
+            programs={
+                "training": "nemo_launcher.jobs.stable_diffusion.dreambooth_train",
+                "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
+                "export": "nemo_launcher.jobs.stable_diffusion.export",
+            },
+            schemas={
+                "training": f"{_SCHEMAS}.sd_finetuning:DreamBoothTrainingConfig",
+                "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig",
+                "export": f"{_SCHEMAS}.sd_export:SdExportConfig",
+            },
         ),
         Family(
             name="instruct_pix2pix",
             description="Stable Diffusion editing an input image by an instruction (8-channel UNet input)",
-            programs={"training": "nemo_launcher.jobs.stable_diffusion.instruct_pix2pix_train",
-                      "fw_inference": "nemo_launcher.jobs.stable_diffusion.edit_cli",
-                      "export": "nemo_launcher.jobs.stable_diffusion.export"},
-            schemas={"training": f"{_SCHEMAS}.sd_finetuning:InstructPix2PixTrainingConfig",
-                     "fw_inference": f"{_SCHEMAS}.sd_inference:EditConfig",
-                     "export": f"{_SCHEMAS}.sd_export:EditExportConfig"},
+            programs={
+                "training": "nemo_launcher.jobs.stable_diffusion.instruct_pix2pix_train",
+                "fw_inference": "nemo_launcher.jobs.stable_diffusion.edit_cli",
+                "export": "nemo_launcher.jobs.stable_diffusion.export",
+            },
+            schemas={
+                "training": f"{_SCHEMAS}.sd_finetuning:InstructPix2PixTrainingConfig",
+                "fw_inference": f"{_SCHEMAS}.sd_inference:EditConfig",
+                "export": f"{_SCHEMAS}.sd_export:EditExportConfig",
+            },
         ),
         Family(
             name="fid_evaluation",
@@ -224,31 +254,42 @@ FAMILIES: Dict[str, Family] = {
             description="vision transformer classifier (megatron-core CLIPViTModel and a head) on class folders",
             # Data preparation runs nemo_launcher.jobs.vision.<step>: the generated class folders of tiny configs
             # (dataset shape_folders), or class folders packed into WebDataset shards (imagenet_shards).
-            programs={"data_preparation": "nemo_launcher.jobs.vision", "training": "nemo_launcher.jobs.vit.train",
-                      "conversion": "nemo_launcher.jobs.vision.convert",
-                      "fine_tuning": "nemo_launcher.jobs.vit.finetune",
-                      "evaluation": "nemo_launcher.jobs.vit.evaluate",
-                      "fw_inference": "nemo_launcher.jobs.vit.classify", "export": "nemo_launcher.jobs.vit.export"},
-            schemas={"data_preparation": f"{_SCHEMAS}.vit_data:VitDataPreparation",
-                     "training": f"{_SCHEMAS}.vit_training:VitTrainingConfig",
-                     "conversion": f"{_SCHEMAS}.vision_conversion:VitConversionConfig",
-                     "fine_tuning": f"{_SCHEMAS}.vit_finetuning:VitFinetuneConfig",
-                     "evaluation": f"{_SCHEMAS}.vision_evaluation:VitEvaluationConfig",
-                     "fw_inference": f"{_SCHEMAS}.vision_inference:VitClassifyConfig",
-                     "export": f"{_SCHEMAS}.vision_export:VitExportConfig"},
+            programs={
+                "data_preparation": "nemo_launcher.jobs.vision",
+                "training": "nemo_launcher.jobs.vit.train",
+                "conversion": "nemo_launcher.jobs.vision.convert",
+                "fine_tuning": "nemo_launcher.jobs.vit.finetune",
+                "evaluation": "nemo_launcher.jobs.vit.evaluate",
+                "fw_inference": "nemo_launcher.jobs.vit.classify",
+                "export": "nemo_launcher.jobs.vit.export",
+            },
+            schemas={
+                "data_preparation": f"{_SCHEMAS}.vit_data:VitDataPreparation",
+                "training": f"{_SCHEMAS}.vit_training:VitTrainingConfig",
+                "conversion": f"{_SCHEMAS}.vision_conversion:VitConversionConfig",
+                "fine_tuning": f"{_SCHEMAS}.vit_finetuning:VitFinetuneConfig",
+                "evaluation": f"{_SCHEMAS}.vision_evaluation:VitEvaluationConfig",
+                "fw_inference": f"{_SCHEMAS}.vision_inference:VitClassifyConfig",
+                "export": f"{_SCHEMAS}.vision_export:VitExportConfig",
+            },
         ),
         Family(
             name="clip",
             description="CLIP: megatron-core vision and text towers, contrastive loss, on WebDataset image-caption tars",
-            programs={"training": "nemo_launcher.jobs.clip.train", "fw_inference": "nemo_launcher.jobs.clip.similarity",
-                      "conversion": "nemo_launcher.jobs.vision.convert",
-                      "evaluation": "nemo_launcher.jobs.clip.zeroshot",
-                      "export": "nemo_launcher.jobs.clip.export"},
-            schemas={"training": f"{_SCHEMAS}.clip_training:ClipTrainingConfig",
-                     "conversion": f"{_SCHEMAS}.vision_conversion:ClipConversionConfig",
-                     "evaluation": f"{_SCHEMAS}.vision_evaluation:ClipZeroshotConfig",
-                     "fw_inference": f"{_SCHEMAS}.vision_inference:ClipSimilarityConfig",
-                     "export": f"{_SCHEMAS}.vision_export:ClipExportConfig"},
+            programs={
+                "training": "nemo_launcher.jobs.clip.train",
+                "fw_inference": "nemo_launcher.jobs.clip.similarity",
+                "conversion": "nemo_launcher.jobs.vision.convert",
+                "evaluation": "nemo_launcher.jobs.clip.zeroshot",
+                "export": "nemo_launcher.jobs.clip.export",
+            },
+            schemas={
+                "training": f"{_SCHEMAS}.clip_training:ClipTrainingConfig",
+                "conversion": f"{_SCHEMAS}.vision_conversion:ClipConversionConfig",
+                "evaluation": f"{_SCHEMAS}.vision_evaluation:ClipZeroshotConfig",
+                "fw_inference": f"{_SCHEMAS}.vision_inference:ClipSimilarityConfig",
+                "export": f"{_SCHEMAS}.vision_export:ClipExportConfig",
+            },
         ),
     )
 }
@@ -260,7 +301,9 @@ def family_for(stage: str, choice: str) -> Family:
     if name not in FAMILIES:
         known = sorted(family for family, row in FAMILIES.items() if stage in row.programs) or sorted(FAMILIES)
         raise config_error(
-            stage, choice, f"pick a config under a known model family ({', '.join(known)}), e.g. {stage}=gpt3/<name>",
+            stage,
+            choice,
+            f"pick a config under a known model family ({', '.join(known)}), e.g. {stage}=gpt3/<name>",
         )
     return FAMILIES[name]
 
@@ -276,7 +319,7 @@ def schema_for(family: Family, stage: str) -> str:
     return family.schemas[stage]
 
 
-def check_same_family(cfg, choices: Dict[str, Optional[str]], stages) -> None:
+def check_same_family(cfg, choices: dict[str, str | None], stages) -> None:
     """A stage that follows the training run (its run.model_train_name is training.run.name) must be of the
     training config's family: conversion=t5/convert_t5 after training=gpt3/tiny in one pipeline would feed a GPT
     checkpoint to the T5 converter after the queue wait.
@@ -304,14 +347,15 @@ def check_same_family(cfg, choices: Dict[str, Optional[str]], stages) -> None:
         if follows == training_name:
             choice = choices.get(stage)
             raise config_error(
-                stage, choice,
+                stage,
+                choice,
                 f"this {family} config follows the training run {training_name!r} of training={training_choice} "
                 f"({training_family}); pick a {family} training config (training={family}/<size>), or name the run "
                 f"with {stage}.run.model_train_name=<run name>",
             )
 
 
-def _stage_family(choice: str) -> Optional[str]:
+def _stage_family(choice: str) -> str | None:
     """The family whose training runs a stage config follows (a tuning family's base), or None."""
     family = choice.rpartition("/")[0]
     if family not in FAMILIES:

@@ -6,6 +6,7 @@ installed here keeps OmegaConf's rules (its float syntax, no timestamps, duplica
 top of libyaml's parser; tests compose every shipped config both ways and require identical results.
 Without libyaml nothing changes.
 """
+
 import yaml
 
 
@@ -18,13 +19,18 @@ def _fast_loader_class(python_loader):
                     continue
                 if key_node.value in keys:
                     raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark, f"found duplicate key {key_node.value}", key_node.start_mark
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key_node.value}",
+                        key_node.start_mark,
                     )
                 keys.add(key_node.value)
             return yaml.constructor.SafeConstructor.construct_mapping(self, node, deep=deep)
 
     # Tag resolution and constructors run in Python even with the C parser: take OmegaConf's as they are.
-    FastOmegaConfLoader.yaml_implicit_resolvers = {key: list(value) for key, value in python_loader.yaml_implicit_resolvers.items()}
+    FastOmegaConfLoader.yaml_implicit_resolvers = {
+        key: list(value) for key, value in python_loader.yaml_implicit_resolvers.items()
+    }
     FastOmegaConfLoader.yaml_constructors = dict(python_loader.yaml_constructors)
     return FastOmegaConfLoader
 

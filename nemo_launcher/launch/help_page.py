@@ -1,6 +1,7 @@
 """`python3 main.py --help`: the page is read off conf/, the stage and backend registries and the error classes,
 so a new config file, stage, backend or exit code shows up without editing it. cli.py imports it on --help only.
 """
+
 import ast
 import os
 import sys
@@ -32,36 +33,69 @@ def help_page(conf_dir: str) -> str:
             defaults.update(entry)
     errors = sorted([LauncherError, *LauncherError.__subclasses__()], key=lambda error: error.exit_code)
     sections = [
-        ("Usage: python3 main.py stages=[<stage>,...] <group>=<family>/<name> key=value ...\n\n"
-         "Composes conf/config.yaml with the configs chosen below and the key=value overrides, checks every stage,\n"
-         "then submits one job per stage in order (Slurm), writes them for Base Command Platform, or runs them here.\n"
-         "Nothing is written or queued when a check fails. Example:",
-         [("", "NEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training,conversion] training=gpt3/126m")]),
-        (f"Stages, in pipeline order (stages=[...], default [{','.join(config.get('stages') or [])}]):",
-         [(stage, _summary(os.path.join(_HERE, "stages", f"{module}.py")).split(" stage: ", 1)[-1])
-          for stage, (module, _) in STAGES.items()]),
-        ("Configs of each stage (training=gpt3/5b reads conf/training/gpt3/5b.yaml; * marks the default;\n"
-         "a stage without one needs <stage>=<family>/<name> when it runs):",
-         [row for stage in STAGES for row in _choice_rows(conf_dir, stage, defaults.get(stage))]),
-        ("Other config groups (<group>=<name>):",
-         [row for group in groups(conf_dir) if group not in STAGES
-          for row in _choice_rows(conf_dir, group, defaults.get(group))]),
-        (f"Cluster types (cluster_type=..., default {config.get('cluster_type')}):",
-         [(name, _summary(os.path.join(_HERE, "backends", f"{module}.py"))) for name, (module, _) in BACKENDS.items()]),
-        ("Other top-level configs (--config-name=NAME in place of conf/config.yaml):",
-         [("", ", ".join(name for name in primary_configs(conf_dir) if name != "config") or "(none)")]),
-        ("Hydra's options work as usual, among them:",
-         [("--cfg job", "print the composed config and exit"),
-          ("-m", "sweep: training=gpt3/126m,gpt3/5b submits one pipeline per point"),
-          ("--hydra-help", "Hydra's own help")]),
-        ("Environment:",
-         [("NEMO_LAUNCHER_DEBUG=1", "dry run: check, write the job directories, print the plan; submit nothing"),
-          ("NEMO_LAUNCHER_FULL_ERROR=1", "show the full traceback of an error")]),
-        ("Exit status:",
-         [("0", "done (a dry run too)")]
-         + [(str(error.exit_code), error.__doc__.strip().split(". ")[0].rstrip(".")) for error in errors]),
-        (f"More: {os.path.join(os.path.dirname(conf_dir), 'docs', 'README.md')}. Before the first job on a new cluster:",
-         [("", "python3 -m nemo_launcher.launch.preflight cluster.partition=... container=...")]),
+        (
+            "Usage: python3 main.py stages=[<stage>,...] <group>=<family>/<name> key=value ...\n\n"
+            "Composes conf/config.yaml with the configs chosen below and the key=value overrides, checks every stage,\n"
+            "then submits one job per stage in order (Slurm), writes them for Base Command Platform, or runs them here.\n"
+            "Nothing is written or queued when a check fails. Example:",
+            [("", "NEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training,conversion] training=gpt3/126m")],
+        ),
+        (
+            f"Stages, in pipeline order (stages=[...], default [{','.join(config.get('stages') or [])}]):",
+            [
+                (stage, _summary(os.path.join(_HERE, "stages", f"{module}.py")).split(" stage: ", 1)[-1])
+                for stage, (module, _) in STAGES.items()
+            ],
+        ),
+        (
+            "Configs of each stage (training=gpt3/5b reads conf/training/gpt3/5b.yaml; * marks the default;\n"
+            "a stage without one needs <stage>=<family>/<name> when it runs):",
+            [row for stage in STAGES for row in _choice_rows(conf_dir, stage, defaults.get(stage))],
+        ),
+        (
+            "Other config groups (<group>=<name>):",
+            [
+                row
+                for group in groups(conf_dir)
+                if group not in STAGES
+                for row in _choice_rows(conf_dir, group, defaults.get(group))
+            ],
+        ),
+        (
+            f"Cluster types (cluster_type=..., default {config.get('cluster_type')}):",
+            [
+                (name, _summary(os.path.join(_HERE, "backends", f"{module}.py")))
+                for name, (module, _) in BACKENDS.items()
+            ],
+        ),
+        (
+            "Other top-level configs (--config-name=NAME in place of conf/config.yaml):",
+            [("", ", ".join(name for name in primary_configs(conf_dir) if name != "config") or "(none)")],
+        ),
+        (
+            "Hydra's options work as usual, among them:",
+            [
+                ("--cfg job", "print the composed config and exit"),
+                ("-m", "sweep: training=gpt3/126m,gpt3/5b submits one pipeline per point"),
+                ("--hydra-help", "Hydra's own help"),
+            ],
+        ),
+        (
+            "Environment:",
+            [
+                ("NEMO_LAUNCHER_DEBUG=1", "dry run: check, write the job directories, print the plan; submit nothing"),
+                ("NEMO_LAUNCHER_FULL_ERROR=1", "show the full traceback of an error"),
+            ],
+        ),
+        (
+            "Exit status:",
+            [("0", "done (a dry run too)")]
+            + [(str(error.exit_code), error.__doc__.strip().split(". ")[0].rstrip(".")) for error in errors],
+        ),
+        (
+            f"More: {os.path.join(os.path.dirname(conf_dir), 'docs', 'README.md')}. Before the first job on a new cluster:",
+            [("", "python3 -m nemo_launcher.launch.preflight cluster.partition=... container=...")],
+        ),
     ]
     return "\n\n".join(_section(title, rows) for title, rows in sections) + "\n"
 

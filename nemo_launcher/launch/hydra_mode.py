@@ -3,6 +3,7 @@ launcher's configs that first composition is most of a dry run's own time, and i
 (no `hydra.mode` in conf/); so the launcher answers the question from the command line and the primary config
 instead, and leaves Hydra's own probe in place whenever either of them mentions `hydra.mode`.
 """
+
 import os
 
 import yaml

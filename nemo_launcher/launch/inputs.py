@@ -7,16 +7,17 @@ nodes may mount filesystems this host does not see, so the message says so, and 
 check off for such clusters (the preflight then checks the data directory from a compute node). A dry run reports
 what a real run would refuse as warnings, so that it still works on a laptop without the data.
 """
+
 import glob
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import List, Sequence, Tuple
 
 from .errors import ConfigError
 from .job_spec import JobSpec
 
-Missing = Tuple[JobSpec, str, str]  # (job, config key, path or pattern)
+Missing = tuple[JobSpec, str, str]  # (job, config key, path or pattern)
 
 
 def _fixed_part(pattern: str) -> PurePosixPath:
@@ -38,10 +39,10 @@ def _exists(pattern: str) -> bool:
     return bool(glob.glob(pattern)) if glob.has_magic(pattern) else os.path.exists(pattern)
 
 
-def missing_inputs(specs_by_stage: Sequence[Sequence[JobSpec]]) -> List[Missing]:
+def missing_inputs(specs_by_stage: Sequence[Sequence[JobSpec]]) -> list[Missing]:
     """Every declared input that no earlier job writes and that this host cannot see, in pipeline order."""
-    written: List[str] = []
-    missing: List[Missing] = []
+    written: list[str] = []
+    missing: list[Missing] = []
     for specs in specs_by_stage:
         for spec in specs:
             own = [str(spec.directory), *spec.writes]
@@ -58,9 +59,11 @@ def _describe(item: Missing) -> str:
     return f"{key}={pattern!r}: {what} on this host, and no earlier stage of this pipeline writes it ({spec.stage} job {spec.name})"
 
 
-FIX = ("fix the path, or add the stage that makes it (e.g. stages=[data_preparation,training]). Checked from this "
-       "launch host: if the file exists only where the compute nodes mount it, set check_inputs=false "
-       "(python3 -m nemo_launcher.launch.preflight checks data_dir from a compute node)")
+FIX = (
+    "fix the path, or add the stage that makes it (e.g. stages=[data_preparation,training]). Checked from this "
+    "launch host: if the file exists only where the compute nodes mount it, set check_inputs=false "
+    "(python3 -m nemo_launcher.launch.preflight checks data_dir from a compute node)"
+)
 
 
 def check_inputs(specs_by_stage: Sequence[Sequence[JobSpec]], dry_run: bool) -> None:

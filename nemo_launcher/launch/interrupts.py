@@ -11,11 +11,12 @@ outright: jobs already queued would stay queued and the ledger would say `submit
 noted, so that pressing Ctrl-C again cannot abandon the rollback halfway. The previous handlers come back when
 the block ends. Signal handlers can only be set in the main thread; elsewhere these blocks change nothing.
 """
+
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, List
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -37,7 +38,7 @@ def describe(signal_number: int) -> str:
     return f"{name} (Ctrl-C)" if signal_number == signal.SIGINT else name
 
 
-def _note(noted: List[int], message: str) -> Callable:
+def _note(noted: list[int], message: str) -> Callable:
     def handler(signal_number, frame):
         noted.append(signal_number)
         print(f"{describe(signal_number)} received: {message}", file=sys.stderr, flush=True)
@@ -59,10 +60,10 @@ def _handlers(handler: Callable) -> Iterator[None]:
 
 
 @contextmanager
-def signals_raised() -> Iterator[List[int]]:
+def signals_raised() -> Iterator[list[int]]:
     """The first SIGINT or SIGTERM raises Interrupted; any later one is noted in the list yielded (what follows
     the first is a rollback or a stop, which must finish)."""
-    noted: List[int] = []
+    noted: list[int] = []
     later = _note(noted, "already stopping; wait for the jobs submitted so far to be cancelled")
     fired = []
 
@@ -78,8 +79,10 @@ def signals_raised() -> Iterator[List[int]]:
 
 
 @contextmanager
-def signals_deferred(message: str = "rolling back first; wait for the jobs submitted so far to be cancelled") -> Iterator[List[int]]:
+def signals_deferred(
+    message: str = "rolling back first; wait for the jobs submitted so far to be cancelled",
+) -> Iterator[list[int]]:
     """SIGINT and SIGTERM are noted (and the user told why nothing happens) instead of acted on."""
-    noted: List[int] = []
+    noted: list[int] = []
     with _handlers(_note(noted, message)):
         yield noted

@@ -5,11 +5,11 @@ kind from `Dependency` with the jobs it waits for bound as data (the pipeline bi
 backend translates these into its own terms (backends/slurm.py: `--time`, `--array=0-29%30`, `afterok:<id>`), or
 refuses at validate() what it cannot honour.
 """
+
 import enum
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Optional, Tuple
 
 
 class Dependency(enum.Enum):
@@ -29,7 +29,7 @@ class Wait:
     """One dependency: its kind and the ids of the jobs it waits for (none for SINGLETON)."""
 
     kind: Dependency
-    job_ids: Tuple[str, ...] = ()
+    job_ids: tuple[str, ...] = ()
 
     def __post_init__(self):
         assert (self.kind is Dependency.SINGLETON) == (not self.job_ids), self
@@ -44,7 +44,7 @@ class Command:
     """
 
     module: str
-    args: Tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
     distributed: bool = True
 
 
@@ -53,30 +53,30 @@ class JobSpec:
     stage: str  # the stage kind that made this job, e.g. "training"
     name: str  # job name without any cluster prefix, e.g. "gpt3_5b"
     directory: Path  # job directory: resolved config, script and logs live here
-    commands: Tuple[Command, ...]
+    commands: tuple[Command, ...]
     time_limit: timedelta  # wall-clock limit of the job
     nodes: int = 1
     tasks_per_node: int = 1
     uses_gpus: bool = True  # False: CPU-only job, no GPUs are requested
-    gpus_per_node: Optional[int] = None  # GPUs asked for on each node when uses_gpus; None: the cluster's gpus_per_node
-    cpus_per_task: Optional[int] = None
+    gpus_per_node: int | None = None  # GPUs asked for on each node when uses_gpus; None: the cluster's gpus_per_node
+    cpus_per_task: int | None = None
     # An array job: one task per item index (e.g. file numbers 0..29); None for a single job.
-    array_items: Optional[Tuple[int, ...]] = None
-    array_limit: Optional[int] = None  # at most this many items run at once; None: no limit
+    array_items: tuple[int, ...] | None = None
+    array_limit: int | None = None  # at most this many items run at once; None: no limit
     # Where there are no job arrays (BCP), the array's items are dealt over this many nodes x processes instead.
     array_nodes: int = 1
     array_tasks_per_node: int = 1
     after_previous: Dependency = Dependency.AFTER_SUCCESS  # how it waits for the job before it in the pipeline
-    waits: Tuple[Wait, ...] = ()  # fixed dependencies: SINGLETON, or outside jobs named in run.dependency
-    env: Tuple[Tuple[str, str], ...] = ()  # exported in the job, in this order
+    waits: tuple[Wait, ...] = ()  # fixed dependencies: SINGLETON, or outside jobs named in run.dependency
+    env: tuple[tuple[str, str], ...] = ()  # exported in the job, in this order
     checkpoint_signal: bool = False  # ask the scheduler for SIGUSR1 before the time limit
     # A file the job leaves behind when it stopped early and wants another attempt (Slurm requeues the job).
-    requeue_marker: Optional[Path] = None
-    files: Tuple[Tuple[Path, str], ...] = field(default=(), repr=False)  # written into place before submitting
+    requeue_marker: Path | None = None
+    files: tuple[tuple[Path, str], ...] = field(default=(), repr=False)  # written into place before submitting
     # Inputs as (config key, path or glob pattern), checked at launch unless an earlier job of the pipeline writes
     # them; and the paths (files or directories) this job writes, which later jobs may read.
-    reads: Tuple[Tuple[str, str], ...] = ()
-    writes: Tuple[str, ...] = ()
+    reads: tuple[tuple[str, str], ...] = ()
+    writes: tuple[str, ...] = ()
 
     def __post_init__(self):
         assert self.after_previous not in (Dependency.SINGLETON, Dependency.AFTER_START), self.after_previous

@@ -9,24 +9,36 @@ remembers) instead. A call per job would cost a controller round trip each, whic
 seconds, and `status` of all recent pipelines would make hundreds of them.
 Jobs run here (interactive, bcp): from the exit codes the launcher recorded and whether its pid is alive.
 """
+
 import os
 import socket
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..contract.file_numbers import FileNumbersError, parse_file_numbers
+from ..contract.file_numbers import FileNumbersError, array_task_count, parse_file_numbers
 from .errors import LauncherError
-from ..contract.file_numbers import array_task_count
 from .ledger import elapsed_since
 
 COMMAND_TIMEOUT_S = 60
 # Slurm states of a job that still holds or waits for resources; anything else has ended.
-LIVE_STATES = frozenset({
-    "PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
-    "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
-})
+LIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "CONFIGURING",
+        "COMPLETING",
+        "SUSPENDED",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+    }
+)
 NO_ACCOUNTING = "ENDED (state unknown: no accounting)"
 
 
@@ -45,16 +57,20 @@ def run_command(argv: Sequence[str]):
     try:
         return subprocess.run(list(argv), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     except FileNotFoundError:
-        raise LauncherError(f"`{argv[0]}` is not on PATH: run this where Slurm's commands are (the login node)") from None
+        raise LauncherError(
+            f"`{argv[0]}` is not on PATH: run this where Slurm's commands are (the login node)"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise LauncherError(f"`{argv[0]}` gave no answer within {COMMAND_TIMEOUT_S} s: the Slurm controller is busy or down; try again") from None
+        raise LauncherError(
+            f"`{argv[0]}` gave no answer within {COMMAND_TIMEOUT_S} s: the Slurm controller is busy or down; try again"
+        ) from None
 
 
 def on_slurm(record: dict) -> bool:
     return record.get("cluster_type") == "bcm"
 
 
-def poll(records: Sequence[dict], live_only: bool = False) -> List[List[JobState]]:
+def poll(records: Sequence[dict], live_only: bool = False) -> list[list[JobState]]:
     slurm_ids = [job["job_id"] for record in records if on_slurm(record) for job in record["jobs"] if job.get("job_id")]
     tasks, unknown = _slurm_tasks(records, list(dict.fromkeys(slurm_ids)), live_only) if slurm_ids else ({}, "")
     states = []
@@ -69,15 +85,20 @@ def poll(records: Sequence[dict], live_only: bool = False) -> List[List[JobState
 # ---- Slurm ---------------------------------------------------------------------------------------------------
 
 # What the scheduler says of one job or array task: (state, detail).
-_Task = Tuple[str, str]
+_Task = tuple[str, str]
 
 
-def _slurm_tasks(records, ids: List[str], live_only: bool) -> Tuple[Dict[str, Dict[Optional[str], _Task]], str]:
+def _slurm_tasks(records, ids: list[str], live_only: bool) -> tuple[dict[str, dict[str | None, _Task]], str]:
     """job id -> {array task (None for a plain job): task}, and the state shown for jobs found nowhere."""
     listed = _squeue(ids)
     if live_only:
         return listed, "ENDED"
-    expected = {str(job["job_id"]): array_task_count(job.get("array")) for record in records for job in record["jobs"] if job.get("job_id")}
+    expected = {
+        str(job["job_id"]): array_task_count(job.get("array"))
+        for record in records
+        for job in record["jobs"]
+        if job.get("job_id")
+    }
     # A job squeue lists in full is settled; an array with fewer tasks listed than it has ended in part.
     missing = [job_id for job_id in ids if len(listed.get(job_id, ())) < (expected.get(job_id) or 1)]
     if not missing:
@@ -89,14 +110,14 @@ def _slurm_tasks(records, ids: List[str], live_only: bool) -> Tuple[Dict[str, Di
     return listed, unknown
 
 
-def _squeue(ids: List[str]) -> Dict[str, Dict[Optional[str], _Task]]:
+def _squeue(ids: list[str]) -> dict[str, dict[str | None, _Task]]:
     result = run_command(["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T|%M|%r"])
     if result.returncode != 0:
         # squeue refuses a single id it no longer knows; several unknown ids just list nothing.
         if "Invalid job id" in result.stderr:
             return {}
         raise LauncherError(f"squeue failed: {(result.stderr or result.stdout).strip()}")
-    found: Dict[str, Dict[Optional[str], _Task]] = {}
+    found: dict[str, dict[str | None, _Task]] = {}
     for line in result.stdout.splitlines():
         fields = line.strip().split("|")
         if len(fields) < 3:
@@ -111,7 +132,7 @@ def _squeue(ids: List[str]) -> Dict[str, Dict[Optional[str], _Task]]:
     return found
 
 
-def _add(found: Dict[str, Dict[Optional[str], _Task]], job_id: str, task: Optional[str], value: _Task) -> None:
+def _add(found: dict[str, dict[str | None, _Task]], job_id: str, task: str | None, value: _Task) -> None:
     """Records a job, or each task of an array range (pending tasks are listed as one range, `[2-5%2]` or
     `2-5%2`), so that two sources listing the same task count it once."""
     tasks = found.setdefault(job_id, {})
@@ -119,11 +140,13 @@ def _add(found: Dict[str, Dict[Optional[str], _Task]], job_id: str, task: Option
         tasks.setdefault(key, value)
 
 
-def _ended(ids: List[str], since: str) -> Tuple[Dict[str, Dict[Optional[str], _Task]], str]:
+def _ended(ids: list[str], since: str) -> tuple[dict[str, dict[str | None, _Task]], str]:
     """What the jobs squeue no longer lists ended as: from sacct, or from scontrol where accounting is off."""
-    result = run_command(["sacct", "-n", "-P", "-X", "-S", since, "-j", ",".join(ids), "-o", "JobID,State,ExitCode,Elapsed"])
+    result = run_command(
+        ["sacct", "-n", "-P", "-X", "-S", since, "-j", ",".join(ids), "-o", "JobID,State,ExitCode,Elapsed"]
+    )
     if result.returncode == 0:
-        found: Dict[str, Dict[Optional[str], _Task]] = {}
+        found: dict[str, dict[str | None, _Task]] = {}
         for line in result.stdout.splitlines():
             fields = line.strip().split("|")
             if len(fields) < 3:
@@ -134,13 +157,17 @@ def _ended(ids: List[str], since: str) -> Tuple[Dict[str, Dict[Optional[str], _T
             _add(found, job_id, task, (state, detail))
         return found, "ENDED (state unknown)"
     message = (result.stderr or result.stdout).strip()
-    unknown = NO_ACCOUNTING if "disabled" in message.lower() else f"ENDED (state unknown: sacct: {message.splitlines()[0] if message else 'failed'})"
+    unknown = (
+        NO_ACCOUNTING
+        if "disabled" in message.lower()
+        else f"ENDED (state unknown: sacct: {message.splitlines()[0] if message else 'failed'})"
+    )
     return _scontrol_jobs(set(ids)), unknown
 
 
-def _scontrol_jobs(wanted) -> Dict[str, Dict[Optional[str], _Task]]:
+def _scontrol_jobs(wanted) -> dict[str, dict[str | None, _Task]]:
     result = run_command(["scontrol", "show", "job", "-o"])
-    found: Dict[str, Dict[Optional[str], _Task]] = {}
+    found: dict[str, dict[str | None, _Task]] = {}
     if result.returncode != 0:
         return found
     for line in result.stdout.splitlines():
@@ -159,7 +186,7 @@ def _scontrol_jobs(wanted) -> Dict[str, Dict[Optional[str], _Task]]:
     return found
 
 
-def _slurm_job_state(job: dict, tasks: Optional[Dict[Optional[str], _Task]], unknown: str) -> JobState:
+def _slurm_job_state(job: dict, tasks: dict[str | None, _Task] | None, unknown: str) -> JobState:
     if not job.get("job_id"):
         return JobState("NOT SUBMITTED", "NOT SUBMITTED", False)
     if not tasks:
@@ -176,13 +203,13 @@ def _slurm_job_state(job: dict, tasks: Optional[Dict[Optional[str], _Task]], unk
     return JobState(text, phase, bool(live), f"{sum(counts.values())} tasks")
 
 
-def _split_id(text: str) -> Tuple[str, Optional[str]]:
+def _split_id(text: str) -> tuple[str, str | None]:
     """'123' -> ('123', None); '123_4' -> ('123', '4'); '123_[5-9%2]' -> ('123', '[5-9%2]'); '123+0' -> ('123', None)."""
     job_id, _, task = text.strip().partition("_")
     return job_id.split("+")[0], task or None
 
 
-def _task_keys(task: Optional[str]) -> List[Optional[str]]:
+def _task_keys(task: str | None) -> list[str | None]:
     if task is None or task.isdigit():
         return [task]
     try:
@@ -224,7 +251,7 @@ def _earliest(records) -> str:
 # ---- jobs run here -------------------------------------------------------------------------------------------
 
 
-def launcher_alive(record: dict, job: dict) -> Optional[bool]:
+def launcher_alive(record: dict, job: dict) -> bool | None:
     """Whether the launcher that runs this job is alive; None when it ran on another host and cannot be asked."""
     if record.get("host") not in (None, socket.gethostname()):
         return None
@@ -240,7 +267,7 @@ def launcher_alive(record: dict, job: dict) -> Optional[bool]:
     return True
 
 
-def _run_here_states(record: dict) -> List[JobState]:
+def _run_here_states(record: dict) -> list[JobState]:
     states = []
     stopped = False  # an earlier job failed or was interrupted: the launcher ran nothing after it
     for job in record["jobs"]:

@@ -11,15 +11,16 @@ A record names every job of the pipeline in submission order: its id, script, co
 logs go. It is the only place that ties a pipeline's jobs together after the launcher has exited. Standard
 library only; the scheduler is asked (lazily, in `job_states`) only by `live_jobs`.
 """
+
 import glob
 import hashlib
 import json
 import os
 import re
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
 
 from .errors import ConfigError
 from .writes import make_directories, write_atomically
@@ -40,18 +41,18 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _log_glob(backend, spec, job_id: Optional[str]) -> str:
+def _log_glob(backend, spec, job_id: str | None) -> str:
     """The backend's own log pattern with each `<placeholder>` made a `*`, the literal part escaped, so the
     ledger never re-states a backend's log naming."""
     base = str(backend.log_base(spec))
     pattern = backend.log_pattern(spec, job_id)
     if not pattern.startswith(base):  # a backend that logs elsewhere: keep what can be kept
         return _PLACEHOLDER.sub("*", pattern)
-    tail = pattern[len(base):]
+    tail = pattern[len(base) :]
     return glob.escape(base) + "*".join(glob.escape(part) for part in _PLACEHOLDER.split(tail))
 
 
-def _git_commit(repository: Path) -> Optional[str]:
+def _git_commit(repository: Path) -> str | None:
     """HEAD's commit read from the .git files (HEAD -> ref -> loose ref or packed-refs); None when not a checkout."""
     try:
         git = repository / ".git"
@@ -59,11 +60,11 @@ def _git_commit(repository: Path) -> Optional[str]:
             text = git.read_text().strip()
             if not text.startswith("gitdir:"):
                 return None
-            git = (repository / text[len("gitdir:"):].strip()).resolve()
+            git = (repository / text[len("gitdir:") :].strip()).resolve()
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref:"):
             return head if re.fullmatch(r"[0-9a-f]{40,64}", head) else None
-        ref = head[len("ref:"):].strip()
+        ref = head[len("ref:") :].strip()
         common = git
         if (git / "commondir").is_file():  # worktrees keep their refs in the main repository's git directory
             common = (git / (git / "commondir").read_text().strip()).resolve()
@@ -91,7 +92,7 @@ def _user() -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _write_json_atomically(path: Path, record: dict) -> None:
@@ -102,7 +103,7 @@ def _write_json_atomically(path: Path, record: dict) -> None:
 class Ledger:
     """One pipeline's record on disk, rewritten whole after every change."""
 
-    def __init__(self, path: Path, record: dict, log_glob_of: Optional[Callable[[int, str], str]] = None):
+    def __init__(self, path: Path, record: dict, log_glob_of: Callable[[int, str], str] | None = None):
         self.path = path
         self.record = record
         # (job index, job id) -> that job's log glob: a queued job's log names carry the id it is given.
@@ -112,7 +113,7 @@ class Ledger:
     def id(self) -> str:
         return self.record["id"]
 
-    def submitted(self, index: int, job_id: Optional[str], dependency: Sequence[str], save: bool = True) -> None:
+    def submitted(self, index: int, job_id: str | None, dependency: Sequence[str], save: bool = True) -> None:
         """Job `index` is queued as `job_id` (Slurm). A rollback that finds a job only now records it without
         saving, and then saves once as it closes the record."""
         job = self.record["jobs"][index]
@@ -156,7 +157,7 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
 
     context, backend = plan.context, plan.backend
     jobs = [job for stage_jobs in plan.jobs_by_stage for job in stage_jobs]
-    moment = datetime.now(timezone.utc)
+    moment = datetime.now(UTC)
     first = _UNSAFE_IN_FILE_NAME.sub("_", jobs[0].spec.name).strip("._") or "pipeline"
     pipeline_id = f"{moment:%Y%m%d-%H%M%S}-{first}-{os.urandom(2).hex()}"
     runs_here = not backend.queues_jobs
@@ -194,7 +195,9 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
     }
     directory = ledger_dir(context.base_results_dir)
     make_directories(directory)
-    ledger = Ledger(directory / f"{pipeline_id}.json", record, lambda index, job_id: _log_glob(backend, jobs[index].spec, job_id))
+    ledger = Ledger(
+        directory / f"{pipeline_id}.json", record, lambda index, job_id: _log_glob(backend, jobs[index].spec, job_id)
+    )
     ledger._save()
     return ledger
 
@@ -202,7 +205,7 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
 # ---- readers -------------------------------------------------------------------------------------------------
 
 
-def load_pipelines(base_results_dir) -> List[dict]:
+def load_pipelines(base_results_dir) -> list[dict]:
     """Every readable record under `base_results_dir`, newest first. Records that cannot be read are reported
     on stderr and skipped, so one damaged file never hides the others."""
     directory = ledger_dir(base_results_dir)
@@ -256,10 +259,12 @@ def find_pipeline(base_results_dir, run: str) -> dict:
             f"(or set NEMO_LAUNCHER_RESULTS) if the run used another base_results_dir"
         )
     names = ", ".join(dict.fromkeys(job.get("run_name", "?") for record in records for job in record["jobs"]))
-    raise ConfigError(f"RUN={run!r}: no pipeline id, run name or job name matches in {where}; recorded run names: {names}")
+    raise ConfigError(
+        f"RUN={run!r}: no pipeline id, run name or job name matches in {where}; recorded run names: {names}"
+    )
 
 
-def log_files(job: dict) -> List[Path]:
+def log_files(job: dict) -> list[Path]:
     """The job's existing log files, oldest first: by attempt number, then by modification time. For a job run
     here the names carry no id, so files written outside its recorded run (other runs of the same job
     directory) are left out."""
@@ -278,7 +283,7 @@ def log_files(job: dict) -> List[Path]:
     return [path for _, _, path in sorted(paths)]
 
 
-def _run_window(job: dict) -> Optional[Tuple[float, float]]:
+def _run_window(job: dict) -> tuple[float, float] | None:
     if job.get("job_id") or not job.get("started"):
         return None
     slack = 2.0  # file times and the recorded times come from different clocks' roundings
@@ -295,7 +300,7 @@ def _attempt(name: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def live_jobs(records: Sequence[dict]) -> List[Tuple[dict, str]]:
+def live_jobs(records: Sequence[dict]) -> list[tuple[dict, str]]:
     """(job entry, state) for every job of `records` still queued or running: Slurm jobs that one `squeue` call
     still lists, and jobs run here whose launcher is alive and that have no exit code yet."""
     from .job_states import poll
@@ -306,7 +311,7 @@ def live_jobs(records: Sequence[dict]) -> List[Tuple[dict, str]]:
     return live
 
 
-def elapsed_since(started: Optional[str], ended: Optional[str] = None) -> str:
+def elapsed_since(started: str | None, ended: str | None = None) -> str:
     """`H:MM:SS` between two ISO times (or until now), as Slurm prints elapsed times."""
     if not started:
         return "-"

@@ -8,13 +8,14 @@ RUN is a pipeline id (or a unique prefix of one), or a run or job name: the newe
 Everything is read from the ledger (`<base_results_dir>/.ledger/`) and asked of the scheduler in batches
 (see job_states); nothing here imports Hydra or torch.
 """
+
 import os
 import shlex
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 from .errors import ConfigError, LauncherError
 from .job_states import JobState, launcher_alive, on_slurm, poll, run_command
@@ -37,19 +38,23 @@ def default_results_dir() -> Path:
 
 def follow_up_commands(pipeline_id: str, base_results_dir: Path) -> str:
     """The three commands printed after a submission, with --results when the run used another directory."""
-    results = "" if Path(base_results_dir) == default_results_dir() else f" --results {shlex.quote(str(base_results_dir))}"
-    return "\n".join([
-        f"Pipeline {pipeline_id}:",
-        f"  python3 -m nemo_launcher status {pipeline_id}{results}",
-        f"  python3 -m nemo_launcher logs {pipeline_id} [STAGE] [-f]{results}",
-        f"  python3 -m nemo_launcher cancel {pipeline_id}{results}",
-    ])
+    results = (
+        "" if Path(base_results_dir) == default_results_dir() else f" --results {shlex.quote(str(base_results_dir))}"
+    )
+    return "\n".join(
+        [
+            f"Pipeline {pipeline_id}:",
+            f"  python3 -m nemo_launcher status {pipeline_id}{results}",
+            f"  python3 -m nemo_launcher logs {pipeline_id} [STAGE] [-f]{results}",
+            f"  python3 -m nemo_launcher cancel {pipeline_id}{results}",
+        ]
+    )
 
 
 # ---- status --------------------------------------------------------------------------------------------------
 
 
-def status(results: Path, run: Optional[str] = None) -> int:
+def status(results: Path, run: str | None = None) -> int:
     if run is None:
         print(_pipelines_table(results))
         return 0
@@ -82,17 +87,30 @@ def _pipelines_table(results: Path) -> str:
         return f"No pipeline is recorded in {results}/.ledger (pass --results <base_results_dir> or set {RESULTS_ENV})"
     rows = [("pipeline", "stages", "state", "created")]
     for record, states in zip(records, poll(records)):
-        rows.append((record["id"], ",".join(record.get("stages", [])), summary(record, states), record.get("created", "-")))
+        rows.append(
+            (record["id"], ",".join(record.get("stages", [])), summary(record, states), record.get("created", "-"))
+        )
     return _table(rows)
 
 
 def _pipeline_table(record: dict, states: Sequence[JobState]) -> str:
     slurm = on_slurm(record)
-    header = ("stage", "job", "id", "state", "elapsed/exit", "log") if slurm else ("stage", "job", "state", "elapsed/exit", "log")
+    header = (
+        ("stage", "job", "id", "state", "elapsed/exit", "log")
+        if slurm
+        else ("stage", "job", "state", "elapsed/exit", "log")
+    )
     rows = [header]
     for job, state in zip(record["jobs"], states):
         logs = log_files(job)
-        row = [job["stage"], job["job_name"], job.get("job_id") or "-", state.state, state.detail, str(logs[-1]) if logs else "-"]
+        row = [
+            job["stage"],
+            job["job_name"],
+            job.get("job_id") or "-",
+            state.state,
+            state.detail,
+            str(logs[-1]) if logs else "-",
+        ]
         rows.append(tuple(row if slurm else row[:2] + row[3:]))
     title = (
         f"Pipeline {record['id']} ({record.get('cluster_type')}, created {record.get('created')} by "
@@ -109,7 +127,7 @@ def _table(rows) -> str:
 # ---- logs ----------------------------------------------------------------------------------------------------
 
 
-def logs(results: Path, run: str, stage: Optional[str] = None, follow: bool = False) -> int:
+def logs(results: Path, run: str, stage: str | None = None, follow: bool = False) -> int:
     record = find_pipeline(results, run)
     index = _job_for_logs(record, stage)
     job = record["jobs"][index]
@@ -129,16 +147,20 @@ def logs(results: Path, run: str, stage: Optional[str] = None, follow: bool = Fa
         return 0
 
 
-def _job_for_logs(record: dict, stage: Optional[str]) -> int:
+def _job_for_logs(record: dict, stage: str | None) -> int:
     """The job whose log to show: of STAGE (or the job so named), else of the whole pipeline, the one whose
     newest log was written last; the first candidate when none has a log yet."""
     jobs = record["jobs"]
     candidates = list(range(len(jobs)))
     if stage is not None:
-        candidates = [i for i in candidates if stage in (jobs[i]["stage"], jobs[i].get("run_name"), jobs[i].get("job_name"))]
+        candidates = [
+            i for i in candidates if stage in (jobs[i]["stage"], jobs[i].get("run_name"), jobs[i].get("job_name"))
+        ]
         if not candidates:
             stages = ", ".join(dict.fromkeys(job["stage"] for job in jobs))
-            raise ConfigError(f"STAGE={stage!r}: pipeline {record['id']} has no such stage or job; its stages: {stages}")
+            raise ConfigError(
+                f"STAGE={stage!r}: pipeline {record['id']} has no such stage or job; its stages: {stages}"
+            )
 
     def last_written(index: int) -> float:
         mtimes = []
@@ -175,7 +197,7 @@ def _follow(results: Path, record: dict, index: int) -> int:
     """Like `tail -f`, moving on to a newer attempt's log when a requeue starts one, until the job has ended."""
     job = record["jobs"][index]
     files = log_files(job)
-    path: Optional[Path] = files[-1] if files else None
+    path: Path | None = files[-1] if files else None
     offset = 0
     if path is None:
         print(f"waiting for {job['job_name']} to start and write its log ...", file=sys.stderr, flush=True)
@@ -264,7 +286,7 @@ def _terminate(pid: int) -> None:
             continue
 
 
-def _descendants(pid: int) -> List[int]:
+def _descendants(pid: int) -> list[int]:
     children = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

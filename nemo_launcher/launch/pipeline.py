@@ -1,9 +1,10 @@
 """Orders stages, threads dependencies, writes job directories, submits atomically and prints the plan."""
+
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, ListConfig
 
@@ -14,8 +15,8 @@ from .errors import LauncherError, StageFailed, StageInterrupted, config_error
 from .families import check_same_family
 from .inputs import check_inputs
 from .job_spec import JobSpec, Wait
-from .stages import STAGES, stage_class
 from .run_directories import check_run_directories
+from .stages import STAGES, stage_class
 from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
 from .writes import make_directories
 
@@ -31,14 +32,14 @@ class PlannedJob:
 class Plan:
     context: LaunchContext
     backend: Backend
-    jobs_by_stage: List[List[PlannedJob]]
+    jobs_by_stage: list[list[PlannedJob]]
 
 
 @dataclass(frozen=True)
 class Submitted:
     job: PlannedJob
-    job_id: Optional[str]
-    waits: Tuple[Wait, ...]  # what the job waited for: the job before it (where a queue chains them), its own waits
+    job_id: str | None
+    waits: tuple[Wait, ...]  # what the job waited for: the job before it (where a queue chains them), its own waits
 
 
 def _available_choices(launcher_path: Path, group: str) -> str:
@@ -47,10 +48,12 @@ def _available_choices(launcher_path: Path, group: str) -> str:
     return ", ".join(names) or "none"
 
 
-def stage_names(cfg: DictConfig, groups) -> List[str]:
+def stage_names(cfg: DictConfig, groups) -> list[str]:
     stages = cfg.get("stages")
     if not isinstance(stages, (list, ListConfig)) or not stages:
-        raise config_error("stages", stages, "list the stages to run, e.g. stages=[training] or stages=[data_preparation,training]")
+        raise config_error(
+            "stages", stages, "list the stages to run, e.g. stages=[training] or stages=[data_preparation,training]"
+        )
     names = [str(name) for name in stages]
     for name in names:
         if name not in STAGES and name not in groups:
@@ -61,7 +64,7 @@ def stage_names(cfg: DictConfig, groups) -> List[str]:
     return names
 
 
-def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
+def build_plan(cfg: DictConfig, choices: dict[str, str | None]) -> Plan:
     """Validates everything and renders every script in memory. Writes nothing."""
     context = read_context(cfg)
     backend = backend_class(context.cluster_type)(context)
@@ -71,22 +74,28 @@ def build_plan(cfg: DictConfig, choices: Dict[str, Optional[str]]) -> Plan:
     for name in names:
         if cfg.get(name) is None:
             raise config_error(
-                name, None,
+                name,
+                None,
                 f"stage {name!r} is listed in stages but its config group is null; pick one on the command line, "
                 f"e.g. {name}=<choice> (available: {_available_choices(context.launcher_scripts_path, name)})",
             )
         if name not in STAGES:
-            raise config_error("stages", name, f"the {name} stage is not available yet; available stages: {', '.join(STAGES)}")
+            raise config_error(
+                "stages", name, f"the {name} stage is not available yet; available stages: {', '.join(STAGES)}"
+            )
         stage = stage_class(name)(context, cfg, choices.get(name) or "")
         specs_by_stage.append(stage.job_specs())
     backend.validate(specs_by_stage)
     if context.check_inputs:
         check_inputs(specs_by_stage, dry_run=context.debug)
-    jobs = [[PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs] for specs in specs_by_stage]
+    jobs = [
+        [PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs]
+        for specs in specs_by_stage
+    ]
     return Plan(context, backend, jobs)
 
 
-def write_plan(plan: Plan, argv: Sequence[str], root: Optional[Path] = None) -> None:
+def write_plan(plan: Plan, argv: Sequence[str], root: Path | None = None) -> None:
     """Creates each job directory with its resolved config, its script and the launcher command line. Files
     whose bytes would not change are left untouched; with `root`, everything goes to that mirror instead."""
     command_line = " \\\n  ".join(shlex.quote(word) for word in argv) + "\n"
@@ -103,7 +112,7 @@ def write_plan(plan: Plan, argv: Sequence[str], root: Optional[Path] = None) -> 
             write_if_changed(directory / "launcher_cmd.log", command_line)
 
 
-def submit_plan(plan: Plan, ledger=None) -> List[Submitted]:
+def submit_plan(plan: Plan, ledger=None) -> list[Submitted]:
     """Submits in order; stage k+1 waits for stage k. All or nothing: if anything stops a real submission after
     it began (a failed sbatch, Ctrl-C, SIGTERM, a failed write, any error), every job it queued is cancelled
     (rollback.py) and SubmissionError says what stopped it. With a ledger, records each job as it is submitted
@@ -113,7 +122,7 @@ def submit_plan(plan: Plan, ledger=None) -> List[Submitted]:
     from .interrupts import signals_raised  # real runs only: a dry run leaves the signal handlers alone
 
     submission_id = ledger.id if ledger is not None else f"unrecorded-{os.urandom(4).hex()}"
-    submitted: List[Submitted] = []
+    submitted: list[Submitted] = []
     with signals_raised():
         try:
             _submit_each(plan, ledger, submission_id, submitted)
@@ -127,10 +136,10 @@ def submit_plan(plan: Plan, ledger=None) -> List[Submitted]:
     return submitted
 
 
-def _submit_each(plan: Plan, ledger, submission_id: str, submitted: List[Submitted]) -> None:
+def _submit_each(plan: Plan, ledger, submission_id: str, submitted: list[Submitted]) -> None:
     from .rollback import submission_tag
 
-    previous_id: Optional[str] = None
+    previous_id: str | None = None
     for jobs in plan.jobs_by_stage:
         for job in jobs:
             index = len(submitted)
@@ -144,14 +153,14 @@ def _submit_each(plan: Plan, ledger, submission_id: str, submitted: List[Submitt
             previous_id = job_id if plan.backend.queues_jobs else None
 
 
-def waits_of(spec: JobSpec, previous_id: Optional[str]) -> Tuple[Wait, ...]:
+def waits_of(spec: JobSpec, previous_id: str | None) -> tuple[Wait, ...]:
     """The job's waits with the job before it bound: the pipeline's one piece of dependency logic."""
     return ((Wait(spec.after_previous, (previous_id,)),) if previous_id else ()) + spec.waits
 
 
-def _placeholders(plan: Plan) -> List[Submitted]:
+def _placeholders(plan: Plan) -> list[Submitted]:
     """A dry run's plan: DRYRUN-<n> ids, chained as a queue would chain them."""
-    submitted: List[Submitted] = []
+    submitted: list[Submitted] = []
     for jobs in plan.jobs_by_stage:
         for job in jobs:
             previous = submitted[-1].job_id if submitted else None
@@ -165,7 +174,7 @@ def _record(ledger, event: str, *args) -> None:
         getattr(ledger, event)(*args)
 
 
-def _run_here(plan: Plan, job: PlannedJob, waits: Tuple[Wait, ...], ledger, index: int) -> Optional[str]:
+def _run_here(plan: Plan, job: PlannedJob, waits: tuple[Wait, ...], ledger, index: int) -> str | None:
     """Backends without a queue run the job to completion in submit(); the ledger gets its exit code either way."""
     _record(ledger, "started", index, plan.backend.dependency_words(waits))
     try:
@@ -195,19 +204,35 @@ def _array_size(spec: JobSpec) -> str:
 def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
     # Ids and dependencies exist only where a queue chains the jobs (Slurm, and its dry run).
     queued = plan.backend.queues_jobs
-    header = ("stage", "job") + (("id", "dependency") if queued else ()) + ("nodes", "gpus/node", "time", "array", "script", "log")
+    header = (
+        ("stage", "job")
+        + (("id", "dependency") if queued else ())
+        + ("nodes", "gpus/node", "time", "array", "script", "log")
+    )
     rows = [header]
     for entry in submitted:
         spec = entry.job.spec
         ids = (entry.job_id or "-", ",".join(plan.backend.dependency_words(entry.waits)) or "-") if queued else ()
-        rows.append((
-            spec.stage, plan.backend.job_name(spec), *ids, str(spec.nodes), _gpus_per_node(plan, spec),
-            plan.backend.time_words(spec), _array_size(spec),
-            str(entry.job.script_path), plan.backend.log_pattern(spec, entry.job_id),
-        ))
+        rows.append(
+            (
+                spec.stage,
+                plan.backend.job_name(spec),
+                *ids,
+                str(spec.nodes),
+                _gpus_per_node(plan, spec),
+                plan.backend.time_words(spec),
+                _array_size(spec),
+                str(entry.job.script_path),
+                plan.backend.log_pattern(spec, entry.job_id),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    mode = "dry run (NEMO_LAUNCHER_DEBUG): nothing was submitted" if plan.context.debug else f"cluster_type={plan.context.cluster_type}"
+    mode = (
+        "dry run (NEMO_LAUNCHER_DEBUG): nothing was submitted"
+        if plan.context.debug
+        else f"cluster_type={plan.context.cluster_type}"
+    )
     results = ["", "Results:"]
     for jobs in plan.jobs_by_stage:
         directories = [str(job.spec.directory) for job in jobs]
@@ -215,13 +240,16 @@ def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
     return f"Pipeline, {mode}\n" + "\n".join(lines + results)
 
 
-def launch(cfg: DictConfig, choices: Dict[str, Optional[str]], argv: Sequence[str]) -> List[Submitted]:
+def launch(cfg: DictConfig, choices: dict[str, str | None], argv: Sequence[str]) -> list[Submitted]:
     plan = build_plan(cfg, choices)
     if plan.context.debug:
         root = dry_run_root(plan)
         if root is not None:
-            print(f"Dry run: these directories belong to a submitted run and stay untouched; the dry run's files "
-                  f"are in {root}", flush=True)
+            print(
+                f"Dry run: these directories belong to a submitted run and stay untouched; the dry run's files "
+                f"are in {root}",
+                flush=True,
+            )
         else:
             check_run_directories(plan, real_run=False)
         write_plan(plan, argv, root)

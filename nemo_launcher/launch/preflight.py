@@ -11,6 +11,7 @@ the compute nodes cannot write or that has no room for the next checkpoint.
 
 Launch side: standard library and omegaconf only (never torch).
 """
+
 import dataclasses
 import getpass
 import os
@@ -19,8 +20,8 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -71,7 +72,7 @@ def _query(argv: Sequence[str], timeout: float = QUERY_TIMEOUT_S) -> str:
     return done.stdout
 
 
-def _partitions() -> List[str]:
+def _partitions() -> list[str]:
     """Partition names as sinfo prints them; the default one keeps its trailing `*`."""
     return sorted(set(_query(["sinfo", "-h", "-o", "%P"]).split()))
 
@@ -81,14 +82,23 @@ def check_slurm_version() -> CheckResult:
     try:
         text = _query(["sinfo", "--version"]).strip()
     except _CommandFailed as error:
-        return CheckResult(name, False, str(error), "run on the cluster's login node, where the Slurm client tools are installed")
+        return CheckResult(
+            name, False, str(error), "run on the cluster's login node, where the Slurm client tools are installed"
+        )
     match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
     if not match:
-        return CheckResult(name, False, f"cannot read a version from {text!r}", "check that `sinfo --version` prints the Slurm version")
+        return CheckResult(
+            name, False, f"cannot read a version from {text!r}", "check that `sinfo --version` prints the Slurm version"
+        )
     version = (int(match.group(1)), int(match.group(2)))
     if version < MIN_SLURM_VERSION:
         wanted = ".".join(map(str, MIN_SLURM_VERSION))
-        return CheckResult(name, False, f"{text} is older than {wanted}", f"upgrade Slurm to {wanted} or newer (pyxis and --gpus-per-node need it)")
+        return CheckResult(
+            name,
+            False,
+            f"{text} is older than {wanted}",
+            f"upgrade Slurm to {wanted} or newer (pyxis and --gpus-per-node need it)",
+        )
     return CheckResult(name, True, text)
 
 
@@ -97,13 +107,18 @@ def check_controller() -> CheckResult:
     try:
         text = _query(["scontrol", "ping"]).strip()
     except _CommandFailed as error:
-        return CheckResult(name, False, str(error), "check that slurmctld is running and that this host may reach it (SLURM_CONF, munge)")
+        return CheckResult(
+            name,
+            False,
+            str(error),
+            "check that slurmctld is running and that this host may reach it (SLURM_CONF, munge)",
+        )
     if "UP" not in text:
         return CheckResult(name, False, text, "ask the cluster's administrators to start slurmctld")
     return CheckResult(name, True, text.splitlines()[0])
 
 
-def check_partition(partition: Optional[str]) -> CheckResult:
+def check_partition(partition: str | None) -> CheckResult:
     name = "partition"
     try:
         listed = _partitions()
@@ -114,15 +129,28 @@ def check_partition(partition: Optional[str]) -> CheckResult:
     if partition is None:
         default = [p.rstrip("*") for p in listed if p.endswith("*")]
         if not default:
-            return CheckResult(name, False, "cluster.partition is null and the cluster has no default partition",
-                               f"set cluster.partition to one of: {choices}")
+            return CheckResult(
+                name,
+                False,
+                "cluster.partition is null and the cluster has no default partition",
+                f"set cluster.partition to one of: {choices}",
+            )
         return CheckResult(name, True, f"cluster.partition is null: jobs go to the default partition {default[0]}")
     if partition not in names:
-        return CheckResult(name, False, f"cluster.partition={partition!r} does not exist", f"set cluster.partition to one of: {choices}")
+        return CheckResult(
+            name,
+            False,
+            f"cluster.partition={partition!r} does not exist",
+            f"set cluster.partition to one of: {choices}",
+        )
     state = re.search(r"\bState=(\S+)", _query(["scontrol", "show", "partition", partition]))
     if state and state.group(1) != "UP":
-        return CheckResult(name, False, f"partition {partition} is {state.group(1)}",
-                           f"ask the administrators to bring it UP, or choose another of: {choices}")
+        return CheckResult(
+            name,
+            False,
+            f"partition {partition} is {state.group(1)}",
+            f"ask the administrators to bring it UP, or choose another of: {choices}",
+        )
     return CheckResult(name, True, f"{partition} exists and is UP")
 
 
@@ -135,7 +163,7 @@ def _slurm_config() -> dict:
     return config
 
 
-def check_account(account: Optional[str]) -> CheckResult:
+def check_account(account: str | None) -> CheckResult:
     name = "account"
     if account is None:
         return CheckResult(name, True, "cluster.account is null: Slurm uses your default account")
@@ -144,8 +172,12 @@ def check_account(account: Optional[str]) -> CheckResult:
     except _CommandFailed as error:
         return CheckResult(name, False, str(error), "check that the Slurm controller answers (scontrol ping)")
     if storage in ("", "accounting_storage/none"):
-        return CheckResult(name, True, f"cannot be checked: the cluster keeps no accounting ({storage or 'no AccountingStorageType'}), "
-                                       f"so --account={account} is recorded but not enforced")
+        return CheckResult(
+            name,
+            True,
+            f"cannot be checked: the cluster keeps no accounting ({storage or 'no AccountingStorageType'}), "
+            f"so --account={account} is recorded but not enforced",
+        )
     user = getpass.getuser()
     try:
         mine = _query(["sacctmgr", "-n", "-P", "show", "associations", f"where user={user}", "format=account"]).split()
@@ -154,11 +186,15 @@ def check_account(account: Optional[str]) -> CheckResult:
     if account in mine:
         return CheckResult(name, True, f"{user} may charge account {account}")
     yours = ", ".join(sorted(set(mine))) or "(none)"
-    return CheckResult(name, False, f"user {user} has no association with account {account!r}",
-                       f"set cluster.account to one of your accounts: {yours} (sacctmgr show associations user={user})")
+    return CheckResult(
+        name,
+        False,
+        f"user {user} has no association with account {account!r}",
+        f"set cluster.account to one of your accounts: {yours} (sacctmgr show associations user={user})",
+    )
 
 
-def check_pyxis(container: Optional[str]) -> CheckResult:
+def check_pyxis(container: str | None) -> CheckResult:
     name = "container (pyxis)"
     if not container:
         return CheckResult(name, True, "container is null: jobs run on the nodes' own Python, no pyxis needed")
@@ -167,8 +203,12 @@ def check_pyxis(container: Optional[str]) -> CheckResult:
     except _CommandFailed as error:
         return CheckResult(name, False, str(error), "run on the cluster's login node")
     if "--container-image" not in help_text:
-        return CheckResult(name, False, f"container={container} needs the pyxis plugin, but `srun --help` lists no --container-image",
-                           "install pyxis (0.9.1 or newer) and enroot on the cluster, or set container=null to run without a container")
+        return CheckResult(
+            name,
+            False,
+            f"container={container} needs the pyxis plugin, but `srun --help` lists no --container-image",
+            "install pyxis (0.9.1 or newer) and enroot on the cluster, or set container=null to run without a container",
+        )
     return CheckResult(name, True, "srun accepts --container-image (pyxis)")
 
 
@@ -188,16 +228,24 @@ def check_mpi(srun_args: Sequence[str]) -> CheckResult:
     for arg in srun_args:
         match = re.fullmatch(r"--mpi=(\S+)", str(arg))
         if match and match.group(1) not in plugins:
-            return CheckResult(name, False, f"cluster.srun_args asks for --mpi={match.group(1)}, but srun offers: {', '.join(plugins)}",
-                               f"use one of: {', '.join(p for p in plugins if p != 'none') or 'none'}")
+            return CheckResult(
+                name,
+                False,
+                f"cluster.srun_args asks for --mpi={match.group(1)}, but srun offers: {', '.join(plugins)}",
+                f"use one of: {', '.join(p for p in plugins if p != 'none') or 'none'}",
+            )
     found = [p for p in ("pmix", "pmi2") if p in plugins]
     if not found:
-        return CheckResult(name, True, f"neither pmix nor pmi2 (srun offers: {', '.join(plugins)}); the launcher's jobs do not need MPI, "
-                                       "but MPI programs such as nccl-tests cannot start through srun")
+        return CheckResult(
+            name,
+            True,
+            f"neither pmix nor pmi2 (srun offers: {', '.join(plugins)}); the launcher's jobs do not need MPI, "
+            "but MPI programs such as nccl-tests cannot start through srun",
+        )
     return CheckResult(name, True, f"{' and '.join(found)} available (srun --mpi=list: {', '.join(plugins)})")
 
 
-def _gpu_counts(gres_text: str) -> List[int]:
+def _gpu_counts(gres_text: str) -> list[int]:
     """GPU counts from sinfo's %G column: "gpu:8", "gpu:a100:8(S:0-1)", "gpu:4,nic:1" or "(null)"."""
     counts = []
     for entry in gres_text.split():
@@ -208,7 +256,7 @@ def _gpu_counts(gres_text: str) -> List[int]:
     return counts
 
 
-def check_gpus(partition: Optional[str], gpus_per_node) -> CheckResult:
+def check_gpus(partition: str | None, gpus_per_node) -> CheckResult:
     name = "gpus per node"
     if gpus_per_node is None:
         return CheckResult(name, True, "cluster.gpus_per_node is null: jobs ask for no GPUs")
@@ -219,11 +267,19 @@ def check_gpus(partition: Optional[str], gpus_per_node) -> CheckResult:
         return CheckResult(name, False, str(error), "check that the Slurm controller answers (scontrol ping)")
     where = f"partition {partition}" if partition else "the default partition"
     if not counts:
-        return CheckResult(name, False, f"cluster.gpus_per_node={gpus_per_node} but {where} has no GPU GRES, so sbatch would reject --gpus-per-node",
-                           "set cluster.gpus_per_node=null on a cluster without GPU GRES, or ask the administrators to configure gres/gpu")
+        return CheckResult(
+            name,
+            False,
+            f"cluster.gpus_per_node={gpus_per_node} but {where} has no GPU GRES, so sbatch would reject --gpus-per-node",
+            "set cluster.gpus_per_node=null on a cluster without GPU GRES, or ask the administrators to configure gres/gpu",
+        )
     if max(counts) < int(gpus_per_node):
-        return CheckResult(name, False, f"cluster.gpus_per_node={gpus_per_node} but the nodes of {where} have at most {max(counts)}",
-                           f"set cluster.gpus_per_node={max(counts)}")
+        return CheckResult(
+            name,
+            False,
+            f"cluster.gpus_per_node={gpus_per_node} but the nodes of {where} have at most {max(counts)}",
+            f"set cluster.gpus_per_node={max(counts)}",
+        )
     return CheckResult(name, True, f"{where} offers gpu:{max(counts)} per node (asked: {gpus_per_node})")
 
 
@@ -240,7 +296,7 @@ done
 """
 
 
-def check_writable_from_node(folders: Sequence[tuple], partition: Optional[str], account: Optional[str]) -> List[CheckResult]:
+def check_writable_from_node(folders: Sequence[tuple], partition: str | None, account: str | None) -> list[CheckResult]:
     """One tiny job (1 task) writes a file in each (config key, folder) and removes it again."""
     wait_s = float(os.environ.get("NEMO_LAUNCHER_PREFLIGHT_WAIT", WRITE_TEST_WAIT_S))
     job_name = f"nemo-preflight-{uuid.uuid4().hex[:8]}"
@@ -258,9 +314,21 @@ def check_writable_from_node(folders: Sequence[tuple], partition: Optional[str],
         # Killing srun while it waits for an allocation can leave the request queued; cancel it by name.
         process.kill()
         process.communicate()
-        subprocess.run(["scancel", f"--name={job_name}", f"--user={getpass.getuser()}"], capture_output=True, timeout=QUERY_TIMEOUT_S)
-        return [CheckResult(n, True, f"cannot be checked: no compute node started the test job within {wait_s:.0f} s "
-                                     "(busy cluster?); NEMO_LAUNCHER_PREFLIGHT_WAIT sets the wait", skipped=True) for n in names]
+        subprocess.run(
+            ["scancel", f"--name={job_name}", f"--user={getpass.getuser()}"],
+            capture_output=True,
+            timeout=QUERY_TIMEOUT_S,
+        )
+        return [
+            CheckResult(
+                n,
+                True,
+                f"cannot be checked: no compute node started the test job within {wait_s:.0f} s "
+                "(busy cluster?); NEMO_LAUNCHER_PREFLIGHT_WAIT sets the wait",
+                skipped=True,
+            )
+            for n in names
+        ]
     verdicts = {}
     for line in out.splitlines():
         match = re.match(r"PREFLIGHT-(OK|FAIL) (.*)", line)
@@ -271,15 +339,27 @@ def check_writable_from_node(folders: Sequence[tuple], partition: Optional[str],
     for (key, folder), name in zip(folders, names):
         if str(folder) not in verdicts:
             message = (err.strip().splitlines() or [f"srun exited {process.returncode}"])[-1]
-            results.append(CheckResult(name, False, f"the test job did not run: {message}",
-                                       "fix the job submission first (partition, account); then rerun the preflight"))
+            results.append(
+                CheckResult(
+                    name,
+                    False,
+                    f"the test job did not run: {message}",
+                    "fix the job submission first (partition, account); then rerun the preflight",
+                )
+            )
             continue
         ok, reason = verdicts[str(folder)]
         if ok:
             results.append(CheckResult(name, True, f"{key}={folder} is writable from a compute node"))
         else:
-            results.append(CheckResult(name, False, f"{key}={folder} is not writable from a compute node ({reason})",
-                                       f"set {key} to a shared folder that you may write and every node mounts"))
+            results.append(
+                CheckResult(
+                    name,
+                    False,
+                    f"{key}={folder} is not writable from a compute node ({reason})",
+                    f"set {key} to a shared folder that you may write and every node mounts",
+                )
+            )
     return results
 
 
@@ -291,15 +371,19 @@ def _size_text(size: float) -> str:
     raise AssertionError("unreachable")
 
 
-def _newest_checkpoint(root: Optional[Path]) -> Optional[Path]:
+def _newest_checkpoint(root: Path | None) -> Path | None:
     """The newest complete `step-<N>` folder under `root` (the training job's layout: a `COMPLETE` marker is
     written last), or None."""
     if root is None or not root.is_dir():
         return None
-    from ..contract import CHECKPOINT_COMPLETE_MARKER as marker, CHECKPOINT_STEP_PREFIX as prefix
+    from ..contract import CHECKPOINT_COMPLETE_MARKER as marker
+    from ..contract import CHECKPOINT_STEP_PREFIX as prefix
 
-    steps = [(int(p.name[len(prefix):]), p) for p in root.glob(f"{prefix}*")
-             if p.name[len(prefix):].isdigit() and (p / marker).is_file()]
+    steps = [
+        (int(p.name[len(prefix) :]), p)
+        for p in root.glob(f"{prefix}*")
+        if p.name[len(prefix) :].isdigit() and (p / marker).is_file()
+    ]
     return max(steps)[1] if steps else None
 
 
@@ -314,7 +398,7 @@ def _folder_size(folder: Path) -> int:
     return total
 
 
-def checkpoint_root(cfg: DictConfig) -> Optional[Path]:
+def checkpoint_root(cfg: DictConfig) -> Path | None:
     """Where the training stage of `cfg` keeps its checkpoints, when the config says (else None)."""
     try:
         log_dir = OmegaConf.select(cfg, "training.exp_manager.explicit_log_dir", throw_on_missing=True)
@@ -323,7 +407,7 @@ def checkpoint_root(cfg: DictConfig) -> Optional[Path]:
     return Path(str(log_dir)) / "checkpoints" if log_dir else None
 
 
-def check_free_space(base_results_dir, checkpoints: Optional[Path]) -> CheckResult:
+def check_free_space(base_results_dir, checkpoints: Path | None) -> CheckResult:
     """Free space where base_results_dir is (or would be created) against what the next checkpoint needs."""
     name = "base_results_dir free space"
     where = Path(str(base_results_dir))
@@ -332,8 +416,12 @@ def check_free_space(base_results_dir, checkpoints: Optional[Path]) -> CheckResu
     try:
         free = shutil.disk_usage(where).free
     except OSError as error:
-        return CheckResult(name, False, f"cannot read the free space of {where}: {error.strerror}",
-                           "set base_results_dir to a folder you may read")
+        return CheckResult(
+            name,
+            False,
+            f"cannot read the free space of {where}: {error.strerror}",
+            "set base_results_dir to a folder you may read",
+        )
     newest = _newest_checkpoint(checkpoints)
     if newest is not None:
         needed, why = _folder_size(newest), f"the size of the newest checkpoint, {newest}"
@@ -341,14 +429,20 @@ def check_free_space(base_results_dir, checkpoints: Optional[Path]) -> CheckResu
         needed, why = MIN_FREE_BYTES, "no checkpoint of this run yet: the launcher's floor"
     detail = f"{_size_text(free)} free in {where}, {_size_text(needed)} needed ({why})"
     if free < needed:
-        return CheckResult(name, False, detail, "free some space there, or set base_results_dir to a file system with room")
+        return CheckResult(
+            name, False, detail, "free some space there, or set base_results_dir to a file system with room"
+        )
     return CheckResult(name, True, detail)
 
 
-def run_preflight(cfg: DictConfig) -> List[CheckResult]:
+def run_preflight(cfg: DictConfig) -> list[CheckResult]:
     """All checks for the cluster `cfg` points at, in order. Slurm checks stop early when no controller answers."""
     if cfg.get("cluster_type", "bcm") != "bcm":
-        return [CheckResult("cluster type", True, f"cluster_type={cfg.cluster_type}: the preflight checks Slurm clusters only (bcm)")]
+        return [
+            CheckResult(
+                "cluster type", True, f"cluster_type={cfg.cluster_type}: the preflight checks Slurm clusters only (bcm)"
+            )
+        ]
     cluster = cfg.get("cluster") or {}
     partition = cluster.get("partition")
     account = cluster.get("account")
@@ -372,13 +466,15 @@ def run_preflight(cfg: DictConfig) -> List[CheckResult]:
         # No job can start with a bad partition or account, and the GRES of a partition that does
         # not exist says nothing; these checks would only repeat the failure above.
         names = (["gpus per node"] if not partition_ok else []) + ["base_results_dir writable", "data_dir writable"]
-        results.extend(CheckResult(name, True, "not checked: fix the partition or account above first", skipped=True)
-                       for name in names)
+        results.extend(
+            CheckResult(name, True, "not checked: fix the partition or account above first", skipped=True)
+            for name in names
+        )
     results.append(check_free_space(cfg.base_results_dir, checkpoint_root(cfg)))
     return results
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException

@@ -10,8 +10,8 @@ on, so a second Ctrl-C cannot abandon the rollback halfway.
 Run here (interactive, bcp), there is nothing to cancel: the stage that was running is stopped, the later ones
 are not run, and the ledger records how it ended.
 """
+
 import signal
-from typing import List, Optional
 
 from .errors import LauncherError, StageFailed, StageInterrupted, SubmissionError, WriteError
 from .interrupts import describe, signals_deferred
@@ -38,7 +38,7 @@ def roll_back(plan, submitted, ledger, cause: BaseException) -> SubmissionError:
     """Cancels everything this command queued and closes the ledger record; returns the error to raise."""
     jobs = [job for stage_jobs in plan.jobs_by_stage for job in stage_jobs]
     backend = plan.backend
-    problems: List[str] = []
+    problems: list[str] = []
     with signals_deferred() as noted:
         unsettled = backend.settle()
         if unsettled:
@@ -53,8 +53,11 @@ def roll_back(plan, submitted, ledger, cause: BaseException) -> SubmissionError:
             problems.append(str(error))
         record = _close(ledger, "rolled_back", {index: job_ids[index] for index in job_ids if index >= len(submitted)})
     done = len(submitted)
-    where = f"while submitting job {done + 1} of {len(jobs)} ({jobs[done].spec.stage})" if done < len(jobs) \
+    where = (
+        f"while submitting job {done + 1} of {len(jobs)} ({jobs[done].spec.stage})"
+        if done < len(jobs)
         else f"after all {len(jobs)} jobs were submitted"
+    )
     what = _cause(cause)
     parts = [f"{what} {where}" if isinstance(cause, KeyboardInterrupt) else f"{what} ({where})"]
     parts.append("rolled back" + ("" if cancelled else ": nothing had been queued"))
@@ -75,7 +78,9 @@ def stop_here(plan, submitted, ledger, cause: BaseException) -> BaseException:
         signal_number = getattr(cause, "signal_number", signal.SIGINT)
         jobs = [job for stage_jobs in plan.jobs_by_stage for job in stage_jobs]
         stage = f"during stage {jobs[index].spec.stage!r}" if index < len(jobs) else "after the last stage"
-        cause = StageInterrupted(f"interrupted by {describe(signal_number)} {stage}; later stages were not run", signal_number)
+        cause = StageInterrupted(
+            f"interrupted by {describe(signal_number)} {stage}; later stages were not run", signal_number
+        )
     state = "interrupted" if isinstance(cause, StageInterrupted) else "failed"
     with signals_deferred("stopping; the ledger is being updated"):
         if ledger is not None and isinstance(cause, StageInterrupted):
@@ -91,7 +96,7 @@ def stop_here(plan, submitted, ledger, cause: BaseException) -> BaseException:
     return cause
 
 
-def _close(ledger, state: str, found_ids) -> Optional[str]:
+def _close(ledger, state: str, found_ids) -> str | None:
     """Closes the ledger record as `state`, adding job ids found only now; what to say about it, if anything.
     A record that cannot be written is removed rather than left saying `submitting`."""
     if ledger is None:

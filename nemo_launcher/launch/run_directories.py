@@ -6,10 +6,11 @@ checkpoint folder (with a group umask, 002) or fail halfway with a PermissionErr
 directory is each job directory and every directory between it and `base_results_dir`; the ledger directory,
 shared by everyone who submits under `base_results_dir`, must be writable too.
 """
+
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 from .errors import WriteError
 
@@ -36,8 +37,10 @@ def check_run_directories(plan, real_run: bool) -> None:
         ledger = ledger_dir(base)
         problem = _problem(ledger, shared=True)
         if problem:
-            raise WriteError(f"ledger directory {ledger} {problem}: everyone who submits under base_results_dir={base} "
-                             "records there; ask its owner to make it group-writable (chmod g+w), or use another base_results_dir")
+            raise WriteError(
+                f"ledger directory {ledger} {problem}: everyone who submits under base_results_dir={base} "
+                "records there; ask its owner to make it group-writable (chmod g+w), or use another base_results_dir"
+            )
 
 
 def _run_directories(directory: Path, base: Path) -> Iterator[Path]:
@@ -49,7 +52,7 @@ def _run_directories(directory: Path, base: Path) -> Iterator[Path]:
         yield parent
 
 
-def _problem(directory: Path, shared: bool = False) -> Optional[str]:
+def _problem(directory: Path, shared: bool = False) -> str | None:
     """Why this user may not write into `directory`, or None (also when it does not exist yet)."""
     try:
         info = directory.stat()

@@ -8,11 +8,12 @@ starts, so no key ever lands in a script, a resolved config, launcher_cmd.log or
 An environment value whose name looks like a secret (`*_API_KEY`, `*_TOKEN`, `*SECRET*`, `*PASSWORD*`) is
 refused with that fix, whether it comes from env_vars, a cloud preset or the command line.
 """
+
 import re
 import stat
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Dict, Iterable, Mapping, Tuple
 
 from .errors import config_error
 
@@ -27,13 +28,14 @@ def looks_secret(name: str) -> bool:
 def secret_refusal(key: str, name: str):
     """The ConfigError for a secret given as an env value at `key`: names the key, hides the value, gives the fix."""
     return config_error(
-        key, HIDDEN,
+        key,
+        HIDDEN,
         f"secrets are never written into scripts or logs: put the value in a file only you can read and set "
         f"secret_files.{name}=/path/to/that/file (read on the node when the job starts)",
     )
 
 
-def refuse_secret_values(pairs: Iterable[Tuple[str, str]], key: str) -> None:
+def refuse_secret_values(pairs: Iterable[tuple[str, str]], key: str) -> None:
     """Env values are written into scripts in clear: one whose name looks like a secret is refused."""
     for name, _ in pairs:
         if looks_secret(name):
@@ -50,11 +52,11 @@ def secret_override(overrides: Iterable[str]):
     return None
 
 
-def secret_files(raw: Mapping, wandb_api_key_file) -> Dict[str, str]:
+def secret_files(raw: Mapping, wandb_api_key_file) -> dict[str, str]:
     """NAME -> file, checked now (exists, a readable regular file, not empty) rather than on the node after the
     queue wait; warns once per file that others can read. The launch host may see other filesystems than the
     compute nodes: the job checks again when it starts."""
-    files: Dict[str, str] = {}
+    files: dict[str, str] = {}
     for name, path in (raw or {}).items():
         if path is None:
             continue
@@ -64,7 +66,11 @@ def secret_files(raw: Mapping, wandb_api_key_file) -> Dict[str, str]:
     if wandb_api_key_file:
         files["WANDB_API_KEY"] = str(wandb_api_key_file)
     for name, path in files.items():
-        key = "wandb_api_key_file" if name == "WANDB_API_KEY" and path == str(wandb_api_key_file) else f"secret_files.{name}"
+        key = (
+            "wandb_api_key_file"
+            if name == "WANDB_API_KEY" and path == str(wandb_api_key_file)
+            else f"secret_files.{name}"
+        )
         _check_secret_file(key, Path(path))
     return files
 
@@ -77,7 +83,9 @@ def _check_secret_file(key: str, path: Path) -> None:
         with open(path, "rb") as handle:
             first_line = handle.readline().strip()
     except FileNotFoundError:
-        raise config_error(key, str(path), "no such file (checked from this host); create it with the value on its first line") from None
+        raise config_error(
+            key, str(path), "no such file (checked from this host); create it with the value on its first line"
+        ) from None
     except IsADirectoryError:
         raise config_error(key, str(path), "is a directory; name the file whose first line is the value") from None
     except PermissionError:
@@ -96,9 +104,8 @@ def export_lines(files: Mapping[str, str], quote) -> list:
     lines = []
     for name, path in files.items():
         lines += [
-            f"{name}=\"$(head -n 1 {quote(path)})\"",
+            f'{name}="$(head -n 1 {quote(path)})"',
             f'[[ -n "${{{name}}}" ]] || {{ echo {quote(f"{name}: {path} is empty or unreadable on this node")} >&2; exit 1; }}',
             f"export {name}",
         ]
     return lines
-

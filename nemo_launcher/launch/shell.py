@@ -1,6 +1,7 @@
 """The one place where values become shell words. Every value that lands in a script goes through here."""
+
 import shlex
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def quote(value) -> str:

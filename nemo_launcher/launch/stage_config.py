@@ -10,14 +10,16 @@ relative to the stage's section), validates it as the launcher does (the stage's
 and returns or writes the text the launcher would put into the job directory. So what a test feeds a job program
 is what the launcher writes, never a second composition that can drift from it.
 """
+
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import yaml
 
 
-def stage_config_text(stage: str, choice: str, data_dir, base_results_dir, overrides: Sequence[str] = (),
-                      settings: Sequence[str] = ()) -> str:
+def stage_config_text(
+    stage: str, choice: str, data_dir, base_results_dir, overrides: Sequence[str] = (), settings: Sequence[str] = ()
+) -> str:
     """The resolved YAML of `stage`; `settings` are top-level overrides (e.g. cluster.gpus_per_node=4)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -29,8 +31,15 @@ def stage_config_text(stage: str, choice: str, data_dir, base_results_dir, overr
 
     register_resolvers()
     install_fast_yaml_loader()
-    words = [f"stages=[{stage}]", f"{stage}={choice}", f"data_dir={data_dir}", f"base_results_dir={base_results_dir}",
-             "check_inputs=false", *settings, *(f"{stage}.{item}" for item in overrides)]
+    words = [
+        f"stages=[{stage}]",
+        f"{stage}={choice}",
+        f"data_dir={data_dir}",
+        f"base_results_dir={base_results_dir}",
+        "check_inputs=false",
+        *settings,
+        *(f"{stage}.{item}" for item in overrides),
+    ]
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=words, return_hydra_config=True)
@@ -42,13 +51,21 @@ def stage_config_text(stage: str, choice: str, data_dir, base_results_dir, overr
     return text
 
 
-def stage_config(stage: str, choice: str, data_dir, base_results_dir, overrides: Sequence[str] = (),
-                 settings: Sequence[str] = ()) -> dict:
+def stage_config(
+    stage: str, choice: str, data_dir, base_results_dir, overrides: Sequence[str] = (), settings: Sequence[str] = ()
+) -> dict:
     return yaml.safe_load(stage_config_text(stage, choice, data_dir, base_results_dir, overrides, settings))
 
 
-def write_stage_config(path, stage: str, choice: str, data_dir, base_results_dir, overrides: Sequence[str] = (),
-                       settings: Sequence[str] = ()) -> Path:
+def write_stage_config(
+    path,
+    stage: str,
+    choice: str,
+    data_dir,
+    base_results_dir,
+    overrides: Sequence[str] = (),
+    settings: Sequence[str] = (),
+) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(stage_config_text(stage, choice, data_dir, base_results_dir, overrides, settings), encoding="utf-8")

@@ -10,9 +10,10 @@
 
 The ledger (`ledger.py`) says which directories belong to submitted runs.
 """
+
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional
 
 from .errors import RunInProgress
 from .writes import write_atomically
@@ -20,9 +21,9 @@ from .writes import write_atomically
 DRY_RUN_DIR = ".dryrun"
 
 
-def planned_files(plan) -> Dict[Path, str]:
+def planned_files(plan) -> dict[Path, str]:
     """Every file the plan writes that a job reads: resolved configs and scripts."""
-    files: Dict[Path, str] = {}
+    files: dict[Path, str] = {}
     for jobs in plan.jobs_by_stage:
         for job in jobs:
             files.update({Path(path): text for path, text in job.spec.files})
@@ -30,14 +31,18 @@ def planned_files(plan) -> Dict[Path, str]:
     return files
 
 
-def records_touching(base_results_dir: Path, directories: Iterable[Path]) -> List[dict]:
+def records_touching(base_results_dir: Path, directories: Iterable[Path]) -> list[dict]:
     """Ledger records of earlier submissions with a job in one of `directories`."""
     from .ledger import ledger_dir, load_pipelines
 
     if not ledger_dir(base_results_dir).is_dir():  # the usual first run: no ledger, nothing to read
         return []
     wanted = {str(directory) for directory in directories}
-    return [record for record in load_pipelines(base_results_dir) if any(job.get("directory") in wanted for job in record["jobs"])]
+    return [
+        record
+        for record in load_pipelines(base_results_dir)
+        if any(job.get("directory") in wanted for job in record["jobs"])
+    ]
 
 
 def guard_live_runs(plan, resubmit_while_running: bool) -> None:
@@ -51,8 +56,10 @@ def guard_live_runs(plan, resubmit_while_running: bool) -> None:
     live = live_jobs(records)
     if not live:
         return
-    described = ", ".join(f"{job.get('job_id') or 'pid ' + str(job.get('pid'))} ({job['stage']} {job['job_name']}, {state})"
-                          for job, state in live)
+    described = ", ".join(
+        f"{job.get('job_id') or 'pid ' + str(job.get('pid'))} ({job['stage']} {job['job_name']}, {state})"
+        for job, state in live
+    )
     owners = ", ".join(dict.fromkeys(record["id"] for record in records))
     if not resubmit_while_running:
         raise RunInProgress(
@@ -70,7 +77,7 @@ def guard_live_runs(plan, resubmit_while_running: bool) -> None:
             )
 
 
-def dry_run_root(plan) -> Optional[Path]:
+def dry_run_root(plan) -> Path | None:
     """Where a dry run writes instead of the job directories: None when no submitted run owns them."""
     directories = [job.spec.directory for jobs in plan.jobs_by_stage for job in jobs]
     if not records_touching(plan.context.base_results_dir, directories):
@@ -78,7 +85,7 @@ def dry_run_root(plan) -> Optional[Path]:
     return plan.context.base_results_dir / DRY_RUN_DIR / datetime.now().strftime("%Y%m%d_%H%M%S_%f")
 
 
-def mirrored(path: Path, root: Optional[Path], base_results_dir: Path) -> Path:
+def mirrored(path: Path, root: Path | None, base_results_dir: Path) -> Path:
     """`path` as a dry run writes it: unchanged, or at the same place under the mirror `root`."""
     if root is None:
         return path

@@ -12,9 +12,10 @@ last part and the value reduced to letters, digits, `.` and `-`. When that would
 submitted, every point is composed and checked: two points that would write the same job directory, or a
 sweep over a pipeline that prepares data (all points would write the same data files), are refused.
 """
+
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,8 +28,8 @@ MAX_SUFFIX = 60
 class Sweep:
     number: int  # this point's index in the sweep (hydra.job.num)
     config_name: str  # the primary config (config, quickstart, ...)
-    points: Tuple[Tuple[str, ...], ...]  # every point's overrides, in the order Hydra runs them
-    swept_keys: Tuple[str, ...]  # keys whose value varies between points (config groups excluded)
+    points: tuple[tuple[str, ...], ...]  # every point's overrides, in the order Hydra runs them
+    swept_keys: tuple[str, ...]  # keys whose value varies between points (config groups excluded)
 
     def suffix(self, overrides: Sequence[str]) -> str:
         """The name suffix of the point with these overrides ('' when nothing but config groups varies)."""
@@ -39,7 +40,7 @@ class Sweep:
         return _slug(overrides, self.swept_keys)
 
 
-def current_sweep(argv: Sequence[str], groups: Sequence[str]) -> Optional[Sweep]:
+def current_sweep(argv: Sequence[str], groups: Sequence[str]) -> Sweep | None:
     """The sweep this process runs a point of, or None outside `-m`."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -57,7 +58,7 @@ def current_sweep(argv: Sequence[str], groups: Sequence[str]) -> Optional[Sweep]
     return Sweep(hydra.job.num, hydra.job.config_name, points, swept)
 
 
-def _values(overrides: Sequence[str]) -> Dict[str, str]:
+def _values(overrides: Sequence[str]) -> dict[str, str]:
     return {word.split("=", 1)[0].lstrip("+~"): word.split("=", 1)[1] for word in overrides if "=" in word}
 
 
@@ -83,7 +84,7 @@ def name_point(cfg: DictConfig, stages: Sequence[str], suffix: str) -> None:
             OmegaConf.update(cfg, f"{stage}.run.name", f"{name}-{suffix}", merge=False)
 
 
-def _written_places(cfg: DictConfig, plan) -> Dict[str, str]:
+def _written_places(cfg: DictConfig, plan) -> dict[str, str]:
     """Where a point writes: each job directory and, for trainers, the checkpoint directory."""
     places = {}
     for jobs in plan.jobs_by_stage:
@@ -111,7 +112,7 @@ def check_points(sweep: Sweep, stages: Sequence[str]) -> None:
     from .errors import LauncherError
     from .pipeline import build_plan
 
-    seen: Dict[str, Tuple[int, str]] = {}
+    seen: dict[str, tuple[int, str]] = {}
     for number, point in enumerate(sweep.points):
         cfg = compose(config_name=sweep.config_name, overrides=list(point), return_hydra_config=True)
         choices = dict(cfg.hydra.runtime.choices)

@@ -5,6 +5,7 @@ A failure is one line, `cannot write <path>: <reason>` (WriteError, exit 6), nev
 temporary file behind: a full disk or a read-only `base_results_dir` must not litter the results with
 `.tmp` files that later runs trip over.
 """
+
 import os
 from contextlib import contextmanager
 from pathlib import Path

@@ -1,7 +1,7 @@
 """bind() reads `X | None` as it reads Optional[X]: the schemas may use either spelling (ruff's UP007/UP045 turn the
 old one into the new)."""
+
 from dataclasses import dataclass
-from typing import Optional
 
 import pytest
 
@@ -10,8 +10,8 @@ from nemo_launcher.contract.binding import JobConfigError, bind
 
 @dataclass
 class OldSpelling:
-    steps: Optional[int] = None
-    name: Optional[str] = "a"
+    steps: int | None = None
+    name: str | None = "a"
 
 
 @dataclass

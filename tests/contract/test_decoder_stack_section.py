@@ -3,6 +3,7 @@
 The pipeline rules (layers divisible by PP x virtual PP, virtual stages needing PP > 1, the interleaved schedule's
 microbatch groups) are written once; these tests hold both families to the same one-line messages.
 """
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -34,13 +35,23 @@ def _refusal(family: str, **model) -> str:
     return str(caught.value)
 
 
-@pytest.mark.parametrize("model, expected", [
-    (dict(pipeline_model_parallel_size=1, virtual_pipeline_model_parallel_size=2),
-     "training.model.virtual_pipeline_model_parallel_size=2: needs pipeline_model_parallel_size > 1"),
-    (dict(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=5),
-     "training.model.num_layers=24: must be divisible by PP(2) x virtual PP(5) = 10; change num_layers or the pipeline sizes"),
-    (dict(virtual_pipeline_model_parallel_size=0), "training.model.virtual_pipeline_model_parallel_size=0: must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "model, expected",
+    [
+        (
+            dict(pipeline_model_parallel_size=1, virtual_pipeline_model_parallel_size=2),
+            "training.model.virtual_pipeline_model_parallel_size=2: needs pipeline_model_parallel_size > 1",
+        ),
+        (
+            dict(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=5),
+            "training.model.num_layers=24: must be divisible by PP(2) x virtual PP(5) = 10; change num_layers or the pipeline sizes",
+        ),
+        (
+            dict(virtual_pipeline_model_parallel_size=0),
+            "training.model.virtual_pipeline_model_parallel_size=0: must be a positive integer",
+        ),
+    ],
+)
 def test_the_pipeline_rules_refuse_gpt_and_bert_with_the_same_line(model, expected):
     messages = {family: _refusal(family, **model) for family in FAMILIES}
     assert messages == {"gpt": expected, "bert": expected}
@@ -49,18 +60,33 @@ def test_the_pipeline_rules_refuse_gpt_and_bert_with_the_same_line(model, expect
 
 def test_both_families_bind_the_shared_section_and_its_interleaved_batch_rule():
     for family in FAMILIES:
-        schema, section = _section(family, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=3,
-                                   tensor_model_parallel_size=1, micro_batch_size=1, global_batch_size=8)
+        schema, section = _section(
+            family,
+            pipeline_model_parallel_size=2,
+            virtual_pipeline_model_parallel_size=3,
+            tensor_model_parallel_size=1,
+            micro_batch_size=1,
+            global_batch_size=8,
+        )
         section["trainer"].update(num_nodes=1, devices=4)  # DP = 4 / PP(2) = 2: 8 / (1 x 2) = 4 microbatches, 2 groups
         cfg = schema.from_dict(section)
         assert isinstance(cfg.model, DecoderStackSection)
         assert cfg.model.virtual_pipeline_size() == 3
         assert check_layout(cfg.model, 1, 4, "training") == 2
-        schema, section = _section(family, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=3,
-                                   tensor_model_parallel_size=1, micro_batch_size=1, global_batch_size=6)
+        schema, section = _section(
+            family,
+            pipeline_model_parallel_size=2,
+            virtual_pipeline_model_parallel_size=3,
+            tensor_model_parallel_size=1,
+            micro_batch_size=1,
+            global_batch_size=6,
+        )
         section["trainer"].update(num_nodes=1, devices=4)  # 6 / 2 = 3 microbatches: not a multiple of PP(2)
-        with pytest.raises(JobConfigError, match=r"^training\.model\.global_batch_size=6: with the interleaved schedule "
-                                                 r"the number of microbatches \(6 / 2 = 3\) must be a multiple of PP\(2\)$"):
+        with pytest.raises(
+            JobConfigError,
+            match=r"^training\.model\.global_batch_size=6: with the interleaved schedule "
+            r"the number of microbatches \(6 / 2 = 3\) must be a multiple of PP\(2\)$",
+        ):
             schema.from_dict(section)
 
 
@@ -105,11 +131,15 @@ def test_fine_tuning_schemas_check_the_layout_under_their_own_stage():
 
 
 def test_sft_and_evaluation_sections_share_their_answers():
-    from nemo_launcher.contract.schemas.common_training import StoredPrecision, TrainerClock, check_model_copies
+    from nemo_launcher.contract.schemas.common_training import (
+        StoredPrecision,
+        TrainerClock,
+        TrainerSection,
+        check_model_copies,
+    )
+    from nemo_launcher.contract.schemas.common_tuning import SftTrainer
     from nemo_launcher.contract.schemas.gpt_evaluation import EvaluationModel
     from nemo_launcher.contract.schemas.t5_evaluation import QaEvaluationModel
-    from nemo_launcher.contract.schemas.common_tuning import SftTrainer
-    from nemo_launcher.contract.schemas.common_training import TrainerSection
 
     assert issubclass(SftTrainer, TrainerClock) and issubclass(TrainerSection, TrainerClock)
     assert issubclass(EvaluationModel, StoredPrecision) and issubclass(QaEvaluationModel, StoredPrecision)
@@ -117,7 +147,10 @@ def test_sft_and_evaluation_sections_share_their_answers():
     class Run:
         nodes, ntasks_per_node = 1, 3
 
-    with pytest.raises(JobConfigError, match=r"^evaluation\.run\.ntasks_per_node=3: nodes\(1\) x ntasks_per_node\(3\) = 3 "
-                                             r"processes cannot hold TP\(2\) ranks evenly; make it a multiple$"):
+    with pytest.raises(
+        JobConfigError,
+        match=r"^evaluation\.run\.ntasks_per_node=3: nodes\(1\) x ntasks_per_node\(3\) = 3 "
+        r"processes cannot hold TP\(2\) ranks evenly; make it a multiple$",
+    ):
         check_model_copies(Run, 2, "evaluation")
     assert check_model_copies(Run, 3, "evaluation") == 3

@@ -5,6 +5,7 @@
 The stand-ins fail on the node named in CV_TEST_BAD_NODE (read through SLURMD_NODENAME),
 so the tests check that the report names exactly the node that was made to fail.
 """
+
 import os
 import re
 import shutil
@@ -82,7 +83,11 @@ def _validate(args, env_extra=None, path_first=None, timeout=300):
     env.update(env_extra or {})
     return subprocess.run(
         ["bash", str(CSP_TOOLS / "aws" / "cluster_validation.sh"), *args],
-        capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=REPO,
     )
 
 
@@ -93,8 +98,14 @@ def _two_nodes(cluster):
 
 def _required(cluster, results):
     a, b = _two_nodes(cluster)
-    return ["--nodes=2", f"--nodelist={a},{b}", f"--partition={cluster.partition}",
-            f"--results-dir={results}", "--max-wait=5", "--dcgm-level=1"]
+    return [
+        "--nodes=2",
+        f"--nodelist={a},{b}",
+        f"--partition={cluster.partition}",
+        f"--results-dir={results}",
+        "--max-wait=5",
+        "--dcgm-level=1",
+    ]
 
 
 # ---- layout and static checks -------------------------------------------------------------
@@ -122,7 +133,9 @@ def test_scripts_are_shellcheck_clean():
         skip_or_fail("shellcheck is not installed", "`.ci/run` installs it (apt-get install shellcheck)")
     result = subprocess.run(
         ["shellcheck", "-x", *[str(p.relative_to(REPO)) for p in _shell_scripts()]],
-        capture_output=True, text=True, cwd=REPO,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     assert result.returncode == 0, result.stdout
 
@@ -176,7 +189,10 @@ def test_missing_required_flags_give_a_clear_error(args, missing):
         (["--nodes=two", "--nodelist=a", "--partition=p"], "--nodes must be a positive whole number, got 'two'"),
         (["--nodes=1", "--nodelist=a", "--partition=p", "--frobnicate=1"], "unknown option '--frobnicate'"),
         (["--nodes=1", "--nodelist=a", "--partition=p", "--dcgm-level=7"], "--dcgm-level must be 1, 2, 3 or 4"),
-        (["--nodes=1", "--nodelist=a", "--partition=p", "--busbw-threshold=fast"], "--busbw-threshold must be a number"),
+        (
+            ["--nodes=1", "--nodelist=a", "--partition=p", "--busbw-threshold=fast"],
+            "--busbw-threshold must be a number",
+        ),
         (["--nodes=1", "--nodelist=a", "stray"], "unexpected argument 'stray'"),
         (["--nodes"], "--nodes needs a value"),
     ],
@@ -189,15 +205,22 @@ def test_bad_arguments_are_rejected(args, message):
 
 def test_node_count_must_match_the_list(slurm_cluster, tmp_path):
     a, b = _two_nodes(slurm_cluster)
-    result = _validate(["--nodes=3", f"--nodelist={a},{b}", f"--partition={slurm_cluster.partition}",
-                        f"--results-dir={tmp_path}"])
+    result = _validate(
+        ["--nodes=3", f"--nodelist={a},{b}", f"--partition={slurm_cluster.partition}", f"--results-dir={tmp_path}"]
+    )
     assert result.returncode == 2
     assert f"--nodes=3 but --nodelist={a},{b} names 2 node(s): {a} {b}" in result.stderr
 
 
 def test_unknown_partition_is_named(slurm_cluster, tmp_path):
-    result = _validate(["--nodes=1", f"--nodelist={slurm_cluster.nodes[0]}", "--partition=no_such_partition",
-                        f"--results-dir={tmp_path}"])
+    result = _validate(
+        [
+            "--nodes=1",
+            f"--nodelist={slurm_cluster.nodes[0]}",
+            "--partition=no_such_partition",
+            f"--results-dir={tmp_path}",
+        ]
+    )
     assert result.returncode == 2
     assert f"partition 'no_such_partition' does not exist; sinfo lists: {slurm_cluster.partition}" in result.stderr
 
@@ -215,8 +238,11 @@ def test_validation_names_the_failing_node(slurm_cluster, tmp_path, fake_bin):
     good, bad = _two_nodes(slurm_cluster)
     results = tmp_path / "results"
     args_file = tmp_path / "all_reduce_perf.args"
-    result = _validate(_required(slurm_cluster, results), path_first=fake_bin,
-                       env_extra={"CV_TEST_BAD_NODE": bad, "CV_TEST_ARGS_FILE": str(args_file)})
+    result = _validate(
+        _required(slurm_cluster, results),
+        path_first=fake_bin,
+        env_extra={"CV_TEST_BAD_NODE": bad, "CV_TEST_ARGS_FILE": str(args_file)},
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
 
@@ -253,8 +279,9 @@ def test_dcgm_only_and_threshold_option(slurm_cluster, tmp_path, fake_bin):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "DCGM GPU diagnostics" in result.stdout and "NCCL" not in result.stdout
 
-    result = _validate([*_required(slurm_cluster, tmp_path / "r2"), "--nccl", "--busbw-threshold=50"],
-                       path_first=fake_bin)
+    result = _validate(
+        [*_required(slurm_cluster, tmp_path / "r2"), "--nccl", "--busbw-threshold=50"], path_first=fake_bin
+    )
     assert result.returncode == 1
     assert "DCGM" not in result.stdout
     assert "FAIL busbw=45.10 GB/s < 50 GB/s" in result.stdout
@@ -263,8 +290,10 @@ def test_dcgm_only_and_threshold_option(slurm_cluster, tmp_path, fake_bin):
 def test_missing_dcgmi_is_reported_per_node(slurm_cluster, tmp_path, fake_bin):
     (fake_bin / "dcgmi").unlink()
     if shutil.which("dcgmi"):
-        skip_or_fail(f"a real dcgmi is installed here ({shutil.which('dcgmi')}), so it cannot be missing",
-                     "CI runs on a machine without DCGM, where the fake dcgmi is the only one")
+        skip_or_fail(
+            f"a real dcgmi is installed here ({shutil.which('dcgmi')}), so it cannot be missing",
+            "CI runs on a machine without DCGM, where the fake dcgmi is the only one",
+        )
     result = _validate([*_required(slurm_cluster, tmp_path / "results"), "--dcgm"], path_first=fake_bin)
     assert result.returncode == 1
     assert result.stdout.count("FAIL dcgmi is not installed on this node") == 2
@@ -277,12 +306,14 @@ def test_builds_nccl_tests_first_when_missing(slurm_cluster, tmp_path, fake_bin)
     (fake_bin / "all_reduce_perf").rename(hidden)  # nothing on PATH: the tool must build it
     source = tmp_path / "nccl-tests-src"
     source.mkdir()
-    (source / "Makefile").write_text(textwrap.dedent(f"""\
+    (source / "Makefile").write_text(
+        textwrap.dedent(f"""\
         all:
         \tmkdir -p build
         \tcp {hidden} build/all_reduce_perf
         \techo "make MPI=$(MPI) MPI_HOME=$(MPI_HOME)" > build/make.log
-        """))
+        """)
+    )
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(source)]
     for command in (["init", "-q"], ["add", "Makefile"], ["commit", "-qm", "fake"], ["tag", "v9.9.9"]):
         subprocess.run([*git, *command], check=True, capture_output=True)
@@ -304,15 +335,32 @@ def test_job_scripts_work_with_plain_sbatch(slurm_cluster, tmp_path, fake_bin):
     # The seed's manual route: sbatch the cloud's script directly; it finds its folder
     # through the path Slurm recorded, not through $0 (a copy in Slurm's spool).
     a, b = _two_nodes(slurm_cluster)
-    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "CV_GPUS_PER_NODE": "2",
-           "CV_BUSBW_THRESHOLD": "40"}
+    env = {
+        **os.environ,
+        "PATH": f"{fake_bin}:{os.environ['PATH']}",
+        "CV_GPUS_PER_NODE": "2",
+        "CV_BUSBW_THRESHOLD": "40",
+    }
     env.pop("CV_CLOUD_DIR", None)
     ids = {}
     for script, nodes in (("nccl.sh", f"{a},{b}"), ("dcgmi_diag.sh", f"{a},{b}")):
         submitted = subprocess.run(
-            ["sbatch", "--parsable", "-p", slurm_cluster.partition, "-w", nodes,
-             "-o", str(tmp_path / f"{script}.log"), str(CSP_TOOLS / "azure" / script)],
-            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=30,
+            [
+                "sbatch",
+                "--parsable",
+                "-p",
+                slurm_cluster.partition,
+                "-w",
+                nodes,
+                "-o",
+                str(tmp_path / f"{script}.log"),
+                str(CSP_TOOLS / "azure" / script),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=30,
         )
         assert submitted.returncode == 0, submitted.stderr
         ids[script] = submitted.stdout.strip().split(";")[0]
@@ -350,15 +398,19 @@ def _write_run(run_dir: Path, dcgm: dict, nccl: dict) -> None:
 
 
 def _report(run_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CSP_TOOLS / "common" / "report.sh"), str(run_dir)],
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["bash", str(CSP_TOOLS / "common" / "report.sh"), str(run_dir)], capture_output=True, text=True, timeout=30
+    )
 
 
 def test_ring_of_pairs_blames_only_the_bad_node(tmp_path):
     # n3 is bad: both pairs it is in fail; its neighbours pass with their other partner.
     ok, slow = "PASS busbw=180 GB/s >= 150 GB/s", "FAIL busbw=20 GB/s < 150 GB/s"
-    _write_run(tmp_path / "run", dcgm={n: "PASS" for n in ("n1", "n2", "n3", "n4")},
-               nccl={"n1,n2": ok, "n2,n3": slow, "n3,n4": slow, "n4,n1": ok})
+    _write_run(
+        tmp_path / "run",
+        dcgm={n: "PASS" for n in ("n1", "n2", "n3", "n4")},
+        nccl={"n1,n2": ok, "n2,n3": slow, "n3,n4": slow, "n4,n1": ok},
+    )
     result = _report(tmp_path / "run")
     assert result.returncode == 1
     failed = result.stdout.split("FAILED NODES", 1)[1].strip().splitlines()[1:]
@@ -393,7 +445,10 @@ def _bash_lib(call: str, tmp_path: Path, text: str) -> str:
     (tmp_path / "input").write_text(text)
     result = subprocess.run(
         ["bash", "-c", f'source "{CSP_TOOLS}/common/lib.sh" && {call}'],
-        capture_output=True, text=True, cwd=tmp_path, timeout=30,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=30,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
@@ -405,18 +460,32 @@ ROW = "  8589934592    2147483648     float     sum      -1 352000.0   24.40   {
 @pytest.mark.parametrize(
     "output, verdict",
     [
-        (ROW.format(bw="190.2", w1=0, w2=0) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 190.2\n",
-         "PASS busbw=190.2 GB/s >= 150 GB/s"),
-        (ROW.format(bw="90.5", w1=0, w2=0) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 90.5\n",
-         "FAIL busbw=90.5 GB/s < 150 GB/s"),
-        (ROW.format(bw="190.2", w1=3, w2=0) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 190.2\n",
-         "FAIL busbw=190.2 GB/s but 3 wrong results"),
-        (ROW.format(bw="190.2", w1=0, w2=0) + "# Out of bounds values : 7 FAILED\n# Avg bus bandwidth    : 190.2\n",
-         "FAIL busbw=190.2 GB/s but 7 out-of-bounds values"),
-        (ROW.format(bw="190.2", w1=0, w2=0) + "node1: Test NCCL failure common.cu:1005 'unhandled system error'\n",
-         'FAIL no "Avg bus bandwidth" line: all_reduce_perf did not finish'),
-        ("node1:123:456 [0] NCCL INFO NET/IB : Using [0]mlx5_ib0:1/IB\n" + ROW.format(bw="151", w1="N/A", w2="N/A")
-         + "# Avg bus bandwidth    : 151\n", "PASS busbw=151 GB/s >= 150 GB/s"),
+        (
+            ROW.format(bw="190.2", w1=0, w2=0) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 190.2\n",
+            "PASS busbw=190.2 GB/s >= 150 GB/s",
+        ),
+        (
+            ROW.format(bw="90.5", w1=0, w2=0) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 90.5\n",
+            "FAIL busbw=90.5 GB/s < 150 GB/s",
+        ),
+        (
+            ROW.format(bw="190.2", w1=3, w2=0) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 190.2\n",
+            "FAIL busbw=190.2 GB/s but 3 wrong results",
+        ),
+        (
+            ROW.format(bw="190.2", w1=0, w2=0) + "# Out of bounds values : 7 FAILED\n# Avg bus bandwidth    : 190.2\n",
+            "FAIL busbw=190.2 GB/s but 7 out-of-bounds values",
+        ),
+        (
+            ROW.format(bw="190.2", w1=0, w2=0) + "node1: Test NCCL failure common.cu:1005 'unhandled system error'\n",
+            'FAIL no "Avg bus bandwidth" line: all_reduce_perf did not finish',
+        ),
+        (
+            "node1:123:456 [0] NCCL INFO NET/IB : Using [0]mlx5_ib0:1/IB\n"
+            + ROW.format(bw="151", w1="N/A", w2="N/A")
+            + "# Avg bus bandwidth    : 151\n",
+            "PASS busbw=151 GB/s >= 150 GB/s",
+        ),
     ],
 )
 def test_nccl_verdict(tmp_path, output, verdict):
@@ -427,10 +496,16 @@ def test_nccl_verdict(tmp_path, output, verdict):
     "table, status, verdict",
     [
         ("| Deployment | Pass |\n| Memory | Pass - All |\n", 0, "PASS"),
-        ("| Deployment | Pass |\n| Memory | Fail - GPU: 3 |\n| PCIe | Fail - GPU: 1 |\n", 0,
-         "FAIL Memory: Fail - GPU: 3; PCIe: Fail - GPU: 1"),
-        ("Error: unable to connect to host engine\n", 255,
-         "FAIL dcgmi exited with status 255: Error: unable to connect to host engine"),
+        (
+            "| Deployment | Pass |\n| Memory | Fail - GPU: 3 |\n| PCIe | Fail - GPU: 1 |\n",
+            0,
+            "FAIL Memory: Fail - GPU: 3; PCIe: Fail - GPU: 1",
+        ),
+        (
+            "Error: unable to connect to host engine\n",
+            255,
+            "FAIL dcgmi exited with status 255: Error: unable to connect to host engine",
+        ),
     ],
 )
 def test_dcgm_verdict(tmp_path, table, status, verdict):

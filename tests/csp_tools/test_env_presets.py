@@ -1,4 +1,5 @@
 """conf/env_preset: the cloud settings as a config choice, kept equal to what the validation tools use."""
+
 import re
 from pathlib import Path
 
@@ -59,7 +60,10 @@ def test_seed_values_are_kept():
     # Seed §4.3: the Azure and AWS values users were told to paste into config.yaml.
     azure = _compose_preset("azure")["env_vars"]
     assert azure == {
-        "UCX_IB_PCI_RELAXED_ORDERING": "auto", "NCCL_IB_PCI_RELAXED_ORDERING": 2, "NCCL_IB_TIMEOUT": 22,
-        "NCCL_DEBUG": "INFO", "NCCL_TOPO_FILE": "/nccl/topo.xml",
+        "UCX_IB_PCI_RELAXED_ORDERING": "auto",
+        "NCCL_IB_PCI_RELAXED_ORDERING": 2,
+        "NCCL_IB_TIMEOUT": 22,
+        "NCCL_DEBUG": "INFO",
+        "NCCL_TOPO_FILE": "/nccl/topo.xml",
     }
     assert _compose_preset("aws")["env_vars"]["NCCL_PROTO"] == "simple"

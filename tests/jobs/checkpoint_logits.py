@@ -10,6 +10,7 @@ inputs.pt: GPT, a [b, s] token tensor; BERT, {"tokens", "types", "padding_mask"}
 Rank 0 writes the logits over the full padded vocabulary, gathered from the tensor-parallel ranks: GPT, the
 tensor (T5: the decoder's); BERT, {"lm": masked-LM logits, "binary": the sentence-order head's logits or None}.
 """
+
 import sys
 
 import torch

@@ -1,4 +1,5 @@
 """Session fixtures for the job tests that need a real tiny pipeline run (conversion, evaluation)."""
+
 import pytest
 
 from .pipeline_support import SHORT_TRAINING, build_data, plan_pipeline, prepare_data, run_job
@@ -32,10 +33,18 @@ def tiny_pipeline(tmp_path_factory, sample_data_dir):
     (evaluation reads lambada, piqa and wikitext2 from <work>/eval_data, which the test writes); training (4 steps) and conversion have run.
     Returns (PlannedRun, conversion stdout)."""
     work = tmp_path_factory.mktemp("tiny_pipeline")
-    run = plan_pipeline(work, ["stages=[training,conversion,evaluation]", "training=gpt3/tiny", *SHORT_TRAINING,
-                               f"evaluation.run.task_data_dir={work / 'eval_data'}", "evaluation.model.bootstrap_iters=0",
-                               "evaluation.run.tasks=[lambada,piqa,wikitext2]"],
-                        sample_data_dir)
+    run = plan_pipeline(
+        work,
+        [
+            "stages=[training,conversion,evaluation]",
+            "training=gpt3/tiny",
+            *SHORT_TRAINING,
+            f"evaluation.run.task_data_dir={work / 'eval_data'}",
+            "evaluation.model.bootstrap_iters=0",
+            "evaluation.run.tasks=[lambada,piqa,wikitext2]",
+        ],
+        sample_data_dir,
+    )
     run_job(run.configs["training"], "nemo_launcher.jobs.gpt.train")
     log = run_job(run.configs["conversion"], "nemo_launcher.jobs.gpt.convert").stdout
     return run, log

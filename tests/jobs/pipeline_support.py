@@ -5,12 +5,12 @@ way the scripts do (torchrun for several processes).
     work = plan_pipeline(tmp, ["stages=[training,conversion]", "training=gpt3/tiny", ...])
     run_job(work.configs["training"], module="nemo_launcher.jobs.gpt.train", processes=2)
 """
+
 import dataclasses
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ IMPROVED = [
 class PlannedRun:
     base_results_dir: Path
     data_dir: Path
-    configs: Dict[str, Path]  # stage -> the <run.name>_hydra.yaml the launcher wrote
+    configs: dict[str, Path]  # stage -> the <run.name>_hydra.yaml the launcher wrote
 
 
 def build_data(data_dir: Path) -> None:
@@ -56,14 +56,27 @@ def prepare_data(choice: str, work: Path) -> Path:
     data_dir it filled (<work>/data)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
-    run = subprocess.run([sys.executable, "main.py", "stages=[data_preparation]", f"data_preparation={choice}",
-                          "cluster_type=interactive", f"base_results_dir={work / 'results'}", f"data_dir={work / 'data'}"],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "main.py",
+            "stages=[data_preparation]",
+            f"data_preparation={choice}",
+            "cluster_type=interactive",
+            f"base_results_dir={work / 'results'}",
+            f"data_dir={work / 'data'}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return work / "data"
 
 
-def plan_pipeline(work: Path, overrides: List[str], data_dir: Path) -> PlannedRun:
+def plan_pipeline(work: Path, overrides: list[str], data_dir: Path) -> PlannedRun:
     from nemo_launcher.launch.pipeline import build_plan, write_plan
     from tests.launch.conftest import compose_config
 
@@ -86,22 +99,46 @@ def run_job(config: Path, module: str, processes: int = 1, timeout: int = 600) -
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
     if processes > 1:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                   "-m", module, "--config", str(config)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={processes}",
+            "-m",
+            module,
+            "--config",
+            str(config),
+        ]
     else:
         command = [sys.executable, "-u", "-m", module, "--config", str(config)]
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
-        raise AssertionError(f"{module} failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        raise AssertionError(
+            f"{module} failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+        )
     return result
 
 
-def reference_logits(training_config: Path, checkpoint: Path, tokens_file: Path, out_file: Path, processes: int,
-                     family: str = "gpt") -> None:
+def reference_logits(
+    training_config: Path, checkpoint: Path, tokens_file: Path, out_file: Path, processes: int, family: str = "gpt"
+) -> None:
     """Logits of the training checkpoint as the trainer itself builds and restores the model (see checkpoint_logits.py)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    args = ["-m", "tests.jobs.checkpoint_logits", str(training_config), str(checkpoint), str(tokens_file), str(out_file), family]
-    prefix = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"] if processes > 1 else [sys.executable]
+    args = [
+        "-m",
+        "tests.jobs.checkpoint_logits",
+        str(training_config),
+        str(checkpoint),
+        str(tokens_file),
+        str(out_file),
+        family,
+    ]
+    prefix = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+        if processes > 1
+        else [sys.executable]
+    )
     result = subprocess.run(prefix + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
         raise AssertionError(f"checkpoint_logits failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")

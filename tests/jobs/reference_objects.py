@@ -5,7 +5,7 @@ trainer's own objects, on the GPU path (on_gpu=True: no CUDA is touched while bu
 
 tests/launch/test_reference_keys.py runs it once for all its cases, so the launch tests never import torch.
 """
-import dataclasses
+
 import json
 import logging
 import sys
@@ -13,12 +13,31 @@ import types
 from pathlib import Path
 
 _FIELDS = {
-    "transformer": ("context_parallel_size", "apply_query_key_layer_scaling", "batch_p2p_comm", "batch_p2p_sync",
-                    "bias_activation_fusion", "bias_dropout_fusion", "gradient_accumulation_fusion",
-                    "fp32_residual_connection", "fp8_wgrad", "tp_comm_overlap", "tp_comm_atomic_ag", "tp_comm_atomic_rs"),
+    "transformer": (
+        "context_parallel_size",
+        "apply_query_key_layer_scaling",
+        "batch_p2p_comm",
+        "batch_p2p_sync",
+        "bias_activation_fusion",
+        "bias_dropout_fusion",
+        "gradient_accumulation_fusion",
+        "fp32_residual_connection",
+        "fp8_wgrad",
+        "tp_comm_overlap",
+        "tp_comm_atomic_ag",
+        "tp_comm_atomic_rs",
+    ),
     "local_apex": ("masked_softmax_fusion", "persist_layer_norm"),
-    "ddp": ("grad_reduce_in_fp32", "overlap_grad_reduce", "overlap_param_gather", "use_distributed_optimizer",
-            "bucket_size", "average_in_collective", "use_megatron_fsdp", "data_parallel_sharding_strategy"),
+    "ddp": (
+        "grad_reduce_in_fp32",
+        "overlap_grad_reduce",
+        "overlap_param_gather",
+        "use_distributed_optimizer",
+        "bucket_size",
+        "average_in_collective",
+        "use_megatron_fsdp",
+        "data_parallel_sharding_strategy",
+    ),
     "optimizer": ("hysteresis", "initial_loss_scale", "loss_scale_window", "overlap_param_gather"),
 }
 
@@ -52,10 +71,13 @@ def objects(section: dict) -> dict:
     optimizer = optimizer_config(cfg, precision, distributed, ddp.overlap_param_gather)
     found["optimizer"] = {name: getattr(optimizer, name) for name in _FIELDS["optimizer"]}
     found["parallel"] = parallel_sizes(cfg.model, on_gpu=True)
-    found["gpt_model"] = {"fp16_lm_cross_entropy": gpt_model_settings(cfg.model, ChunkStage(None, True, True))["fp16_lm_cross_entropy"]}
+    found["gpt_model"] = {
+        "fp16_lm_cross_entropy": gpt_model_settings(cfg.model, ChunkStage(None, True, True))["fp16_lm_cross_entropy"]
+    }
     found["dataset"] = {"mmap_bin_files": gpt_dataset_settings(cfg, [1.0, "/data/x"])["mmap_bin_files"]}
-    found["userbuffers"] = ({k: v for k, v in userbuffer_settings(cfg.model, te).items() if k != "dtype"}
-                            if te.tp_comm_overlap else None)
+    found["userbuffers"] = (
+        {k: v for k, v in userbuffer_settings(cfg.model, te).items() if k != "dtype"} if te.tp_comm_overlap else None
+    )
     prepare_layers(cfg.model, types.SimpleNamespace(apply_query_key_layer_scaling=False, tp_comm_overlap=False), False)
     found["megatron_log_level"] = logging.getLogger("megatron.core").level
     parts = types.SimpleNamespace(cfg=cfg, on_gpu=True, placement=types.SimpleNamespace(rank=0))

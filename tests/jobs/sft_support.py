@@ -1,6 +1,7 @@
 """Fixtures for the fine-tuning, LoRA and deployment tests: a tiny GPT saved straight to a `.nemo` (no
 training run), a small question/answer jsonl, the resolved `fine_tuning` / `peft` sections as the
 launcher would write them (trainer on the CPU, a few steps, a checkpoint every 8), and runs of the programs."""
+
 import copy
 import json
 from pathlib import Path
@@ -9,7 +10,6 @@ import pytest
 
 from .data_support import gpt2_files  # noqa: F401  (fixture)
 from .gpt_models import model_section, random_model
-
 
 COLORS = ["red", "blue", "green", "yellow", "black", "white", "purple", "orange"]
 TEMPLATE = "{input}\nAnswer: {output}"
@@ -20,8 +20,14 @@ def tiny_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
     """A random 2-layer GPT (hidden 64, GPT-2 vocabulary, 64 positions) as a TP=1 .nemo; returns its path."""
     from nemo_launcher.jobs.core.nemo_archive import save_nemo
 
-    section = model_section("classic", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
-                            init_method_std=0.02, data={"seq_length": 64, "num_workers": 0})
+    section = model_section(
+        "classic",
+        *gpt2_files,
+        encoder_seq_length=64,
+        max_position_embeddings=64,
+        init_method_std=0.02,
+        data={"seq_length": 64, "num_workers": 0},
+    )
     path = tmp_path_factory.mktemp("tiny_gpt") / "megatron_gpt.nemo"
     save_nemo(path, section, random_model(section).state_dict())
     return str(path)
@@ -34,8 +40,13 @@ def sharp_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
     its answers depend on the prompt and on the method's tensors."""
     from nemo_launcher.jobs.core.nemo_archive import save_nemo
 
-    section = model_section("classic", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
-                            data={"seq_length": 64, "num_workers": 0})
+    section = model_section(
+        "classic",
+        *gpt2_files,
+        encoder_seq_length=64,
+        max_position_embeddings=64,
+        data={"seq_length": 64, "num_workers": 0},
+    )
     path = tmp_path_factory.mktemp("sharp_gpt") / "megatron_gpt.nemo"
     save_nemo(path, section, random_model(section).state_dict())
     return str(path)
@@ -48,8 +59,16 @@ def qa_jsonl(tmp_path_factory):
     with open(path, "w") as handle:
         for i in range(64):
             color = COLORS[i % len(COLORS)]
-            handle.write(json.dumps({"input": f"In picture {i} the sky is {color}. What color is the sky?",
-                                     "output": color, "answers": [color, f"{color} sky"]}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "input": f"In picture {i} the sky is {color}. What color is the sky?",
+                        "output": color,
+                        "answers": [color, f"{color} sky"],
+                    }
+                )
+                + "\n"
+            )
     return str(path)
 
 
@@ -58,15 +77,37 @@ def sft_section(nemo: str, data: str, log_dir: str, **model_overrides) -> dict:
     dataset = {"file_names": [data], "prompt_template": TEMPLATE, "max_seq_length": 64}
     section = {
         "run": {"name": "colors_tiny", "results_dir": log_dir, "time_limit": "0:30:00", "task_name": "colors"},
-        "trainer": {"num_nodes": 1, "devices": 1, "accelerator": "cpu", "precision": 32, "max_steps": 16,
-                    "log_every_n_steps": 4, "val_check_interval": 8, "limit_val_batches": 1, "gradient_clip_val": 1.0},
-        "exp_manager": {"explicit_log_dir": log_dir, "name": "megatron_gpt_sft",
-                        "checkpoint_callback_params": {"every_n_train_steps": 8, "save_top_k": 2}},
+        "trainer": {
+            "num_nodes": 1,
+            "devices": 1,
+            "accelerator": "cpu",
+            "precision": 32,
+            "max_steps": 16,
+            "log_every_n_steps": 4,
+            "val_check_interval": 8,
+            "limit_val_batches": 1,
+            "gradient_clip_val": 1.0,
+        },
+        "exp_manager": {
+            "explicit_log_dir": log_dir,
+            "name": "megatron_gpt_sft",
+            "checkpoint_callback_params": {"every_n_train_steps": 8, "save_top_k": 2},
+        },
         "model": {
-            "restore_from_path": nemo, "global_batch_size": 8, "micro_batch_size": 4, "seed": 1234,
-            "hidden_dropout": 0.0, "attention_dropout": 0.0, "answer_only_loss": True,
-            "optim": {"name": "adamw", "lr": 2.0e-3, "weight_decay": 0.0, "betas": [0.9, 0.98],
-                      "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "constant_steps": 0, "min_lr": 1.0e-4}},
+            "restore_from_path": nemo,
+            "global_batch_size": 8,
+            "micro_batch_size": 4,
+            "seed": 1234,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+            "answer_only_loss": True,
+            "optim": {
+                "name": "adamw",
+                "lr": 2.0e-3,
+                "weight_decay": 0.0,
+                "betas": [0.9, 0.98],
+                "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "constant_steps": 0, "min_lr": 1.0e-4},
+            },
             "data": {"train_ds": dict(dataset), "validation_ds": dict(dataset)},
         },
     }
@@ -94,8 +135,13 @@ def run_tuning(program: str, section: dict, work, processes: int = 1, expect_rc:
     config = Path(work) / f"{program}.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(section))
-    return run_training(config, processes=processes, expect_rc=expect_rc, timeout=600,
-                        program=(f"nemo_launcher.jobs.{family}.{program}",))
+    return run_training(
+        config,
+        processes=processes,
+        expect_rc=expect_rc,
+        timeout=600,
+        program=(f"nemo_launcher.jobs.{family}.{program}",),
+    )
 
 
 def start_tuning(program: str, section: dict, work, log, family: str = "gpt"):
@@ -110,8 +156,14 @@ def start_tuning(program: str, section: dict, work, log, family: str = "gpt"):
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(section))
     handle = open(log, "w")
-    return subprocess.Popen(command(config, program=(f"nemo_launcher.jobs.{family}.{program}",)), cwd=REPO, env=environment(),
-                            stdout=handle, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command(config, program=(f"nemo_launcher.jobs.{family}.{program}",)),
+        cwd=REPO,
+        env=environment(),
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def rerun_after_kill_9(program: str, section: dict, work, kill_after: int, family: str = "gpt", result=None) -> str:

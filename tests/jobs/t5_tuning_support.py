@@ -7,16 +7,33 @@
 The task: "question: what colour is the <thing>? context: the <thing> is <colour> ." -> "<colour>", every word
 in the vocabulary, so a few steps of a tiny model learn it.
 """
+
 import itertools
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, Sequence
 
 from .data_support import train_wordpiece_vocab
 from .t5_models import model_section, random_model, wordpiece_tokenizer
 
-THINGS = ["house", "car", "river", "book", "door", "tree", "table", "road", "stone", "ship", "wall", "horse", "garden",
-          "window", "bridge", "church"]
+THINGS = [
+    "house",
+    "car",
+    "river",
+    "book",
+    "door",
+    "tree",
+    "table",
+    "road",
+    "stone",
+    "ship",
+    "wall",
+    "horse",
+    "garden",
+    "window",
+    "bridge",
+    "church",
+]
 COLOURS = ["red", "blue", "green", "black", "white", "brown"]
 NEMO_VOCAB = 1024  # padded embedding rows
 
@@ -25,8 +42,14 @@ def tiny_t5_nemo(folder: Path, **overrides) -> str:
     from nemo_launcher.jobs.t5.standalone import save_t5_nemo
 
     vocab = train_wordpiece_vocab(folder / "vocab.txt", lower_case=False, vocab_size=800, extra=THINGS + COLOURS)
-    section = model_section("family", wordpiece_tokenizer(vocab), max_position_embeddings=64, encoder_seq_length=64,
-                            init_method_std=0.02, **overrides)
+    section = model_section(
+        "family",
+        wordpiece_tokenizer(vocab),
+        max_position_embeddings=64,
+        encoder_seq_length=64,
+        init_method_std=0.02,
+        **overrides,
+    )
     section["data"]["seq_length"] = 64
     return str(save_t5_nemo(folder / "megatron_t5.nemo", section, random_model(section, NEMO_VOCAB)))
 
@@ -34,11 +57,13 @@ def tiny_t5_nemo(folder: Path, **overrides) -> str:
 def qa_pairs(seed: int, count: int):
     pairs = list(itertools.product(THINGS, COLOURS))
     random.Random(seed).shuffle(pairs)
-    return [(f"question: what colour is the {thing} ? context: the {thing} is {colour} .", colour)
-            for thing, colour in pairs[:count]]
+    return [
+        (f"question: what colour is the {thing} ? context: the {thing} is {colour} .", colour)
+        for thing, colour in pairs[:count]
+    ]
 
 
-def write_task(folder: Path, train: int = 64, validation: int = 8) -> Dict[str, str]:
+def write_task(folder: Path, train: int = 64, validation: int = 8) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     files = {}
     for split, seed, count in (("train", 1, train), ("val", 2, validation)):
@@ -51,23 +76,42 @@ def write_task(folder: Path, train: int = 64, validation: int = 8) -> Dict[str, 
 
 
 FAST = [
-    "trainer.devices=1", "trainer.accelerator=cpu", "trainer.precision=32", "trainer.log_every_n_steps=1",
-    "trainer.limit_val_batches=1", "model.global_batch_size=4", "model.micro_batch_size=2",
-    "model.optim.lr=3.0e-3", "model.optim.sched.warmup_steps=1", "model.optim.sched.min_lr=1.0e-4",
-    "model.data.train_ds.max_src_seq_length=32", "model.data.train_ds.max_tgt_seq_length=6",
+    "trainer.devices=1",
+    "trainer.accelerator=cpu",
+    "trainer.precision=32",
+    "trainer.log_every_n_steps=1",
+    "trainer.limit_val_batches=1",
+    "model.global_batch_size=4",
+    "model.micro_batch_size=2",
+    "model.optim.lr=3.0e-3",
+    "model.optim.sched.warmup_steps=1",
+    "model.optim.sched.min_lr=1.0e-4",
+    "model.data.train_ds.max_src_seq_length=32",
+    "model.data.train_ds.max_tgt_seq_length=6",
 ]
 
 
-def finetune_config(work: Path, nemo: str, files: Dict[str, str], overrides: Sequence[str] = (),
-                    choice: str = "t5/custom_task") -> Path:
+def finetune_config(
+    work: Path, nemo: str, files: dict[str, str], overrides: Sequence[str] = (), choice: str = "t5/custom_task"
+) -> Path:
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    data = ["run.model_train_name=t5_tiny", f"model.restore_from_path={nemo}",
-            f"model.data.train_ds.src_file_name={files['train_src']}", f"model.data.train_ds.tgt_file_name={files['train_tgt']}",
-            f"model.data.validation_ds.src_file_name={files['val_src']}",
-            f"model.data.validation_ds.tgt_file_name={files['val_tgt']}"]
-    return write_stage_config(work / "finetune.yaml", "fine_tuning", choice, data_dir=work / "data",
-                              base_results_dir=work / "results", overrides=[*FAST, *data, *overrides])
+    data = [
+        "run.model_train_name=t5_tiny",
+        f"model.restore_from_path={nemo}",
+        f"model.data.train_ds.src_file_name={files['train_src']}",
+        f"model.data.train_ds.tgt_file_name={files['train_tgt']}",
+        f"model.data.validation_ds.src_file_name={files['val_src']}",
+        f"model.data.validation_ds.tgt_file_name={files['val_tgt']}",
+    ]
+    return write_stage_config(
+        work / "finetune.yaml",
+        "fine_tuning",
+        choice,
+        data_dir=work / "data",
+        base_results_dir=work / "results",
+        overrides=[*FAST, *data, *overrides],
+    )
 
 
 def results_dir(work: Path) -> Path:

@@ -4,20 +4,33 @@ WebDataset tars, resolved tiny configs, and a training program started, killed a
     write_shape_tars(folder, examples=192, per_tar=48)      # what multimodal/tiny_shapes' reorganize_tar writes
     config = write_config(work, data_dir, "clip/tiny", ["trainer.max_steps=12"])
 """
+
 import io
 import os
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from nemo_launcher.jobs.multimodal.shapes import shape_example
 from nemo_launcher.jobs.multimodal.tars import AtomicTar
 
 from .gpt_train_support import REPO, command, environment, losses, run_training, weights
 
-__all__ = ["REPO", "losses", "run_training", "weights", "write_shape_tars", "write_config", "log_dir", "kill_after_checkpoint",
-           "nemo_state", "load_in_process", "layers_stacked", "module_names"]
+__all__ = [
+    "REPO",
+    "losses",
+    "run_training",
+    "weights",
+    "write_shape_tars",
+    "write_config",
+    "log_dir",
+    "kill_after_checkpoint",
+    "nemo_state",
+    "load_in_process",
+    "layers_stacked",
+    "module_names",
+]
 
 
 def write_shape_tars(folder: Path, examples: int, per_tar: int, first: int = 0, seed: int = 0, size: int = 64) -> None:
@@ -35,8 +48,14 @@ def write_shape_tars(folder: Path, examples: int, per_tar: int, first: int = 0, 
 def write_config(work: Path, data_dir: Path, choice: str, overrides: Sequence[str] = ()) -> Path:
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    return write_stage_config(work / "cfg.yaml", "training", choice, data_dir=data_dir, base_results_dir=work / "results",
-                              overrides=list(overrides))
+    return write_stage_config(
+        work / "cfg.yaml",
+        "training",
+        choice,
+        data_dir=data_dir,
+        base_results_dir=work / "results",
+        overrides=list(overrides),
+    )
 
 
 def log_dir(work: Path, run_name: str) -> Path:
@@ -46,8 +65,14 @@ def log_dir(work: Path, run_name: str) -> Path:
 def kill_after_checkpoint(config: Path, program: str, checkpoint: Path, output: Path, later: Path) -> None:
     """Starts the program, SIGKILLs it once `checkpoint` is complete, and checks `later` was not written yet."""
     with open(output, "w") as handle:
-        process = subprocess.Popen(command(config, program=(program,)), cwd=REPO, env=environment(), stdout=handle,
-                                   stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            command(config, program=(program,)),
+            cwd=REPO,
+            env=environment(),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     try:
         deadline = time.monotonic() + 240
         while not (checkpoint / "COMPLETE").exists():
@@ -90,8 +115,14 @@ def load_in_process(nemo: Path, images: Sequence[Path]) -> dict:
     import json
     import sys
 
-    result = subprocess.run([sys.executable, "-c", _LOAD, str(nemo), *map(str, images)], cwd=REPO, env=environment(),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _LOAD, str(nemo), *map(str, images)],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -118,7 +149,10 @@ def layers_stacked(state: dict) -> dict:
 def module_names(checkpoint_weights: dict) -> dict:
     """weights() of a checkpoint under the module's own names: megatron-core's GPT local layer (CLIP's text tower)
     saves its norms under Transformer Engine's fused names (linear_qkv.layer_norm_*, linear_fc1.layer_norm_*)."""
-    renames = {"self_attention.linear_qkv.layer_norm_": "input_layernorm.", "mlp.linear_fc1.layer_norm_": "pre_mlp_layernorm."}
+    renames = {
+        "self_attention.linear_qkv.layer_norm_": "input_layernorm.",
+        "mlp.linear_fc1.layer_norm_": "pre_mlp_layernorm.",
+    }
     out = {}
     for key, value in checkpoint_weights.items():
         for fused, own in renames.items():

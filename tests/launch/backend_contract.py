@@ -21,13 +21,14 @@ backend that runs jobs here may accept only the kinds that running in order and 
 honours); arrays keep their items and parallelism limit; time limits keep their duration; submit and cancel go
 through the fake scheduler (or run here, with the exit status of a failed job as a field of the error).
 """
+
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -39,14 +40,24 @@ from nemo_launcher.launch.pipeline import Plan, PlannedJob, submit_plan, write_p
 
 # Values that would run something or split into several words if a backend forgot to quote them.
 HOSTILE = [
-    "plain", "two words", "it's", 'say "hi"', "$(touch CANARY)", "`touch CANARY`", "; touch CANARY #",
-    "line\nbreak", "$HOME and ${PATH}", "back\\slash", "*", "é✓ 100%",
+    "plain",
+    "two words",
+    "it's",
+    'say "hi"',
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "; touch CANARY #",
+    "line\nbreak",
+    "$HOME and ${PATH}",
+    "back\\slash",
+    "*",
+    "é✓ 100%",
 ]
 # A job directory with quotes, spaces, $( ), backticks and a percent sign (every backend accepts it).
 # The interpreter running the tests: stand-ins are Python scripts, and the interactive backend's submit() is pointed
 # at the probe through sys.executable.
 REAL_PYTHON = sys.executable
-HOSTILE_DIRECTORY = "d i'r \"q\" $(touch CANARY) `touch CANARY` 50%"
+HOSTILE_DIRECTORY = 'd i\'r "q" $(touch CANARY) `touch CANARY` 50%'
 # Kinds that running jobs here, one after another and stopping at the first failure, honours.
 RUN_IN_ORDER_KINDS = {Dependency.AFTER_SUCCESS, Dependency.AFTER_CORRESPONDING_ITEM, Dependency.SINGLETON}
 
@@ -66,17 +77,32 @@ def write_tool(directory: Path, name: str, text: str) -> Path:
     return path
 
 
-def context_for(cluster_type: str, tmp: Path, env: Tuple[Tuple[str, str], ...] = ()) -> LaunchContext:
+def context_for(cluster_type: str, tmp: Path, env: tuple[tuple[str, str], ...] = ()) -> LaunchContext:
     return LaunchContext(
-        cluster_type=cluster_type, launcher_scripts_path=Path("/opt/launcher"), data_dir=Path("/data"),
-        base_results_dir=tmp / "results", container=None, mounts=(), env=env, cluster={"gpus_per_node": 8},
-        secret_files=(), preflight=False, check_inputs=False, debug=False,
+        cluster_type=cluster_type,
+        launcher_scripts_path=Path("/opt/launcher"),
+        data_dir=Path("/data"),
+        base_results_dir=tmp / "results",
+        container=None,
+        mounts=(),
+        env=env,
+        cluster={"gpus_per_node": 8},
+        secret_files=(),
+        preflight=False,
+        check_inputs=False,
+        debug=False,
     )
 
 
 def spec_for(tmp: Path, name: str = "job", **fields) -> JobSpec:
-    defaults = dict(stage="training", name=name, directory=tmp / "results" / name, time_limit=timedelta(hours=1),
-                    commands=(Command("pkg.program", ("--config", "c.yaml")),), uses_gpus=False)
+    defaults = dict(
+        stage="training",
+        name=name,
+        directory=tmp / "results" / name,
+        time_limit=timedelta(hours=1),
+        commands=(Command("pkg.program", ("--config", "c.yaml")),),
+        uses_gpus=False,
+    )
     defaults.update(fields)
     return JobSpec(**defaults)
 
@@ -86,27 +112,27 @@ class BackendContract:
     cluster_type: str = ""
     runs_here: bool = True
 
-    def tools(self, tmp: Path) -> Dict[str, str]:
+    def tools(self, tmp: Path) -> dict[str, str]:
         """Extra environment for running a rendered script here (PATH with stand-ins first)."""
         return {}
 
-    def scheduler(self, tmp: Path, monkeypatch) -> Tuple[Callable[[], List[List[str]]], Callable[[], List[List[str]]]]:
+    def scheduler(self, tmp: Path, monkeypatch) -> tuple[Callable[[], list[list[str]]], Callable[[], list[list[str]]]]:
         raise NotImplementedError("a queueing backend provides a fake scheduler")
 
-    def waits_given(self, argv: List[str]) -> Tuple[Wait, ...]:
+    def waits_given(self, argv: list[str]) -> tuple[Wait, ...]:
         raise NotImplementedError("a queueing backend reads its submission's dependencies back")
 
-    def time_limit_of(self, text: str) -> Optional[timedelta]:
+    def time_limit_of(self, text: str) -> timedelta | None:
         return None
 
-    def array_of(self, text: str, argv: Optional[List[str]]) -> Optional[Tuple[Tuple[int, ...], Optional[int]]]:
+    def array_of(self, text: str, argv: list[str] | None) -> tuple[tuple[int, ...], int | None] | None:
         return None
 
     # ---- helpers ----
-    def backend(self, tmp: Path, env: Tuple[Tuple[str, str], ...] = ()):
+    def backend(self, tmp: Path, env: tuple[tuple[str, str], ...] = ()):
         return backend_class(self.cluster_type)(context_for(self.cluster_type, tmp, env))
 
-    def environment(self, tmp: Path, **extra: str) -> Dict[str, str]:
+    def environment(self, tmp: Path, **extra: str) -> dict[str, str]:
         bin_dir = tmp / "probe_bin"
         probe = write_tool(bin_dir, "python3", PROBE.format(python=REAL_PYTHON))
         environment = dict(os.environ, NEMO_LAUNCHER_PYTHON=str(probe), PROBE_OUT=str(tmp / "probe.jsonl"), **extra)
@@ -114,17 +140,23 @@ class BackendContract:
         environment["PATH"] = f"{bin_dir}:{environment.get('PATH', os.environ['PATH'])}"
         return environment
 
-    def run_script(self, backend, spec: JobSpec, tmp: Path, **extra: str) -> List[dict]:
+    def run_script(self, backend, spec: JobSpec, tmp: Path, **extra: str) -> list[dict]:
         """Renders, writes and runs the script with bash as the backend's job would; what the probe recorded."""
         path = backend.script_path(spec)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(backend.render(spec))
-        subprocess.run(["bash", str(path)], cwd=tmp, env=self.environment(tmp, **extra), check=True,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            ["bash", str(path)],
+            cwd=tmp,
+            env=self.environment(tmp, **extra),
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         out = tmp / "probe.jsonl"
         return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
 
-    def plan(self, backend, specs: List[JobSpec]) -> Plan:
+    def plan(self, backend, specs: list[JobSpec]) -> Plan:
         """One stage of these jobs (BCP runs one stage per call)."""
         jobs = [PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs]
         return Plan(backend.context, backend, [jobs])
@@ -140,8 +172,9 @@ class BackendContract:
         backend = self.backend(tmp_path, env=(("A", "1"), ("B", "two words")))
         spec = spec_for(tmp_path, waits=(Wait(Dependency.SINGLETON),), env=(("C", "3"),))
         first = backend.render(spec)
-        again = self.backend(tmp_path, env=(("A", "1"), ("B", "two words"))).render(spec_for(
-            tmp_path, waits=(Wait(Dependency.SINGLETON),), env=(("C", "3"),)))
+        again = self.backend(tmp_path, env=(("A", "1"), ("B", "two words"))).render(
+            spec_for(tmp_path, waits=(Wait(Dependency.SINGLETON),), env=(("C", "3"),))
+        )
         assert first == again == backend.render(spec)
         assert not (tmp_path / "results").exists(), "render() must not write anything"
 
@@ -165,8 +198,11 @@ class BackendContract:
     @pytest.mark.parametrize("value", HOSTILE)
     def test_hostile_values_arrive_unchanged_and_run_nothing(self, value, tmp_path):
         backend = self.backend(tmp_path, env=(("HOSTILE", value),))
-        spec = spec_for(tmp_path, directory=tmp_path / "results" / HOSTILE_DIRECTORY,
-                        commands=(Command("pkg.program", ("--value", value, value)),))
+        spec = spec_for(
+            tmp_path,
+            directory=tmp_path / "results" / HOSTILE_DIRECTORY,
+            commands=(Command("pkg.program", ("--value", value, value)),),
+        )
         backend.validate([[spec]])
         records = self.run_script(backend, spec, tmp_path)
         assert records, "the job program did not run"
@@ -180,8 +216,11 @@ class BackendContract:
         backend = self.backend(tmp_path)
         first = spec_for(tmp_path, "first")
         # The kind as the way the second job waits for the first, and as a wait on an outside job.
-        chained = None if kind in (Dependency.SINGLETON, Dependency.AFTER_START) else spec_for(
-            tmp_path, "second", after_previous=kind)
+        chained = (
+            None
+            if kind in (Dependency.SINGLETON, Dependency.AFTER_START)
+            else spec_for(tmp_path, "second", after_previous=kind)
+        )
         outside_wait = Wait(kind) if kind is Dependency.SINGLETON else Wait(kind, ("4242",))
         outside = spec_for(tmp_path, "third", waits=(outside_wait,))
         for second in filter(None, (chained, outside)):
@@ -194,7 +233,8 @@ class BackendContract:
                 # Accepted by a backend that runs jobs in order and stops at the first failure: only right for
                 # the kinds that order honours, and the second job must not run when the first failed.
                 assert second.after_previous in RUN_IN_ORDER_KINDS and all(
-                    wait.kind in RUN_IN_ORDER_KINDS and not wait.job_ids for wait in second.waits), second
+                    wait.kind in RUN_IN_ORDER_KINDS and not wait.job_ids for wait in second.waits
+                ), second
                 monkeypatch.chdir(tmp_path)
                 self.run_here_with(monkeypatch, tmp_path, PROBE_EXIT="3")
                 plan = self.plan(backend, [first, second])
@@ -229,7 +269,8 @@ class BackendContract:
         assert backend.array_words(spec) and backend.array_words(spec_for(tmp_path)) is None
 
     @pytest.mark.parametrize(
-        "limit", [timedelta(minutes=15), timedelta(hours=4), timedelta(days=1, hours=4, seconds=5)], ids=str)
+        "limit", [timedelta(minutes=15), timedelta(hours=4), timedelta(days=1, hours=4, seconds=5)], ids=str
+    )
     def test_time_limits_keep_their_duration(self, limit, tmp_path):
         backend = self.backend(tmp_path)
         spec = spec_for(tmp_path, time_limit=limit)

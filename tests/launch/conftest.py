@@ -1,7 +1,6 @@
 """Fixtures for launch-side tests: compose configs in-process (no subprocess per test) and run the launcher."""
-import os
+
 from pathlib import Path
-from typing import List, Optional
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -15,7 +14,7 @@ CONF_DIR = str(REPO_ROOT / "conf")
 register_resolvers()
 
 
-def compose_config(overrides: List[str], config_name: str = "config"):
+def compose_config(overrides: list[str], config_name: str = "config"):
     """Composes like `python3 main.py <overrides>`; returns (cfg, choices).
 
     Most tests are about something other than input files and name data that does not exist here, so the input
@@ -35,7 +34,7 @@ def compose_config(overrides: List[str], config_name: str = "config"):
 def launch(tmp_path, monkeypatch, capsys):
     """Runs the launcher in-process with results under tmp_path; returns (exit code, stdout, stderr)."""
 
-    def _launch(overrides: List[str], debug: bool = True, results: Optional[Path] = None, config_name: str = "config"):
+    def _launch(overrides: list[str], debug: bool = True, results: Path | None = None, config_name: str = "config"):
         results = results or tmp_path / "results"
         if debug:
             monkeypatch.setenv("NEMO_LAUNCHER_DEBUG", "1")

@@ -11,6 +11,7 @@ results dir) and `plan.txt` (the printed plan: ids, dependencies, time, array), 
 one-line error when the launcher refuses the combination. Paths are fixed (launcher_scripts_path=/opt/launcher,
 data_dir=/data, base_results_dir=/results), so the output depends on the code alone.
 """
+
 import os
 import sys
 from pathlib import Path

@@ -2,6 +2,7 @@
 
 python3 -m tests.launch.slurm_probe --record FILE --name NAME [--sleep S] [--exit CODE]
 """
+
 import argparse
 import os
 import sys
@@ -15,7 +16,10 @@ parser.add_argument("--exit", type=int, default=0)
 args = parser.parse_args()
 started = time.time()
 time.sleep(args.sleep)
-print(f"probe {args.name} attempt {os.environ.get('SLURM_RESTART_COUNT', '0')} job {os.environ.get('SLURM_JOB_ID')}", flush=True)
+print(
+    f"probe {args.name} attempt {os.environ.get('SLURM_RESTART_COUNT', '0')} job {os.environ.get('SLURM_JOB_ID')}",
+    flush=True,
+)
 with open(args.record, "a") as record:
     record.write(f"{args.name} {started:.3f} {time.time():.3f}\n")
 sys.exit(args.exit)

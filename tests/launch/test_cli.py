@@ -1,4 +1,5 @@
 """main.py as users run it: Hydra's --help, --cfg job, -m sweeps and a dry run on a machine without Slurm."""
+
 import os
 import subprocess
 import sys
@@ -8,7 +9,9 @@ from nemo_launcher.launch.resolvers import REPO_ROOT
 
 def _main(args, tmp_path, **env):
     environ = dict(os.environ, **env)
-    return subprocess.run([sys.executable, "main.py", *args], cwd=REPO_ROOT, env=environ, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "main.py", *args], cwd=REPO_ROOT, env=environ, capture_output=True, text=True
+    )
 
 
 def test_help_lists_groups(tmp_path):
@@ -28,7 +31,8 @@ def test_cfg_job_prints_composed_config(tmp_path):
 
 def test_sweep_submits_one_pipeline_per_point(tmp_path):
     result = _main(
-        ["-m", "stages=[training]", "training=gpt3/126m,gpt3/5b", f"base_results_dir={tmp_path}"], tmp_path,
+        ["-m", "stages=[training]", "training=gpt3/126m,gpt3/5b", f"base_results_dir={tmp_path}"],
+        tmp_path,
         NEMO_LAUNCHER_DEBUG="1",
     )
     assert result.returncode == 0, result.stderr
@@ -42,15 +46,31 @@ def test_dry_run_without_slurm_and_error_exit_code(tmp_path):
     empty.mkdir()
     path = f"{empty}:{os.path.dirname(sys.executable)}:/usr/bin:/bin"
     path = ":".join(p for p in path.split(":") if not os.path.exists(os.path.join(p, "sbatch")))
-    ok = _main(["stages=[training]", "training=gpt3/5b", f"base_results_dir={tmp_path}/r"], tmp_path,
-               NEMO_LAUNCHER_DEBUG="true", PATH=path)
+    ok = _main(
+        ["stages=[training]", "training=gpt3/5b", f"base_results_dir={tmp_path}/r"],
+        tmp_path,
+        NEMO_LAUNCHER_DEBUG="true",
+        PATH=path,
+    )
     assert ok.returncode == 0, ok.stderr
-    bad = _main(["stages=[training]", "training=gpt3/5b", "training.model.tensor_model_parallel_size=3", f"base_results_dir={tmp_path}/bad"],
-                tmp_path, NEMO_LAUNCHER_DEBUG="1")
+    bad = _main(
+        [
+            "stages=[training]",
+            "training=gpt3/5b",
+            "training.model.tensor_model_parallel_size=3",
+            f"base_results_dir={tmp_path}/bad",
+        ],
+        tmp_path,
+        NEMO_LAUNCHER_DEBUG="1",
+    )
     assert bad.returncode == 2
     assert bad.stderr.strip().startswith("Error: training.model.tensor_model_parallel_size=3")
     assert not (tmp_path / "bad").exists()
-    no_slurm = _main(["stages=[training]", "training=gpt3/5b", "check_inputs=false", f"base_results_dir={tmp_path}/n"], tmp_path, PATH=path)
+    no_slurm = _main(
+        ["stages=[training]", "training=gpt3/5b", "check_inputs=false", f"base_results_dir={tmp_path}/n"],
+        tmp_path,
+        PATH=path,
+    )
     assert no_slurm.returncode == 1 and "NEMO_LAUNCHER_DEBUG=1" in no_slurm.stderr
 
 
@@ -61,7 +81,12 @@ def test_launch_side_never_imports_torch(tmp_path):
         f"sys.argv = ['main.py', 'stages=[training]', 'training=gpt3/5b', 'base_results_dir={tmp_path}']\n"
         "runpy.run_path('main.py', run_name='__main__')\n"
     )
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True,
-                            env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"))
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"),
+    )
     assert result.returncode == 0, result.stderr
     assert "HEAVY []" in result.stdout

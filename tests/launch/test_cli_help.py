@@ -1,5 +1,6 @@
 """The command line before Hydra: our --help page, config-name typos answered with the nearest choices, and a dry
 run that needs nothing beyond requirements-launch.txt."""
+
 import json
 import os
 import re
@@ -20,7 +21,9 @@ from nemo_launcher.launch.stages import STAGES
 
 def _main(args, **env):
     environ = dict(os.environ, **env)
-    return subprocess.run([sys.executable, "main.py", *args], cwd=REPO_ROOT, env=environ, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "main.py", *args], cwd=REPO_ROOT, env=environ, capture_output=True, text=True
+    )
 
 
 def _rows(page, title):
@@ -61,17 +64,20 @@ def test_hydra_help_is_still_hydras():
     assert "== Flags ==" in result.stdout and "Usage: python3 main.py" not in result.stdout
 
 
-@pytest.mark.parametrize("args, key, nearest", [
-    (["training=gpt3/5bb"], "training='gpt3/5bb'", "nearest: gpt3/5b"),
-    (["conversion=gpt3/convert_gpt"], "conversion='gpt3/convert_gpt'", "nearest: gpt3/convert_gpt3"),
-    (["+training=gpt3/5bb"], "+training='gpt3/5bb'", "nearest: gpt3/5b"),
-    (["-m", "stages=[training]", "training=gpt3/126m,gpt3/5bb"], "training='gpt3/5bb'", "nearest: gpt3/5b"),
-    (["env_preset=awz"], "env_preset='awz'", "nearest: aws"),
-    (["--config-name=quickstrat"], "--config-name='quickstrat'", "nearest: quickstart"),
-    (["--config-name", "quickstrat"], "--config-name='quickstrat'", "nearest: quickstart"),
-    (["-cn", "quickstrat"], "--config-name='quickstrat'", "nearest: quickstart"),
-    (["trainin=gpt3/5b"], "trainin='gpt3/5b'", "no such config group; nearest: training"),
-])
+@pytest.mark.parametrize(
+    "args, key, nearest",
+    [
+        (["training=gpt3/5bb"], "training='gpt3/5bb'", "nearest: gpt3/5b"),
+        (["conversion=gpt3/convert_gpt"], "conversion='gpt3/convert_gpt'", "nearest: gpt3/convert_gpt3"),
+        (["+training=gpt3/5bb"], "+training='gpt3/5bb'", "nearest: gpt3/5b"),
+        (["-m", "stages=[training]", "training=gpt3/126m,gpt3/5bb"], "training='gpt3/5bb'", "nearest: gpt3/5b"),
+        (["env_preset=awz"], "env_preset='awz'", "nearest: aws"),
+        (["--config-name=quickstrat"], "--config-name='quickstrat'", "nearest: quickstart"),
+        (["--config-name", "quickstrat"], "--config-name='quickstrat'", "nearest: quickstart"),
+        (["-cn", "quickstrat"], "--config-name='quickstrat'", "nearest: quickstart"),
+        (["trainin=gpt3/5b"], "trainin='gpt3/5b'", "no such config group; nearest: training"),
+    ],
+)
 def test_missing_config_exits_2_naming_the_nearest(tmp_path, args, key, nearest):
     results = tmp_path / "results"
     result = _main([*args, f"base_results_dir={results}"], NEMO_LAUNCHER_DEBUG="1")
@@ -85,9 +91,19 @@ def test_missing_config_exits_2_naming_the_nearest(tmp_path, args, key, nearest)
 
 def test_good_choices_pass_through_to_hydra(tmp_path):
     results = tmp_path / "results"
-    result = _main(["stages=[training,conversion]", "training=gpt3/126m", "conversion=gpt3/convert_gpt3.yaml",
-                    "env_preset=aws", "cluster_type=bcm", "training.trainer.num_nodes=2", "+env_vars.MY_FLAG=1",
-                    f"base_results_dir={results}"], NEMO_LAUNCHER_DEBUG="1")
+    result = _main(
+        [
+            "stages=[training,conversion]",
+            "training=gpt3/126m",
+            "conversion=gpt3/convert_gpt3.yaml",
+            "env_preset=aws",
+            "cluster_type=bcm",
+            "training.trainer.num_nodes=2",
+            "+env_vars.MY_FLAG=1",
+            f"base_results_dir={results}",
+        ],
+        NEMO_LAUNCHER_DEBUG="1",
+    )
     assert result.returncode == 0, result.stderr
     assert (results / "gpt3_126m" / "nemo-megatron-gpt3_126m_submission.sh").exists()
     composed = _main(["--cfg", "job", "-cn", "quickstart"])
@@ -97,26 +113,49 @@ def test_good_choices_pass_through_to_hydra(tmp_path):
 
 def test_command_line_is_read_the_way_argparse_reads_it():
     options, overrides = read_command_line(
-        ["-m", "--cfg", "job", "-cn=quickstart", "--info", "training=gpt3/5b", "-p", "training", "a=1", "--", "-b=2"])
-    assert options == {"--multirun": None, "--cfg": "job", "--config-name": "quickstart", "--info": None,
-                       "--package": "training"}
+        ["-m", "--cfg", "job", "-cn=quickstart", "--info", "training=gpt3/5b", "-p", "training", "a=1", "--", "-b=2"]
+    )
+    assert options == {
+        "--multirun": None,
+        "--cfg": "job",
+        "--config-name": "quickstart",
+        "--info": None,
+        "--package": "training",
+    }
     assert overrides == ["training=gpt3/5b", "a=1", "-b=2"]
     options, overrides = read_command_line(["--info", "defaults", "x=1"])
     assert options == {"--info": "defaults"} and overrides == ["x=1"]
 
 
-@pytest.mark.parametrize("override", [
-    "training=null", "training=gpt3/126m,null", "training.model.num_layers=3", "cluster_type=bcp",
-    "base_results_dir=/tmp/x", "stages=[trainin]", "+trainin=gpt3/5b", "~fine_tuning", "hydra/launcher=basicx",
-    "hydra.run.dir=/tmp", "training=choice(gpt3/5bb)", "training=${oc.env:X}", "completely_unknown_key=1",
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "training=null",
+        "training=gpt3/126m,null",
+        "training.model.num_layers=3",
+        "cluster_type=bcp",
+        "base_results_dir=/tmp/x",
+        "stages=[trainin]",
+        "+trainin=gpt3/5b",
+        "~fine_tuning",
+        "hydra/launcher=basicx",
+        "hydra.run.dir=/tmp",
+        "training=choice(gpt3/5bb)",
+        "training=${oc.env:X}",
+        "completely_unknown_key=1",
+    ],
+)
 def test_what_hydra_judges_is_left_to_hydra(override):
     assert command_line_problem(None, [override]) is None
 
 
 def test_other_config_sources_are_left_to_hydra(capsys):
-    for args in (["-cp", "/elsewhere", "training=gpt3/5bb"], ["--config-dir=/more", "training=gpt3/5bb"],
-                 ["training=gpt3/5bb", "hydra.searchpath=[file:///more]"], ["--hydra-help", "training=gpt3/5bb"]):
+    for args in (
+        ["-cp", "/elsewhere", "training=gpt3/5bb"],
+        ["--config-dir=/more", "training=gpt3/5bb"],
+        ["training=gpt3/5bb", "hydra.searchpath=[file:///more]"],
+        ["--hydra-help", "training=gpt3/5bb"],
+    ):
         check_command_line(["main.py", *args])  # returns: Hydra reads the configs from where it is told
     assert capsys.readouterr() == ("", "")
     with pytest.raises(SystemExit) as stopped:
@@ -126,8 +165,11 @@ def test_other_config_sources_are_left_to_hydra(capsys):
 
 def _launch_distributions():
     """Distributions named in requirements-launch.txt and everything they require, by their own metadata."""
-    names = [Requirement(line).name for line in (Path(REPO_ROOT) / "requirements-launch.txt").read_text().splitlines()
-             if line.strip() and not line.startswith(("#", "-"))]
+    names = [
+        Requirement(line).name
+        for line in (Path(REPO_ROOT) / "requirements-launch.txt").read_text().splitlines()
+        if line.strip() and not line.startswith(("#", "-"))
+    ]
     assert {"hydra-core", "omegaconf", "pyyaml"} <= {_normal(name) for name in names}
     allowed, todo = set(), list(names)
     while todo:
@@ -174,27 +216,43 @@ runpy.run_path('main.py', run_name='__main__')
 """
 
 
-@pytest.mark.parametrize("args", [
-    ["stages=[data_preparation,training,conversion,fine_tuning,peft,evaluation,export]", "fine_tuning=gpt3/squad",
-     "peft=gpt3/squad"],
-    ["stages=[training]", "cluster_type=bcp"],
-    ["stages=[training]", "training=gpt3/tiny", "cluster_type=interactive"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [
+            "stages=[data_preparation,training,conversion,fine_tuning,peft,evaluation,export]",
+            "fine_tuning=gpt3/squad",
+            "peft=gpt3/squad",
+        ],
+        ["stages=[training]", "cluster_type=bcp"],
+        ["stages=[training]", "training=gpt3/tiny", "cluster_type=interactive"],
+    ],
+)
 def test_dry_run_needs_only_launch_requirements(tmp_path, args):
     owners = metadata.packages_distributions()
     allowed = _launch_distributions()
-    blocked = sorted(top for top, dists in owners.items()
-                     if top not in sys.stdlib_module_names and not {_normal(d) for d in dists} & allowed)
+    blocked = sorted(
+        top
+        for top, dists in owners.items()
+        if top not in sys.stdlib_module_names and not {_normal(d) for d in dists} & allowed
+    )
     assert "torch" in blocked and "hydra" not in blocked  # the job side is installed here, and is shut out
-    result = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, json.dumps(blocked), *args,
-                             f"base_results_dir={tmp_path}"],
-                            cwd=REPO_ROOT, capture_output=True, text=True, env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"))
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE, json.dumps(blocked), *args, f"base_results_dir={tmp_path}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"),
+    )
     assert result.returncode == 0, result.stderr
     assert "Pipeline, dry run" in result.stdout
     imported = json.loads(result.stdout.rsplit("IMPORTED ", 1)[1])
     site_dirs = [os.path.realpath(path) for path in [*site.getsitepackages(), site.getusersitepackages()]]
-    from_site = sorted(top for top, where in imported.items()
-                       if where and any(os.path.realpath(where).startswith(path + os.sep) for path in site_dirs))
+    from_site = sorted(
+        top
+        for top, where in imported.items()
+        if where and any(os.path.realpath(where).startswith(path + os.sep) for path in site_dirs)
+    )
     assert "hydra" in from_site and "yaml" in from_site  # the probe sees what the launcher imports
     strays = {top: owners.get(top) for top in from_site if not {_normal(d) for d in owners.get(top, [])} & allowed}
     assert not strays, f"imported from outside requirements-launch.txt: {strays}"

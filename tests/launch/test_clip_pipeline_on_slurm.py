@@ -2,6 +2,7 @@
 dependencies. Data preparation is the WebDataset pipeline as Slurm jobs (array jobs where the seed has them, each
 array task waiting for its own task of the step before: aftercorr), then training, zero-shot evaluation, similarity
 and ONNX export."""
+
 import json
 
 from .conftest import plan_rows
@@ -10,15 +11,22 @@ from .test_training_on_slurm import SLURM_CPU
 
 # The quick start trains 150 steps to score well (tests/test_quickstart_vision.py checks it); here the pipeline's
 # wiring is under test, and 20 steps still write the .nemo every later stage reads.
-SHORT_TRAINING = ["training.trainer.max_steps=20", "training.trainer.val_check_interval=20",
-                  "training.trainer.log_every_n_steps=10",
-                  "training.exp_manager.checkpoint_callback_params.every_n_train_steps=20"]
+SHORT_TRAINING = [
+    "training.trainer.max_steps=20",
+    "training.trainer.val_check_interval=20",
+    "training.trainer.log_every_n_steps=10",
+    "training.exp_manager.checkpoint_callback_params.every_n_train_steps=20",
+]
 
 
 def test_tiny_clip_pipeline_with_array_jobs(slurm_cluster, launch, tmp_path):
     results, data = tmp_path / "results", tmp_path / "data"
-    code, out, err = launch(["cluster_type=bcm", f"data_dir={data}", *SHORT_TRAINING, *SLURM_CPU],
-                            debug=False, results=results, config_name="quickstart_clip")
+    code, out, err = launch(
+        ["cluster_type=bcm", f"data_dir={data}", *SHORT_TRAINING, *SLURM_CPU],
+        debug=False,
+        results=results,
+        config_name="quickstart_clip",
+    )
     assert code == 0, err
     rows = plan_rows(out)
     stages = [row[0] for row in rows]
@@ -28,8 +36,8 @@ def test_tiny_clip_pipeline_with_array_jobs(slurm_cluster, launch, tmp_path):
     assert len(arrays) >= 2, out  # download_images, reorganize_tar, precache_encodings run as arrays
     assert any(row[3].startswith("aftercorr:") for row in arrays), out
     ids = [row[2] for row in rows]
-    _wait_for_arrays(ids[:len(data_rows)], timeout_s=400)
-    states = [slurm_cluster.wait(job_id, timeout_s=600) for job_id in ids[len(data_rows):]]
+    _wait_for_arrays(ids[: len(data_rows)], timeout_s=400)
+    states = [slurm_cluster.wait(job_id, timeout_s=600) for job_id in ids[len(data_rows) :]]
     assert states == ["COMPLETED"] * 4, states
 
     run_dir = results / "clip_tiny"

@@ -1,5 +1,6 @@
 """The cluster section, processes per node against GPUs per node, and container mounts: every bad value is
 refused before anything is written (exit 2, one line naming the key, the value and the fix)."""
+
 import pytest
 import yaml
 
@@ -41,14 +42,28 @@ REFUSED = [
     (TRAINING + ["cluster.signal_seconds_before_limit=null"], ["cluster.signal_seconds_before_limit=None"]),
     # More processes on a node than it has GPUs: training (trainer.devices) and a stage with run.ntasks_per_node.
     # trainer.devices follows cluster.gpus_per_node unless set: the user's case sets both.
-    (TRAINING + ["training.trainer.devices=8", "cluster.gpus_per_node=4"], [
-        "training.trainer.devices=8", "starts 8 processes per node, but cluster.gpus_per_node=4",
-        "training.trainer.devices must equal cluster.gpus_per_node (one process per GPU); set one to the other",
-    ]),
-    (CONVERSION + ["conversion.model.tensor_model_parallel_size=8", "conversion.run.nodes=1",
-                   "conversion.run.ntasks_per_node=8", "cluster.gpus_per_node=4"], [
-        "conversion.run.ntasks_per_node=8", "cluster.gpus_per_node=4", "must be at most cluster.gpus_per_node",
-    ]),
+    (
+        TRAINING + ["training.trainer.devices=8", "cluster.gpus_per_node=4"],
+        [
+            "training.trainer.devices=8",
+            "starts 8 processes per node, but cluster.gpus_per_node=4",
+            "training.trainer.devices must equal cluster.gpus_per_node (one process per GPU); set one to the other",
+        ],
+    ),
+    (
+        CONVERSION
+        + [
+            "conversion.model.tensor_model_parallel_size=8",
+            "conversion.run.nodes=1",
+            "conversion.run.ntasks_per_node=8",
+            "cluster.gpus_per_node=4",
+        ],
+        [
+            "conversion.run.ntasks_per_node=8",
+            "cluster.gpus_per_node=4",
+            "must be at most cluster.gpus_per_node",
+        ],
+    ),
     # Container mounts: pyxis splits on commas, and each entry is /path, /src:/dst or /src:/dst:ro|rw.
     (TRAINING + CONTAINER + ["container_mounts=['/data,/lustre']"], ["container_mounts='/data,/lustre'", "no commas"]),
     (TRAINING + CONTAINER + ["container_mounts=[/a:/b:/c]"], ["container_mounts='/a:/b:/c'", "/src:/dst:ro|rw"]),
@@ -63,7 +78,9 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("overrides,words", REFUSED, ids=[" ".join(case[0][2:]) or " ".join(case[0]) for case in REFUSED])
+@pytest.mark.parametrize(
+    "overrides,words", REFUSED, ids=[" ".join(case[0][2:]) or " ".join(case[0]) for case in REFUSED]
+)
 def test_bad_cluster_setting_is_refused_before_writing(overrides, words, launch, tmp_path):
     results = tmp_path / "results"
     code, out, err = launch(overrides, results=results)
@@ -86,19 +103,22 @@ def test_launcher_path_with_a_comma_is_refused_only_with_a_container(launch, tmp
     assert code == 0, err
 
 
-@pytest.mark.parametrize("overrides,expected", [
-    (["cluster.mem=0"], "#SBATCH --mem=0\n"),
-    (["cluster.mem=500"], "#SBATCH --mem=500G\n"),
-    (["cluster.mem=500G"], "#SBATCH --mem=500G\n"),
-    (["cluster.mem='64000'"], "#SBATCH --mem=64000\n"),
-    (["cluster.partition=batch", "cluster.account=llm-team"], "#SBATCH --partition=batch\n"),
-    # No GPUs asked for: nothing to compare with.
-    (["cluster.gpus_per_node=null", "training.trainer.devices=8"], "#SBATCH --ntasks-per-node=8\n"),
-    # Fewer processes than GPUs is allowed.
-    (["cluster.gpus_per_node=16", "training.trainer.devices=8"], "#SBATCH --gpus-per-node=16\n"),
-    (["cluster.job_name_prefix=''"], "#SBATCH --job-name=gpt3_5b\n"),
-    (["cluster.srun_args=['--mpi=pmix']"], "srun --kill-on-bad-exit=1 --mpi=pmix "),
-])
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        (["cluster.mem=0"], "#SBATCH --mem=0\n"),
+        (["cluster.mem=500"], "#SBATCH --mem=500G\n"),
+        (["cluster.mem=500G"], "#SBATCH --mem=500G\n"),
+        (["cluster.mem='64000'"], "#SBATCH --mem=64000\n"),
+        (["cluster.partition=batch", "cluster.account=llm-team"], "#SBATCH --partition=batch\n"),
+        # No GPUs asked for: nothing to compare with.
+        (["cluster.gpus_per_node=null", "training.trainer.devices=8"], "#SBATCH --ntasks-per-node=8\n"),
+        # Fewer processes than GPUs is allowed.
+        (["cluster.gpus_per_node=16", "training.trainer.devices=8"], "#SBATCH --gpus-per-node=16\n"),
+        (["cluster.job_name_prefix=''"], "#SBATCH --job-name=gpt3_5b\n"),
+        (["cluster.srun_args=['--mpi=pmix']"], "srun --kill-on-bad-exit=1 --mpi=pmix "),
+    ],
+)
 def test_good_cluster_settings_render(overrides, expected, launch, tmp_path):
     results = tmp_path / "results"
     code, out, err = launch(TRAINING + overrides, results=results)
@@ -110,11 +130,16 @@ def test_good_cluster_settings_render(overrides, expected, launch, tmp_path):
 def test_fewer_processes_than_gpus_are_allowed_for_conversion_and_small_training(launch, tmp_path):
     # Conversion of a TP=2 checkpoint starts 2 processes on an 8-GPU node; tiny training starts 1.
     results = tmp_path / "results"
-    code, out, err = launch(["stages=[training,conversion]", "training=gpt3/tiny",
-                             "conversion.model.tensor_model_parallel_size=2"], results=results)
+    code, out, err = launch(
+        ["stages=[training,conversion]", "training=gpt3/tiny", "conversion.model.tensor_model_parallel_size=2"],
+        results=results,
+    )
     assert code == 0, err
     scripts = {p.parent.name: p.read_text() for p in results.rglob("*_submission.sh")}
-    assert "#SBATCH --ntasks-per-node=1\n" in scripts["gpt3_tiny"] and "#SBATCH --gpus-per-node=8\n" in scripts["gpt3_tiny"]
+    assert (
+        "#SBATCH --ntasks-per-node=1\n" in scripts["gpt3_tiny"]
+        and "#SBATCH --gpus-per-node=8\n" in scripts["gpt3_tiny"]
+    )
     assert "#SBATCH --ntasks-per-node=2\n" in scripts["convert_nemo"]
 
 
@@ -127,8 +152,10 @@ def test_cpu_jobs_are_not_compared_with_gpus(launch, tmp_path):
 
 def test_good_mounts_reach_pyxis_in_order(launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(TRAINING + CONTAINER + ["container_mounts=[/lustre,/scratch:/mnt/scratch,/ro:/mnt/ro:ro,/rw:/rw:rw,null]"],
-                            results=results)
+    code, out, err = launch(
+        TRAINING + CONTAINER + ["container_mounts=[/lustre,/scratch:/mnt/scratch,/ro:/mnt/ro:ro,/rw:/rw:rw,null]"],
+        results=results,
+    )
     assert code == 0, err
     (script,) = results.rglob("*_submission.sh")
     mounts = script.read_text().split("--container-mounts=", 1)[1].split(" ", 1)[0]

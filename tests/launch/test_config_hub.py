@@ -1,6 +1,6 @@
 """Every shipped stage config composes, validates and renders on every backend (never run here)."""
+
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -30,23 +30,56 @@ CLUSTER_TYPES = ("bcm", "bcp", "interactive")
 # The shipped configs the launcher refuses on purpose: (training config, cluster_type) -> words the one-line
 # error must hold. On interactive (one node of 8 GPUs) a model parallel group larger than 8 cannot fit.
 REFUSED = {
-    ("gpt3/175b", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(16) x CP(1) = 128",
-                                   "does not divide nodes(1) x devices(8) = 8"),
-    ("gpt3/40b_improved", "interactive"): ("training.model.tensor_model_parallel_size=8", "TP(8) x PP(2) x CP(1) = 16",
-                                           "does not divide nodes(1) x devices(8) = 8"),
-    **{(f"gpt3/{name}", "interactive"): ("training.model.tensor_model_parallel_size=8", f"= {gpus} does not divide",
-                                         "nodes(1) x devices(8) = 8")
-       for name, gpus in (("5b_64k", 32), ("40b_16k", 32), ("40b_32k", 64), ("40b_64k", 128), ("175b_16k", 512),
-                          ("175b_32k", 512), ("175b_fp8", 64))},
-    ("bert/20b", "interactive"): ("training.model.tensor_model_parallel_size=4", "TP(4) x PP(4) = 16",
-                                  "does not divide nodes(1) x devices(8) = 8"),
-    ("bert/100b", "interactive"): ("training.model.tensor_model_parallel_size=4", "TP(4) x PP(16) = 64",
-                                   "does not divide nodes(1) x devices(8) = 8"),
+    ("gpt3/175b", "interactive"): (
+        "training.model.tensor_model_parallel_size=8",
+        "TP(8) x PP(16) x CP(1) = 128",
+        "does not divide nodes(1) x devices(8) = 8",
+    ),
+    ("gpt3/40b_improved", "interactive"): (
+        "training.model.tensor_model_parallel_size=8",
+        "TP(8) x PP(2) x CP(1) = 16",
+        "does not divide nodes(1) x devices(8) = 8",
+    ),
+    **{
+        (f"gpt3/{name}", "interactive"): (
+            "training.model.tensor_model_parallel_size=8",
+            f"= {gpus} does not divide",
+            "nodes(1) x devices(8) = 8",
+        )
+        for name, gpus in (
+            ("5b_64k", 32),
+            ("40b_16k", 32),
+            ("40b_32k", 64),
+            ("40b_64k", 128),
+            ("175b_16k", 512),
+            ("175b_32k", 512),
+            ("175b_fp8", 64),
+        )
+    },
+    ("bert/20b", "interactive"): (
+        "training.model.tensor_model_parallel_size=4",
+        "TP(4) x PP(4) = 16",
+        "does not divide nodes(1) x devices(8) = 8",
+    ),
+    ("bert/100b", "interactive"): (
+        "training.model.tensor_model_parallel_size=4",
+        "TP(4) x PP(16) = 64",
+        "does not divide nodes(1) x devices(8) = 8",
+    ),
     # CLIP has no gradient accumulation: one node's 8 GPUs cannot make the seed's global batch.
-    **{(f"clip/{name}", "interactive"): (f"training.model.global_batch_size={gbs}", "CLIP has no gradient accumulation",
-                                         f"micro_batch_size({mbs}) x GPUs (nodes(1) x devices(8) = 8) = {8 * mbs}")
-       for name, mbs, gbs in (("vit_B_32", 500, 32000), ("vit_L_14", 112, 32256), ("vit_H_14", 80, 32000),
-                              ("vit_g_14", 88, 32384))},
+    **{
+        (f"clip/{name}", "interactive"): (
+            f"training.model.global_batch_size={gbs}",
+            "CLIP has no gradient accumulation",
+            f"micro_batch_size({mbs}) x GPUs (nodes(1) x devices(8) = 8) = {8 * mbs}",
+        )
+        for name, mbs, gbs in (
+            ("vit_B_32", 500, 32000),
+            ("vit_L_14", 112, 32256),
+            ("vit_H_14", 80, 32000),
+            ("vit_g_14", 88, 32384),
+        )
+    },
 }
 
 
@@ -57,8 +90,9 @@ def _launch_training(launch, choice, cluster_type, results):
     return launch(overrides, results=results)
 
 
-@pytest.mark.parametrize("choice, cluster_type",
-                         [(c, t) for c in TRAINING for t in CLUSTER_TYPES if (c, t) not in REFUSED])
+@pytest.mark.parametrize(
+    "choice, cluster_type", [(c, t) for c in TRAINING for t in CLUSTER_TYPES if (c, t) not in REFUSED]
+)
 def test_training_config_renders(choice, cluster_type, launch, tmp_path):
     results = tmp_path / "results"
     code, out, err = _launch_training(launch, choice, cluster_type, results)
@@ -93,7 +127,9 @@ def test_gpu_configs_ask_for_what_the_seed_says(choice, launch, tmp_path):
     (script,) = results.rglob("*_submission.sh")
     text = script.read_text()
     assert f"#SBATCH --nodes={resolved['trainer']['num_nodes']}\n" in text
-    assert f"#SBATCH --ntasks-per-node={SEED_DEVICES.get(choice, 8)}\n" in text and "#SBATCH --gpus-per-node=8\n" in text
+    assert (
+        f"#SBATCH --ntasks-per-node={SEED_DEVICES.get(choice, 8)}\n" in text and "#SBATCH --gpus-per-node=8\n" in text
+    )
     assert resolved["trainer"]["precision"] == SEED_PRECISION.get(choice.split("/")[0], "bf16")
 
 
@@ -126,13 +162,26 @@ def test_gpt_sizes_match_the_seed(size, launch, tmp_path):
     (config,) = results.rglob("*_hydra.yaml")
     c = yaml.safe_load(config.read_text())
     m = c["model"]
-    got = (m["num_layers"], m["hidden_size"], m["num_attention_heads"], m["tensor_model_parallel_size"],
-           m["pipeline_model_parallel_size"], c["trainer"]["num_nodes"], m["global_batch_size"], m["micro_batch_size"])
+    got = (
+        m["num_layers"],
+        m["hidden_size"],
+        m["num_attention_heads"],
+        m["tensor_model_parallel_size"],
+        m["pipeline_model_parallel_size"],
+        c["trainer"]["num_nodes"],
+        m["global_batch_size"],
+        m["micro_batch_size"],
+    )
     assert got == SEED_GPT[size]
     assert m["encoder_seq_length"] == 2048
     if size.endswith("_improved"):
-        assert (m["activation"], m["position_embedding_type"], m["hidden_dropout"], m["bias"],
-                m["share_embeddings_and_output_weights"]) == ("fast-swiglu", "rope", 0.0, False, False)
+        assert (
+            m["activation"],
+            m["position_embedding_type"],
+            m["hidden_dropout"],
+            m["bias"],
+            m["share_embeddings_and_output_weights"],
+        ) == ("fast-swiglu", "rope", 0.0, False, False)
 
 
 # The reference launcher's further GPT configs (notes/reference-gpt3-keys.md): (nodes, max_steps, time_limit, seq,
@@ -155,9 +204,22 @@ REFERENCE_GPT = {
 def test_reference_gpt_configs_hold_the_notes_values(size, launch, tmp_path):
     c = _training_config(launch, f"gpt3/{size}", tmp_path)
     m, t = c["model"], c["trainer"]
-    got = (t["num_nodes"], t["max_steps"], c["run"]["time_limit"], m["encoder_seq_length"], m["tensor_model_parallel_size"],
-           m["pipeline_model_parallel_size"], m["context_parallel_size"], m["virtual_pipeline_model_parallel_size"],
-           m["micro_batch_size"], m["global_batch_size"], m["fp8"], m["sequence_parallel"], m["num_layers"], m["hidden_size"])
+    got = (
+        t["num_nodes"],
+        t["max_steps"],
+        c["run"]["time_limit"],
+        m["encoder_seq_length"],
+        m["tensor_model_parallel_size"],
+        m["pipeline_model_parallel_size"],
+        m["context_parallel_size"],
+        m["virtual_pipeline_model_parallel_size"],
+        m["micro_batch_size"],
+        m["global_batch_size"],
+        m["fp8"],
+        m["sequence_parallel"],
+        m["num_layers"],
+        m["hidden_size"],
+    )
     assert got == REFERENCE_GPT[size]
     assert m["max_position_embeddings"] == m["encoder_seq_length"] == m["data"]["seq_length"]
     gpus = t["num_nodes"] * t["devices"]
@@ -167,11 +229,20 @@ def test_reference_gpt_configs_hold_the_notes_values(size, launch, tmp_path):
 
 def test_context_parallelism_enters_the_data_parallel_size(launch, tmp_path):
     """gpt3/5b_64k: 32 GPUs / (TP 8 x CP 4) = DP 1; doubling CP leaves no whole data-parallel rank."""
-    code, out, err = launch(["stages=[training]", "training=gpt3/5b_64k", "training.model.context_parallel_size=8"],
-                            results=tmp_path / "results")
+    code, out, err = launch(
+        ["stages=[training]", "training=gpt3/5b_64k", "training.model.context_parallel_size=8"],
+        results=tmp_path / "results",
+    )
     assert code == 2 and "TP(8) x PP(1) x CP(8) = 64 does not divide nodes(4) x devices(8) = 32" in err, err
-    code, out, err = launch(["stages=[training]", "training=gpt3/5b_64k", "training.model.context_parallel_size=2",
-                             "training.model.global_batch_size=3"], results=tmp_path / "again")
+    code, out, err = launch(
+        [
+            "stages=[training]",
+            "training=gpt3/5b_64k",
+            "training.model.context_parallel_size=2",
+            "training.model.global_batch_size=3",
+        ],
+        results=tmp_path / "again",
+    )
     assert code == 2 and "data-parallel size = nodes(4) x devices(8) / (TP(8) x PP(1) x CP(2))" in err, err
 
 
@@ -212,8 +283,15 @@ SEED_T5 = {
 def test_t5_sizes_match_the_seed(choice, launch, tmp_path):
     c = _training_config(launch, choice, tmp_path)
     m = c["model"]
-    got = (m["encoder_num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"],
-           m["tensor_model_parallel_size"] * m["pipeline_model_parallel_size"], c["trainer"]["num_nodes"], m["global_batch_size"])
+    got = (
+        m["encoder_num_layers"],
+        m["hidden_size"],
+        m["ffn_hidden_size"],
+        m["num_attention_heads"],
+        m["tensor_model_parallel_size"] * m["pipeline_model_parallel_size"],
+        c["trainer"]["num_nodes"],
+        m["global_batch_size"],
+    )
     assert got == SEED_T5[choice]
     assert m["decoder_num_layers"] == m["encoder_num_layers"] and m["pipeline_model_parallel_size"] == 1
     assert (m["encoder_seq_length"], m["activation"], c["trainer"]["precision"]) == (512, "geglu", "bf16")
@@ -241,8 +319,16 @@ SEED_BERT = {
 def test_bert_sizes_match_the_seed(size, launch, tmp_path):
     c = _training_config(launch, f"bert/{size}", tmp_path)
     m = c["model"]
-    got = (m["num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"], m["tensor_model_parallel_size"],
-           m["pipeline_model_parallel_size"], c["trainer"]["num_nodes"], m["global_batch_size"])
+    got = (
+        m["num_layers"],
+        m["hidden_size"],
+        m["ffn_hidden_size"],
+        m["num_attention_heads"],
+        m["tensor_model_parallel_size"],
+        m["pipeline_model_parallel_size"],
+        c["trainer"]["num_nodes"],
+        m["global_batch_size"],
+    )
     assert got == SEED_BERT[size]
     assert (m["encoder_seq_length"], m["activation"], c["trainer"]["precision"]) == (512, "geglu", "bf16")
     assert (m["tokenizer"]["type"], m["bert_binary_head"]) == ("BertWordPieceLowerCase", True)
@@ -253,20 +339,41 @@ def test_tiny_configs_train_on_this_cpu_from_what_the_tiny_data_preparation_writ
     c = _training_config(launch, choice, tmp_path)
     m, data_dir = c["model"], str(REPO_ROOT / "data")
     assert (c["trainer"]["accelerator"], c["trainer"]["precision"], c["trainer"]["devices"]) == ("cpu", 32, 1)
-    assert (m["hidden_size"], m["num_attention_heads"], m["encoder_seq_length"], m["use_cpu_initialization"],
-            m["transformer_engine"]) == (64, 4, 128, True, False)
+    assert (
+        m["hidden_size"],
+        m["num_attention_heads"],
+        m["encoder_seq_length"],
+        m["use_cpu_initialization"],
+        m["transformer_engine"],
+    ) == (64, 4, 128, True, False)
     folder = {"t5": "tiny_pile_t5", "mt5": "tiny_mc4", "bert": "tiny_pile_bert"}[choice.split("/")[0]]
     assert c["run"]["preprocessed_dir"] == f"{data_dir}/{folder}/preprocessed"
     tokenizer_file = m["tokenizer"]["model"] if choice == "mt5/tiny" else m["tokenizer"]["vocab_file"]
-    assert tokenizer_file == f"{data_dir}/{folder}/bpe/" + ("mt5_tokenizer.model" if choice == "mt5/tiny" else "vocab.txt")
+    assert tokenizer_file == f"{data_dir}/{folder}/bpe/" + (
+        "mt5_tokenizer.model" if choice == "mt5/tiny" else "vocab.txt"
+    )
     if choice != "bert/tiny":
         assert (m["encoder_num_layers"], m["decoder_num_layers"], m["data"]["seq_length_dec"]) == (2, 2, 64)
 
 
-STAGE_GROUPS = ("data_preparation", "training", "conversion", "fine_tuning", "peft", "prompt_learning", "adapter_learning",
-                "ia3_learning", "evaluation", "fw_inference", "export")
-EVERY_CONFIG = sorted((group, str(path.relative_to(CONF / group).with_suffix("")))
-                      for group in STAGE_GROUPS for path in (CONF / group).rglob("*.yaml"))
+STAGE_GROUPS = (
+    "data_preparation",
+    "training",
+    "conversion",
+    "fine_tuning",
+    "peft",
+    "prompt_learning",
+    "adapter_learning",
+    "ia3_learning",
+    "evaluation",
+    "fw_inference",
+    "export",
+)
+EVERY_CONFIG = sorted(
+    (group, str(path.relative_to(CONF / group).with_suffix("")))
+    for group in STAGE_GROUPS
+    for path in (CONF / group).rglob("*.yaml")
+)
 # Shipped configs that ask the user for a value (`???` or an empty list) and say which: config -> key in the error.
 ASKS_FOR = {
     ("fine_tuning", "gpt3/custom_task"): "fine_tuning.model.data.train_ds.file_names",

@@ -1,5 +1,6 @@
 """The conversion stage: TP x PP processes, nodes from cluster.gpus_per_node, default paths that follow the
 training run, and the bad settings refused before anything is written."""
+
 import subprocess
 
 import pytest
@@ -14,8 +15,10 @@ CONVERSION = ["stages=[conversion]", "conversion=gpt3/convert_gpt3"]
 @pytest.mark.parametrize("cluster_type", ["bcm", "bcp", "interactive"])
 def test_conversion_renders_on_every_backend(cluster_type, launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(FIXED + CONVERSION + [f"cluster_type={cluster_type}", "conversion.model.tensor_model_parallel_size=2"],
-                            results=results)
+    code, out, err = launch(
+        FIXED + CONVERSION + [f"cluster_type={cluster_type}", "conversion.model.tensor_model_parallel_size=2"],
+        results=results,
+    )
     assert code == 0, err
     (script,) = results.rglob("*_submission.sh")
     subprocess.run(["bash", "-n", str(script)], check=True)
@@ -37,8 +40,11 @@ def test_conversion_renders_on_every_backend(cluster_type, launch, tmp_path):
 @pytest.mark.parametrize("tp,pp,nodes,tasks", [(1, 1, 1, 1), (2, 1, 1, 2), (8, 1, 1, 8), (8, 2, 2, 8), (4, 3, 2, 6)])
 def test_nodes_are_ceil_of_model_parallel_size_over_gpus_per_node(tp, pp, nodes, tasks, launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(CONVERSION + [f"conversion.model.tensor_model_parallel_size={tp}",
-                                          f"conversion.model.pipeline_model_parallel_size={pp}"], results=results)
+    code, out, err = launch(
+        CONVERSION
+        + [f"conversion.model.tensor_model_parallel_size={tp}", f"conversion.model.pipeline_model_parallel_size={pp}"],
+        results=results,
+    )
     assert code == 0, err
     (script,) = results.rglob("*_submission.sh")
     assert f"#SBATCH --nodes={nodes}\n" in script.read_text()
@@ -58,15 +64,24 @@ def test_conversion_follows_the_training_run_and_waits_for_it(launch, tmp_path):
     assert config["model"]["hparams_file"] == f"{results}/gpt3_tiny/gpt3_tiny_hydra.yaml"
 
 
-@pytest.mark.parametrize("overrides,words", [
-    (["conversion.model.tensor_model_parallel_size=0"], ["conversion.model.tensor_model_parallel_size", "positive integer"]),
-    (["conversion.model.model_parallel_size=3"], ["model_parallel_size", "TP(1) x PP(1) = 1"]),
-    (["conversion.model.tensor_model_parallel_size=3", "conversion.run.ntasks_per_node=2"], ["ntasks_per_node", "TP(3)"]),
-    (["conversion.model.checkpoint_folder=relative/dir"], ["conversion.model.checkpoint_folder", "absolute"]),
-    (["conversion.hf.mode=sometimes"], ["conversion.hf.mode", "auto, required, off"]),
-    (["conversion.hf.dtype=int8"], ["conversion.hf.dtype", "float32"]),
-    (["conversion.run.nemo_file_name=a/b.nemo"], ["nemo_file_name", "a file name"]),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        (
+            ["conversion.model.tensor_model_parallel_size=0"],
+            ["conversion.model.tensor_model_parallel_size", "positive integer"],
+        ),
+        (["conversion.model.model_parallel_size=3"], ["model_parallel_size", "TP(1) x PP(1) = 1"]),
+        (
+            ["conversion.model.tensor_model_parallel_size=3", "conversion.run.ntasks_per_node=2"],
+            ["ntasks_per_node", "TP(3)"],
+        ),
+        (["conversion.model.checkpoint_folder=relative/dir"], ["conversion.model.checkpoint_folder", "absolute"]),
+        (["conversion.hf.mode=sometimes"], ["conversion.hf.mode", "auto, required, off"]),
+        (["conversion.hf.dtype=int8"], ["conversion.hf.dtype", "float32"]),
+        (["conversion.run.nemo_file_name=a/b.nemo"], ["nemo_file_name", "a file name"]),
+    ],
+)
 def test_bad_conversion_config_is_refused(overrides, words, launch, tmp_path):
     code, out, err = launch(CONVERSION + overrides, results=tmp_path / "r")
     assert code == 2, (out, err)

@@ -1,5 +1,6 @@
 """The evaluation stage: lm-eval on the converted model of the training run, task names checked before
 anything is written, TP processes per job."""
+
 import subprocess
 
 import pytest
@@ -14,8 +15,10 @@ EVALUATION = ["stages=[evaluation]", "evaluation=gpt3/evaluate_all"]
 @pytest.mark.parametrize("cluster_type", ["bcm", "bcp", "interactive"])
 def test_evaluation_renders_on_every_backend(cluster_type, launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(FIXED + EVALUATION + [f"cluster_type={cluster_type}", "evaluation.model.tensor_model_parallel_size=2"],
-                            results=results)
+    code, out, err = launch(
+        FIXED + EVALUATION + [f"cluster_type={cluster_type}", "evaluation.model.tensor_model_parallel_size=2"],
+        results=results,
+    )
     assert code == 0, err
     (script,) = results.rglob("*_submission.sh")
     subprocess.run(["bash", "-n", str(script)], check=True)
@@ -56,14 +59,23 @@ def test_task_names_accepted(tasks, launch, tmp_path):
     assert code == 0, err
 
 
-@pytest.mark.parametrize("overrides,words", [
-    (["evaluation.run.tasks=[lambada,mmlu]"], ["evaluation.run.tasks", "unknown task 'mmlu'", "all_tasks", "winogrande"]),
-    (["evaluation.model.pipeline_model_parallel_size=2"], ["pipeline_model_parallel_size", "set 1"]),
-    (["evaluation.model.tensor_model_parallel_size=0"], ["evaluation.model.tensor_model_parallel_size", "positive integer"]),
-    (["evaluation.model.eval_batch_size=0"], ["eval_batch_size", "positive integer"]),
-    (["evaluation.model.nemo_model=model.nemo"], ["evaluation.model.nemo_model", "absolute"]),
-    (["evaluation.run.task_data_dir=data"], ["evaluation.run.task_data_dir", "absolute"]),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        (
+            ["evaluation.run.tasks=[lambada,mmlu]"],
+            ["evaluation.run.tasks", "unknown task 'mmlu'", "all_tasks", "winogrande"],
+        ),
+        (["evaluation.model.pipeline_model_parallel_size=2"], ["pipeline_model_parallel_size", "set 1"]),
+        (
+            ["evaluation.model.tensor_model_parallel_size=0"],
+            ["evaluation.model.tensor_model_parallel_size", "positive integer"],
+        ),
+        (["evaluation.model.eval_batch_size=0"], ["eval_batch_size", "positive integer"]),
+        (["evaluation.model.nemo_model=model.nemo"], ["evaluation.model.nemo_model", "absolute"]),
+        (["evaluation.run.task_data_dir=data"], ["evaluation.run.task_data_dir", "absolute"]),
+    ],
+)
 def test_bad_evaluation_config_is_refused(overrides, words, launch, tmp_path):
     code, out, err = launch(EVALUATION + overrides, results=tmp_path / "r")
     assert code == 2, (out, err)

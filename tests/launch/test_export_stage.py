@@ -1,5 +1,6 @@
 """The export stage: one CPU task writing a Triton model repository where the seed puts it, and the
 FasterTransformer-only settings refused with a reason."""
+
 import subprocess
 
 import pytest
@@ -23,7 +24,10 @@ def test_export_renders_on_every_backend(cluster_type, launch, tmp_path):
     assert "-m nemo_launcher.jobs.gpt.export --config" in text and "torch.distributed.run" not in text
     config = yaml.safe_load(script.with_name("export_gpt3_5b_hydra.yaml").read_text())
     assert config["model"]["checkpoint_path"] == f"{results}/gpt3_5b/convert_nemo/results/megatron_gpt.nemo"
-    assert config["triton_deployment"]["triton_model_dir"] == f"{results}/gpt3_5b/export_tp1_pp1_fp16_fp16/model_repo/gpt3_5b"
+    assert (
+        config["triton_deployment"]["triton_model_dir"]
+        == f"{results}/gpt3_5b/export_tp1_pp1_fp16_fp16/model_repo/gpt3_5b"
+    )
     if cluster_type == "bcm":
         assert "#SBATCH --nodes=1\n" in text and "#SBATCH --ntasks-per-node=1\n" in text
         assert "gpus-per-node" not in text, "export needs no GPU"
@@ -31,8 +35,11 @@ def test_export_renders_on_every_backend(cluster_type, launch, tmp_path):
 
 def test_results_dir_names_the_settings(launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(EXPORT + ["training=gpt3/tiny", "export.model.weight_data_type=fp32",
-                                      "export.triton_deployment.data_type=bf16"], results=results)
+    code, out, err = launch(
+        EXPORT
+        + ["training=gpt3/tiny", "export.model.weight_data_type=fp32", "export.triton_deployment.data_type=bf16"],
+        results=results,
+    )
     assert code == 0, err
     (config,) = results.rglob("*_hydra.yaml")
     assert config.parent == results / "gpt3_tiny" / "export_tp1_pp1_fp32_bf16"
@@ -40,8 +47,16 @@ def test_results_dir_names_the_settings(launch, tmp_path):
 
 def test_export_follows_training_and_conversion_paths(launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(["stages=[training,fine_tuning,export]", "training=gpt3/tiny", "fine_tuning=gpt3/squad",
-                             "fine_tuning.trainer.devices=1", "export=gpt3/export_gpt3"], results=results)
+    code, out, err = launch(
+        [
+            "stages=[training,fine_tuning,export]",
+            "training=gpt3/tiny",
+            "fine_tuning=gpt3/squad",
+            "fine_tuning.trainer.devices=1",
+            "export=gpt3/export_gpt3",
+        ],
+        results=results,
+    )
     assert code == 0, err
     assert [row[3] for row in plan_rows(out)] == ["singleton", "afterok:DRYRUN-1,singleton", "afterok:DRYRUN-2"]
     configs = {p.parent.name: yaml.safe_load(p.read_text()) for p in results.rglob("*_hydra.yaml")}
@@ -50,14 +65,20 @@ def test_export_follows_training_and_conversion_paths(launch, tmp_path):
     assert configs["export_tp1_pp1_fp16_fp16"]["model"]["checkpoint_path"] == converted
 
 
-@pytest.mark.parametrize("overrides,words", [
-    (["export.model.tensor_model_parallel_size=8"], ["export.model.tensor_model_parallel_size", "8", "one process"]),
-    (["export.triton_deployment.pipeline_model_parallel_size=2"], ["pipeline_model_parallel_size", "set 1"]),
-    (["export.triton_deployment.int8_mode=true"], ["int8_mode", "FasterTransformer"]),
-    (["export.model.weight_data_type=int4"], ["weight_data_type", "fp32, fp16, bf16"]),
-    (["export.triton_deployment.instance_kind=KIND_TPU"], ["instance_kind", "KIND_AUTO"]),
-    (["export.triton_deployment.tokens_to_generate=0"], ["tokens_to_generate", "positive integer"]),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        (
+            ["export.model.tensor_model_parallel_size=8"],
+            ["export.model.tensor_model_parallel_size", "8", "one process"],
+        ),
+        (["export.triton_deployment.pipeline_model_parallel_size=2"], ["pipeline_model_parallel_size", "set 1"]),
+        (["export.triton_deployment.int8_mode=true"], ["int8_mode", "FasterTransformer"]),
+        (["export.model.weight_data_type=int4"], ["weight_data_type", "fp32, fp16, bf16"]),
+        (["export.triton_deployment.instance_kind=KIND_TPU"], ["instance_kind", "KIND_AUTO"]),
+        (["export.triton_deployment.tokens_to_generate=0"], ["tokens_to_generate", "positive integer"]),
+    ],
+)
 def test_bad_export_config_is_refused(overrides, words, launch, tmp_path):
     code, out, err = launch(EXPORT + overrides, results=tmp_path / "r")
     assert code == 2, (out, err)

@@ -1,6 +1,7 @@
 """Model families are data: each row's schemas exist and bind, its configs agree with it (the .nemo its conversion
 writes is the one its downstream configs read), a whole pipeline of a family chains without overrides, and the
 stage classes name no family, program or family key."""
+
 import ast
 import importlib
 from pathlib import Path
@@ -47,8 +48,11 @@ def test_mt5_is_t5_with_its_own_configs():
 
 
 def test_a_family_without_the_stage_is_refused_with_what_it_has():
-    with pytest.raises(ConfigError, match=r"fine_tuning='bert/squad': the bert family has no fine_tuning program yet; "
-                                          r"it has: conversion, data_preparation, training"):
+    with pytest.raises(
+        ConfigError,
+        match=r"fine_tuning='bert/squad': the bert family has no fine_tuning program yet; "
+        r"it has: conversion, data_preparation, training",
+    ):
         program_for(FAMILIES["bert"], "fine_tuning", "bert/squad")
     with pytest.raises(ConfigError, match=r"known model family \(bert, .*gpt3, .*t5, vit\)"):
         family_for("training", "llama/7b")
@@ -66,8 +70,13 @@ def _resolved(launch, tmp_path, group, choice, *extra):
     return yaml.safe_load(config.read_text()), results
 
 
-CHAINED = [(f, g, c) for f in sorted(FAMILIES) if FAMILIES[f].nemo_file_name
-           for g in ("conversion", "fine_tuning", "export") for c in _configs(g, f)]
+CHAINED = [
+    (f, g, c)
+    for f in sorted(FAMILIES)
+    if FAMILIES[f].nemo_file_name
+    for g in ("conversion", "fine_tuning", "export")
+    for c in _configs(g, f)
+]
 
 
 @pytest.mark.parametrize("family, group, choice", CHAINED, ids=[f"{g}={c}" for _, g, c in CHAINED])
@@ -75,7 +84,11 @@ def test_configs_write_and_read_the_rows_nemo_file(family, group, choice, launch
     extra = []
     if choice.endswith("custom_task"):  # the files these configs ask for
         keys = ("file_names",) if family == "gpt3" else ("src_file_name", "tgt_file_name")
-        extra = [f"fine_tuning.model.data.{split}.{key}=[/data/{split}_{key}]" for split in ("train_ds", "validation_ds") for key in keys]
+        extra = [
+            f"fine_tuning.model.data.{split}.{key}=[/data/{split}_{key}]"
+            for split in ("train_ds", "validation_ds")
+            for key in keys
+        ]
         extra += ["fine_tuning.model.data.train_ds.concat_sampling_probabilities=[1.0]"]
     config, results = _resolved(launch, tmp_path, group, choice, *extra)
     nemo = FAMILIES[family].nemo_file_name
@@ -93,23 +106,38 @@ def test_a_t5_pipeline_chains_without_overrides(family, size, launch, tmp_path):
     so with the input check on, the only inputs a real run would miss are the data and the SQuAD/XQuAD files."""
     results = tmp_path / "results"
     task = "squad" if family == "t5" else "xquad"
-    code, out, err = launch(["stages=[training,conversion,fine_tuning,evaluation,export]", f"training={family}/{size}",
-                             f"conversion={family}/convert_{family}", f"fine_tuning={family}/{task}",
-                             f"evaluation={family}/{task}", f"export={family}/export_{family}", "check_inputs=true"],
-                            results=results)
+    code, out, err = launch(
+        [
+            "stages=[training,conversion,fine_tuning,evaluation,export]",
+            f"training={family}/{size}",
+            f"conversion={family}/convert_{family}",
+            f"fine_tuning={family}/{task}",
+            f"evaluation={family}/{task}",
+            f"export={family}/export_{family}",
+            "check_inputs=true",
+        ],
+        results=results,
+    )
     assert code == 0, err
     assert [row[0] for row in plan_rows(out)] == ["training", "conversion", "fine_tuning", "evaluation", "export"]
     missing = [line for line in err.splitlines() if line.startswith("Warning: a real run would refuse")]
     assert missing, "the tiny data and SQuAD files are not here: the dry run lists them"
     for line in missing:
         assert any(word in line for word in ("preprocessed_dir", "tokenizer", "squad_preparation")), line
-    configs = {stage: yaml.safe_load(next(results.rglob(f"*{stage_dir}/*_hydra.yaml")).read_text())
-               for stage, stage_dir in (("conversion", "convert_nemo"), ("fine_tuning", task), ("evaluation", f"{task}_eval"))}
+    configs = {
+        stage: yaml.safe_load(next(results.rglob(f"*{stage_dir}/*_hydra.yaml")).read_text())
+        for stage, stage_dir in (("conversion", "convert_nemo"), ("fine_tuning", task), ("evaluation", f"{task}_eval"))
+    }
     conversion, fine_tuning, evaluation = configs["conversion"], configs["fine_tuning"], configs["evaluation"]
-    assert fine_tuning["model"]["restore_from_path"] == f"{conversion['run']['results_dir']}/results/{conversion['run']['nemo_file_name']}"
+    assert (
+        fine_tuning["model"]["restore_from_path"]
+        == f"{conversion['run']['results_dir']}/results/{conversion['run']['nemo_file_name']}"
+    )
     tuned = f"{fine_tuning['exp_manager']['explicit_log_dir']}/checkpoints/{fine_tuning['exp_manager']['name']}.nemo"
     assert evaluation["model"]["restore_from_path"] == tuned
-    assert evaluation["model"]["data"]["validation_ds"]["names"] == fine_tuning["model"]["data"]["validation_ds"]["names"]
+    assert (
+        evaluation["model"]["data"]["validation_ds"]["names"] == fine_tuning["model"]["data"]["validation_ds"]["names"]
+    )
     scripts = {path.parent.name: path.read_text() for path in results.rglob("*_submission.sh")}
     assert "-m nemo_launcher.jobs.t5.squad_data --config" in scripts[task]
     assert scripts[task].index("jobs.t5.squad_data") < scripts[task].index("jobs.t5.finetune")
@@ -118,8 +146,9 @@ def test_a_t5_pipeline_chains_without_overrides(family, size, launch, tmp_path):
 
 def test_bert_trains_and_converts(launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(["stages=[training,conversion]", "training=bert/tiny", "conversion=bert/convert_bert"],
-                            results=results)
+    code, out, err = launch(
+        ["stages=[training,conversion]", "training=bert/tiny", "conversion=bert/convert_bert"], results=results
+    )
     assert code == 0, err
     text = next(results.rglob("*convert_bert_tiny*_submission.sh")).read_text()
     assert "-m nemo_launcher.jobs.bert.convert --config" in text
@@ -133,9 +162,14 @@ FAMILY_WORDS = ("nemo_launcher.jobs", "gpt", "t5", "bert", "squad", "prepare_sam
 
 def _code_names_and_strings(path: Path):
     tree = ast.parse(path.read_text())
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
-                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             yield node.value
@@ -151,21 +185,34 @@ def test_stage_classes_hold_no_family_assumptions(path):
     assert not words, f"{path} names {words}: move them into the family's row (launch/families.py) or its schema"
 
 
-@pytest.mark.parametrize("preparation, training", [("t5/tiny_pile", "t5/tiny"), ("mt5/tiny_mc4", "mt5/tiny"),
-                                                   ("bert/tiny_pile", "bert/tiny")])
+@pytest.mark.parametrize(
+    "preparation, training",
+    [("t5/tiny_pile", "t5/tiny"), ("mt5/tiny_mc4", "mt5/tiny"), ("bert/tiny_pile", "bert/tiny")],
+)
 def test_tiny_training_reads_what_the_tiny_data_preparation_writes(preparation, training, launch, tmp_path):
-    code, out, err = launch(["stages=[data_preparation,training]", f"data_preparation={preparation}",
-                             f"training={training}", "check_inputs=true"], results=tmp_path / "results")
+    code, out, err = launch(
+        [
+            "stages=[data_preparation,training]",
+            f"data_preparation={preparation}",
+            f"training={training}",
+            "check_inputs=true",
+        ],
+        results=tmp_path / "results",
+    )
     assert code == 0, err
     assert "would refuse training" not in err, err
 
 
 def test_a_stage_of_another_family_than_the_training_run_it_follows_is_refused(launch, tmp_path):
     results = tmp_path / "results"
-    code, _, err = launch(["stages=[training,conversion]", "training=gpt3/tiny", "conversion=mt5/convert_mt5"], results=results)
+    code, _, err = launch(
+        ["stages=[training,conversion]", "training=gpt3/tiny", "conversion=mt5/convert_mt5"], results=results
+    )
     assert code == 2 and "conversion='mt5/convert_mt5'" in err and "follows the training run 'gpt3_tiny'" in err
     assert "training=gpt3/tiny" in err and "training=mt5/<size>" in err
-    code, _, err = launch(["stages=[training,fine_tuning]", "training=gpt3/tiny", "fine_tuning=t5/squad"], results=results)
+    code, _, err = launch(
+        ["stages=[training,fine_tuning]", "training=gpt3/tiny", "fine_tuning=t5/squad"], results=results
+    )
     assert code == 2 and "follows the training run 'gpt3_tiny'" in err
     assert not results.exists()
 
@@ -176,7 +223,8 @@ def test_an_unselected_training_config_of_another_family_is_not_followed(launch,
     code, out, err = launch(["stages=[conversion]", "conversion=t5/convert_t5"], results=tmp_path / "results")
     assert code == 0, err
     assert f"conversion: {tmp_path / 'results' / 't5_220m' / 'convert_nemo'}" in out
-    code, out, err = launch(["stages=[fine_tuning,evaluation]", "fine_tuning=mt5/xquad", "evaluation=mt5/xquad"],
-                            results=tmp_path / "mt5")
+    code, out, err = launch(
+        ["stages=[fine_tuning,evaluation]", "fine_tuning=mt5/xquad", "evaluation=mt5/xquad"], results=tmp_path / "mt5"
+    )
     assert code == 0, err
     assert f"evaluation: {tmp_path / 'mt5' / 'mt5_390m' / 'xquad_eval'}" in out

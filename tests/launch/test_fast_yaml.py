@@ -1,4 +1,5 @@
 """libyaml parsing (fast_yaml) gives exactly what OmegaConf's own loader gives, for every shipped config."""
+
 import pytest
 import yaml
 from omegaconf import _utils
@@ -18,8 +19,11 @@ def _original_loader():
     if not yaml.__with_libyaml__:
         skip_or_fail("PyYAML was built without libyaml", f"PyYAML's manylinux wheel bundles it: {INSTALL_FIX}")
     if _OMEGACONF_LOADER is None:
-        skip_or_fail("the fast loader was installed before this module was collected (a conftest or a test "
-                     "module imported main.py)", "run main.py in a subprocess, as tests/launch/test_cli.py does")
+        skip_or_fail(
+            "the fast loader was installed before this module was collected (a conftest or a test "
+            "module imported main.py)",
+            "run main.py in a subprocess, as tests/launch/test_cli.py does",
+        )
     return _OMEGACONF_LOADER()
 
 

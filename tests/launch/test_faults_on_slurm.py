@@ -8,6 +8,7 @@ wrapper first on PATH that calls the real sbatch and then misbehaves:
 
 Jobs are held for an hour (`--begin=now+3600`), so none of them runs; each test cancels what it queued.
 """
+
 import os
 import shutil
 import subprocess
@@ -44,9 +45,17 @@ def pipeline(slurm_cluster, tmp_path):
             f"REAL={real}\n{wrapper_body}\n"
         )
         (bin_dir / "sbatch").chmod(0o755)
-        argv = [sys.executable, "main.py", "stages=[training,conversion,evaluation,export]", "training=gpt3/tiny",
-                f"training.run.name={run_name}", "++check_inputs=false", "+cluster.begin=now+3600",
-                f"base_results_dir={results}", *SLURM_CPU]
+        argv = [
+            sys.executable,
+            "main.py",
+            "stages=[training,conversion,evaluation,export]",
+            "training=gpt3/tiny",
+            f"training.run.name={run_name}",
+            "++check_inputs=false",
+            "+cluster.begin=now+3600",
+            f"base_results_dir={results}",
+            *SLURM_CPU,
+        ]
         env = {k: v for k, v in os.environ.items() if k != "NEMO_LAUNCHER_DEBUG"}
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
         return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=300)
@@ -59,15 +68,22 @@ def pipeline(slurm_cluster, tmp_path):
 
 def _jobs_named(name: str):
     """(id, state) of this user's jobs called `name`, ended ones the controller remembers included."""
-    out = subprocess.run(["squeue", "--me", "-h", "-t", "all", "-n", name, "-o", "%i|%T"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
+    out = subprocess.run(
+        ["squeue", "--me", "-h", "-t", "all", "-n", name, "-o", "%i|%T"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return [tuple(line.split("|")) for line in out.split()]
 
 
 def test_socket_timeout_after_queueing_leaves_one_job_per_stage(pipeline, tmp_path):
     launch, names = pipeline
-    result = launch('"$REAL" "$@" >/dev/null || exit\n'
-                    'echo "sbatch: error: Socket timed out on send/recv operation" >&2; exit 1', tmp_path / "results")
+    result = launch(
+        '"$REAL" "$@" >/dev/null || exit\necho "sbatch: error: Socket timed out on send/recv operation" >&2; exit 1',
+        tmp_path / "results",
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("keeping that job instead of submitting a second copy") == 4
     planned = {row[1]: row[2] for row in plan_rows(result.stdout)}
@@ -79,12 +95,17 @@ def test_socket_timeout_after_queueing_leaves_one_job_per_stage(pipeline, tmp_pa
 
 def test_sigint_after_the_second_of_four_sbatch_calls_leaves_nothing_queued(pipeline, tmp_path):
     launch, names = pipeline
-    result = launch('out=$("$REAL" "$@"); status=$?\n'
-                    'if [ "$n" -eq 2 ]; then kill -INT "$PPID"; sleep 0.5; fi\n'
-                    'echo "$out"; exit "$status"', tmp_path / "results")
+    result = launch(
+        'out=$("$REAL" "$@"); status=$?\n'
+        'if [ "$n" -eq 2 ]; then kill -INT "$PPID"; sleep 0.5; fi\n'
+        'echo "$out"; exit "$status"',
+        tmp_path / "results",
+    )
     assert result.returncode == 3, result.stderr
     line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("Error: interrupted by SIGINT (Ctrl-C) while submitting job 2 of 4 (conversion); rolled back")
+    assert line.startswith(
+        "Error: interrupted by SIGINT (Ctrl-C) while submitting job 2 of 4 (conversion); rolled back"
+    )
     cancelled = line.rsplit(": ", 1)[1].split(", ")
     assert len(cancelled) == 2
     found = {job_id: state for name in names for job_id, state in _jobs_named(name)}
@@ -95,9 +116,12 @@ def test_sigint_after_the_second_of_four_sbatch_calls_leaves_nothing_queued(pipe
 def test_disk_full_after_a_real_sbatch_rolls_back(pipeline, tmp_path):
     launch, names = pipeline
     with _tmpfs(tmp_path / "small", "size=256k") as small:
-        result = launch('"$REAL" "$@"; status=$?\n'
-                        f'if [ "$n" -eq 1 ]; then dd if=/dev/zero of="{small}/filler" bs=4096 2>/dev/null; fi\n'
-                        'exit "$status"', small / "results")
+        result = launch(
+            '"$REAL" "$@"; status=$?\n'
+            f'if [ "$n" -eq 1 ]; then dd if=/dev/zero of="{small}/filler" bs=4096 2>/dev/null; fi\n'
+            'exit "$status"',
+            small / "results",
+        )
         assert result.returncode == 3, result.stderr
         line = result.stderr.strip().splitlines()[-1]
         assert line.startswith(f"Error: cannot write {small}/results/") and "No space left on device" in line

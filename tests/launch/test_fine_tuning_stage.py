@@ -1,4 +1,5 @@
 """The fine_tuning stage: SQuAD and custom-task SFT jobs, default paths from the training run, refusals."""
+
 import subprocess
 
 import pytest
@@ -25,7 +26,10 @@ def test_squad_renders_on_every_backend(cluster_type, launch, tmp_path):
     subprocess.run(["bash", "-n", str(script)], check=True)
     assert script.parent == results / "gpt3_5b" / "squad"
     # SQuAD is prepared by one task, then the trainer runs on every task.
-    first, second = text.index("-m nemo_launcher.jobs.data.squad --config"), text.index("-m nemo_launcher.jobs.gpt.finetune --config")
+    first, second = (
+        text.index("-m nemo_launcher.jobs.data.squad --config"),
+        text.index("-m nemo_launcher.jobs.gpt.finetune --config"),
+    )
     assert first < second
     assert "${" not in script.with_name("squad_gpt3_5b_hydra.yaml").read_text()
     if cluster_type == "bcm":
@@ -53,10 +57,13 @@ def test_default_paths_follow_the_training_run(launch, tmp_path):
 
 def test_custom_task_has_no_squad_step(launch, tmp_path):
     results = tmp_path / "results"
-    overrides = ["stages=[fine_tuning]", "fine_tuning=gpt3/custom_task",
-                 "fine_tuning.model.data.train_ds.file_names=[/data/a.jsonl,/data/b.jsonl]",
-                 "fine_tuning.model.data.train_ds.concat_sampling_probabilities=[0.7,0.3]",
-                 "fine_tuning.model.data.validation_ds.file_names=[/data/v.jsonl]"]
+    overrides = [
+        "stages=[fine_tuning]",
+        "fine_tuning=gpt3/custom_task",
+        "fine_tuning.model.data.train_ds.file_names=[/data/a.jsonl,/data/b.jsonl]",
+        "fine_tuning.model.data.train_ds.concat_sampling_probabilities=[0.7,0.3]",
+        "fine_tuning.model.data.validation_ds.file_names=[/data/v.jsonl]",
+    ]
     code, out, err = launch(overrides, results=results)
     assert code == 0, err
     _, text, config = _job(results)
@@ -65,22 +72,47 @@ def test_custom_task_has_no_squad_step(launch, tmp_path):
 
 
 def test_chain_after_training_waits_for_it(launch, tmp_path):
-    code, out, err = launch(["stages=[training,fine_tuning]", "training=gpt3/tiny", "fine_tuning=gpt3/squad",
-                             "fine_tuning.trainer.devices=1"], results=tmp_path / "results")
+    code, out, err = launch(
+        [
+            "stages=[training,fine_tuning]",
+            "training=gpt3/tiny",
+            "fine_tuning=gpt3/squad",
+            "fine_tuning.trainer.devices=1",
+        ],
+        results=tmp_path / "results",
+    )
     assert code == 0, err
     rows = plan_rows(out)
     assert [row[0] for row in rows] == ["training", "fine_tuning"]
     assert rows[1][3] == "afterok:DRYRUN-1,singleton"
 
 
-@pytest.mark.parametrize("overrides,words", [
-    (["fine_tuning.model.pipeline_model_parallel_size=2"], ["pipeline_model_parallel_size", "without pipeline parallelism"]),
-    (["fine_tuning.model.tensor_model_parallel_size=3"], ["TP(3)", "nodes(1) x devices(8) = 8"]),
-    (["fine_tuning.model.global_batch_size=20"], ["global_batch_size", "micro_batch_size(4) x data-parallel size(8) = 32"]),
-    (["fine_tuning.model.restore_from_path=null"], ["fine_tuning.model.restore_from_path", "conversion stage writes"]),
-    (["fine_tuning.model.data.train_ds.prompt_template='{output}: {input}'"], ["prompt_template", "end with {output}"]),
-    (["fine_tuning.model.data.train_ds.concat_sampling_probabilities=[0.5,0.5]"], ["concat_sampling_probabilities", "one probability >= 0 per file (1 files)"]),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        (
+            ["fine_tuning.model.pipeline_model_parallel_size=2"],
+            ["pipeline_model_parallel_size", "without pipeline parallelism"],
+        ),
+        (["fine_tuning.model.tensor_model_parallel_size=3"], ["TP(3)", "nodes(1) x devices(8) = 8"]),
+        (
+            ["fine_tuning.model.global_batch_size=20"],
+            ["global_batch_size", "micro_batch_size(4) x data-parallel size(8) = 32"],
+        ),
+        (
+            ["fine_tuning.model.restore_from_path=null"],
+            ["fine_tuning.model.restore_from_path", "conversion stage writes"],
+        ),
+        (
+            ["fine_tuning.model.data.train_ds.prompt_template='{output}: {input}'"],
+            ["prompt_template", "end with {output}"],
+        ),
+        (
+            ["fine_tuning.model.data.train_ds.concat_sampling_probabilities=[0.5,0.5]"],
+            ["concat_sampling_probabilities", "one probability >= 0 per file (1 files)"],
+        ),
+    ],
+)
 def test_bad_fine_tuning_config_is_refused(overrides, words, launch, tmp_path):
     code, out, err = launch(SQUAD + overrides, results=tmp_path / "r")
     assert code == 2, (out, err)

@@ -5,6 +5,7 @@ the printed plan, whose dependency, time and array columns show how the jobs are
 To refresh after an intended change: NEMO_LAUNCHER_UPDATE_GOLDEN=1 python3 -m pytest tests/launch/test_golden.py
 then review `git diff tests/launch/golden`.
 """
+
 import os
 import re
 import subprocess
@@ -17,12 +18,22 @@ FIXED = ["launcher_scripts_path=/opt/launcher", "data_dir=/data"]
 CASES = {
     "gpt3_5b_bcm.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=bcm"],
     "gpt3_5b_bcm_container.sh": [
-        "stages=[training]", "training=gpt3/5b", "cluster_type=bcm", "container=nvcr.io/example/launcher:1.0",
-        "container_mounts=[/lustre,/scratch:/mnt/scratch,null]", "cluster.partition=batch", "cluster.account=llm",
+        "stages=[training]",
+        "training=gpt3/5b",
+        "cluster_type=bcm",
+        "container=nvcr.io/example/launcher:1.0",
+        "container_mounts=[/lustre,/scratch:/mnt/scratch,null]",
+        "cluster.partition=batch",
+        "cluster.account=llm",
         "wandb_api_key_file=<BRD>/wandb.key",
     ],
     "gpt3_5b_bcp.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=bcp"],
-    "gpt3_5b_interactive.sh": ["stages=[training]", "training=gpt3/5b", "cluster_type=interactive", "training.trainer.num_nodes=1"],
+    "gpt3_5b_interactive.sh": [
+        "stages=[training]",
+        "training=gpt3/5b",
+        "cluster_type=interactive",
+        "training.trainer.num_nodes=1",
+    ],
 }
 
 # One config per stage group that composes without user-specific values; training is covered by CASES above.
@@ -95,7 +106,7 @@ def _compare_with_golden(rendered, folder: Path) -> None:
 def _plan_text(out: str, results: Path) -> str:
     """The printed plan with the results path as <BRD> and each column gap as two spaces: the columns' widths
     follow the length of the temporary path, which differs between runs."""
-    plan = out[out.index("Pipeline, "):].replace(str(results), "<BRD>")
+    plan = out[out.index("Pipeline, ") :].replace(str(results), "<BRD>")
     return "\n".join(re.sub(" {2,}", "  ", line.rstrip()) for line in plan.split("\n"))
 
 

@@ -1,4 +1,5 @@
 """The launcher skips Hydra's extra composition that only reads hydra.mode, unless something may set it."""
+
 import os
 import subprocess
 import sys
@@ -30,9 +31,21 @@ def test_shortcut_only_when_nothing_can_set_the_mode(original_get_mode, tmp_path
 def test_runs_and_sweeps_behave_as_without_the_shortcut(tmp_path):
     def dry_run(*args):
         flags = [a for a in args if a.startswith("-")]
-        result = subprocess.run([sys.executable, "main.py", *flags, "stages=[training]", "training=gpt3/126m",
-                                 f"base_results_dir={tmp_path}", *(a for a in args if a not in flags)], cwd=REPO_ROOT, capture_output=True, text=True,
-                                env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"))
+        result = subprocess.run(
+            [
+                sys.executable,
+                "main.py",
+                *flags,
+                "stages=[training]",
+                "training=gpt3/126m",
+                f"base_results_dir={tmp_path}",
+                *(a for a in args if a not in flags),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"),
+        )
         assert result.returncode == 0, result.stderr
         return result.stdout.count("Pipeline, ")
 

@@ -1,6 +1,7 @@
 """Input files are checked at launch (from this host): data prefixes, tokenizer files, checkpoints, .nemo files and
 task data must exist unless an earlier stage of the same pipeline writes them. A real run refuses, a dry run
 warns."""
+
 from .test_submission import _fake_slurm, fake_path  # noqa: F401  (fixture)
 
 ON = ["check_inputs=true"]
@@ -18,14 +19,25 @@ def test_training_without_its_data_is_refused_naming_the_key(launch, fake_path, 
     assert code == 2, (out, err)
     assert err.count("\n") == 1
     assert f"training.model.tokenizer.vocab_file='{tmp_path}/data/bpe/vocab.json'" in err
-    assert "no earlier stage of this pipeline writes it" in err and "check_inputs=false" in err and "more input(s)" in err
+    assert (
+        "no earlier stage of this pipeline writes it" in err and "check_inputs=false" in err and "more input(s)" in err
+    )
     assert not results.exists()
 
 
 def test_inputs_written_by_an_earlier_stage_are_accepted(launch, fake_path, tmp_path):  # noqa: F811
-    code, out, err, _ = _submit(launch, fake_path, tmp_path, [
-        "stages=[data_preparation,training,conversion,evaluation,export]", "data_preparation=gpt3/tiny_pile",
-        "training=gpt3/tiny", "evaluation=gpt3/evaluate_lambada", "evaluation.run.prepare_sample_data=true"])
+    code, out, err, _ = _submit(
+        launch,
+        fake_path,
+        tmp_path,
+        [
+            "stages=[data_preparation,training,conversion,evaluation,export]",
+            "data_preparation=gpt3/tiny_pile",
+            "training=gpt3/tiny",
+            "evaluation=gpt3/evaluate_lambada",
+            "evaluation.run.prepare_sample_data=true",
+        ],
+    )
     assert code == 0, err
 
 
@@ -39,16 +51,30 @@ def test_a_later_stage_alone_needs_what_the_earlier_one_would_have_written(launc
 
 
 def test_task_data_and_local_shards_are_inputs_too(launch, fake_path, tmp_path):  # noqa: F811
-    code, _, err, _ = _submit(launch, fake_path, tmp_path, [
-        "stages=[conversion,evaluation]", "training=gpt3/tiny", "evaluation=gpt3/evaluate_lambada"])
+    code, _, err, _ = _submit(
+        launch,
+        fake_path,
+        tmp_path,
+        ["stages=[conversion,evaluation]", "training=gpt3/tiny", "evaluation=gpt3/evaluate_lambada"],
+    )
     assert code == 2 and "conversion.model.checkpoint_folder=" in err and "2 more input(s)" in err  # hparams, task data
-    code, _, err, _ = _submit(launch, fake_path, tmp_path, [
-        "stages=[data_preparation]", "data_preparation=gpt3/tiny_pile", f"data_preparation.the_pile_url=file://{tmp_path}/nowhere/"])
+    code, _, err, _ = _submit(
+        launch,
+        fake_path,
+        tmp_path,
+        [
+            "stages=[data_preparation]",
+            "data_preparation=gpt3/tiny_pile",
+            f"data_preparation.the_pile_url=file://{tmp_path}/nowhere/",
+        ],
+    )
     assert code == 2 and "data_preparation.the_pile_url=" in err and "nowhere/00.jsonl.zst" in err
 
 
 def test_dry_run_warns_and_the_check_can_be_turned_off(launch, fake_path, tmp_path):  # noqa: F811
     code, out, err = launch(ON + [f"data_dir={tmp_path}/data", "stages=[training]", "training=gpt3/tiny"], debug=True)
     assert code == 0 and err.count("Warning: a real run would refuse training.") == 3, err
-    code, out, err, _ = _submit(launch, fake_path, tmp_path, ["stages=[training]", "training=gpt3/tiny", "check_inputs=false"])
+    code, out, err, _ = _submit(
+        launch, fake_path, tmp_path, ["stages=[training]", "training=gpt3/tiny", "check_inputs=false"]
+    )
     assert code == 0, err

@@ -1,4 +1,5 @@
 """The interactive backend runs stages here in order and stops the chain at the first failure."""
+
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,9 @@ from .conftest import compose_config
 
 
 def _plan(tmp_path, exits):
-    cfg, choices = compose_config(["stages=[training]", "training=gpt3/tiny", "cluster_type=interactive", f"base_results_dir={tmp_path}/r"])
+    cfg, choices = compose_config(
+        ["stages=[training]", "training=gpt3/tiny", "cluster_type=interactive", f"base_results_dir={tmp_path}/r"]
+    )
     from nemo_launcher.launch.pipeline import build_plan
 
     backend = build_plan(cfg, choices).backend
@@ -19,8 +22,15 @@ def _plan(tmp_path, exits):
     stages = []
     for index, code in enumerate(exits):
         name = f"s{index}"
-        spec = JobSpec(stage=name, name=name, directory=tmp_path / "r" / name, time_limit=timedelta(minutes=1),
-                       commands=(Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--exit", str(code))),))
+        spec = JobSpec(
+            stage=name,
+            name=name,
+            directory=tmp_path / "r" / name,
+            time_limit=timedelta(minutes=1),
+            commands=(
+                Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--exit", str(code))),
+            ),
+        )
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), record
 
@@ -44,7 +54,9 @@ def test_failing_stage_stops_the_chain(tmp_path):
 
 
 def test_several_processes_use_torchrun(launch, tmp_path):
-    code, out, err = launch(["stages=[training]", "training=gpt3/tiny", "cluster_type=interactive", "training.trainer.devices=2"])
+    code, out, err = launch(
+        ["stages=[training]", "training=gpt3/tiny", "cluster_type=interactive", "training.trainer.devices=2"]
+    )
     assert code == 0, err
     script = next((tmp_path / "results").rglob("*_submission.sh")).read_text()
     assert "-m torch.distributed.run --standalone --nproc_per_node=2 -m nemo_launcher.jobs.gpt.train" in script

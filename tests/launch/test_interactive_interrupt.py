@@ -1,5 +1,6 @@
 """Ctrl-C or SIGTERM while stages run here (cluster_type=interactive): the running stage is stopped with all its
 processes, later stages are not run, the ledger records it, and the exit code is 128 + the signal number."""
+
 import json
 import os
 import signal
@@ -19,15 +20,29 @@ from .conftest import compose_config
 
 
 def _plan(tmp_path: Path, sleeps):
-    cfg, choices = compose_config(["stages=[training]", "training=gpt3/tiny", "cluster_type=interactive", "++check_inputs=false",
-                                   f"base_results_dir={tmp_path}/r"])
+    cfg, choices = compose_config(
+        [
+            "stages=[training]",
+            "training=gpt3/tiny",
+            "cluster_type=interactive",
+            "++check_inputs=false",
+            f"base_results_dir={tmp_path}/r",
+        ]
+    )
     backend = build_plan(cfg, choices).backend
     record = tmp_path / "record.txt"
     stages = []
     for index, sleep in enumerate(sleeps):
         name = f"s{index}"
-        spec = JobSpec(stage=name, name=name, directory=tmp_path / "r" / name, time_limit=timedelta(minutes=5),
-                       commands=(Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--sleep", str(sleep))),))
+        spec = JobSpec(
+            stage=name,
+            name=name,
+            directory=tmp_path / "r" / name,
+            time_limit=timedelta(minutes=5),
+            commands=(
+                Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--sleep", str(sleep))),
+            ),
+        )
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), record
 
@@ -46,6 +61,7 @@ def _probes_alive(record: Path):
 
 def _signal_once_running(directory: Path, signal_number: int, deadline_s: float = 120.0):
     """Sends the signal to this process as soon as the stage writing into `directory` has started (its log exists)."""
+
     def wait_then_signal():
         stop = time.monotonic() + deadline_s
         while not list(directory.glob("log-*.out")) and time.monotonic() < stop:

@@ -1,6 +1,7 @@
 """Training jobs under faults on a real Slurm: scancel mid-run, a second job on a run directory in use, a
 disk that fills. Each submits the tiny GPT as `python3 main.py stages=[training] ...` does (training on the
 CPU of the fake GPU nodes) and judges the jobs by their state, exit code, logs and checkpoints."""
+
 import re
 import shutil
 import subprocess
@@ -56,14 +57,21 @@ def _show_job(job: str) -> str:
     return subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, check=True).stdout
 
 
-def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_identically(slurm_cluster, launch,
-                                                                                            tmp_path, tiny_pile_data):
+def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_identically(
+    slurm_cluster, launch, tmp_path, tiny_pile_data
+):
     results = tmp_path / "results"
-    train = ["stages=[training]", "training=gpt3/tiny", f"data_dir={tiny_pile_data}", *SHORT,
-             f"training.trainer.max_steps={STEPS}", "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10",
-             "training.exp_manager.checkpoint_callback_params.save_top_k=-1",
-             "training.model.data.num_workers=1",  # scancel signals the DataLoader worker too
-             *SLURM_CPU]
+    train = [
+        "stages=[training]",
+        "training=gpt3/tiny",
+        f"data_dir={tiny_pile_data}",
+        *SHORT,
+        f"training.trainer.max_steps={STEPS}",
+        "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10",
+        "training.exp_manager.checkpoint_callback_params.save_top_k=-1",
+        "training.model.data.num_workers=1",  # scancel signals the DataLoader worker too
+        *SLURM_CPU,
+    ]
     run = results / "gpt3_tiny" / "results"
     first = _submit(launch, train, results)
     _wait_for_text(_log(results, first), r"^run gpt3_tiny: ", slurm_cluster, first)  # it holds the lock by now
@@ -74,13 +82,24 @@ def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_
     late = tmp_path / "rank_1_starts_late.sh"
     late.write_text(f'#!/bin/bash\nif [[ "$SLURM_PROCID" == 1 ]]; then sleep 3; fi\nexec {sys.executable} "$@"\n')
     late.chmod(0o755)
-    intruder = _submit(launch, [*train, "training.run.name=gpt3_tiny_again", f"training.exp_manager.explicit_log_dir={run}",
-                                "training.trainer.devices=2", f"+env_vars.NEMO_LAUNCHER_PYTHON={late}"], results)
+    intruder = _submit(
+        launch,
+        [
+            *train,
+            "training.run.name=gpt3_tiny_again",
+            f"training.exp_manager.explicit_log_dir={run}",
+            "training.trainer.devices=2",
+            f"+env_vars.NEMO_LAUNCHER_PYTHON={late}",
+        ],
+        results,
+    )
     assert slurm_cluster.wait(intruder, timeout_s=120) == "FAILED"
     refusal = _log(results, intruder, "err", run="gpt3_tiny_again").read_text()
     exit_code = re.search(r"\bExitCode=\S+", _show_job(intruder)).group(0)
     assert exit_code == "ExitCode=75:0", f"{exit_code}; the intruder's error log:\n{refusal[-3000:]}"
-    assert re.search(rf"^Error: {re.escape(str(run))} is in use by \S+'s job {first} on \S+ \(pid \d+, since ", refusal, re.M), refusal
+    assert re.search(
+        rf"^Error: {re.escape(str(run))} is in use by \S+'s job {first} on \S+ \(pid \d+, since ", refusal, re.M
+    ), refusal
 
     _wait_for_text(_log(results, first), r"^checkpoint step=10 saved", slurm_cluster, first)
     assert slurm_cluster.job_state(first) == "RUNNING", f"job {first} ended before it could be cancelled; raise STEPS"
@@ -102,9 +121,14 @@ def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_
     (tmp_path / "reference.yaml").write_text(yaml.safe_dump(config))
 
     second = _submit(launch, train, results)  # the same command again, now that the first job has ended
-    uninterrupted = subprocess.run([sys.executable, "-u", "-m", "nemo_launcher.jobs.gpt.train", "--config",
-                                    str(tmp_path / "reference.yaml")], cwd=REPO, env=environment(), capture_output=True,
-                                   text=True, timeout=600)
+    uninterrupted = subprocess.run(
+        [sys.executable, "-u", "-m", "nemo_launcher.jobs.gpt.train", "--config", str(tmp_path / "reference.yaml")],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
     assert slurm_cluster.wait(second, timeout_s=600) == "COMPLETED"
     resumed = _log(results, second).read_text()
@@ -126,16 +150,29 @@ def test_a_full_disk_ends_the_job_with_74_and_no_requeue(slurm_cluster, launch, 
         run.mkdir(parents=True)
         # Left by an earlier attempt that stopped on SIGUSR1: the script would requeue the job while it exists.
         (run / RESUME_MARKER).write_text("stopped before trainer.max_steps after saving a checkpoint\n")
-        job = _submit(launch, ["stages=[training]", "training=gpt3/tiny", f"data_dir={tiny_pile_data}", *SHORT,
-                               "training.trainer.max_steps=6", "training.exp_manager.checkpoint_callback_params.every_n_train_steps=2",
-                               *SLURM_CPU], results)
+        job = _submit(
+            launch,
+            [
+                "stages=[training]",
+                "training=gpt3/tiny",
+                f"data_dir={tiny_pile_data}",
+                *SHORT,
+                "training.trainer.max_steps=6",
+                "training.exp_manager.checkpoint_callback_params.every_n_train_steps=2",
+                *SLURM_CPU,
+            ],
+            results,
+        )
         assert slurm_cluster.wait(job, timeout_s=300) == "FAILED"
         shown = _show_job(job)
         assert "ExitCode=74:0" in shown and "Restarts=0" in shown, shown
         error = _log(results, job, "err").read_text()
-        assert re.search(rf"^Error: no space for checkpoint step-4 in {re.escape(str(run / 'checkpoints'))}: it needs about "
-                         r"[\d.]+ MB, the file system has [\d.]+ [kM]?B free\. The newest complete checkpoint, step-2, is kept",
-                         error, re.M), error
+        assert re.search(
+            rf"^Error: no space for checkpoint step-4 in {re.escape(str(run / 'checkpoints'))}: it needs about "
+            r"[\d.]+ MB, the file system has [\d.]+ [kM]?B free\. The newest complete checkpoint, step-2, is kept",
+            error,
+            re.M,
+        ), error
         assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2"]
         assert (run / "checkpoints" / "step-2" / "COMPLETE").is_file()
         assert not (run / RESUME_MARKER).exists() and not (run / RUN_LOCK_FILE).exists()

@@ -1,5 +1,6 @@
 """The job spec speaks no backend: `run.dependency` words map to Dependency kinds once, on the launch side; time
 limits are durations; a backend refuses at validate() a dependency it cannot honour, in one line."""
+
 from datetime import timedelta
 
 import pytest
@@ -14,21 +15,30 @@ from .conftest import compose_config
 KEY = "training.run.dependency"
 
 
-@pytest.mark.parametrize("value, expected", [
-    (None, (Dependency.AFTER_SUCCESS, ())),
-    ("singleton", (Dependency.AFTER_SUCCESS, (Wait(Dependency.SINGLETON),))),
-    ("afterany, singleton", (Dependency.AFTER_ANY_END, (Wait(Dependency.SINGLETON),))),
-    ("afternotok", (Dependency.AFTER_FAILURE, ())),
-    ("aftercorr", (Dependency.AFTER_CORRESPONDING_ITEM, ())),
-    ("afterok:12:13_4,after:9", (Dependency.AFTER_SUCCESS, (Wait(Dependency.AFTER_SUCCESS, ("12", "13_4")),
-                                                           Wait(Dependency.AFTER_START, ("9",))))),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, (Dependency.AFTER_SUCCESS, ())),
+        ("singleton", (Dependency.AFTER_SUCCESS, (Wait(Dependency.SINGLETON),))),
+        ("afterany, singleton", (Dependency.AFTER_ANY_END, (Wait(Dependency.SINGLETON),))),
+        ("afternotok", (Dependency.AFTER_FAILURE, ())),
+        ("aftercorr", (Dependency.AFTER_CORRESPONDING_ITEM, ())),
+        (
+            "afterok:12:13_4,after:9",
+            (
+                Dependency.AFTER_SUCCESS,
+                (Wait(Dependency.AFTER_SUCCESS, ("12", "13_4")), Wait(Dependency.AFTER_START, ("9",))),
+            ),
+        ),
+    ],
+)
 def test_the_seed_words_map_to_dependency_kinds(value, expected):
     assert parse_run_dependency(KEY, value) == expected
 
 
-@pytest.mark.parametrize("value", ["afterfoo", "afterok:", "afterok:abc", "singleton:3", "afterburstbuffer:5",
-                                   "after:5+10"])
+@pytest.mark.parametrize(
+    "value", ["afterfoo", "afterok:", "afterok:abc", "singleton:3", "afterburstbuffer:5", "after:5+10"]
+)
 def test_unknown_dependency_words_are_one_line_config_errors(value):
     with pytest.raises(ConfigError) as error:
         parse_run_dependency(KEY, value)

@@ -1,5 +1,6 @@
 """The pipeline ledger and `python3 -m nemo_launcher status|logs|cancel`, against scripted stand-ins for sbatch,
 squeue, sacct, scontrol and scancel that record every call (the number of scheduler calls is part of the contract)."""
+
 import glob
 import hashlib
 import json
@@ -43,10 +44,7 @@ def fake_slurm(tmp_path, monkeypatch):
         for name in FAKE_COMMANDS:
             script = bin_dir / name
             script.write_text(
-                "#!/bin/sh\n"
-                f'echo "{name} $*" >> "{calls}"\n'
-                f'n=$(grep -c "^{name} " "{calls}")\n'
-                f"{bodies.get(name, '')}\n"
+                f'#!/bin/sh\necho "{name} $*" >> "{calls}"\nn=$(grep -c "^{name} " "{calls}")\n{bodies.get(name, "")}\n'
             )
             script.chmod(0o755)
         return calls
@@ -82,15 +80,35 @@ def _write_record(results: Path, pipeline_id: str, created: str, jobs, cluster_t
     for stage, name, job_id in jobs:
         directory = results / name
         directory.mkdir(parents=True, exist_ok=True)
-        entries.append({
-            "stage": stage, "job_name": f"nemo-megatron-{name}", "run_name": name, "directory": str(directory),
-            "script": str(directory / "s.sh"), "script_sha256": "0" * 64, "configs": [], "job_id": job_id,
-            "dependency": [], "array": None,
-            "log_glob": glob.escape(str(directory / f"log-nemo-megatron-{name}_{job_id}")) + "_attempt*.out",
-        })
-    record = {"id": pipeline_id, "created": created, "argv": ["main.py"], "cwd": "/", "user": "u", "host": "h",
-              "cluster_type": cluster_type, "launcher_commit": None, "stages": [job[0] for job in jobs],
-              "state": "submitted", "jobs": entries, **fields}
+        entries.append(
+            {
+                "stage": stage,
+                "job_name": f"nemo-megatron-{name}",
+                "run_name": name,
+                "directory": str(directory),
+                "script": str(directory / "s.sh"),
+                "script_sha256": "0" * 64,
+                "configs": [],
+                "job_id": job_id,
+                "dependency": [],
+                "array": None,
+                "log_glob": glob.escape(str(directory / f"log-nemo-megatron-{name}_{job_id}")) + "_attempt*.out",
+            }
+        )
+    record = {
+        "id": pipeline_id,
+        "created": created,
+        "argv": ["main.py"],
+        "cwd": "/",
+        "user": "u",
+        "host": "h",
+        "cluster_type": cluster_type,
+        "launcher_commit": None,
+        "stages": [job[0] for job in jobs],
+        "state": "submitted",
+        "jobs": entries,
+        **fields,
+    }
     (results / ".ledger").mkdir(parents=True, exist_ok=True)
     (results / ".ledger" / f"{pipeline_id}.json").write_text(json.dumps(record))
     return record
@@ -107,7 +125,9 @@ def test_submission_records_the_pipeline(fake_slurm, launch, tmp_path):
     fake_slurm()
     results = tmp_path / "results"
     before = _head_commit()
-    code, out, err = launch(["stages=[training,conversion,evaluation]", "training=gpt3/tiny"], debug=False, results=results)
+    code, out, err = launch(
+        ["stages=[training,conversion,evaluation]", "training=gpt3/tiny"], debug=False, results=results
+    )
     assert code == 0, err
     (path,) = (results / ".ledger").glob("*.json")
     record = json.loads(path.read_text())
@@ -123,7 +143,8 @@ def test_submission_records_the_pipeline(fake_slurm, launch, tmp_path):
     for job in jobs:
         assert hashlib.sha256(Path(job["script"]).read_bytes()).hexdigest() == job["script_sha256"]
         assert job["configs"] and all(
-            hashlib.sha256(Path(config["path"]).read_bytes()).hexdigest() == config["sha256"] for config in job["configs"]
+            hashlib.sha256(Path(config["path"]).read_bytes()).hexdigest() == config["sha256"]
+            for config in job["configs"]
         )
     # The glob finds the log names the script writes, every attempt of them, and nothing of another job.
     training = Path(jobs[0]["directory"])
@@ -137,9 +158,13 @@ def test_submission_records_the_pipeline(fake_slurm, launch, tmp_path):
 
 
 def test_rollback_is_recorded(fake_slurm, launch, tmp_path):
-    calls = fake_slurm(sbatch='if [ "$n" -ge 3 ]; then echo "sbatch: error: Batch job submission failed" >&2; exit 1; fi; echo "$((1000 + n))"')
+    calls = fake_slurm(
+        sbatch='if [ "$n" -ge 3 ]; then echo "sbatch: error: Batch job submission failed" >&2; exit 1; fi; echo "$((1000 + n))"'
+    )
     results = tmp_path / "results"
-    code, out, err = launch(["stages=[training,conversion,evaluation]", "training=gpt3/tiny"], debug=False, results=results)
+    code, out, err = launch(
+        ["stages=[training,conversion,evaluation]", "training=gpt3/tiny"], debug=False, results=results
+    )
     assert code == 3, err
     (path,) = (results / ".ledger").glob("*.json")
     record = json.loads(path.read_text())
@@ -160,7 +185,9 @@ def test_commit_is_read_from_the_git_files(tmp_path):
     packed = tmp_path / "packed"
     (packed / ".git").mkdir(parents=True)
     (packed / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (packed / ".git" / "packed-refs").write_text(f"# pack-refs with: peeled\n{'cd' * 20} refs/heads/other\n{sha} refs/heads/main\n")
+    (packed / ".git" / "packed-refs").write_text(
+        f"# pack-refs with: peeled\n{'cd' * 20} refs/heads/other\n{sha} refs/heads/main\n"
+    )
     assert _git_commit(packed) == sha
     loose = tmp_path / "loose"
     (loose / ".git" / "refs" / "heads").mkdir(parents=True)
@@ -204,7 +231,7 @@ def test_status_without_accounting_asks_scontrol_once(fake_slurm, tmp_path, caps
         squeue="echo '1003|RUNNING|0:05|None'",
         sacct='echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1',
         scontrol="echo 'JobId=77 JobName=other JobState=FAILED ExitCode=1:0 RunTime=00:00:01'; "
-                 "echo 'JobId=1001 JobName=nemo-megatron-gpt3_tiny UserId=u(1) JobState=COMPLETED Reason=None ExitCode=0:0 RunTime=00:00:03'",
+        "echo 'JobId=1001 JobName=nemo-megatron-gpt3_tiny UserId=u(1) JobState=COMPLETED Reason=None ExitCode=0:0 RunTime=00:00:03'",
     )
     results, record = _submitted(tmp_path, 3)
     calls.write_text("")
@@ -219,12 +246,27 @@ def test_status_without_accounting_asks_scontrol_once(fake_slurm, tmp_path, caps
 
 
 def test_status_lists_recent_pipelines_with_one_query(fake_slurm, tmp_path, capsys):
-    calls = fake_slurm(squeue="echo '2002|RUNNING|0:05|None'", sacct="printf '2001|COMPLETED|0:0|00:00:03\\n1001|FAILED|2:0|00:00:01\\n'")
+    calls = fake_slurm(
+        squeue="echo '2002|RUNNING|0:05|None'",
+        sacct="printf '2001|COMPLETED|0:0|00:00:03\\n1001|FAILED|2:0|00:00:01\\n'",
+    )
     results = tmp_path / "results"
     for i in range(21):  # old, and beyond the 20 shown
-        _write_record(results, f"20250101-0000{i:02d}-old-0000", f"2025-01-01T00:00:{i:02d}+00:00", [("training", "old", None)])
-    _write_record(results, "20260101-000000-a-1111", "2026-01-01T00:00:00+00:00", [("training", "a", "1001"), ("conversion", "a_conv", "1002")])
-    _write_record(results, "20260102-000000-b-2222", "2026-01-02T00:00:00+00:00", [("training", "b", "2001"), ("conversion", "b_conv", "2002")])
+        _write_record(
+            results, f"20250101-0000{i:02d}-old-0000", f"2025-01-01T00:00:{i:02d}+00:00", [("training", "old", None)]
+        )
+    _write_record(
+        results,
+        "20260101-000000-a-1111",
+        "2026-01-01T00:00:00+00:00",
+        [("training", "a", "1001"), ("conversion", "a_conv", "1002")],
+    )
+    _write_record(
+        results,
+        "20260102-000000-b-2222",
+        "2026-01-02T00:00:00+00:00",
+        [("training", "b", "2001"), ("conversion", "b_conv", "2002")],
+    )
     code, out, err = _run(capsys, "status", "--results", results)
     assert code == 0, err
     lines = out.splitlines()
@@ -240,11 +282,13 @@ def test_array_tasks_are_counted_once_across_squeue_and_scontrol(fake_slurm, tmp
         squeue="printf '500_1|RUNNING|0:03|None\\n500_[2-5%%2]|PENDING|0:00|JobArrayTaskLimit\\n'",
         sacct='echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1',
         scontrol="echo 'JobId=501 ArrayJobId=500 ArrayTaskId=0 JobState=COMPLETED ExitCode=0:0 RunTime=00:00:02'; "
-                 "echo 'JobId=502 ArrayJobId=500 ArrayTaskId=1 JobState=RUNNING ExitCode=0:0 RunTime=00:00:03'; "
-                 "echo 'JobId=500 ArrayJobId=500 ArrayTaskId=2-5%2 JobState=PENDING ExitCode=0:0 RunTime=00:00:00'",
+        "echo 'JobId=502 ArrayJobId=500 ArrayTaskId=1 JobState=RUNNING ExitCode=0:0 RunTime=00:00:03'; "
+        "echo 'JobId=500 ArrayJobId=500 ArrayTaskId=2-5%2 JobState=PENDING ExitCode=0:0 RunTime=00:00:00'",
     )
     results = tmp_path / "results"
-    record = _write_record(results, "20260101-000000-p-aaaa", "2026-01-01T00:00:00+00:00", [("data_preparation", "p", "500")])
+    record = _write_record(
+        results, "20260101-000000-p-aaaa", "2026-01-01T00:00:00+00:00", [("data_preparation", "p", "500")]
+    )
     record["jobs"][0]["array"] = "0-5%2"
     (results / ".ledger" / f"{record['id']}.json").write_text(json.dumps(record))
     code, out, err = _run(capsys, "status", "p", "--results", results)
@@ -259,7 +303,12 @@ def test_array_tasks_are_counted_once_across_squeue_and_scontrol(fake_slurm, tmp
 def test_run_is_found_by_id_prefix_run_name_or_job_name(tmp_path, capsys):
     results = tmp_path / "results"
     _write_record(results, "20260101-000000-gpt3_5b-aaaa", "2026-01-01T00:00:00+00:00", [("training", "gpt3_5b", "1")])
-    _write_record(results, "20260301-000000-gpt3_5b-bbbb", "2026-03-01T00:00:00+00:00", [("training", "gpt3_5b", "2"), ("evaluation", "eval_all", "3")])
+    _write_record(
+        results,
+        "20260301-000000-gpt3_5b-bbbb",
+        "2026-03-01T00:00:00+00:00",
+        [("training", "gpt3_5b", "2"), ("evaluation", "eval_all", "3")],
+    )
     assert find_pipeline(results, "20260101-000000-gpt3_5b-aaaa")["id"].endswith("aaaa")
     assert find_pipeline(results, "20260101")["id"].endswith("aaaa")
     assert find_pipeline(results, "gpt3_5b")["id"].endswith("bbbb")  # the newest of that run
@@ -275,10 +324,17 @@ def test_results_directory_comes_from_the_environment(tmp_path):
     results = tmp_path / "elsewhere"
     _write_record(results, "20260101-000000-x-aaaa", "2026-01-01T00:00:00+00:00", [("training", "x", None)])
     # A fresh process: the commands must answer without importing Hydra or torch.
-    probe = ("import sys; from nemo_launcher.__main__ import main; code = main(['status', 'x']); "
-             "assert 'hydra' not in sys.modules and 'torch' not in sys.modules, 'heavy import'; sys.exit(code)")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True,
-                            env=dict(os.environ, NEMO_LAUNCHER_RESULTS=str(results)))
+    probe = (
+        "import sys; from nemo_launcher.__main__ import main; code = main(['status', 'x']); "
+        "assert 'hydra' not in sys.modules and 'torch' not in sys.modules, 'heavy import'; sys.exit(code)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, NEMO_LAUNCHER_RESULTS=str(results)),
+    )
     assert result.returncode == 0, result.stderr
     assert "20260101-000000-x-aaaa" in result.stdout and "NOT SUBMITTED" in result.stdout
 
@@ -294,8 +350,12 @@ def _log(path: Path, text: str, mtime: float) -> Path:
 
 def test_logs_prints_the_newest_attempt(tmp_path, capsys):
     results = tmp_path / "results"
-    record = _write_record(results, "20260101-000000-a-aaaa", "2026-01-01T00:00:00+00:00",
-                           [("training", "a", "11"), ("conversion", "b", "12")])
+    record = _write_record(
+        results,
+        "20260101-000000-a-aaaa",
+        "2026-01-01T00:00:00+00:00",
+        [("training", "a", "11"), ("conversion", "b", "12")],
+    )
     train, convert = (Path(job["directory"]) for job in record["jobs"])
     # Attempt numbers beat modification times (a copied-back older attempt must not win), and compare as numbers.
     _log(train / "log-nemo-megatron-a_11_attempt10.out", "attempt ten\n", 1000)
@@ -321,7 +381,9 @@ def test_logs_follow_until_the_job_ends(fake_slurm, tmp_path, capsys, monkeypatc
     log = Path(record["jobs"][0]["directory"]) / "log-nemo-megatron-a_11_attempt0.out"
     log.write_text("step 1\n")
     # Listed as running twice, writing a line meanwhile; then gone from the queue.
-    calls = fake_slurm(squeue=f'if [ "$n" -le 2 ]; then echo "step $((n + 1))" >> "{log}"; echo "11|RUNNING|0:0$n|None"; fi')
+    calls = fake_slurm(
+        squeue=f'if [ "$n" -le 2 ]; then echo "step $((n + 1))" >> "{log}"; echo "11|RUNNING|0:0$n|None"; fi'
+    )
     monkeypatch.setattr(monitor, "POLL_SECONDS", 0.05)
     monkeypatch.setattr(monitor, "READ_SECONDS", 0.01)
     code, out, err = _run(capsys, "logs", "a", "-f", "--results", results)
@@ -394,8 +456,15 @@ def test_interactive_running_and_interrupted(tmp_path, capsys):
     gone = subprocess.Popen(["true"])
     gone.wait()
     jobs = [("s0", "a", None), ("s1", "b", None), ("s2", "c", None)]
-    record = _write_record(results, "20260101-000000-a-aaaa", "2026-01-01T00:00:00+00:00", jobs, cluster_type="interactive",
-                           host=os.uname().nodename, state="running")
+    record = _write_record(
+        results,
+        "20260101-000000-a-aaaa",
+        "2026-01-01T00:00:00+00:00",
+        jobs,
+        cluster_type="interactive",
+        host=os.uname().nodename,
+        state="running",
+    )
     for entry, started in zip(record["jobs"], ["2026-01-01T00:00:00+00:00", "2026-01-01T00:00:01+00:00", None]):
         entry.update(exit_code=None, started=started, ended=None, pid=os.getpid())
     record["jobs"][0].update(exit_code=0, ended="2026-01-01T00:00:01+00:00")
@@ -419,8 +488,14 @@ def test_cancel_stops_a_pipeline_running_here(tmp_path, capsys):
     # Stands in for a launcher started from a terminal: it leads its own process group, its job is a child.
     launcher = subprocess.Popen(["bash", "-c", "sleep 60 & wait"], start_new_session=True)
     try:
-        record = _write_record(results, "20260101-000000-a-aaaa", "2026-01-01T00:00:00+00:00",
-                               [("s0", "a", None), ("s1", "b", None)], cluster_type="interactive", host=os.uname().nodename)
+        record = _write_record(
+            results,
+            "20260101-000000-a-aaaa",
+            "2026-01-01T00:00:00+00:00",
+            [("s0", "a", None), ("s1", "b", None)],
+            cluster_type="interactive",
+            host=os.uname().nodename,
+        )
         for entry, started in zip(record["jobs"], ["2026-01-01T00:00:00+00:00", None]):
             entry.update(exit_code=None, started=started, ended=None, pid=launcher.pid)
         (results / ".ledger" / f"{record['id']}.json").write_text(json.dumps(record))
@@ -438,17 +513,26 @@ def test_cancel_stops_a_pipeline_running_here(tmp_path, capsys):
 
 
 def test_plan_table_columns(launch, tmp_path):
-    code, out, err = launch(["stages=[data_preparation,training]", "data_preparation=gpt3/download_gpt3_pile"], results=tmp_path / "a")
+    code, out, err = launch(
+        ["stages=[data_preparation,training]", "data_preparation=gpt3/download_gpt3_pile"], results=tmp_path / "a"
+    )
     assert code == 0, err
     rows = plan_rows(out)
     # stage, job, id, dependency, nodes, gpus/node, time, array, script, log
     assert rows[0][4:8] == ["1", "-", "4:00:00", "30"]
     assert rows[3][4:8] == ["16", "8", "6-00:00:00", "-"]
-    for cluster_type, overrides in (("interactive", ["training.trainer.num_nodes=1", "training.trainer.devices=2"]), ("bcp", [])):
-        code, out, err = launch(["stages=[training]", "training=gpt3/5b", f"cluster_type={cluster_type}", *overrides],
-                                results=tmp_path / cluster_type)
+    for cluster_type, overrides in (
+        ("interactive", ["training.trainer.num_nodes=1", "training.trainer.devices=2"]),
+        ("bcp", []),
+    ):
+        code, out, err = launch(
+            ["stages=[training]", "training=gpt3/5b", f"cluster_type={cluster_type}", *overrides],
+            results=tmp_path / cluster_type,
+        )
         assert code == 0, err
         header = out.split("Pipeline, ", 1)[1].splitlines()[1].split()
         assert header == ["stage", "job", "nodes", "gpus/node", "time", "array", "script", "log"]
-        assert plan_rows(out)[0][2:6] == (["1", "2", "6-00:00:00", "-"] if cluster_type == "interactive" else ["16", "8", "6-00:00:00", "-"])
+        assert plan_rows(out)[0][2:6] == (
+            ["1", "2", "6-00:00:00", "-"] if cluster_type == "interactive" else ["16", "8", "6-00:00:00", "-"]
+        )
         assert "DRYRUN" not in out

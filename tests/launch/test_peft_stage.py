@@ -1,4 +1,5 @@
 """The peft stage: LoRA jobs with the fine-tuning layout, their own results folder, and LoRA settings checked early."""
+
 import subprocess
 
 import pytest
@@ -27,13 +28,16 @@ def test_lora_squad_renders_on_every_backend(cluster_type, launch, tmp_path):
         assert "#SBATCH --ntasks-per-node=1\n" in text  # LoRA fits one GPU by default
 
 
-@pytest.mark.parametrize("overrides,words", [
-    (["peft.model.peft.peft_scheme=adapter"], ["peft.model.peft.peft_scheme", "adapter", "lora"]),
-    (["peft.model.peft.lora_tuning.target_modules=[attention_qkv,attn]"], ["target_modules", "mlp_fc1"]),
-    (["peft.model.peft.lora_tuning.adapter_dim=0"], ["adapter_dim", "positive integer"]),
-    (["peft.model.peft.lora_tuning.alpha=-1"], ["alpha", "positive number"]),
-    (["peft.model.peft.lora_tuning.adapter_dropout=1.5"], ["adapter_dropout", "[0, 1)"]),
-])
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        (["peft.model.peft.peft_scheme=adapter"], ["peft.model.peft.peft_scheme", "adapter", "lora"]),
+        (["peft.model.peft.lora_tuning.target_modules=[attention_qkv,attn]"], ["target_modules", "mlp_fc1"]),
+        (["peft.model.peft.lora_tuning.adapter_dim=0"], ["adapter_dim", "positive integer"]),
+        (["peft.model.peft.lora_tuning.alpha=-1"], ["alpha", "positive number"]),
+        (["peft.model.peft.lora_tuning.adapter_dropout=1.5"], ["adapter_dropout", "[0, 1)"]),
+    ],
+)
 def test_bad_lora_settings_are_refused(overrides, words, launch, tmp_path):
     code, out, err = launch(PEFT + overrides, results=tmp_path / "r")
     assert code == 2, (out, err)
@@ -41,13 +45,22 @@ def test_bad_lora_settings_are_refused(overrides, words, launch, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("stage,choice,extra", [
-    ("peft", "gpt3/squad", []),
-    ("fine_tuning", "gpt3/squad", []),
-    ("fine_tuning", "gpt3/custom_task", ["fine_tuning.model.data.train_ds.file_names=[/d/a.jsonl]",
-                                        "fine_tuning.model.data.train_ds.concat_sampling_probabilities=[1.0]",
-                                        "fine_tuning.model.data.validation_ds.file_names=[/d/v.jsonl]"]),
-])
+@pytest.mark.parametrize(
+    "stage,choice,extra",
+    [
+        ("peft", "gpt3/squad", []),
+        ("fine_tuning", "gpt3/squad", []),
+        (
+            "fine_tuning",
+            "gpt3/custom_task",
+            [
+                "fine_tuning.model.data.train_ds.file_names=[/d/a.jsonl]",
+                "fine_tuning.model.data.train_ds.concat_sampling_probabilities=[1.0]",
+                "fine_tuning.model.data.validation_ds.file_names=[/d/v.jsonl]",
+            ],
+        ),
+    ],
+)
 def test_the_job_accepts_every_key_the_launcher_writes(stage, choice, extra, launch, tmp_path):
     """The contract between the two sides: the resolved YAML binds to the job's schema (no torch needed)."""
     from nemo_launcher.contract.schemas.gpt_sft import SftConfig
@@ -78,4 +91,6 @@ def test_t5_and_mt5_lora_render_and_bind(family, nemo, launch, tmp_path):
     train_name = {"t5": "t5_220m", "mt5": "mt5_390m"}[family]
     assert cfg.model.restore_from_path == f"{results}/{train_name}/convert_nemo/results/{nemo}"
     assert cfg.exp_manager.name == f"megatron_{family}_peft_lora"
-    assert cfg.model.peft.lora_tuning.target_modules == ["attention_qkv"] and cfg.model.data.train_ds.max_seq_length == 512
+    assert (
+        cfg.model.peft.lora_tuning.target_modules == ["attention_qkv"] and cfg.model.data.train_ds.max_seq_length == 512
+    )

@@ -1,5 +1,6 @@
 """`status`, `logs` and `cancel` on a real Slurm (the project's local cluster in CI, where accounting is off, so
 ended jobs are read from `scontrol`): a 3-stage probe pipeline recorded in the ledger, followed, then cancelled."""
+
 import json
 import re
 import time
@@ -24,14 +25,22 @@ def _probe_pipeline(tmp_path: Path):
     record = str(tmp_path / "record.txt")
     commands_by_stage = {
         "a": (Command(PROBE, ("--record", record, "--name", "a")),),
-        "b": (Command(PROBE, ("--record", record, "--name", "b")),
-              Command(PROBE, ("--record", record, "--name", "b-wait", "--sleep", "300"))),
+        "b": (
+            Command(PROBE, ("--record", record, "--name", "b")),
+            Command(PROBE, ("--record", record, "--name", "b-wait", "--sleep", "300")),
+        ),
         "c": (Command(PROBE, ("--record", record, "--name", "c")),),
     }
     stages = []
     for name, probe_commands in commands_by_stage.items():
-        spec = JobSpec(stage=name, name=f"probe_{name}", directory=results / name, commands=probe_commands,
-                       time_limit=timedelta(minutes=10), uses_gpus=False)
+        spec = JobSpec(
+            stage=name,
+            name=f"probe_{name}",
+            directory=results / name,
+            commands=probe_commands,
+            time_limit=timedelta(minutes=10),
+            uses_gpus=False,
+        )
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), results
 

@@ -3,6 +3,7 @@
 Failures are made with config overrides, or with PATH shims that wrap the real Slurm commands
 (a `srun` whose --help hides pyxis, an `scontrol`/`sacctmgr` pair that reports accounting).
 """
+
 import os
 import re
 import shutil
@@ -34,7 +35,7 @@ def run(slurm_cluster, tmp_path, capsys):
             status, rest = line.split(None, 1)
             for name in sorted(lines_names(), key=len, reverse=True):
                 if rest.startswith(name):
-                    lines[name] = (status, rest[len(name):].strip())
+                    lines[name] = (status, rest[len(name) :].strip())
                     break
         return code, lines, out
 
@@ -42,8 +43,18 @@ def run(slurm_cluster, tmp_path, capsys):
 
 
 def lines_names():
-    return ("slurm version", "slurm controller", "partition", "account", "container (pyxis)", "mpi plugins",
-            "gpus per node", "base_results_dir writable", "data_dir writable", "base_results_dir free space")
+    return (
+        "slurm version",
+        "slurm controller",
+        "partition",
+        "account",
+        "container (pyxis)",
+        "mpi plugins",
+        "gpus per node",
+        "base_results_dir writable",
+        "data_dir writable",
+        "base_results_dir free space",
+    )
 
 
 def _shim(bin_dir: Path, name: str, body: str) -> None:
@@ -55,17 +66,28 @@ def _shim(bin_dir: Path, name: str, body: str) -> None:
 
 
 def test_passes_on_the_local_cluster(run, slurm_cluster, tmp_path):
-    code, lines, out = run(f"cluster.partition={slurm_cluster.partition}", "container=nvcr.io/nvidia/nemo:24.01",
-                           f"cluster.gpus_per_node={slurm_cluster.gpus_per_node or 'null'}")
+    code, lines, out = run(
+        f"cluster.partition={slurm_cluster.partition}",
+        "container=nvcr.io/nvidia/nemo:24.01",
+        f"cluster.gpus_per_node={slurm_cluster.gpus_per_node or 'null'}",
+    )
     assert code == 0, out
     assert all(status == "PASS" for status, _ in lines.values()), out
     assert len(lines) == 10, out
-    assert lines["slurm version"][1] == f"slurm-wlm {slurm_cluster.version}" or slurm_cluster.version in lines["slurm version"][1]
+    assert (
+        lines["slurm version"][1] == f"slurm-wlm {slurm_cluster.version}"
+        or slurm_cluster.version in lines["slurm version"][1]
+    )
     assert "pmix" in lines["mpi plugins"][1]
-    assert f"base_results_dir={tmp_path / 'results'} is writable from a compute node" in lines["base_results_dir writable"][1]
+    assert (
+        f"base_results_dir={tmp_path / 'results'} is writable from a compute node"
+        in lines["base_results_dir writable"][1]
+    )
     assert out.rstrip().endswith("all 10 checks passed")
-    assert re.fullmatch(r"[0-9.]+ [KMGT]iB free in \S+, 5\.0 GiB needed \(no checkpoint of this run yet: the launcher's floor\)",
-                        lines["base_results_dir free space"][1]), out
+    assert re.fullmatch(
+        r"[0-9.]+ [KMGT]iB free in \S+, 5\.0 GiB needed \(no checkpoint of this run yet: the launcher's floor\)",
+        lines["base_results_dir free space"][1],
+    ), out
     # The test job cleaned up after itself.
     assert not list((tmp_path / "results").glob(".nemo-launcher-preflight-*"))
 
@@ -75,7 +97,10 @@ def test_nonexistent_partition(run, slurm_cluster):
     assert code == 1
     status, text = lines["partition"]
     assert status == "FAIL"
-    assert text == f"cluster.partition='no_such_partition' does not exist. Fix: set cluster.partition to one of: {slurm_cluster.partition}"
+    assert (
+        text
+        == f"cluster.partition='no_such_partition' does not exist. Fix: set cluster.partition to one of: {slurm_cluster.partition}"
+    )
     assert lines["gpus per node"] == ("SKIP", "not checked: fix the partition or account above first")
     assert lines["base_results_dir writable"][0] == lines["data_dir writable"][0] == "SKIP"
     assert out.rstrip().endswith("1 of 10 checks failed, 3 skipped")
@@ -83,14 +108,20 @@ def test_nonexistent_partition(run, slurm_cluster):
 
 def test_container_without_pyxis(run, slurm_cluster, tmp_path, monkeypatch):
     # srun as on a cluster without pyxis: --help has no container options (everything else is the real srun).
-    _shim(tmp_path / "bin", "srun", 'if [[ " $* " == *" --help "* ]]; then "$REAL" "$@" | grep -v -- "--container"; exit 0; fi\n'
-                                    'exec "$REAL" "$@"')
+    _shim(
+        tmp_path / "bin",
+        "srun",
+        'if [[ " $* " == *" --help "* ]]; then "$REAL" "$@" | grep -v -- "--container"; exit 0; fi\nexec "$REAL" "$@"',
+    )
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     code, lines, out = run("container=nvcr.io/nvidia/nemo:24.01")
     assert code == 1
     status, text = lines["container (pyxis)"]
     assert status == "FAIL"
-    assert "container=nvcr.io/nvidia/nemo:24.01 needs the pyxis plugin, but `srun --help` lists no --container-image" in text
+    assert (
+        "container=nvcr.io/nvidia/nemo:24.01 needs the pyxis plugin, but `srun --help` lists no --container-image"
+        in text
+    )
     assert "Fix: install pyxis (0.9.1 or newer) and enroot on the cluster, or set container=null" in text
 
     code, lines, out = run("container=null")  # same cluster, no container: nothing to complain about
@@ -113,17 +144,31 @@ def test_unwritable_results_dir(run, slurm_cluster, tmp_path):
 
 def test_busy_cluster_skips_the_write_test_and_leaves_no_job(run, slurm_cluster, monkeypatch):
     # Occupy every node, so the test job cannot start within the (shortened) wait.
-    blocker = subprocess.run(["sbatch", "--parsable", "--exclusive", f"--nodes={len(slurm_cluster.nodes)}",
-                              "--output=/dev/null", "--wrap", "sleep 120"], capture_output=True, text=True, check=True)
+    blocker = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--exclusive",
+            f"--nodes={len(slurm_cluster.nodes)}",
+            "--output=/dev/null",
+            "--wrap",
+            "sleep 120",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job = blocker.stdout.strip()
     try:
         deadline = time.monotonic() + OCCUPY_TIMEOUT_S
         while slurm_cluster.job_state(job) == "PENDING":
             if time.monotonic() > deadline:
                 queue = subprocess.run(["squeue", "-h", "-o", "%i %u %T %j"], capture_output=True, text=True).stdout
-                skip_or_fail(f"other jobs kept the cluster busy for {OCCUPY_TIMEOUT_S} s, so the test could not "
-                             f"occupy it; squeue: {' | '.join(queue.splitlines())}",
-                             "CI's cluster runs only the suite's own short jobs")
+                skip_or_fail(
+                    f"other jobs kept the cluster busy for {OCCUPY_TIMEOUT_S} s, so the test could not "
+                    f"occupy it; squeue: {' | '.join(queue.splitlines())}",
+                    "CI's cluster runs only the suite's own short jobs",
+                )
             time.sleep(0.5)
         monkeypatch.setenv("NEMO_LAUNCHER_PREFLIGHT_WAIT", "2")
         code, lines, out = run()
@@ -152,17 +197,23 @@ def test_mpi_plugin_in_srun_args_must_exist(run, slurm_cluster):
 
 def test_account_with_accounting(run, slurm_cluster, tmp_path, monkeypatch):
     # The local cluster keeps no accounting; shims report slurmdbd and two associations of this user.
-    _shim(tmp_path / "bin", "scontrol", 'if [[ "$*" == "show config" ]]; then\n'
-                                        '  "$REAL" show config | sed "s|accounting_storage/none|accounting_storage/slurmdbd|"; exit\nfi\n'
-                                        'exec "$REAL" "$@"')
+    _shim(
+        tmp_path / "bin",
+        "scontrol",
+        'if [[ "$*" == "show config" ]]; then\n'
+        '  "$REAL" show config | sed "s|accounting_storage/none|accounting_storage/slurmdbd|"; exit\nfi\n'
+        'exec "$REAL" "$@"',
+    )
     _shim(tmp_path / "bin", "sacctmgr", 'printf "research\\nacme\\n"')
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     code, lines, out = run("cluster.account=acme")
     assert lines["account"][0] == "PASS", out
     code, lines, _ = run("cluster.account=nobody_s_account")
     assert code == 1
-    assert lines["account"][1].endswith("Fix: set cluster.account to one of your accounts: acme, research "
-                                        f"(sacctmgr show associations user={preflight.getpass.getuser()})")
+    assert lines["account"][1].endswith(
+        "Fix: set cluster.account to one of your accounts: acme, research "
+        f"(sacctmgr show associations user={preflight.getpass.getuser()})"
+    )
 
 
 def test_account_without_accounting_cannot_be_checked(run, slurm_cluster):
@@ -199,8 +250,13 @@ def test_command_line_never_imports_torch(slurm_cluster, tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    help_text = subprocess.run([sys.executable, "-m", "nemo_launcher.launch.preflight", "--help"], cwd=REPO,
-                               capture_output=True, text=True, timeout=120)
+    help_text = subprocess.run(
+        [sys.executable, "-m", "nemo_launcher.launch.preflight", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "python3 -m nemo_launcher.launch.preflight" in help_text.stdout
 
 
@@ -250,14 +306,24 @@ def test_free_space_floor_without_a_checkpoint(tmp_path):
     finally:
         subprocess.run(["umount", str(mount)], check=True)
     assert not result.ok
-    assert result.detail == f"1.0 MiB free in {mount}, 5.0 GiB needed (no checkpoint of this run yet: the launcher's floor)"
+    assert (
+        result.detail
+        == f"1.0 MiB free in {mount}, 5.0 GiB needed (no checkpoint of this run yet: the launcher's floor)"
+    )
 
 
 def test_checkpoint_root_follows_the_training_config():
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"base_results_dir": "/r", "training": {"run": {"name": "x", "results_dir": "${base_results_dir}/${.name}"},
-                                                                   "exp_manager": {"explicit_log_dir": "${training.run.results_dir}/results"}}})
+    cfg = OmegaConf.create(
+        {
+            "base_results_dir": "/r",
+            "training": {
+                "run": {"name": "x", "results_dir": "${base_results_dir}/${.name}"},
+                "exp_manager": {"explicit_log_dir": "${training.run.results_dir}/results"},
+            },
+        }
+    )
     assert preflight.checkpoint_root(cfg) == Path("/r/x/results/checkpoints")
     cfg.training.run.name = "???"
     assert preflight.checkpoint_root(cfg) is None

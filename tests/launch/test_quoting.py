@@ -5,6 +5,7 @@ what they were given. The #SBATCH lines, which bash skips, are read back with a 
 Slurm's filename patterns do to them; tests/launch/test_sbatch_values_on_slurm.py checks that model on a
 real Slurm.
 """
+
 import copy
 import functools
 import json
@@ -23,19 +24,36 @@ from omegaconf import OmegaConf
 
 from nemo_launcher.launch.errors import ConfigError
 from nemo_launcher.launch.job_spec import Command, JobSpec
-from nemo_launcher.launch.pipeline import build_plan, submit_plan, write_plan
+from nemo_launcher.launch.pipeline import build_plan, write_plan
 
 from .conftest import compose_config
 
-NASTY_PIECES = ["$(touch CANARY)", "`touch CANARY`", "'", '"', "\\", " ", "\n", "; touch CANARY #", "$HOME", "é✓", "*", "!"]
-hostile = st.lists(
-    st.one_of(
-        st.sampled_from(NASTY_PIECES),
-        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"), min_size=1, max_size=6),
-    ),
-    min_size=1,
-    max_size=5,
-).map("".join).filter(lambda s: "${" not in s and s.strip(".") != "" and "\r" not in s)
+NASTY_PIECES = [
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "'",
+    '"',
+    "\\",
+    " ",
+    "\n",
+    "; touch CANARY #",
+    "$HOME",
+    "é✓",
+    "*",
+    "!",
+]
+hostile = (
+    st.lists(
+        st.one_of(
+            st.sampled_from(NASTY_PIECES),
+            st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00/"), min_size=1, max_size=6),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+    .map("".join)
+    .filter(lambda s: "${" not in s and s.strip(".") != "" and "\r" not in s)
+)
 
 PROBE = """#!{python}
 import json, os, sys
@@ -51,7 +69,7 @@ def _probe(directory: Path, name: str) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _composed(cluster_type: str, extra: tuple):
     return compose_config(["stages=[training]", "training=gpt3/tiny", f"cluster_type={cluster_type}", *extra])
 
@@ -94,7 +112,9 @@ def test_interactive_script_passes_hostile_values_through(tmp_path_factory, name
 slurm_safe = hostile.filter(lambda s: "\n" not in s and "\\" not in s)
 # `%` pieces that Slurm would expand in a log path if they arrived unescaped.
 PERCENT_PIECES = ["%j", "%A", "%a", "%N", "%u", "%x", "%%", "%5j", "%"]
-slurm_safe_with_percent = st.lists(st.one_of(st.sampled_from(PERCENT_PIECES), slurm_safe), min_size=1, max_size=4).map("".join)
+slurm_safe_with_percent = st.lists(st.one_of(st.sampled_from(PERCENT_PIECES), slurm_safe), min_size=1, max_size=4).map(
+    "".join
+)
 
 
 def sbatch_reads(line: str, option: str) -> str:
@@ -103,7 +123,7 @@ def sbatch_reads(line: str, option: str) -> str:
     prefix = f"#SBATCH --{option}="
     assert line.startswith(prefix), line
     value, quoted, escaped = [], False, False
-    for char in line[len(prefix):]:
+    for char in line[len(prefix) :]:
         if escaped:
             value.append(char)
             escaped = False
@@ -157,8 +177,13 @@ def test_slurm_script_passes_hostile_values_through(tmp_path_factory, name, valu
     _probe(bin_dir, "srun")
     (bin_dir / "scontrol").write_text("#!/bin/sh\necho node1\n")
     (bin_dir / "scontrol").chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PROBE_OUT=str(tmp / "probe.jsonl"),
-               SLURM_JOB_ID="42", SLURM_JOB_NODELIST="node1")
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        PROBE_OUT=str(tmp / "probe.jsonl"),
+        SLURM_JOB_ID="42",
+        SLURM_JOB_NODELIST="node1",
+    )
     subprocess.run(["bash", str(job.script_path)], cwd=tmp, env=env, check=True, capture_output=True)
     (record,) = _records(tmp / "probe.jsonl")
     assert record["env"] == value
@@ -216,8 +241,16 @@ def test_percent_in_run_name_and_results_path_is_literal_for_slurm(tmp_path):
 
 def test_array_job_keeps_its_own_patterns_and_escapes_the_path(tmp_path):
     backend = build_plan(*_plan(tmp_path, "bcm", "plain", "v")).backend
-    spec = JobSpec(stage="data_preparation", name="prep%a", directory=tmp_path / "d%A", commands=(Command("m"),),
-                   time_limit=timedelta(minutes=5), uses_gpus=False, array_items=(0, 1, 2, 3), array_limit=2)
+    spec = JobSpec(
+        stage="data_preparation",
+        name="prep%a",
+        directory=tmp_path / "d%A",
+        commands=(Command("m"),),
+        time_limit=timedelta(minutes=5),
+        uses_gpus=False,
+        array_items=(0, 1, 2, 3),
+        array_limit=2,
+    )
     script = backend.render(spec)
     assert f"#SBATCH --output={tmp_path}/d%%A/log-nemo-megatron-prep%%a_%A_%a.out\n" in script
     assert "#SBATCH --array=0-3%2\n" in script

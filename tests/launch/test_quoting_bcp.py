@@ -5,6 +5,7 @@ what bcprun does with it: sets the `--env NAME=value` pairs and runs `--cmd` thr
 `python3` records what it was given. So each value is checked twice: as bcprun receives it (the `--cmd`
 string read back with shlex.split) and as the job program receives it.
 """
+
 import copy
 import os
 import subprocess
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import yaml
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from nemo_launcher.launch.job_spec import Command, JobSpec
@@ -53,8 +53,12 @@ def _fake_tools(tmp: Path) -> dict:
     (bin_dir / "bcprun").write_text(FAKE_BCPRUN.format(python=sys.executable))
     (bin_dir / "bcprun").chmod(0o755)
     _probe(bin_dir, "python3")  # the job program, as the shell that bcprun starts finds it
-    return dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", BCPRUN_OUT=str(tmp / "bcprun.jsonl"),
-                PROBE_OUT=str(tmp / "python3.jsonl"))
+    return dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        BCPRUN_OUT=str(tmp / "bcprun.jsonl"),
+        PROBE_OUT=str(tmp / "python3.jsonl"),
+    )
 
 
 def _run(script: Path, tmp: Path, environment: dict) -> None:
@@ -74,8 +78,12 @@ def test_bcp_script_passes_hostile_values_through(tmp_path_factory, name, value,
     key_file.write_text(f"{key}\nsecond line\n")
     cfg, choices = _composed("bcp", ())
     cfg = copy.deepcopy(cfg)
-    for path, setting in (("base_results_dir", f"{tmp}/{folder}/results"), ("training.run.name", name),
-                          ("training.exp_manager.wandb_logger_kwargs.name", value), ("wandb_api_key_file", str(key_file))):
+    for path, setting in (
+        ("base_results_dir", f"{tmp}/{folder}/results"),
+        ("training.run.name", name),
+        ("training.exp_manager.wandb_logger_kwargs.name", value),
+        ("wandb_api_key_file", str(key_file)),
+    ):
         OmegaConf.update(cfg, path, setting)
     OmegaConf.update(cfg, "env_vars.HOSTILE", value, force_add=True)
     plan = build_plan(cfg, choices)
@@ -108,9 +116,18 @@ def test_bcp_array_work_goes_through_mpirun_launcher_unchanged(tmp_path_factory,
     cfg = copy.deepcopy(cfg)
     OmegaConf.update(cfg, "base_results_dir", f"{tmp}/results")
     backend = build_plan(cfg, choices).backend
-    spec = JobSpec(stage="data_preparation", name=name, directory=tmp / "job", time_limit=timedelta(hours=1),
-                   commands=(Command("nemo_launcher.jobs.data.preprocess", ("--item", argument)),),
-                   uses_gpus=False, array_items=tuple(range(30)), array_limit=30, array_nodes=3, array_tasks_per_node=4)
+    spec = JobSpec(
+        stage="data_preparation",
+        name=name,
+        directory=tmp / "job",
+        time_limit=timedelta(hours=1),
+        commands=(Command("nemo_launcher.jobs.data.preprocess", ("--item", argument)),),
+        uses_gpus=False,
+        array_items=tuple(range(30)),
+        array_limit=30,
+        array_nodes=3,
+        array_tasks_per_node=4,
+    )
     spec.directory.mkdir()
     script = backend.script_path(spec)
     script.write_text(backend.render(spec))

@@ -1,7 +1,6 @@
 """Real pipelines on a real Slurm (the project's local cluster in CI): order, afterok chaining, cancellation of
 downstream jobs after a failure, atomic rollback and per-attempt logs."""
-import dataclasses
-import time
+
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,9 +23,19 @@ def _plan(tmp_path: Path, steps):
     stages = []
     for name, sleep, code, extra in steps:
         spec = JobSpec(
-            stage=name, name=f"probe_{name}", directory=tmp_path / "results" / name,
-            commands=(Command("tests.launch.slurm_probe", ("--record", str(record), "--name", name, "--sleep", str(sleep), "--exit", str(code))),),
-            time_limit=timedelta(minutes=5), tasks_per_node=1, uses_gpus=False, **extra,
+            stage=name,
+            name=f"probe_{name}",
+            directory=tmp_path / "results" / name,
+            commands=(
+                Command(
+                    "tests.launch.slurm_probe",
+                    ("--record", str(record), "--name", name, "--sleep", str(sleep), "--exit", str(code)),
+                ),
+            ),
+            time_limit=timedelta(minutes=5),
+            tasks_per_node=1,
+            uses_gpus=False,
+            **extra,
         )
         stages.append([PlannedJob(spec, backend.script_path(spec), backend.render(spec))])
     return Plan(backend.context, backend, stages), record
@@ -80,5 +89,8 @@ def test_rerun_and_requeue_never_overwrite_logs(slurm_cluster, tmp_path):
     assert slurm_cluster.wait(second) == "COMPLETED"
     directory = tmp_path / "results" / "a"
     logs = sorted(p.name for p in directory.glob("log-*_attempt*.out"))
-    assert logs == [f"log-nemo-megatron-probe_a_{first}_attempt0.out", f"log-nemo-megatron-probe_a_{second}_attempt0.out"]
+    assert logs == [
+        f"log-nemo-megatron-probe_a_{first}_attempt0.out",
+        f"log-nemo-megatron-probe_a_{second}_attempt0.out",
+    ]
     assert all("probe a attempt 0" in (directory / name).read_text() for name in logs)

@@ -4,6 +4,7 @@ the fix (exit 6). The second user is real: created with useradd for the test (CI
 The launcher runs as that user through `runuser`. The interpreter's installation may sit under /root, which
 other users cannot enter: it is bind-mounted read-only at a neutral place for the test.
 """
+
 import os
 import pwd
 import shutil
@@ -13,7 +14,6 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-
 
 from nemo_launcher.launch.resolvers import REPO_ROOT
 from tests.conftest import skip_or_fail
@@ -49,8 +49,10 @@ def test_run_directory_of_another_user_is_refused(fake_path, launch, tmp_path):
     for debug in (True, False):
         code, out, err = launch(TINY, debug=debug, results=results)
         assert code == 6, err
-        assert err.strip() == (f"Error: run directory {run_dir} belongs to user nobody, not to root: use another run name "
-                               "(training.run.name) or base_results_dir, or ask the owner")
+        assert err.strip() == (
+            f"Error: run directory {run_dir} belongs to user nobody, not to root: use another run name "
+            "(training.run.name) or base_results_dir, or ask the owner"
+        )
         assert _tree(results) == before
     assert not _calls(log, "sbatch")
 
@@ -70,7 +72,9 @@ def test_nested_job_directory_of_another_user_is_refused(launch, tmp_path):
 @contextmanager
 def _second_user():
     name = f"nlt{uuid.uuid4().hex[:8]}"
-    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True
+    )
     try:
         yield name
     finally:
@@ -81,8 +85,10 @@ def _second_user():
 def _python_for_everyone(scratch: Path):
     """(interpreter, environment) another user can run: this interpreter's installation, bind-mounted read-only."""
     if sys.prefix != sys.base_prefix:
-        skip_or_fail("the test runs this interpreter as another user, which a virtual environment does not support",
-                     "CI runs the suite with the system or pyenv interpreter")
+        skip_or_fail(
+            "the test runs this interpreter as another user, which a virtual environment does not support",
+            "CI runs the suite with the system or pyenv interpreter",
+        )
     mount = scratch / "python"
     mount.mkdir()
     subprocess.run(["mount", "--bind", "-o", "ro", sys.base_prefix, str(mount)], check=True)
@@ -106,10 +112,22 @@ def test_second_user_is_refused_in_a_shared_results_dir(tmp_path):
         results.chmod(0o777)  # the shared base_results_dir: everyone may create runs in it
         run_dir.chmod(0o775)
         with _second_user() as user, _python_for_everyone(scratch) as (python, environment):
+
             def launcher(*overrides):
                 env = dict(environment, NEMO_LAUNCHER_DEBUG="1")
-                argv = ["runuser", "-u", user, "--", "env", *[f"{k}={v}" for k, v in env.items()], python, "main.py",
-                        *TINY, f"base_results_dir={results}", *overrides]
+                argv = [
+                    "runuser",
+                    "-u",
+                    user,
+                    "--",
+                    "env",
+                    *[f"{k}={v}" for k, v in env.items()],
+                    python,
+                    "main.py",
+                    *TINY,
+                    f"base_results_dir={results}",
+                    *overrides,
+                ]
                 return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 
             before = _tree(results)
@@ -117,7 +135,8 @@ def test_second_user_is_refused_in_a_shared_results_dir(tmp_path):
             assert refused.returncode == 6, refused.stderr
             assert refused.stderr.strip().splitlines()[-1] == (
                 f"Error: run directory {run_dir} belongs to user root, not to {user}: use another run name "
-                "(training.run.name) or base_results_dir, or ask the owner")
+                "(training.run.name) or base_results_dir, or ask the owner"
+            )
             assert "Traceback" not in refused.stderr
             assert _tree(results) == before
 

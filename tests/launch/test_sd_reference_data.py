@@ -2,13 +2,15 @@
 without `run`) adds a first step to fid_clip, so `--config-name=quickstart_sd` can spend its one data_preparation
 stage on the training data. The step writes what the later steps would otherwise need at launch, and a path the
 later steps read that the step does not write is refused."""
+
 import re
 
 
 def test_quickstart_sd_evaluation_prepares_its_reference_set_first(launch, tmp_path):
     data = tmp_path / "empty_data"
-    code, out, err = launch(["cluster_type=bcm", f"data_dir={data}"], config_name="quickstart_sd",
-                            results=tmp_path / "results")
+    code, out, err = launch(
+        ["cluster_type=bcm", f"data_dir={data}"], config_name="quickstart_sd", results=tmp_path / "results"
+    )
     assert code == 0, err
     steps = re.findall(r"^evaluation\s+\S*eval_fid_clip_stable_diffusion_tiny_(\w+)\s", out, re.M)
     assert steps == ["reference_data", "generate", "fid", "clip", "plot"]
@@ -19,7 +21,8 @@ def test_quickstart_sd_evaluation_prepares_its_reference_set_first(launch, tmp_p
 
 
 def test_reference_data_must_feed_the_later_steps(launch, tmp_path):
-    code, out, err = launch(["check_inputs=false", "evaluation.fid.coco_images_path=/elsewhere/images"],
-                            config_name="quickstart_sd")
+    code, out, err = launch(
+        ["check_inputs=false", "evaluation.fid.coco_images_path=/elsewhere/images"], config_name="quickstart_sd"
+    )
     assert code == 2
     assert "evaluation.fid.coco_images_path='/elsewhere/images': reference_data.images_output_dir writes" in err

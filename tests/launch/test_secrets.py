@@ -1,5 +1,6 @@
 """Secrets travel by reference: checked at launch, read on the node when the job starts, and never written into any
 file the launcher writes (scripts, resolved configs, launcher_cmd.log, the ledger)."""
+
 import os
 import stat
 import subprocess
@@ -20,8 +21,10 @@ def _secret(path: Path, value: str, mode: int = 0o600) -> Path:
 def _overrides(tmp_path):
     secrets = tmp_path / "secrets"
     secrets.mkdir()
-    return [f"+secret_files.HF_TOKEN={_secret(secrets / 'hf', HF_VALUE)}",
-            f"wandb_api_key_file={_secret(secrets / 'wandb', WANDB_VALUE)}"]
+    return [
+        f"+secret_files.HF_TOKEN={_secret(secrets / 'hf', HF_VALUE)}",
+        f"wandb_api_key_file={_secret(secrets / 'wandb', WANDB_VALUE)}",
+    ]
 
 
 def _every_written_file(results: Path):
@@ -91,8 +94,18 @@ def test_secret_files_are_checked_at_launch(launch, tmp_path):
 def test_a_secret_on_the_command_line_is_refused_before_hydra_writes_anything(tmp_path):
     from nemo_launcher.launch.resolvers import REPO_ROOT
 
-    argv = [sys.executable, "main.py", "-m", "stages=[training]", "training=gpt3/5b", "+env_vars.GITHUB_TOKEN=ghp_abc",
-            "training.model.micro_batch_size=1,2", f"base_results_dir={tmp_path}/r"]
-    result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"))
+    argv = [
+        sys.executable,
+        "main.py",
+        "-m",
+        "stages=[training]",
+        "training=gpt3/5b",
+        "+env_vars.GITHUB_TOKEN=ghp_abc",
+        "training.model.micro_batch_size=1,2",
+        f"base_results_dir={tmp_path}/r",
+    ]
+    result = subprocess.run(
+        argv, cwd=REPO_ROOT, capture_output=True, text=True, env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1")
+    )
     assert result.returncode == 2 and "secret_files.GITHUB_TOKEN" in result.stderr
     assert "ghp_abc" not in result.stderr and not (tmp_path / "r").exists()

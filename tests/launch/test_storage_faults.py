@@ -3,6 +3,7 @@ exit 6 (3 once a job was queued: then it is a rollback), no traceback, no tempor
 
 Real faults, not mocks: a tmpfs mounted read-only (EROFS) or filled up (ENOSPC). Mounting needs root, as CI has.
 """
+
 import os
 import subprocess
 import sys
@@ -64,8 +65,13 @@ def test_read_only_base_results_dir(fake_path, launch, tmp_path, debug):
 def test_read_only_base_results_dir_from_the_command_line(tmp_path):
     # The whole program: the error used to escape from inside hydra.main as a Hydra traceback.
     with _tmpfs(tmp_path / "ro", "ro,size=1m") as read_only:
-        result = subprocess.run([sys.executable, "main.py", *TINY, f"base_results_dir={read_only}"], cwd=REPO_ROOT,
-                                capture_output=True, text=True, env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"))
+        result = subprocess.run(
+            [sys.executable, "main.py", *TINY, f"base_results_dir={read_only}"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, NEMO_LAUNCHER_DEBUG="1"),
+        )
     assert result.returncode == 6, result.stderr
     assert _one_error_line(result.stderr) == f"Error: cannot write {read_only}/gpt3_tiny: Read-only file system"
 
@@ -78,7 +84,9 @@ def test_full_base_results_dir(fake_path, launch, tmp_path, debug):
         code, out, err = launch(TINY, debug=debug, results=full / "results")
         assert code == 6, err
         line = _one_error_line(err)
-        assert line.startswith(f"Error: cannot write {full}/results/gpt3_tiny/") and line.endswith(": No space left on device")
+        assert line.startswith(f"Error: cannot write {full}/results/gpt3_tiny/") and line.endswith(
+            ": No space left on device"
+        )
         assert not _temporary_files(full)
         assert not (full / "results" / ".ledger").exists()
     assert not _calls(log, "sbatch")
@@ -92,8 +100,10 @@ def test_disk_fills_up_after_the_first_submission(fake_path, launch, tmp_path):
         code, out, err = launch(FOUR_STAGES, debug=False, results=small / "results")
         assert code == 3, err
         line = _one_error_line(err)
-        assert line.startswith(f"Error: cannot write {small}/results/gpt3_tiny/launcher.log: No space left on device "
-                               "(while submitting job 1 of 4 (training)); rolled back; ")
+        assert line.startswith(
+            f"Error: cannot write {small}/results/gpt3_tiny/launcher.log: No space left on device "
+            "(while submitting job 1 of 4 (training)); rolled back; "
+        )
         assert "the ledger record could not be closed (cannot write " in line and "it was removed" in line
         assert line.endswith("cancelled the jobs already submitted (training): 501")
         assert _calls(log, "scancel") == ["scancel 501"] and len(_calls(log, "sbatch")) == 1

@@ -1,6 +1,7 @@
 """Submission against scripted stand-ins for sbatch/squeue/scancel: job ids, retries, tags adopted instead of
 submitted twice, and the all-or-nothing rollback whatever stops a submission (a failed sbatch, Ctrl-C, SIGTERM,
 a failed write, any exception, a second Ctrl-C during the rollback)."""
+
 import errno
 import json
 import os
@@ -31,9 +32,11 @@ def _fake_slurm(bin_dir: Path, sbatch_body: str = QUEUE_AND_PRINT, scancel_body:
     log.touch()
     record = f'#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\n'
     bodies = {
-        "sbatch": (f'n=$(grep -c "^sbatch " "{log}")\n'
-                   'comment=""; for word in "$@"; do case "$word" in --comment=*) comment="${word#--comment=}";; esac; done\n'
-                   f'queue() {{ echo "$1|$comment" >> "{queue}"; }}\n{sbatch_body}\n'),
+        "sbatch": (
+            f'n=$(grep -c "^sbatch " "{log}")\n'
+            'comment=""; for word in "$@"; do case "$word" in --comment=*) comment="${word#--comment=}";; esac; done\n'
+            f'queue() {{ echo "$1|$comment" >> "{queue}"; }}\n{sbatch_body}\n'
+        ),
         "squeue": f'cat "{queue}" 2>/dev/null; true\n',
         "scancel": f"{scancel_body}\n",
         "srun": "echo 'usage: srun [--container-image=...]'\n",
@@ -86,15 +89,19 @@ def test_job_ids_are_parsed_and_recorded(fake_path, launch, tmp_path):
 
 def test_a_users_own_comment_is_kept_in_front_of_the_tag(fake_path, launch, tmp_path):
     log = _fake_slurm(fake_path)
-    code, out, err = launch(["stages=[training]", "training=gpt3/tiny", "++check_inputs=false", "+cluster.comment=my project"],
-                            debug=False)
+    code, out, err = launch(
+        ["stages=[training]", "training=gpt3/tiny", "++check_inputs=false", "+cluster.comment=my project"], debug=False
+    )
     assert code == 0, err
     assert re.search(r"--comment=my project nemo-launcher:\S+:0 ", _calls(log, "sbatch")[0])
 
 
 def test_transient_failure_is_looked_up_then_retried(fake_path, launch):
-    log = _fake_slurm(fake_path, 'if [ "$n" -lt 3 ]; then echo "sbatch: error: Socket timed out on send/recv operation" >&2; exit 1; fi; '
-                                 + QUEUE_AND_PRINT)
+    log = _fake_slurm(
+        fake_path,
+        'if [ "$n" -lt 3 ]; then echo "sbatch: error: Socket timed out on send/recv operation" >&2; exit 1; fi; '
+        + QUEUE_AND_PRINT,
+    )
     code, out, err = launch(["stages=[training]", "training=gpt3/5b"], debug=False)
     assert code == 0, err
     sbatch = _calls(log, "sbatch")
@@ -132,7 +139,9 @@ def test_unparseable_output_without_a_job_is_an_error(fake_path, launch):
 
 def test_failed_look_up_is_never_followed_by_a_second_sbatch(fake_path, launch):
     log = _fake_slurm(fake_path, 'queue 702; echo "sbatch: error: Socket timed out on send/recv operation" >&2; exit 1')
-    (fake_path / "squeue").write_text('#!/bin/sh\necho "squeue: error: slurm_load_jobs error: Socket timed out" >&2; exit 1\n')
+    (fake_path / "squeue").write_text(
+        '#!/bin/sh\necho "squeue: error: slurm_load_jobs error: Socket timed out" >&2; exit 1\n'
+    )
     code, out, err = launch(["stages=[training]", "training=gpt3/5b"], debug=False)
     assert code == 3, err
     assert len(_calls(log, "sbatch")) == 1
@@ -173,7 +182,18 @@ def test_dry_run_works_without_slurm(monkeypatch, tmp_path, capsys, handlers_res
         assert run(cfg, choices, ["main.py"]) == 0
         out = capsys.readouterr().out
         header, row = out.splitlines()[1:3]
-        assert header.split() == ["stage", "job", "id", "dependency", "nodes", "gpus/node", "time", "array", "script", "log"]
+        assert header.split() == [
+            "stage",
+            "job",
+            "id",
+            "dependency",
+            "nodes",
+            "gpus/node",
+            "time",
+            "array",
+            "script",
+            "log",
+        ]
         assert row.split()[:4] == ["training", "nemo-megatron-gpt3_5b", "DRYRUN-1", "singleton"]
         assert (tmp_path / f"r{word}" / "gpt3_5b" / "nemo-megatron-gpt3_5b_submission.sh").exists()
 
@@ -181,14 +201,21 @@ def test_dry_run_works_without_slurm(monkeypatch, tmp_path, capsys, handlers_res
 def test_failed_submission_cancels_what_was_submitted(fake_path, tmp_path, handlers_restored):
     from nemo_launcher.launch.pipeline import Plan, build_plan, submit_plan, write_plan
 
-    log = _fake_slurm(fake_path, 'if [ "$n" -ge 3 ]; then echo "sbatch: error: Batch job submission failed" >&2; exit 1; fi; '
-                                 + QUEUE_AND_PRINT)
-    cfg, choices = compose_config(["stages=[training]", "training=gpt3/tiny", "++check_inputs=false", f"base_results_dir={tmp_path}/r"])
+    log = _fake_slurm(
+        fake_path,
+        'if [ "$n" -ge 3 ]; then echo "sbatch: error: Batch job submission failed" >&2; exit 1; fi; ' + QUEUE_AND_PRINT,
+    )
+    cfg, choices = compose_config(
+        ["stages=[training]", "training=gpt3/tiny", "++check_inputs=false", f"base_results_dir={tmp_path}/r"]
+    )
     plan = build_plan(cfg, choices)
     three_stages = Plan(plan.context, plan.backend, plan.jobs_by_stage * 3)
     write_plan(three_stages, ["main.py"])
-    with pytest.raises(SubmissionError, match=r"\(while submitting job 3 of 3 \(training\)\); rolled back; "
-                                                 r"cancelled the jobs already submitted \(training, training\): 501, 502$"):
+    with pytest.raises(
+        SubmissionError,
+        match=r"\(while submitting job 3 of 3 \(training\)\); rolled back; "
+        r"cancelled the jobs already submitted \(training, training\): 501, 502$",
+    ):
         submit_plan(three_stages)
     calls = _calls(log, "sbatch")
     assert re.match(r"sbatch --parsable --comment=nemo-launcher:\S+:1 --dependency=afterok:501,singleton ", calls[1])
@@ -203,26 +230,33 @@ def _rolled_back(log: Path, results: Path, ids):
     assert _calls(log, "scancel") == [f"scancel {' '.join(ids)}"]
     record = _record(results)
     assert record["state"] == "rolled_back"
-    assert [job["job_id"] for job in record["jobs"]][:len(ids)] == list(ids)
-    assert all(job["job_id"] is None for job in record["jobs"][len(ids):])
+    assert [job["job_id"] for job in record["jobs"]][: len(ids)] == list(ids)
+    assert all(job["job_id"] is None for job in record["jobs"][len(ids) :])
 
 
 @pytest.mark.parametrize("name", ["INT", "TERM"])
 def test_signal_after_the_second_of_four_submissions(fake_path, launch, tmp_path, handlers_restored, name):
     # The second sbatch queues its job, signals the launcher (the pytest process), then prints the id.
-    log = _fake_slurm(fake_path, f'queue "$((500 + n))"; if [ "$n" -eq 2 ]; then kill -{name} $PPID; sleep 0.2; fi; echo "$((500 + n))"')
+    log = _fake_slurm(
+        fake_path,
+        f'queue "$((500 + n))"; if [ "$n" -eq 2 ]; then kill -{name} $PPID; sleep 0.2; fi; echo "$((500 + n))"',
+    )
     results = tmp_path / "results"
     code, out, err = launch(FOUR_STAGES, debug=False, results=results)
     assert code == 3, err
     (line,) = err.strip().splitlines()[-1:]
     interrupt = "SIGINT (Ctrl-C)" if name == "INT" else "SIGTERM"
-    assert line.startswith(f"Error: interrupted by {interrupt} while submitting job 2 of 4 (conversion); rolled back; ledger record ")
+    assert line.startswith(
+        f"Error: interrupted by {interrupt} while submitting job 2 of 4 (conversion); rolled back; ledger record "
+    )
     assert line.endswith("closed as rolled_back; cancelled the jobs already submitted (training, conversion): 501, 502")
     assert len(_calls(log, "sbatch")) == 2
     _rolled_back(log, results, ["501", "502"])
 
 
-def test_keyboard_interrupt_before_the_pipeline_heard_of_the_job(fake_path, launch, tmp_path, monkeypatch, handlers_restored):
+def test_keyboard_interrupt_before_the_pipeline_heard_of_the_job(
+    fake_path, launch, tmp_path, monkeypatch, handlers_restored
+):
     # Raised after the 2nd sbatch returned, before the pipeline recorded its id: the backend still knows it.
     real, raised = Ledger.submitted, []
 
@@ -283,8 +317,11 @@ def test_any_exception_rolls_back(fake_path, launch, tmp_path, monkeypatch, hand
 
 def test_second_interrupt_during_the_rollback_does_not_abandon_it(fake_path, launch, tmp_path, handlers_restored):
     # Ctrl-C after the 2nd submission, and again (SIGTERM, then SIGINT) while scancel runs.
-    log = _fake_slurm(fake_path, 'queue "$((500 + n))"; if [ "$n" -eq 2 ]; then kill -INT $PPID; sleep 0.2; fi; echo "$((500 + n))"',
-                      scancel_body="kill -TERM $PPID; sleep 0.2; kill -INT $PPID; sleep 0.2")
+    log = _fake_slurm(
+        fake_path,
+        'queue "$((500 + n))"; if [ "$n" -eq 2 ]; then kill -INT $PPID; sleep 0.2; fi; echo "$((500 + n))"',
+        scancel_body="kill -TERM $PPID; sleep 0.2; kill -INT $PPID; sleep 0.2",
+    )
     results = tmp_path / "results"
     code, out, err = launch(FOUR_STAGES, debug=False, results=results)
     assert code == 3, err
@@ -293,10 +330,14 @@ def test_second_interrupt_during_the_rollback_does_not_abandon_it(fake_path, lau
     _rolled_back(log, results, ["501", "502"])
 
 
-def test_interrupted_sbatch_whose_answer_is_lost_is_found_by_its_tag(fake_path, launch, tmp_path, monkeypatch, handlers_restored):
+def test_interrupted_sbatch_whose_answer_is_lost_is_found_by_its_tag(
+    fake_path, launch, tmp_path, monkeypatch, handlers_restored
+):
     # The 3rd sbatch queues its job and is interrupted before it answers; it does not finish within the grace.
     monkeypatch.setattr(SlurmBackend, "finish_grace_s", 0.5)
-    log = _fake_slurm(fake_path, 'queue "$((500 + n))"; if [ "$n" -eq 3 ]; then kill -INT $PPID; sleep 30; fi; echo "$((500 + n))"')
+    log = _fake_slurm(
+        fake_path, 'queue "$((500 + n))"; if [ "$n" -eq 3 ]; then kill -INT $PPID; sleep 30; fi; echo "$((500 + n))"'
+    )
     results = tmp_path / "results"
     code, out, err = launch(FOUR_STAGES, debug=False, results=results)
     assert code == 3, err

@@ -1,6 +1,7 @@
 """Submissions on a real Slurm: a run with live jobs is refused, the files its jobs read are never rewritten (not
 by a dry run, not by a refused or an explicit resubmission), and a 2-point sweep gives two pipelines that share
 no file."""
+
 import os
 import subprocess
 import sys
@@ -17,8 +18,11 @@ HELD = ["stages=[training]", "training=gpt3/tiny", "+cluster.begin=now+3600", *S
 
 def _snapshot(directory: Path):
     """(bytes, inode, mtime) of every file a job reads: its resolved config and its script."""
-    return {p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns)
-            for p in sorted(directory.iterdir()) if p.suffix in (".yaml", ".sh")}
+    return {
+        p.name: (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in sorted(directory.iterdir())
+        if p.suffix in (".yaml", ".sh")
+    }
 
 
 def test_live_run_is_refused_and_its_files_are_never_rewritten(slurm_cluster, launch, tmp_path):
@@ -48,7 +52,9 @@ def test_live_run_is_refused_and_its_files_are_never_rewritten(slurm_cluster, la
         assert _snapshot(run_dir) == before
 
         # Asked for explicitly, but the config the queued job will read would change: still refused.
-        code, out, err = launch(HELD + ["resubmit_while_running=true", "training.trainer.max_steps=41"], debug=False, results=results)
+        code, out, err = launch(
+            HELD + ["resubmit_while_running=true", "training.trainer.max_steps=41"], debug=False, results=results
+        )
         assert code == 5 and "would change it" in err, (out, err)
         assert _snapshot(run_dir) == before
 
@@ -79,12 +85,26 @@ def _files(root: Path):
 def test_two_point_sweep_gives_two_pipelines_sharing_no_file(slurm_cluster, tmp_path, tiny_pile_data):
     data, results = tiny_pile_data, tmp_path / "results"
     data_before = _files(data)
-    argv = [sys.executable, "main.py", "-m", "stages=[training,conversion]", "training=gpt3/tiny",
-            "training.model.micro_batch_size=2,4", "training.trainer.max_steps=6",
-            "training.exp_manager.checkpoint_callback_params.every_n_train_steps=3",
-            f"data_dir={data}", f"base_results_dir={results}", *SLURM_CPU]
-    result = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True,
-                            env={k: v for k, v in os.environ.items() if k != "NEMO_LAUNCHER_DEBUG"})
+    argv = [
+        sys.executable,
+        "main.py",
+        "-m",
+        "stages=[training,conversion]",
+        "training=gpt3/tiny",
+        "training.model.micro_batch_size=2,4",
+        "training.trainer.max_steps=6",
+        "training.exp_manager.checkpoint_callback_params.every_n_train_steps=3",
+        f"data_dir={data}",
+        f"base_results_dir={results}",
+        *SLURM_CPU,
+    ]
+    result = subprocess.run(
+        argv,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "NEMO_LAUNCHER_DEBUG"},
+    )
     assert result.returncode == 0, result.stderr
     tables = result.stdout.split("Pipeline, ")[1:]
     assert len(tables) == 2

@@ -1,9 +1,9 @@
 """The tiny GPT pipeline on a real Slurm: data preparation then training on two (fake) nodes, and a training job
 cancelled mid-run that resumes from its checkpoint when the same command is submitted again."""
+
 import subprocess
 import time
 from pathlib import Path
-
 
 from .conftest import plan_rows
 from .test_data_preparation_stage import _wait_for_arrays
@@ -21,11 +21,20 @@ def test_whole_tiny_pipeline_on_two_nodes(slurm_cluster, launch, tmp_path):
     """data_preparation -> training (2 nodes) -> conversion -> evaluation -> export, default paths only."""
     results, data = tmp_path / "results", tmp_path / "data"
     code, out, err = launch(
-        ["stages=[data_preparation,training,conversion,evaluation,export]", "data_preparation=gpt3/tiny_pile",
-         "training=gpt3/tiny", "evaluation=gpt3/evaluate_lambada", "evaluation.run.prepare_sample_data=true",
-         f"data_dir={data}", "training.trainer.num_nodes=2", "training.trainer.max_steps=10",
-         "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5", *SLURM_CPU],
-        debug=False, results=results,
+        [
+            "stages=[data_preparation,training,conversion,evaluation,export]",
+            "data_preparation=gpt3/tiny_pile",
+            "training=gpt3/tiny",
+            "evaluation=gpt3/evaluate_lambada",
+            "evaluation.run.prepare_sample_data=true",
+            f"data_dir={data}",
+            "training.trainer.num_nodes=2",
+            "training.trainer.max_steps=10",
+            "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5",
+            *SLURM_CPU,
+        ],
+        debug=False,
+        results=results,
     )
     assert code == 0, err
     ids = [row[2] for row in plan_rows(out)]
@@ -43,8 +52,14 @@ def test_whole_tiny_pipeline_on_two_nodes(slurm_cluster, launch, tmp_path):
 
 def _train_40_steps(data):
     """The overrides of a 40-step training run on the prepared tiny Pile that saves every 10."""
-    return ["stages=[training]", "training=gpt3/tiny", f"data_dir={data}", "training.trainer.max_steps=40",
-            "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10", *SLURM_CPU]
+    return [
+        "stages=[training]",
+        "training=gpt3/tiny",
+        f"data_dir={data}",
+        "training.trainer.max_steps=40",
+        "training.exp_manager.checkpoint_callback_params.every_n_train_steps=10",
+        *SLURM_CPU,
+    ]
 
 
 def _submit_and_wait_for_a_checkpoint(launch, train, results):

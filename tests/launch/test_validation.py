@@ -1,10 +1,12 @@
 """Validation leaves earlier results alone; registries and resolvers. The table of refused mistakes is
 test_refusals.py."""
+
 import pytest
 
 from nemo_launcher.launch.resolvers import RESOLVERS
 
 BASE = ["stages=[training]", "training=gpt3/5b"]
+
 
 def test_validation_failure_keeps_earlier_results(launch, tmp_path):
     results = tmp_path / "results"

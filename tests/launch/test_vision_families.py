@@ -1,5 +1,6 @@
 """The ViT and CLIP families at launch: their configs carry the seed's tables, both spellings of ViT B/16 select one
 config, and the seed's CLIP rules (no gradient accumulation, no EMA with AMP O2) are refused in one line."""
+
 import pytest
 
 from nemo_launcher.launch.stage_config import stage_config
@@ -23,8 +24,16 @@ SEED_VIT = {
 def test_vit_configs_carry_the_seeds_table(size, tmp_path):
     c = _training(f"vit/{size}", tmp_path)
     m = c["model"]
-    assert (m["num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"], m["patch_dim"],
-            m["micro_batch_size"], m["global_batch_size"], c["trainer"]["num_nodes"]) == SEED_VIT[size]
+    assert (
+        m["num_layers"],
+        m["hidden_size"],
+        m["ffn_hidden_size"],
+        m["num_attention_heads"],
+        m["patch_dim"],
+        m["micro_batch_size"],
+        m["global_batch_size"],
+        c["trainer"]["num_nodes"],
+    ) == SEED_VIT[size]
     assert (m["img_h"], m["img_w"], c["trainer"]["precision"], m["megatron_amp_O2"]) == (224, 224, "bf16", True)
     # 400M training samples at 4096 per step; the accuracy recipe's optimizer.
     assert c["trainer"]["max_steps"] * m["global_batch_size"] >= 400_000_000
@@ -48,29 +57,59 @@ SEED_CLIP = {
 def test_clip_configs_carry_the_seeds_table_and_need_no_accumulation(size, tmp_path):
     c = _training(f"clip/{size}", tmp_path)
     m, v, t = c["model"], c["model"]["vision"], c["model"]["text"]
-    assert (v["num_layers"], v["hidden_size"], v["num_attention_heads"], v["patch_dim"], t["num_layers"], t["hidden_size"],
-            t["num_attention_heads"], m["output_dim"], m["micro_batch_size"], m["global_batch_size"],
-            c["trainer"]["num_nodes"]) == SEED_CLIP[size]
+    assert (
+        v["num_layers"],
+        v["hidden_size"],
+        v["num_attention_heads"],
+        v["patch_dim"],
+        t["num_layers"],
+        t["hidden_size"],
+        t["num_attention_heads"],
+        m["output_dim"],
+        m["micro_batch_size"],
+        m["global_batch_size"],
+        c["trainer"]["num_nodes"],
+    ) == SEED_CLIP[size]
     assert m["micro_batch_size"] * c["trainer"]["num_nodes"] * c["trainer"]["devices"] == m["global_batch_size"]
     assert c["trainer"]["max_steps"] * m["global_batch_size"] >= 12_000_000_000
     assert (v["img_h"], c["trainer"]["precision"], m["megatron_amp_O2"], c["exp_manager"]["ema"]["enable"]) == (
-        224, "bf16", True, False)
+        224,
+        "bf16",
+        True,
+        False,
+    )
 
 
 REFUSALS = [
-    ("clip/vit_B_32", ["training.trainer.num_nodes=4"],
-     "training.model.global_batch_size=32000: CLIP has no gradient accumulation: micro_batch_size(500) x GPUs "
-     "(nodes(4) x devices(8) = 32) = 16000 must equal it"),
-    ("clip/vit_B_32", ["training.model.tensor_model_parallel_size=2"],
-     "micro_batch_size(500) x GPUs (nodes(8) x devices(8) / TP(2) = 32) = 16000"),
-    ("clip/vit_B_32", ["training.exp_manager.ema.enable=true"],
-     "training.exp_manager.ema.enable=True: EMA does not work with AMP O2"),
-    ("clip/vit_B_32", ["training.model.megatron_amp_O2=false"], "training.model.megatron_amp_O2=False: trainer.precision=bf16"),
+    (
+        "clip/vit_B_32",
+        ["training.trainer.num_nodes=4"],
+        "training.model.global_batch_size=32000: CLIP has no gradient accumulation: micro_batch_size(500) x GPUs "
+        "(nodes(4) x devices(8) = 32) = 16000 must equal it",
+    ),
+    (
+        "clip/vit_B_32",
+        ["training.model.tensor_model_parallel_size=2"],
+        "micro_batch_size(500) x GPUs (nodes(8) x devices(8) / TP(2) = 32) = 16000",
+    ),
+    (
+        "clip/vit_B_32",
+        ["training.exp_manager.ema.enable=true"],
+        "training.exp_manager.ema.enable=True: EMA does not work with AMP O2",
+    ),
+    (
+        "clip/vit_B_32",
+        ["training.model.megatron_amp_O2=false"],
+        "training.model.megatron_amp_O2=False: trainer.precision=bf16",
+    ),
     ("clip/vit_B_32", ["training.model.text.output_dim=256"], "training.model.text.output_dim=256: must equal"),
     ("clip/vit_B_32", ["training.model.tokenizer.library=byte"], "training.model.tokenizer.vocab_file="),
     ("clip/vit_B_32", ["training.trainer.limit_val_batches=5"], "training.model.data.validation=None"),
-    ("vit/B_16", ["training.model.pipeline_model_parallel_size=2"],
-     "training.model.pipeline_model_parallel_size=2: ViT and CLIP have no pipeline parallelism"),
+    (
+        "vit/B_16",
+        ["training.model.pipeline_model_parallel_size=2"],
+        "training.model.pipeline_model_parallel_size=2: ViT and CLIP have no pipeline parallelism",
+    ),
     ("vit/B_16", ["training.model.img_h=230"], "training.model.img_h=230: must be a multiple of patch_dim (16)"),
     ("vit/B_16", ["training.model.num_channels=1"], "training.model.num_channels=1: images are read as RGB"),
     ("vit/B_16", ["training.trainer.limit_test_batches=2"], "training.trainer.limit_test_batches=2: ImageNet's layout"),

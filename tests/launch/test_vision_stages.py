@@ -3,6 +3,7 @@ clip/convert_clip, fine_tuning=vit/imagenet1k, evaluation=vit/imagenet_val and c
 data_preparation=vit/imagenet_webdataset) bind with the seed's values; whole pipelines chain through default paths
 (each stage reads what the one before writes: the training run's own .nemo, the fine-tuned .nemo); and the mistakes
 the jobs would hit are refused at launch in one line."""
+
 import pytest
 import yaml
 
@@ -17,11 +18,26 @@ def _config(results, name):
 
 def test_a_vit_pipeline_chains_without_overrides(launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(["stages=[data_preparation,training,conversion,fine_tuning,evaluation]",
-                             "data_preparation=vit/tiny_shape_folders", "training=vit/tiny", "conversion=vit/convert_vit",
-                             "fine_tuning=vit/tiny", "evaluation=vit/tiny", "check_inputs=true"], results=results)
+    code, out, err = launch(
+        [
+            "stages=[data_preparation,training,conversion,fine_tuning,evaluation]",
+            "data_preparation=vit/tiny_shape_folders",
+            "training=vit/tiny",
+            "conversion=vit/convert_vit",
+            "fine_tuning=vit/tiny",
+            "evaluation=vit/tiny",
+            "check_inputs=true",
+        ],
+        results=results,
+    )
     assert code == 0, err
-    assert [row[0] for row in plan_rows(out)] == ["data_preparation", "training", "conversion", "fine_tuning", "evaluation"]
+    assert [row[0] for row in plan_rows(out)] == [
+        "data_preparation",
+        "training",
+        "conversion",
+        "fine_tuning",
+        "evaluation",
+    ]
     assert "a real run would refuse" not in err  # every input is written by an earlier stage
     training, conversion = _config(results, "vit_tiny"), _config(results, "convert_vit_tiny")
     tuning, evaluation = _config(results, "tiny_shapes_vit_tiny"), _config(results, "eval_tiny_shapes_val_vit_tiny")
@@ -33,15 +49,25 @@ def test_a_vit_pipeline_chains_without_overrides(launch, tmp_path):
     tuned = f"{tuning['exp_manager']['explicit_log_dir']}/checkpoints/{tuning['exp_manager']['name']}.nemo"
     assert evaluation["model"]["restore_from_path"] == tuned
     scripts = {path.parent.name: path.read_text() for path in results.rglob("*_submission.sh")}
-    for folder, program in (("convert_nemo", "vision.convert"), ("tiny_shapes", "vit.finetune"),
-                            ("eval_tiny_shapes_val_vit_tiny", "vit.evaluate")):
+    for folder, program in (
+        ("convert_nemo", "vision.convert"),
+        ("tiny_shapes", "vit.finetune"),
+        ("eval_tiny_shapes_val_vit_tiny", "vit.evaluate"),
+    ):
         assert f"-m nemo_launcher.jobs.{program} --config" in scripts[folder]
 
 
 def test_a_clip_pipeline_chains_without_overrides(launch, tmp_path):
     results = tmp_path / "results"
-    code, out, err = launch(["stages=[training,conversion,evaluation]", "training=clip/tiny",
-                             "conversion=clip/convert_clip", "evaluation=clip/tiny"], results=results)
+    code, out, err = launch(
+        [
+            "stages=[training,conversion,evaluation]",
+            "training=clip/tiny",
+            "conversion=clip/convert_clip",
+            "evaluation=clip/tiny",
+        ],
+        results=results,
+    )
     assert code == 0, err
     training, evaluation = _config(results, "clip_tiny"), _config(results, "eval_tiny_shapes_zeroshot_clip_tiny")
     log_dir = training["exp_manager"]["explicit_log_dir"]
@@ -58,13 +84,24 @@ def _stage(stage, choice, tmp_path, overrides=()):
 def test_the_seeds_values(tmp_path):
     tuning = _stage("fine_tuning", "vit/imagenet1k", tmp_path)
     m = tuning["model"]
-    assert (tuning["trainer"]["max_steps"], m["micro_batch_size"], m["global_batch_size"], m["img_h"], m["img_w"],
-            m["head_type"], m["optim"]["name"], m["optim"]["lr"], m["optim"]["momentum"], m["optim"]["weight_decay"]) == (
-        20000, 64, 512, 384, 384, "linear", "sgd", 3.0e-3, 0.9, 0.0)
+    assert (
+        tuning["trainer"]["max_steps"],
+        m["micro_batch_size"],
+        m["global_batch_size"],
+        m["img_h"],
+        m["img_w"],
+        m["head_type"],
+        m["optim"]["name"],
+        m["optim"]["lr"],
+        m["optim"]["momentum"],
+        m["optim"]["weight_decay"],
+    ) == (20000, 64, 512, 384, 384, "linear", "sgd", 3.0e-3, 0.9, 0.0)
     assert m["restore_from_path"].endswith("/vit_B_16/results/checkpoints/nemo_vit_classification.nemo")
     assert tuning["run"]["results_dir"].endswith("/vit_B_16/imagenet_1k")
     vit_eval = _stage("evaluation", "vit/imagenet_val", tmp_path)
-    assert vit_eval["model"]["restore_from_path"].endswith("/vit_B_16/imagenet_1k/results/checkpoints/nemo_vit_classification.nemo")
+    assert vit_eval["model"]["restore_from_path"].endswith(
+        "/vit_B_16/imagenet_1k/results/checkpoints/nemo_vit_classification.nemo"
+    )
     assert vit_eval["model"]["data"]["imagenet_val"].endswith("/imagenet_1k/val")
     clip_eval = _stage("evaluation", "clip/imagenet_zeroshot", tmp_path)
     assert clip_eval["model"]["restore_from_path"].endswith("/clip_vit_B_32/results/checkpoints/nemo_clip.nemo")
@@ -85,18 +122,32 @@ PACK = ["stages=[data_preparation]", "data_preparation=vit/imagenet_webdataset"]
 
 REFUSALS = [
     (VIT_CONVERT, ["conversion.hf.mode=auto"], "conversion.hf.mode='auto': the ViT classifier"),
-    (VIT_CONVERT, ["conversion.model.vocab_file=/v.json"], "conversion.model.vocab_file='/v.json': a ViT reads no text"),
-    (CLIP_CONVERT, ["conversion.model.pipeline_model_parallel_size=2"],
-     "conversion.model.pipeline_model_parallel_size=2: ViT and CLIP have no pipeline parallelism"),
+    (
+        VIT_CONVERT,
+        ["conversion.model.vocab_file=/v.json"],
+        "conversion.model.vocab_file='/v.json': a ViT reads no text",
+    ),
+    (
+        CLIP_CONVERT,
+        ["conversion.model.pipeline_model_parallel_size=2"],
+        "conversion.model.pipeline_model_parallel_size=2: ViT and CLIP have no pipeline parallelism",
+    ),
     (CLIP_CONVERT, ["conversion.model.model_type=clip"], "conversion.model.model_type='clip'"),
     (TUNE, ["fine_tuning.model.img_h=390"], "fine_tuning.model.img_h=390: must be a multiple of patch_dim (16)"),
     (TUNE, ["fine_tuning.model.optim.momentum=1.5"], "fine_tuning.model.optim.momentum=1.5: must be in [0, 1)"),
     (TUNE, ["fine_tuning.model.optim.name=lamb"], "fine_tuning.model.optim.name='lamb'"),
     (TUNE, ["fine_tuning.model.megatron_amp_O2=false"], "fine_tuning.model.megatron_amp_O2=False"),
-    (TUNE, ["fine_tuning.trainer.limit_val_batches=2", "fine_tuning.model.data.data_path=[/a]"],
-     "fine_tuning.model.data.data_path=['/a']: validation"),
+    (
+        TUNE,
+        ["fine_tuning.trainer.limit_val_batches=2", "fine_tuning.model.data.data_path=[/a]"],
+        "fine_tuning.model.data.data_path=['/a']: validation",
+    ),
     (TUNE, ["fine_tuning.model.global_batch_size=500"], "fine_tuning.model.global_batch_size=500"),
-    (VIT_EVAL, ["evaluation.trainer.devices=8"], "evaluation.trainer.devices=8: the vision evaluation runs in one process"),
+    (
+        VIT_EVAL,
+        ["evaluation.trainer.devices=8"],
+        "evaluation.trainer.devices=8: the vision evaluation runs in one process",
+    ),
     (VIT_EVAL, ["+evaluation.model.global_batch_size=1024"], "evaluation.model.global_batch_size=1024: one process"),
     (VIT_EVAL, ["evaluation.model.micro_batch_size=0"], "evaluation.model.micro_batch_size=0"),
     (CLIP_EVAL, ["evaluation.model.prompts=[a photo]"], "evaluation.model.prompts=['a photo']: list prompt templates"),

@@ -3,6 +3,7 @@ training checkpoint -> `<results_dir>/results/<nemo_file_name>` (megatron_bert.n
 for, and a Hugging Face checkpoint where one computes the model exactly (`hf`, as for GPT: transformers'
 MegatronBert classes, for gelu with learned absolute positions). The keys are every family's (common_conversion).
 """
+
 import dataclasses
 from typing import ClassVar, Literal
 
@@ -23,8 +24,11 @@ class BertConversionModel(CheckpointSourceBase):
         super().check(key)
         check_no_merges(self, key)
         if self.tokenizer_model is not None:
-            raise config_fault(f"{key}.tokenizer_model", self.tokenizer_model,
-                               "BERT reads a WordPiece vocabulary: replace it with vocab_file, or set null")
+            raise config_fault(
+                f"{key}.tokenizer_model",
+                self.tokenizer_model,
+                "BERT reads a WordPiece vocabulary: replace it with vocab_file, or set null",
+            )
 
 
 @dataclasses.dataclass(frozen=True)

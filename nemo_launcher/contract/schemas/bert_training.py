@@ -7,12 +7,24 @@ word-piece dataset.
 
 The run, trainer, exp_manager and optimizer sections are every family's (common_training).
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import config_fault
-from .common_training import (TrainingStage, DecoderStackSection, ExpManagerSection, MaskedLmData, OptimSection, RunSection,
-                              TrainerSection, check_data_source, check_layout, check_schedule, data_reads)
+from .common_training import (
+    DecoderStackSection,
+    ExpManagerSection,
+    MaskedLmData,
+    OptimSection,
+    RunSection,
+    TrainerSection,
+    TrainingStage,
+    check_data_source,
+    check_layout,
+    check_schedule,
+    data_reads,
+)
 
 STAGE = "training"
 
@@ -22,13 +34,15 @@ class BertTokenizer:
     library: Literal["megatron"]  # WordPiece: megatron-core's BERT dataset needs [CLS], [SEP], [MASK] and [PAD]
     type: Literal["BertWordPieceLowerCase", "BertWordPieceCase"]
     vocab_file: str  # WordPiece vocab.txt, one piece per line
-    model: Optional[str] = None  # must stay null (no SentencePiece for BERT)
-    merge_file: Optional[str] = None  # WordPiece has no merges: must stay null
+    model: str | None = None  # must stay null (no SentencePiece for BERT)
+    merge_file: str | None = None  # WordPiece has no merges: must stay null
 
     def check(self, key: str) -> None:
         for name in ("model", "merge_file"):
             if getattr(self, name) is not None:
-                raise config_fault(f"{key}.{name}", getattr(self, name), "a WordPiece tokenizer reads vocab_file only: set null")
+                raise config_fault(
+                    f"{key}.{name}", getattr(self, name), "a WordPiece tokenizer reads vocab_file only: set null"
+                )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +75,8 @@ class BertTrainingConfig(TrainingStage):
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
         check_schedule(self.model, self.trainer, key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the vocabulary and the data."""
-        return [(f"{STAGE}.model.tokenizer.vocab_file", self.model.tokenizer.vocab_file)] + data_reads(self.run, self.model.data, STAGE)
+        return [(f"{STAGE}.model.tokenizer.vocab_file", self.model.tokenizer.vocab_file)] + data_reads(
+            self.run, self.model.data, STAGE
+        )

@@ -9,12 +9,22 @@ data-parallel ranks), on image-caption WebDataset shards.
 The seed's rules: no gradient accumulation (micro_batch_size x data-parallel GPUs = global_batch_size), and EMA
 (exp_manager.ema.enable) only with model.megatron_amp_O2 false.
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import config_fault, fraction, non_negative, positive, positive_fields
-from .common_training import (TrainingStage, BuildSettings, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_heads, check_layout,
-                              check_schedule)
+from .common_training import (
+    BuildSettings,
+    ExpManagerSection,
+    OptimSection,
+    RunSection,
+    TrainerSection,
+    TrainingStage,
+    check_heads,
+    check_layout,
+    check_schedule,
+)
 from .vision_training import VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
@@ -32,23 +42,37 @@ class TextTower:
     num_attention_heads: int
     encoder_seq_length: int = 77  # tokens per caption, start and end tokens included (longer ones are cut)
     max_position_embeddings: int = 77  # rows of the learned position table
-    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
+    kv_channels: int | None = None  # per-head size; null = hidden_size / num_attention_heads
     init_method_std: float = 0.02
     hidden_dropout: float = 0.0
     attention_dropout: float = 0.0
     layernorm_epsilon: float = 1.0e-5
 
     def check(self, key: str) -> None:
-        positive_fields(self, key, "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-                        "encoder_seq_length", "max_position_embeddings")
+        positive_fields(
+            self,
+            key,
+            "num_layers",
+            "hidden_size",
+            "ffn_hidden_size",
+            "num_attention_heads",
+            "encoder_seq_length",
+            "max_position_embeddings",
+        )
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
         if self.encoder_seq_length < 3:
-            raise config_fault(f"{key}.encoder_seq_length", self.encoder_seq_length,
-                               "needs room for the start token, one text token and the end token: at least 3")
+            raise config_fault(
+                f"{key}.encoder_seq_length",
+                self.encoder_seq_length,
+                "needs room for the start token, one text token and the end token: at least 3",
+            )
         if self.max_position_embeddings < self.encoder_seq_length:
-            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
-                               f"is below encoder_seq_length ({self.encoder_seq_length}): one position row per token")
+            raise config_fault(
+                f"{key}.max_position_embeddings",
+                self.max_position_embeddings,
+                f"is below encoder_seq_length ({self.encoder_seq_length}): one position row per token",
+            )
         check_heads(self, key)
 
 
@@ -58,18 +82,22 @@ class ClipTokenizer:
     merges.txt (transformers' CLIPTokenizer, read from the files; nothing is downloaded)."""
 
     library: Literal["byte", "clip"]
-    vocab_file: Optional[str] = None  # clip: vocab.json
-    merge_file: Optional[str] = None  # clip: merges.txt
+    vocab_file: str | None = None  # clip: vocab.json
+    merge_file: str | None = None  # clip: merges.txt
 
     def check(self, key: str) -> None:
         for name in ("vocab_file", "merge_file"):
             value = getattr(self, name)
             if self.library == "clip" and not value:
-                raise config_fault(f"{key}.{name}", value, "tokenizer library clip reads CLIP's vocab.json and merges.txt: set both")
+                raise config_fault(
+                    f"{key}.{name}", value, "tokenizer library clip reads CLIP's vocab.json and merges.txt: set both"
+                )
             if self.library == "byte" and value:
-                raise config_fault(f"{key}.{name}", value, "the byte tokenizer reads no files: set null (or library: clip)")
+                raise config_fault(
+                    f"{key}.{name}", value, "the byte tokenizer reads no files: set null (or library: clip)"
+                )
 
-    def files(self) -> List[str]:
+    def files(self) -> list[str]:
         return [f for f in (self.vocab_file, self.merge_file) if f]
 
 
@@ -78,17 +106,19 @@ class ShardSet:
     """WebDataset shards of image-caption pairs: each entry is a wdinfo.pkl (generate_wdinfo), a .tar, or a folder
     whose complete .tar files are all read. An example is <key>.<image extension> and <key>.txt."""
 
-    dataset_path: List[str]
+    dataset_path: list[str]
 
     def check(self, key: str) -> None:
         if not self.dataset_path:
-            raise config_fault(f"{key}.dataset_path", self.dataset_path, "list at least one wdinfo.pkl, .tar or folder of tars")
+            raise config_fault(
+                f"{key}.dataset_path", self.dataset_path, "list at least one wdinfo.pkl, .tar or folder of tars"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class ClipData:
     train: ShardSet
-    validation: Optional[ShardSet] = None  # held-out shards scored every val_check_interval steps; null: none
+    validation: ShardSet | None = None  # held-out shards scored every val_check_interval steps; null: none
     num_workers: int = 2  # DataLoader worker processes per rank
     shuffle: bool = True  # shard order and the examples inside each shard reshuffled on every pass (seeded)
     # Steps read the examples in the order above; the trainer's global reshuffle ("cyclic") would jump between shards
@@ -101,12 +131,12 @@ class ClipData:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClipVision(VisionTower):
-    output_dim: Optional[int] = None  # must equal model.output_dim (the reference's interpolated copy)
+    output_dim: int | None = None  # must equal model.output_dim (the reference's interpolated copy)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ClipText(TextTower):
-    output_dim: Optional[int] = None  # must equal model.output_dim
+    output_dim: int | None = None  # must equal model.output_dim
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,16 +186,23 @@ class ClipModelSection(BuildSettings):
         for tower in ("vision", "text"):
             given = getattr(self, tower).output_dim
             if given is not None and given != self.output_dim:
-                raise config_fault(f"{key}.{tower}.output_dim", given, f"must equal {key}.output_dim ({self.output_dim})")
+                raise config_fault(
+                    f"{key}.{tower}.output_dim", given, f"must equal {key}.output_dim ({self.output_dim})"
+                )
         if not 0.0 < self.logit_scale_init <= self.logit_scale_max:
-            raise config_fault(f"{key}.logit_scale_init", self.logit_scale_init,
-                               f"must be in (0, logit_scale_max ({self.logit_scale_max})]")
+            raise config_fault(
+                f"{key}.logit_scale_init",
+                self.logit_scale_init,
+                f"must be in (0, logit_scale_max ({self.logit_scale_max})]",
+            )
         tp = self.tensor_model_parallel_size
         for tower in ("vision", "text"):
             section = getattr(self, tower)
             for name in ("num_attention_heads", "ffn_hidden_size"):
                 if getattr(section, name) % tp:
-                    raise config_fault(f"{key}.{tower}.{name}", getattr(section, name), f"must be divisible by TP({tp})")
+                    raise config_fault(
+                        f"{key}.{tower}.{name}", getattr(section, name), f"must be divisible by TP({tp})"
+                    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,16 +216,25 @@ class ClipTrainingConfig(TrainingStage):
         model = self.model
         check_amp_o2(model, self.trainer, f"{key}.model")
         if self.exp_manager.ema.enable and model.megatron_amp_O2:
-            raise config_fault(f"{key}.exp_manager.ema.enable", True,
-                               "EMA does not work with AMP O2 (the seed's rule): set training.model.megatron_amp_O2=False "
-                               "(with trainer.precision=32), or ema.enable=False")
+            raise config_fault(
+                f"{key}.exp_manager.ema.enable",
+                True,
+                "EMA does not work with AMP O2 (the seed's rule): set training.model.megatron_amp_O2=False "
+                "(with trainer.precision=32), or ema.enable=False",
+            )
         if self.trainer.limit_val_batches and model.data.validation is None:
-            raise config_fault(f"{key}.model.data.validation", None,
-                               "validation (trainer.limit_val_batches > 0) needs held-out shards: set "
-                               "validation.dataset_path, or limit_val_batches 0")
+            raise config_fault(
+                f"{key}.model.data.validation",
+                None,
+                "validation (trainer.limit_val_batches > 0) needs held-out shards: set "
+                "validation.dataset_path, or limit_val_batches 0",
+            )
         if self.trainer.limit_test_batches:
-            raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
-                               "CLIP has no test split here: set 0 (evaluation=clip/imagenet_zeroshot scores the model)")
+            raise config_fault(
+                f"{key}.trainer.limit_test_batches",
+                self.trainer.limit_test_batches,
+                "CLIP has no test split here: set 0 (evaluation=clip/imagenet_zeroshot scores the model)",
+            )
         self.data_parallel_size_of(self.trainer.num_nodes * self.trainer.devices, key)
         check_schedule(model, self.trainer, key)
 
@@ -199,14 +245,19 @@ class ClipTrainingConfig(TrainingStage):
         tp = m.tensor_model_parallel_size
         if world % tp == 0 and m.micro_batch_size * (world // tp) != m.global_batch_size:
             dp = world // tp
-            gpus = f"nodes({self.trainer.num_nodes}) x devices({self.trainer.devices})" + (f" / TP({tp})" if tp > 1 else "")
-            raise config_fault(f"{key}.model.global_batch_size", m.global_batch_size,
-                               f"CLIP has no gradient accumulation: micro_batch_size({m.micro_batch_size}) x GPUs "
-                               f"({gpus} = {dp}) = {m.micro_batch_size * dp} must equal it; set global_batch_size to "
-                               f"{m.micro_batch_size * dp} or change micro_batch_size or the node count")
+            gpus = f"nodes({self.trainer.num_nodes}) x devices({self.trainer.devices})" + (
+                f" / TP({tp})" if tp > 1 else ""
+            )
+            raise config_fault(
+                f"{key}.model.global_batch_size",
+                m.global_batch_size,
+                f"CLIP has no gradient accumulation: micro_batch_size({m.micro_batch_size}) x GPUs "
+                f"({gpus} = {dp}) = {m.micro_batch_size * dp} must equal it; set global_batch_size to "
+                f"{m.micro_batch_size * dp} or change micro_batch_size or the node count",
+            )
         return check_layout(m, self.trainer.num_nodes, self.trainer.devices, key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path) of what the trainer opens: the shard lists and the tokenizer's files."""
         data = self.model.data
         found = [(f"{STAGE}.model.data.train.dataset_path", p) for p in data.train.dataset_path]

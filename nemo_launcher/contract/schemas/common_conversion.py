@@ -4,9 +4,10 @@ run's newest (or named) checkpoint becomes one `.nemo` file in a tensor/pipeline
 One job of TP x PP processes (the layout of the .nemo it writes) over run.nodes x run.ntasks_per_node; each
 process reads its slice of the checkpoint.
 """
+
 import dataclasses
 from pathlib import Path
-from typing import ClassVar, List, Literal, Optional, Tuple
+from typing import ClassVar, Literal
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .run import RunBase
@@ -19,9 +20,9 @@ class ConversionRunBase(RunBase):
     nodes: int = 1  # nodes of the job; the config derives it from TP x PP and cluster.gpus_per_node
     ntasks_per_node: int = 1  # processes per node
     nemo_file_name: str  # the .nemo goes to <results_dir>/results/<nemo_file_name>
-    convert_name: Optional[str] = None  # folder under the training run's directory
-    model_train_name: Optional[str] = None  # the training run converted
-    train_dir: Optional[str] = None  # that run's directory
+    convert_name: str | None = None  # folder under the training run's directory
+    model_train_name: str | None = None  # the training run converted
+    train_dir: str | None = None  # that run's directory
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -40,16 +41,18 @@ class CheckpointSourceBase:
     model_type: str = ""  # each family's schema narrows it to its own name(s)
     tensor_model_parallel_size: int = 1  # TP of the .nemo (and of this job)
     pipeline_model_parallel_size: int = 1  # PP of the .nemo
-    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count; checked if set
-    vocab_file: Optional[str] = None  # replaces model.tokenizer.vocab_file of training; null = as trained
-    merge_file: Optional[str] = None  # replaces model.tokenizer.merge_file
-    tokenizer_model: Optional[str] = None  # replaces model.tokenizer.model (SentencePiece or tokenizer.json)
+    model_parallel_size: int | None = None  # TP x PP, for the launcher's node count; checked if set
+    vocab_file: str | None = None  # replaces model.tokenizer.vocab_file of training; null = as trained
+    merge_file: str | None = None  # replaces model.tokenizer.merge_file
+    tokenizer_model: str | None = None  # replaces model.tokenizer.model (SentencePiece or tokenizer.json)
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "tensor_model_parallel_size", "pipeline_model_parallel_size")
         tp, pp = self.tensor_model_parallel_size, self.pipeline_model_parallel_size
         if self.model_parallel_size is not None and self.model_parallel_size != tp * pp:
-            raise config_fault(f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP({pp}) = {tp * pp}")
+            raise config_fault(
+                f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP({pp}) = {tp * pp}"
+            )
         for name in ("checkpoint_folder", "hparams_file"):
             if not Path(getattr(self, name)).is_absolute():
                 raise config_fault(f"{key}.{name}", getattr(self, name), "must be an absolute path")
@@ -60,19 +63,27 @@ def check_processes(run: ConversionRunBase, model: CheckpointSourceBase, key: st
     processes = run.nodes * run.ntasks_per_node
     tp, pp = model.tensor_model_parallel_size, model.pipeline_model_parallel_size
     if processes % (tp * pp):
-        raise config_fault(f"{key}.run.ntasks_per_node", run.ntasks_per_node,
-                           f"nodes({run.nodes}) x ntasks_per_node({run.ntasks_per_node}) = {processes} processes "
-                           f"cannot hold TP({tp}) x PP({pp}) = {tp * pp} ranks evenly; make it a multiple")
+        raise config_fault(
+            f"{key}.run.ntasks_per_node",
+            run.ntasks_per_node,
+            f"nodes({run.nodes}) x ntasks_per_node({run.ntasks_per_node}) = {processes} processes "
+            f"cannot hold TP({tp}) x PP({pp}) = {tp * pp} ranks evenly; make it a multiple",
+        )
 
 
 def check_no_merges(model: CheckpointSourceBase, key: str) -> None:
     """WordPiece and SentencePiece tokenizers (T5, mT5, BERT) have no merges file."""
     if model.merge_file is not None:
-        raise config_fault(f"{key}.merge_file", model.merge_file, "WordPiece and SentencePiece have no merges file: set null")
+        raise config_fault(
+            f"{key}.merge_file", model.merge_file, "WordPiece and SentencePiece have no merges file: set null"
+        )
 
 
-def checkpoint_reads(model: CheckpointSourceBase, stage: str) -> List[Tuple[str, str]]:
-    return [(f"{stage}.model.checkpoint_folder", model.checkpoint_folder), (f"{stage}.model.hparams_file", model.hparams_file)]
+def checkpoint_reads(model: CheckpointSourceBase, stage: str) -> list[tuple[str, str]]:
+    return [
+        (f"{stage}.model.checkpoint_folder", model.checkpoint_folder),
+        (f"{stage}.model.hparams_file", model.hparams_file),
+    ]
 
 
 def nemo_path(run: ConversionRunBase) -> Path:
@@ -84,8 +95,8 @@ class HFSection:
     """The Hugging Face export of a conversion job, for every family that has one."""
 
     mode: Literal["auto", "required", "off"] = "auto"  # auto: export if an architecture matches, else say why
-    output_dir: Optional[str] = None  # null = <run.results_dir>/results/hf
-    dtype: Optional[Literal["float32", "bfloat16", "float16"]] = None  # null = the dtype the model was trained in
+    output_dir: str | None = None  # null = <run.results_dir>/results/hf
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None  # null = the dtype the model was trained in
 
 
 class ConversionStage(StageSchema, stage="conversion"):
@@ -95,10 +106,10 @@ class ConversionStage(StageSchema, stage="conversion"):
     def check(self, key: str) -> None:
         check_processes(self.run, self.model, key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return checkpoint_reads(self.model, "conversion")
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir, str(self.hf_dir)]
 
     @property

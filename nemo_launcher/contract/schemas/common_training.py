@@ -5,8 +5,9 @@ data blend and the process-layout arithmetic: a family schema imports them and a
 Megatron's masked-LM datasets (T5's span corruption, BERT's masked tokens) share the masking keys of
 `MaskedLmData`.
 """
+
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import Any, Literal, Optional
 
 from ..binding import StageSchema, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
 from ..durations import WallClock
@@ -29,14 +30,14 @@ class TrainerClock:
     def precision_name(self) -> str:
         return precision_name(self.precision)
 
-    def max_time_seconds(self) -> Optional[float]:
+    def max_time_seconds(self) -> float | None:
         return None if self.max_time is None else float(self.max_time.seconds)
 
 
 class StoredPrecision:
     """Mixed into a model section whose `precision` may be null, meaning the precision the .nemo was saved in."""
 
-    def precision_name(self) -> Optional[str]:
+    def precision_name(self) -> str | None:
         return None if self.precision is None else precision_name(self.precision)
 
 
@@ -44,9 +45,12 @@ def check_model_copies(run, tp: int, key: str) -> int:
     """An evaluation job's nodes x ntasks_per_node processes hold whole TP groups; returns how many processes."""
     processes = run.nodes * run.ntasks_per_node
     if processes % tp:
-        raise config_fault(f"{key}.run.ntasks_per_node", run.ntasks_per_node,
-                           f"nodes({run.nodes}) x ntasks_per_node({run.ntasks_per_node}) = {processes} processes "
-                           f"cannot hold TP({tp}) ranks evenly; make it a multiple")
+        raise config_fault(
+            f"{key}.run.ntasks_per_node",
+            run.ntasks_per_node,
+            f"nodes({run.nodes}) x ntasks_per_node({run.ntasks_per_node}) = {processes} processes "
+            f"cannot hold TP({tp}) ranks evenly; make it a multiple",
+        )
     return processes
 
 
@@ -54,11 +58,11 @@ def check_model_copies(run, tp: int, key: str) -> int:
 class RunSection(RunBase):
     # Slurm: when the trainer stops before max_steps (time limit, max_time), it saves and the job requeues itself.
     auto_requeue: bool = True
-    preprocessed_dir: Optional[str] = None  # folder of .bin/.idx files blended when model.data.data_prefix is null
+    preprocessed_dir: str | None = None  # folder of .bin/.idx files blended when model.data.data_prefix is null
     blending_alpha: float = 1.0  # weight of a file = size ** alpha (1.0 by size, 0.0 equal)
     # Exported in the training job on top of the global env_vars (nulls skipped), e.g. Transformer Engine's
     # NVTE_* settings; gpu_training.training_environment adds what the model's settings require.
-    env_vars: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    env_vars: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -74,25 +78,31 @@ class TrainerSection(TrainerClock):
     accelerator: Literal["gpu", "cpu"]  # gpu: NCCL + CUDA; cpu: gloo + the megatron-core CPU shim
     precision: Precision  # bf16 (bf16-mixed), 16 (16-mixed, dynamic loss scaling) or 32
     max_steps: int  # optimizer steps of the whole run (a resumed run continues towards it)
-    max_time: Optional[WallClock]  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0. null = no limit
+    max_time: WallClock | None  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0. null = no limit
     log_every_n_steps: int  # steps between progress lines and TensorBoard points
     val_check_interval: int  # steps between validations
     limit_val_batches: int  # global batches per validation; 0 disables validation
     limit_test_batches: int  # global batches of the test split evaluated after the last step; 0 skips it
     accumulate_grad_batches: int = 1  # must be 1: accumulation comes from global_batch_size / micro_batch_size
-    gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
+    gradient_clip_val: float | None = None  # max global L2 norm of the gradients; null or 0 = no clipping
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
         non_negative_fields(self, key, "limit_val_batches", "limit_test_batches")
         if self.accumulate_grad_batches != 1:
-            raise config_fault(f"{key}.accumulate_grad_batches", self.accumulate_grad_batches,
-                               "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size")
+            raise config_fault(
+                f"{key}.accumulate_grad_batches",
+                self.accumulate_grad_batches,
+                "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size",
+            )
         if self.gradient_clip_val is not None:
             non_negative(f"{key}.gradient_clip_val", self.gradient_clip_val)
         if self.accelerator == "cpu" and self.precision_name() != "fp32":
-            raise config_fault(f"{key}.precision", self.precision,
-                               "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
+            raise config_fault(
+                f"{key}.precision",
+                self.precision,
+                "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +113,11 @@ class CheckpointParams:
     def check(self, key: str) -> None:
         positive(f"{key}.every_n_train_steps", self.every_n_train_steps)
         if self.save_top_k == 0 or self.save_top_k < -1:
-            raise config_fault(f"{key}.save_top_k", self.save_top_k,
-                               "must be >= 1 or -1 (keep all); to save nothing set exp_manager.create_checkpoint_callback: false")
+            raise config_fault(
+                f"{key}.save_top_k",
+                self.save_top_k,
+                "must be >= 1 or -1 (keep all); to save nothing set exp_manager.create_checkpoint_callback: false",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +126,9 @@ class ExpManagerSection:
     checkpoint_callback_params: CheckpointParams
     create_tensorboard_logger: bool = True
     create_wandb_logger: bool = False  # needs the wandb package and wandb_api_key_file (or a prior `wandb login`)
-    wandb_logger_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger (project, name, ...)
+    wandb_logger_kwargs: dict[str, Any] = dataclasses.field(
+        default_factory=dict
+    )  # passed to WandbLogger (project, name, ...)
     resume_if_exists: bool = True  # continue from the newest complete checkpoint in explicit_log_dir
     resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
     create_checkpoint_callback: bool = True  # false: never save (signals and max_time then just stop)
@@ -136,10 +151,13 @@ def check_schedule(model, trainer, key: str) -> None:
     (the trainer's CosineSchedule divides by that count). Shared by every stage whose model has an `optim`."""
     sched = model.optim.sched
     if sched.warmup_steps + sched.constant_steps >= trainer.max_steps:
-        raise config_fault(f"{key}.model.optim.sched.warmup_steps", sched.warmup_steps,
-                           f"warmup_steps({sched.warmup_steps}) + constant_steps({sched.constant_steps}) must be below "
-                           f"trainer.max_steps({trainer.max_steps}) to leave a step of cosine decay; "
-                           "lower warmup_steps or constant_steps, or raise trainer.max_steps")
+        raise config_fault(
+            f"{key}.model.optim.sched.warmup_steps",
+            sched.warmup_steps,
+            f"warmup_steps({sched.warmup_steps}) + constant_steps({sched.constant_steps}) must be below "
+            f"trainer.max_steps({trainer.max_steps}) to leave a step of cosine decay; "
+            "lower warmup_steps or constant_steps, or raise trainer.max_steps",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +166,7 @@ class OptimSection:
     lr: float  # peak learning rate
     sched: SchedSection
     weight_decay: float = 0.0  # not applied to biases and norm weights
-    betas: List[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])
+    betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])
 
     def check(self, key: str) -> None:
         positive(f"{key}.lr", self.lr)
@@ -170,31 +188,40 @@ def check_splits(key: str, splits_string: str) -> None:
         raise config_fault(key, splits_string, "needs up to 3 weights >= 0, not all 0")
 
 
-def blend(prefix: List[Union[float, str]], key: str) -> List[Union[float, str]]:
+def blend(prefix: list[float | str], key: str) -> list[float | str]:
     """`data_prefix` as [weight, prefix, ...]; a single prefix gets weight 1."""
     if len(prefix) == 1 and isinstance(prefix[0], str):
         return [1.0, prefix[0]]
-    pairs_ok = len(prefix) >= 2 and len(prefix) % 2 == 0 and all(
-        isinstance(w, float) or (isinstance(w, int) and not isinstance(w, bool)) for w in prefix[0::2]
-    ) and all(isinstance(p, str) for p in prefix[1::2])
+    pairs_ok = (
+        len(prefix) >= 2
+        and len(prefix) % 2 == 0
+        and all(isinstance(w, float) or (isinstance(w, int) and not isinstance(w, bool)) for w in prefix[0::2])
+        and all(isinstance(p, str) for p in prefix[1::2])
+    )
     if not pairs_ok or any(w < 0 for w in prefix[0::2]) or sum(prefix[0::2]) <= 0:
         raise config_fault(key, prefix, "expected [weight, prefix, weight, prefix, ...] with weights >= 0")
     return list(prefix)
 
 
-def data_reads(run: RunSection, data, stage: str, blended: str = "*.idx") -> List[Tuple[str, str]]:
+def data_reads(run: RunSection, data, stage: str, blended: str = "*.idx") -> list[tuple[str, str]]:
     """(key, path or glob) of the data files a trainer opens: what the automatic blend reads in
     run.preprocessed_dir (matching `blended`), or each prefix's .bin/.idx."""
     if data.data_prefix is None:
         return [(f"{stage}.run.preprocessed_dir", f"{run.preprocessed_dir}/{blended}")]
-    return [(f"{stage}.model.data.data_prefix", f"{prefix}{suffix}")
-            for prefix in data.blend()[1::2] for suffix in (".bin", ".idx")]
+    return [
+        (f"{stage}.model.data.data_prefix", f"{prefix}{suffix}")
+        for prefix in data.blend()[1::2]
+        for suffix in (".bin", ".idx")
+    ]
 
 
 def check_data_source(run: RunSection, data, key: str) -> None:
     if data.data_prefix is None and not run.preprocessed_dir:
-        raise config_fault(f"{key}.run.preprocessed_dir", None,
-                           "model.data.data_prefix is null, so the data is every .bin/.idx pair in run.preprocessed_dir: set one of them")
+        raise config_fault(
+            f"{key}.run.preprocessed_dir",
+            None,
+            "model.data.data_prefix is null, so the data is every .bin/.idx pair in run.preprocessed_dir: set one of them",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,8 +235,8 @@ class MaskedLmData:
     splits_string: str = "99990,8,2"  # train,validation,test weights of each file's documents
     num_workers: int = 2  # DataLoader worker processes per rank
     dataloader_type: Literal["single", "cyclic"] = "single"  # single: dataset order; cyclic: reshuffled each pass
-    index_mapping_dir: Optional[str] = None  # megatron-core's sample-index cache; null = beside each data file
-    data_prefix: Optional[List[Union[float, str]]] = None  # [weight, prefix, ...]; null = automatic blend
+    index_mapping_dir: str | None = None  # megatron-core's sample-index cache; null = beside each data file
+    data_prefix: list[float | str] | None = None  # [weight, prefix, ...]; null = automatic blend
     masked_lm_prob: float = 0.15  # share of a sample's tokens that is masked
     short_seq_prob: float = 0.1  # probability that a sample is cut shorter than seq_length
     max_ngram_size: int = 3  # longest masked span, in words
@@ -230,11 +257,14 @@ class MaskedLmData:
             raise config_fault(f"{key}.short_seq_prob", self.short_seq_prob, "must be in [0, 1], e.g. 0.1")
         positive(f"{key}.max_ngram_size", self.max_ngram_size)
         if self.permutation and self.geometric_dist:
-            raise config_fault(f"{key}.permutation", True,
-                               "megatron-core's masking cannot permute spans whose lengths are drawn geometrically: "
-                               "set permutation or geometric_dist to false")
+            raise config_fault(
+                f"{key}.permutation",
+                True,
+                "megatron-core's masking cannot permute spans whose lengths are drawn geometrically: "
+                "set permutation or geometric_dist to false",
+            )
 
-    def blend(self, key: str = "training.model.data") -> List[Union[float, str]]:
+    def blend(self, key: str = "training.model.data") -> list[float | str]:
         return blend(self.data_prefix, f"{key}.data_prefix")
 
     def most_masked_tokens(self) -> int:
@@ -247,16 +277,22 @@ def check_recompute(model, key: str) -> None:
     """Full activation recompute needs a method and a layer count."""
     if model.activations_checkpoint_granularity == "full":
         if model.activations_checkpoint_method is None or not model.activations_checkpoint_num_layers:
-            raise config_fault(f"{key}.activations_checkpoint_granularity", "full",
-                               "full recompute needs activations_checkpoint_method (uniform or block) and "
-                               "activations_checkpoint_num_layers >= 1")
+            raise config_fault(
+                f"{key}.activations_checkpoint_granularity",
+                "full",
+                "full recompute needs activations_checkpoint_method (uniform or block) and "
+                "activations_checkpoint_num_layers >= 1",
+            )
 
 
 def check_heads(model, key: str) -> None:
     """Per-head size: kv_channels, or hidden_size / num_attention_heads when that divides."""
     if model.kv_channels is None and model.hidden_size % model.num_attention_heads:
-        raise config_fault(f"{key}.hidden_size", model.hidden_size,
-                           f"is not divisible by num_attention_heads ({model.num_attention_heads}); set kv_channels")
+        raise config_fault(
+            f"{key}.hidden_size",
+            model.hidden_size,
+            f"is not divisible by num_attention_heads ({model.num_attention_heads}); set kv_channels",
+        )
     if model.kv_channels is not None:
         positive(f"{key}.kv_channels", model.kv_channels)
 
@@ -276,7 +312,7 @@ class BuildSettings:
     transformer_engine: bool = True  # TE layer specs when transformer_engine is importable
     activations_checkpoint_granularity: Recompute = None
     activations_checkpoint_method: RecomputeMethod = None  # full recompute only
-    activations_checkpoint_num_layers: Optional[int] = None  # full recompute only
+    activations_checkpoint_num_layers: int | None = None  # full recompute only
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -293,7 +329,7 @@ class LayerStack(BuildSettings):
     tensor_model_parallel_size: int = 1
     pipeline_model_parallel_size: int = 1
     sequence_parallel: bool = False  # needs TP > 1 and Transformer Engine norms
-    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
+    kv_channels: int | None = None  # per-head size; null = hidden_size / num_attention_heads
     init_method_std: float = 0.02
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
@@ -301,8 +337,19 @@ class LayerStack(BuildSettings):
 
     def check_sizes(self, key: str, *more_positive: str) -> None:
         """Every size, batch and split is positive (and the family's `more_positive` keys); dropouts in [0, 1)."""
-        positive_fields(self, key, "micro_batch_size", "global_batch_size", "num_layers", "hidden_size", "ffn_hidden_size",
-                        "num_attention_heads", "tensor_model_parallel_size", "pipeline_model_parallel_size", *more_positive)
+        positive_fields(
+            self,
+            key,
+            "micro_batch_size",
+            "global_batch_size",
+            "num_layers",
+            "hidden_size",
+            "ffn_hidden_size",
+            "num_attention_heads",
+            "tensor_model_parallel_size",
+            "pipeline_model_parallel_size",
+            *more_positive,
+        )
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
 
@@ -314,7 +361,7 @@ class DecoderStackSection(LayerStack):
     inherits it and adds its tokenizer, optimizer and data sections (`data` must have `seq_length`) and its own keys.
     """
 
-    virtual_pipeline_model_parallel_size: Optional[int] = None  # model chunks per pipeline stage (interleaved 1F1B)
+    virtual_pipeline_model_parallel_size: int | None = None  # model chunks per pipeline stage (interleaved 1F1B)
     encoder_seq_length: int  # tokens per sample (each family sets its default)
     max_position_embeddings: int  # rows of the learned position table (each family sets its default)
     make_vocab_size_divisible_by: int = 128  # vocab padded to a multiple of this x TP
@@ -324,11 +371,20 @@ class DecoderStackSection(LayerStack):
     def check(self, key: str) -> None:
         self.check_sizes(key, "encoder_seq_length", "max_position_embeddings", "make_vocab_size_divisible_by")
         if self.data.seq_length != self.encoder_seq_length:
-            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
-                               f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")
-        if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < self.encoder_seq_length:
-            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
-                               f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token")
+            raise config_fault(
+                f"{key}.data.seq_length",
+                self.data.seq_length,
+                f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})",
+            )
+        if (
+            self.position_embedding_type == "learned_absolute"
+            and self.max_position_embeddings < self.encoder_seq_length
+        ):
+            raise config_fault(
+                f"{key}.max_position_embeddings",
+                self.max_position_embeddings,
+                f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token",
+            )
         check_heads(self, key)
         self.check_pipeline(key)
         check_recompute(self, key)
@@ -344,13 +400,18 @@ class DecoderStackSection(LayerStack):
             positive(f"{key}.virtual_pipeline_model_parallel_size", vpp)
         pp, chunks = self.pipeline_model_parallel_size, self.virtual_pipeline_size()
         if self.num_layers % (pp * chunks):
-            raise config_fault(f"{key}.num_layers", self.num_layers,
-                               f"must be divisible by PP({pp}) x virtual PP({chunks}) = {pp * chunks}; "
-                               "change num_layers or the pipeline sizes")
+            raise config_fault(
+                f"{key}.num_layers",
+                self.num_layers,
+                f"must be divisible by PP({pp}) x virtual PP({chunks}) = {pp * chunks}; "
+                "change num_layers or the pipeline sizes",
+            )
         if chunks > 1 and pp < 2:
-            raise config_fault(f"{key}.virtual_pipeline_model_parallel_size", vpp, "needs pipeline_model_parallel_size > 1")
+            raise config_fault(
+                f"{key}.virtual_pipeline_model_parallel_size", vpp, "needs pipeline_model_parallel_size > 1"
+            )
 
-    def batch_sizes(self) -> List[int]:
+    def batch_sizes(self) -> list[int]:
         """Every global batch size the run uses (a family with a ramp-up lists its steps)."""
         return [self.global_batch_size]
 
@@ -362,9 +423,12 @@ class DecoderStackSection(LayerStack):
             return
         for gbs in self.batch_sizes():
             if (gbs // micro_batches_step) % pp:
-                raise config_fault(f"{key}.global_batch_size", gbs,
-                                   f"with the interleaved schedule the number of microbatches ({gbs} / {micro_batches_step} = "
-                                   f"{gbs // micro_batches_step}) must be a multiple of PP({pp})")
+                raise config_fault(
+                    f"{key}.global_batch_size",
+                    gbs,
+                    f"with the interleaved schedule the number of microbatches ({gbs} / {micro_batches_step} = "
+                    f"{gbs // micro_batches_step}) must be a multiple of PP({pp})",
+                )
 
 
 def check_layout(model, nodes: int, devices: int, key: str) -> int:
@@ -381,14 +445,19 @@ def check_layout(model, nodes: int, devices: int, key: str) -> int:
     factors = f"TP({tp}) x PP({pp})" + (f" x CP({cp})" if has_cp else "")
     world = nodes * devices
     if world % (tp * pp * cp):
-        raise config_fault(f"{m}.tensor_model_parallel_size", tp,
-                           f"{factors} = {tp * pp * cp} does not divide nodes({nodes}) x devices({devices}) = {world}; "
-                           "change the parallel sizes or trainer.num_nodes/trainer.devices")
+        raise config_fault(
+            f"{m}.tensor_model_parallel_size",
+            tp,
+            f"{factors} = {tp * pp * cp} does not divide nodes({nodes}) x devices({devices}) = {world}; "
+            "change the parallel sizes or trainer.num_nodes/trainer.devices",
+        )
     dp = world // (tp * pp * cp)
     heads = getattr(model, "num_attention_heads", None)
     if heads is not None:
         if heads % tp:
-            raise config_fault(f"{m}.num_attention_heads", heads, f"must be divisible by TP({tp}); pick a TP that divides {heads}")
+            raise config_fault(
+                f"{m}.num_attention_heads", heads, f"must be divisible by TP({tp}); pick a TP that divides {heads}"
+            )
         groups = getattr(model, "num_query_groups", None) or heads
         if groups % tp:
             raise config_fault(f"{m}.num_query_groups", groups, f"must be divisible by TP({tp})")
@@ -396,15 +465,21 @@ def check_layout(model, nodes: int, devices: int, key: str) -> int:
             raise config_fault(f"{m}.ffn_hidden_size", model.ffn_hidden_size, f"must be divisible by TP({tp})")
     step = model.micro_batch_size * dp
     if model.global_batch_size % step:
-        raise config_fault(f"{m}.global_batch_size", model.global_batch_size,
-                           f"must be a multiple of micro_batch_size({model.micro_batch_size}) x data-parallel size({dp}) = {step}, "
-                           f"where data-parallel size = nodes({nodes}) x devices({devices}) / ({factors})")
+        raise config_fault(
+            f"{m}.global_batch_size",
+            model.global_batch_size,
+            f"must be a multiple of micro_batch_size({model.micro_batch_size}) x data-parallel size({dp}) = {step}, "
+            f"where data-parallel size = nodes({nodes}) x devices({devices}) / ({factors})",
+        )
     ramp = getattr(model, "rampup_batch_size", None)
     if ramp is not None:
         start, increment, _ = ramp
         if start % step or increment % step:
-            raise config_fault(f"{m}.rampup_batch_size", ramp,
-                               f"start and increment must be multiples of micro_batch_size x data-parallel size = {step}")
+            raise config_fault(
+                f"{m}.rampup_batch_size",
+                ramp,
+                f"start and increment must be multiples of micro_batch_size x data-parallel size = {step}",
+            )
     if isinstance(model, DecoderStackSection):
         model.check_interleaved_batches(m, step)
     return dp
@@ -414,9 +489,12 @@ def check_world_size(trainer, world_size: int, key: str) -> None:
     """The processes actually started must be the ones the config asked for (the job's own check)."""
     expected = trainer.num_nodes * trainer.devices
     if world_size != expected:
-        raise config_fault(f"{key}.trainer.devices", trainer.devices,
-                           f"trainer.num_nodes({trainer.num_nodes}) x trainer.devices({trainer.devices}) = {expected}, "
-                           f"but {world_size} processes were started; start one process per device")
+        raise config_fault(
+            f"{key}.trainer.devices",
+            trainer.devices,
+            f"trainer.num_nodes({trainer.num_nodes}) x trainer.devices({trainer.devices}) = {expected}, "
+            f"but {world_size} processes were started; start one process per device",
+        )
 
 
 class TrainingStage(StageSchema, stage="training"):
@@ -424,7 +502,7 @@ class TrainingStage(StageSchema, stage="training"):
     (`training`, or the `stage` a fine-tuning schema names), write into exp_manager.explicit_log_dir, and check the
     layout against the processes started."""
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.exp_manager.explicit_log_dir]
 
     def data_parallel_size(self, world_size: int) -> int:

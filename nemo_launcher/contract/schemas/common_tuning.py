@@ -4,8 +4,9 @@ that starts from a converted `.nemo`, its trainer, and where it writes its check
 Tuning runs on the trainer core (nemo_launcher/jobs/core), so the trainer and exp_manager sections carry what the
 core reads of a pretraining run too: max_time, TensorBoard/W&B, resuming and the checkpoint schedule.
 """
+
 import dataclasses
-from typing import Any, Dict, Literal, Optional
+from typing import Any, Literal
 
 from ..binding import config_fault, positive_fields
 from ..durations import WallClock
@@ -16,9 +17,9 @@ from .run import RunBase
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SftRun(RunBase):
     task_name: str  # names the results folder and the job
-    model_train_name: Optional[str] = None  # the pre-training run whose converted model is tuned
-    convert_name: Optional[str] = None  # the conversion folder under that run
-    convert_dir: Optional[str] = None  # <base_results_dir>/<model_train_name>/<convert_name>
+    model_train_name: str | None = None  # the pre-training run whose converted model is tuned
+    convert_name: str | None = None  # the conversion folder under that run
+    convert_dir: str | None = None  # <base_results_dir>/<model_train_name>/<convert_name>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,18 +32,22 @@ class SftTrainer(TrainerClock):
     log_every_n_steps: int = 10
     val_check_interval: int = 200  # steps between validations; validation also runs after the last step
     limit_val_batches: int = 8  # global batches per validation; 0 disables validation
-    gradient_clip_val: Optional[float] = None  # max global L2 norm of the gradients; null or 0 = no clipping
-    max_time: Optional[WallClock] = None  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0
+    gradient_clip_val: float | None = None  # max global L2 norm of the gradients; null or 0 = no clipping
+    max_time: WallClock | None = None  # "DD:HH:MM:SS" of wall time per process start; then save and exit 0
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
         if self.limit_val_batches < 0:
-            raise config_fault(f"{key}.limit_val_batches", self.limit_val_batches, "must be >= 0 (0 disables validation)")
+            raise config_fault(
+                f"{key}.limit_val_batches", self.limit_val_batches, "must be >= 0 (0 disables validation)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class SftExpManager:
-    explicit_log_dir: str  # TensorBoard events and checkpoints/step-<N> here; the result in <explicit_log_dir>/checkpoints/
+    explicit_log_dir: (
+        str  # TensorBoard events and checkpoints/step-<N> here; the result in <explicit_log_dir>/checkpoints/
+    )
     name: str  # file name of the result: checkpoints/<name>.nemo
     # Resumable checkpoints of the tuned parameters and their optimizer state; also saved at the end, at max_time and
     # on SIGTERM/SIGUSR1. A rerun continues from the newest complete one.
@@ -52,7 +57,7 @@ class SftExpManager:
     resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
     create_tensorboard_logger: bool = True
     create_wandb_logger: bool = False  # needs the wandb package and wandb_api_key_file (or a prior `wandb login`)
-    wandb_logger_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger
+    wandb_logger_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger
     log_step_timing: bool = True  # log train_step_timing (seconds per step)
 
     def nemo_path(self, suffix: str = "") -> str:
@@ -66,12 +71,15 @@ class SquadSource:
     (jobs/t5/sample_squad.py: colours of things; the scores say nothing about SQuAD). null: read the file."""
 
     source: str  # the JSON as published (SQuAD train-v1.1.json, XQuAD xquad.<lang>.json)
-    sample_questions: Optional[int] = None
+    sample_questions: int | None = None
 
     def check(self, key: str) -> None:
         if self.sample_questions is not None and self.sample_questions < 1:
-            raise config_fault(f"{key}.sample_questions", self.sample_questions,
-                               "give a positive number of questions, or null to read the published file")
+            raise config_fault(
+                f"{key}.sample_questions",
+                self.sample_questions,
+                "give a positive number of questions, or null to read the published file",
+            )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,9 +11,10 @@ setup_preprocess -> train_tokenizer (optional) -> preprocess (array over nodes, 
 Each dataset's steps() says which job programs run and how (array or single, tasks per node, CPUs per task);
 the data preparation stage submits exactly that, so a new dataset adds steps here and a job program, nothing else.
 """
+
 import dataclasses
 import re
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import Any, Literal
 
 from ..binding import bind_stage, config_fault, nearest, non_negative, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
@@ -34,14 +35,14 @@ class StepPlan:
     """
 
     name: str
-    items: Optional[Tuple[int, ...]] = None  # array items (shard numbers or node indices); None: one job
-    array_limit: Optional[int] = None  # array tasks running at once
+    items: tuple[int, ...] | None = None  # array items (shard numbers or node indices); None: one job
+    array_limit: int | None = None  # array tasks running at once
     tasks_per_node: int = 1  # processes of one array task (or of the single job)
-    cpus_per_task: Optional[int] = None  # --cpus-per-task; None: the cluster's default
+    cpus_per_task: int | None = None  # --cpus-per-task; None: the cluster's default
     bcp_nodes: int = 1
     bcp_tasks_per_node: int = 1
     uses_gpus: bool = False  # the step's processes each take a GPU (one per task of the node)
-    gpus_per_node: Optional[int] = None  # GPUs the step asks for on a node, when uses_gpus; None: the cluster's
+    gpus_per_node: int | None = None  # GPUs the step asks for on a node, when uses_gpus; None: the cluster's
     # True: array task i reads only what task i of the array step before wrote (Slurm aftercorr); False: it reads
     # what every task of that step wrote, so it waits for the whole step.
     per_task: bool = True
@@ -50,10 +51,10 @@ class StepPlan:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DataRun(RunBase):
     node_array_size: int = 1  # Slurm: array tasks at once (pile) or preprocessing nodes (custom); BCP: nodes
-    array: Optional[Union[str, int]] = None  # echo of file_numbers, as the seed's configs carry it
+    array: str | int | None = None  # echo of file_numbers, as the seed's configs carry it
     bcp_preproc_npernode: int = 1  # BCP: preprocessing processes per node (mpirun)
-    cpus_per_node: Optional[int] = None  # --cpus-per-task of each array task; null = the cluster's default
-    workers_per_node: Optional[int] = None  # tokenizer workers per node; null = one per CPU the task may use
+    cpus_per_node: int | None = None  # --cpus-per-task of each array task; null = the cluster's default
+    workers_per_node: int | None = None  # tokenizer workers per node; null = one per CPU the task may use
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -80,9 +81,13 @@ def _check_per_shard_name(key: str, pattern: str) -> None:
     try:
         names = {pattern.format(file_number=0), pattern.format(file_number=1)}
     except (KeyError, IndexError, ValueError) as error:
-        raise config_fault(key, pattern, f"cannot be formatted with file_number ({error}); use e.g. \"{{file_number:02d}}.jsonl.zst\"") from None
+        raise config_fault(
+            key, pattern, f'cannot be formatted with file_number ({error}); use e.g. "{{file_number:02d}}.jsonl.zst"'
+        ) from None
     if len(names) == 1:
-        raise config_fault(key, pattern, "must contain {file_number} (e.g. {file_number:02d}), or every shard writes the same file")
+        raise config_fault(
+            key, pattern, "must contain {file_number} (e.g. {file_number:02d}), or every shard writes the same file"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +97,7 @@ class _Tokenizing:
     preprocessed_dir: str  # <output prefix>_<json_key>_document.{bin,idx} go here
     json_key: str = "text"  # the field of each JSON line that holds the document
     append_eod: bool = True  # end every document with eod_token
-    eod_token: Optional[str] = None  # null: the tokenizer's own end-of-document token
+    eod_token: str | None = None  # null: the tokenizer's own end-of-document token
     on_malformed: OnMalformed = "skip"  # skip: report each bad line as file:line, count it, go on; fail: stop
     chunk_size_mb: float = 16  # input MB per unit of work
     progress: bool = True  # progress bars (MB/s, documents/s, ETA) on stderr
@@ -102,41 +107,54 @@ class _Tokenizing:
     split_sentences: bool = False
     # With split_sentences: longer sentences become several items of at most this many tokens. megatron-core
     # drops every multi-sentence document holding a sentence over 512 tokens; null keeps sentences whole.
-    max_sentence_tokens: Optional[int] = 512
+    max_sentence_tokens: int | None = 512
     train_tokenizer: bool = False  # train the tokenizer on the dataset's text before preprocessing
     # Trainer options: vocab_size, min_frequency (WordPiece, byte-level BPE); SentencePiece's spm_train options
-    train_tokenizer_args: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    train_tokenizer_args: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def tokenizer_files(self) -> Dict[str, Optional[str]]:
+    def tokenizer_files(self) -> dict[str, str | None]:
         """The tokenizer preprocessing builds: library, megatron type and files (the job's TokenizerSpec keys)."""
-        return dict(library=self.tokenizer_library, type=None, vocab_file=None, merge_file=None, model=self.tokenizer_model)
+        return dict(
+            library=self.tokenizer_library, type=None, vocab_file=None, merge_file=None, model=self.tokenizer_model
+        )
 
     def check_tokenizing(self, key: str) -> None:
         positive(f"{key}.chunk_size_mb", self.chunk_size_mb)
         if not self.json_key:
-            raise config_fault(f"{key}.json_key", self.json_key, "name the JSON field that holds each document, e.g. text")
+            raise config_fault(
+                f"{key}.json_key", self.json_key, "name the JSON field that holds each document, e.g. text"
+            )
         if self.max_sentence_tokens is not None:
             positive(f"{key}.max_sentence_tokens", self.max_sentence_tokens)
         vocab_size = self.train_tokenizer_args.get("vocab_size")
-        if self.train_tokenizer and vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1):
+        if (
+            self.train_tokenizer
+            and vocab_size is not None
+            and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1)
+        ):
             raise config_fault(f"{key}.train_tokenizer_args.vocab_size", vocab_size, "must be a positive integer")
 
-    def check_tokenizer_files(self, key: str, library: str, tokenizer_type: Optional[str]) -> None:
+    def check_tokenizer_files(self, key: str, library: str, tokenizer_type: str | None) -> None:
         """The files the configured tokenizer is built from are named (they may not exist yet)."""
         if library == "megatron":
             if tokenizer_type is None:
                 tokenizer_type = "GPT2BPETokenizer"
             if tokenizer_type not in MEGATRON_TYPE_FILES:
                 close = nearest(tokenizer_type, list(MEGATRON_TYPE_FILES))
-                raise config_fault(f"{key}.tokenizer_type", tokenizer_type,
-                                   f"the megatron library builds {', '.join(MEGATRON_TYPE_FILES)}"
-                                   + (f" (nearest: {', '.join(close)})" if close else ""))
+                raise config_fault(
+                    f"{key}.tokenizer_type",
+                    tokenizer_type,
+                    f"the megatron library builds {', '.join(MEGATRON_TYPE_FILES)}"
+                    + (f" (nearest: {', '.join(close)})" if close else ""),
+                )
             needed = MEGATRON_TYPE_FILES[tokenizer_type]
         else:
             needed = ("tokenizer_model",)
         for name in needed if (self.preprocess_data or self.train_tokenizer) else ():
             if not getattr(self, name):
-                what = f"tokenizer_library {library}" + (f" with tokenizer_type {tokenizer_type}" if library == "megatron" else "")
+                what = f"tokenizer_library {library}" + (
+                    f" with tokenizer_type {tokenizer_type}" if library == "megatron" else ""
+                )
                 raise config_fault(f"{key}.{name}", getattr(self, name), f"{what} needs this file")
 
 
@@ -144,7 +162,7 @@ class _Tokenizing:
 class PileConfig(_Tokenizing):
     run: DataRun
     dataset: Literal["pile"]
-    file_numbers: Union[str, int]  # shards, e.g. "0-29", "0", "0,3,5-7"
+    file_numbers: str | int  # shards, e.g. "0-29", "0", "0,3,5-7"
     the_pile_url: str  # base URL (http(s)://, file://); shard n is <the_pile_url><shard_name>
     the_pile_dir: str
     shard_name: str  # file name at the_pile_url and in raw_dir, with {file_number}
@@ -153,17 +171,19 @@ class PileConfig(_Tokenizing):
     output_prefix: str  # with {file_number}
     tokenizer_library: TokenizerLibrary
     download_the_pile: bool = True  # run the download and extract steps
-    download_vocab_url: Optional[str] = None  # fetched to vocab_file when missing
-    download_merges_url: Optional[str] = None  # fetched to merge_file when missing
-    vocab_save_dir: Optional[str] = None
-    merges_save_dir: Optional[str] = None
-    tokenizer_type: Optional[str] = None  # library megatron: GPT2BPETokenizer (null too) or a BertWordPiece type; others ignore it
-    vocab_file: Optional[str] = None  # GPT-2 vocab.json, or WordPiece vocab.txt
-    merge_file: Optional[str] = None  # GPT-2 merges.txt (WordPiece has none)
-    tokenizer_model: Optional[str] = None  # SentencePiece .model or Hugging Face tokenizer.json
+    download_vocab_url: str | None = None  # fetched to vocab_file when missing
+    download_merges_url: str | None = None  # fetched to merge_file when missing
+    vocab_save_dir: str | None = None
+    merges_save_dir: str | None = None
+    tokenizer_type: str | None = (
+        None  # library megatron: GPT2BPETokenizer (null too) or a BertWordPiece type; others ignore it
+    )
+    vocab_file: str | None = None  # GPT-2 vocab.json, or WordPiece vocab.txt
+    merge_file: str | None = None  # GPT-2 merges.txt (WordPiece has none)
+    tokenizer_model: str | None = None  # SentencePiece .model or Hugging Face tokenizer.json
     rm_downloaded: bool = True  # extract removes the .zst once the jsonl is complete
     rm_extracted: bool = True  # preprocess removes the jsonl once its .bin/.idx are complete
-    checksums: Dict[str, str] = dataclasses.field(default_factory=dict)  # shard file name -> sha256 (hex)
+    checksums: dict[str, str] = dataclasses.field(default_factory=dict)  # shard file name -> sha256 (hex)
     download: DownloadSection = DownloadSection()
 
     def check(self, key: str) -> None:
@@ -172,37 +192,53 @@ class PileConfig(_Tokenizing):
         _check_per_shard_name(f"{key}.shard_name", self.shard_name)
         _check_per_shard_name(f"{key}.output_prefix", self.output_prefix)
         if not (self.download_the_pile or self.preprocess_data or self.train_tokenizer):
-            raise config_fault(f"{key}.preprocess_data", False, "every step is switched off; enable download_the_pile or preprocess_data")
+            raise config_fault(
+                f"{key}.preprocess_data",
+                False,
+                "every step is switched off; enable download_the_pile or preprocess_data",
+            )
         self.check_tokenizer_files(key, self.tokenizer_library, self.tokenizer_type)
         if self.train_tokenizer:
             _check_trainable(key, self.tokenizer_library, self.tokenizer_type, self.download_vocab_url)
 
-    def tokenizer_files(self) -> Dict[str, Optional[str]]:
-        return dict(library=self.tokenizer_library, type=self.tokenizer_type, vocab_file=self.vocab_file,
-                    merge_file=self.merge_file, model=self.tokenizer_model)
+    def tokenizer_files(self) -> dict[str, str | None]:
+        return dict(
+            library=self.tokenizer_library,
+            type=self.tokenizer_type,
+            vocab_file=self.vocab_file,
+            merge_file=self.merge_file,
+            model=self.tokenizer_model,
+        )
 
-    def shard_numbers(self, key: str = STAGE) -> List[int]:
+    def shard_numbers(self, key: str = STAGE) -> list[int]:
         try:
             return parse_file_numbers(self.file_numbers, key=f"{key}.file_numbers")
         except FileNumbersError as error:
             raise config_fault(f"{key}.file_numbers", self.file_numbers, str(error).split(": ", 1)[-1]) from None
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """Shards served from this filesystem (file:// URLs) are inputs; http(s) ones are fetched by the job."""
         if not (self.download_the_pile and self.the_pile_url.startswith("file://")):
             return []
-        base = self.the_pile_url[len("file://"):]
-        return [(f"{STAGE}.the_pile_url", f"{base}{self.shard_name.format(file_number=n)}") for n in self.shard_numbers()]
+        base = self.the_pile_url[len("file://") :]
+        return [
+            (f"{STAGE}.the_pile_url", f"{base}{self.shard_name.format(file_number=n)}") for n in self.shard_numbers()
+        ]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir, self.preprocessed_dir, self.raw_dir, self.extracted_dir] + [
-            path for path in (self.vocab_file, self.merge_file, self.tokenizer_model) if path]
+            path for path in (self.vocab_file, self.merge_file, self.tokenizer_model) if path
+        ]
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         """download, extract and preprocess are arrays over the shards (one node each); train_tokenizer is one job."""
         shards = tuple(self.shard_numbers())
-        array = dict(items=shards, array_limit=self.run.node_array_size, cpus_per_task=self.run.cpus_per_node,
-                     bcp_nodes=min(self.run.node_array_size, len(shards)))
+        array = dict(
+            items=shards,
+            array_limit=self.run.node_array_size,
+            cpus_per_task=self.run.cpus_per_node,
+            bcp_nodes=min(self.run.node_array_size, len(shards)),
+        )
         plans = [StepPlan(name, **array) for name in ("download", "extract")] if self.download_the_pile else []
         if self.train_tokenizer:
             plans.append(StepPlan("train_tokenizer", cpus_per_task=self.run.cpus_per_node))
@@ -217,41 +253,56 @@ class CustomDatasetConfig(_Tokenizing):
     dataset: Literal["custom_dataset"]
     custom_dataset_dir: str
     bpe_save_dir: str  # where a trained tokenizer is written
-    raw_dataset_files: List[Optional[str]]  # json, jsonl or json.gz files; null entries are skipped
+    raw_dataset_files: list[str | None]  # json, jsonl or json.gz files; null entries are skipped
     tokenizer_library: Literal["sentencepiece", "huggingface"] = "sentencepiece"
     train_tokenizer: bool = True  # train a tokenizer on the raw files first
-    tokenizer_model: Optional[str] = None  # the model preprocessing uses (the trained one by default)
-    preprocess_worker_mapping: Optional[str] = None  # written for reading: which node got which files
+    tokenizer_model: str | None = None  # the model preprocessing uses (the trained one by default)
+    preprocess_worker_mapping: str | None = None  # written for reading: which node got which files
 
     def check(self, key: str) -> None:
         self.check_tokenizing(key)
         if not (self.train_tokenizer or self.preprocess_data):
-            raise config_fault(f"{key}.preprocess_data", False, "every step is switched off; enable train_tokenizer or preprocess_data")
+            raise config_fault(
+                f"{key}.preprocess_data", False, "every step is switched off; enable train_tokenizer or preprocess_data"
+            )
         if self.preprocess_data and not self.files():
-            raise config_fault(f"{key}.raw_dataset_files", self.raw_dataset_files, "list the json/jsonl/json.gz files to preprocess")
+            raise config_fault(
+                f"{key}.raw_dataset_files", self.raw_dataset_files, "list the json/jsonl/json.gz files to preprocess"
+            )
         if not self.tokenizer_model:
-            raise config_fault(f"{key}.tokenizer_model", self.tokenizer_model, "name the tokenizer model file to train or to use")
+            raise config_fault(
+                f"{key}.tokenizer_model", self.tokenizer_model, "name the tokenizer model file to train or to use"
+            )
 
-    def files(self) -> List[str]:
+    def files(self) -> list[str]:
         return [f for f in self.raw_dataset_files if f is not None]
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         paths = [(f"{STAGE}.raw_dataset_files", path) for path in self.files()]
         if not self.train_tokenizer and self.tokenizer_model:
             paths.append((f"{STAGE}.tokenizer_model", self.tokenizer_model))
         return paths
 
-    def writes(self) -> List[str]:
-        return [self.run.results_dir, self.preprocessed_dir, self.bpe_save_dir] + ([self.tokenizer_model] if self.tokenizer_model else [])
+    def writes(self) -> list[str]:
+        return [self.run.results_dir, self.preprocessed_dir, self.bpe_save_dir] + (
+            [self.tokenizer_model] if self.tokenizer_model else []
+        )
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         """train_tokenizer is one task; preprocess is an array over run.node_array_size nodes."""
         nodes = self.run.node_array_size
         plans = [StepPlan("train_tokenizer", cpus_per_task=self.run.cpus_per_node)] if self.train_tokenizer else []
         if self.preprocess_data:
-            plans.append(StepPlan("preprocess", items=tuple(range(nodes)), array_limit=nodes,
-                                  cpus_per_task=self.run.cpus_per_node, bcp_nodes=nodes,
-                                  bcp_tasks_per_node=self.run.bcp_preproc_npernode))
+            plans.append(
+                StepPlan(
+                    "preprocess",
+                    items=tuple(range(nodes)),
+                    array_limit=nodes,
+                    cpus_per_task=self.run.cpus_per_node,
+                    bcp_nodes=nodes,
+                    bcp_tasks_per_node=self.run.bcp_preproc_npernode,
+                )
+            )
         return plans
 
 
@@ -260,7 +311,7 @@ _LANGUAGE = re.compile(r"^[a-z]{2,3}(-[A-Za-z]{2,8})?$")
 MC4_DEFAULT_LANGUAGES = "cs,da,de,el,en,es,fi,fr,hi,hu,it,ja,ko,lt,lv,nl,no,pl,pt,ro,ru,sk,sv,zh"
 
 
-def mc4_languages(value: Union[str, List[str]]) -> List[str]:
+def mc4_languages(value: str | list[str]) -> list[str]:
     """`languages` as a list: "cs,da" or [cs, da] -> ["cs", "da"]; ["all"] for all."""
     items = value.split(",") if isinstance(value, str) else list(value)
     return [str(item).strip() for item in items if str(item).strip()]
@@ -276,13 +327,13 @@ class Mc4Config(_Tokenizing):
     # each file), or a file:// folder in the same layout (multilingual/c4-<lang>.tfrecord-*.json.gz, en/c4-train.*).
     mc4_repo_url: str = "https://huggingface.co/datasets/allenai/c4"
     download_mc4: bool = True  # run the prepare and download steps
-    download_vocab_url: Optional[str] = None  # fetched to <vocab_save_dir>/<its file name> when missing
-    download_tokenizer_url: Optional[str] = None  # fetched to tokenizer_model when missing
-    vocab_save_dir: Optional[str] = None
-    tokenizer_save_dir: Optional[str] = None
+    download_vocab_url: str | None = None  # fetched to <vocab_save_dir>/<its file name> when missing
+    download_tokenizer_url: str | None = None  # fetched to tokenizer_model when missing
+    vocab_save_dir: str | None = None
+    tokenizer_save_dir: str | None = None
     tokenizer_library: Literal["sentencepiece"] = "sentencepiece"
     tokenizer_model: str  # the SentencePiece model preprocessing uses
-    languages: Union[str, List[str]] = MC4_DEFAULT_LANGUAGES  # "cs,da,...", a list, or "all"
+    languages: str | list[str] = MC4_DEFAULT_LANGUAGES  # "cs,da,...", a list, or "all"
     use_cleaned_english: bool = True  # en: the cleaned C4 (en/c4-train.*) instead of mC4's multilingual/c4-en.*
     softlinks_dir: str  # <lang>/<split>/: links to the files of each split
     max_split_size: float = 200  # GB of .json.gz per split; each split is one preprocessing unit and one dataset
@@ -295,45 +346,66 @@ class Mc4Config(_Tokenizing):
         self.check_tokenizing(key)
         positive(f"{key}.max_split_size", self.max_split_size)
         if not (self.download_mc4 or self.preprocess_data or self.train_tokenizer):
-            raise config_fault(f"{key}.preprocess_data", False, "every step is switched off; enable download_mc4 or preprocess_data")
+            raise config_fault(
+                f"{key}.preprocess_data", False, "every step is switched off; enable download_mc4 or preprocess_data"
+            )
         languages = self.language_list()
         if not languages:
             raise config_fault(f"{key}.languages", self.languages, "list languages, e.g. 'cs,da,de', or all")
         for language in languages:
             if language != "all" and not _LANGUAGE.match(language):
-                raise config_fault(f"{key}.languages", self.languages,
-                                   f"{language!r} is not an mC4 language code (e.g. de, zh, zh-Latn); or use all")
+                raise config_fault(
+                    f"{key}.languages",
+                    self.languages,
+                    f"{language!r} is not an mC4 language code (e.g. de, zh, zh-Latn); or use all",
+                )
         if "all" in languages and len(languages) > 1:
             raise config_fault(f"{key}.languages", self.languages, "all selects every language; list no others with it")
         if self.run.workers_per_node is None:
-            raise config_fault(f"{key}.run.workers_per_node", None, "mc4 preprocessing runs this many tasks per node; set it, e.g. 4")
+            raise config_fault(
+                f"{key}.run.workers_per_node", None, "mc4 preprocessing runs this many tasks per node; set it, e.g. 4"
+            )
         if self.run.cpus_per_node is not None and self.run.cpus_per_node < self.run.workers_per_node:
-            raise config_fault(f"{key}.run.cpus_per_node", self.run.cpus_per_node,
-                               f"each of the run.workers_per_node={self.run.workers_per_node} tasks needs a CPU; raise it")
+            raise config_fault(
+                f"{key}.run.cpus_per_node",
+                self.run.cpus_per_node,
+                f"each of the run.workers_per_node={self.run.workers_per_node} tasks needs a CPU; raise it",
+            )
         self.check_tokenizer_files(key, "sentencepiece", None)
         if self.train_tokenizer and self.download_tokenizer_url:
-            raise config_fault(f"{key}.download_tokenizer_url", self.download_tokenizer_url,
-                               "train_tokenizer writes tokenizer_model; set download_tokenizer_url=null, or train_tokenizer=false")
+            raise config_fault(
+                f"{key}.download_tokenizer_url",
+                self.download_tokenizer_url,
+                "train_tokenizer writes tokenizer_model; set download_tokenizer_url=null, or train_tokenizer=false",
+            )
 
-    def language_list(self) -> List[str]:
+    def language_list(self) -> list[str]:
         return mc4_languages(self.languages)
 
-    def cpus_per_task(self) -> Optional[int]:
+    def cpus_per_task(self) -> int | None:
         if self.run.cpus_per_node is None:
             return None
         return self.run.cpus_per_node // self.run.workers_per_node
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """A local repository folder is an input; a remote one is cloned and fetched by the jobs."""
         if self.download_mc4 and self.mc4_repo_url.startswith("file://"):
-            return [(f"{STAGE}.mc4_repo_url", self.mc4_repo_url[len("file://"):])]
+            return [(f"{STAGE}.mc4_repo_url", self.mc4_repo_url[len("file://") :])]
         return []
 
-    def writes(self) -> List[str]:
-        return [self.run.results_dir, self.mc4_dir, self.git_lfs_dir, self.softlinks_dir, self.preprocessed_dir,
-                self.tokenizer_model, self.download_worker_mapping, self.preprocess_worker_mapping]
+    def writes(self) -> list[str]:
+        return [
+            self.run.results_dir,
+            self.mc4_dir,
+            self.git_lfs_dir,
+            self.softlinks_dir,
+            self.preprocessed_dir,
+            self.tokenizer_model,
+            self.download_worker_mapping,
+            self.preprocess_worker_mapping,
+        ]
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         """prepare -> download (array over nodes) -> setup_preprocess -> train_tokenizer -> preprocess (array over
         nodes, run.workers_per_node tasks each with cpus_per_node / workers_per_node CPUs)."""
         nodes = self.run.node_array_size
@@ -347,20 +419,33 @@ class Mc4Config(_Tokenizing):
             plans.append(StepPlan("train_tokenizer", cpus_per_task=self.run.cpus_per_node))
         if self.preprocess_data:
             workers = self.run.workers_per_node
-            plans.append(StepPlan("preprocess", tasks_per_node=workers, cpus_per_task=self.cpus_per_task(),
-                                  bcp_tasks_per_node=workers, **node_items))
+            plans.append(
+                StepPlan(
+                    "preprocess",
+                    tasks_per_node=workers,
+                    cpus_per_task=self.cpus_per_task(),
+                    bcp_tasks_per_node=workers,
+                    **node_items,
+                )
+            )
         return plans
 
 
-def _check_trainable(key: str, library: str, tokenizer_type: Optional[str], vocab_url: Optional[str]) -> None:
+def _check_trainable(key: str, library: str, tokenizer_type: str | None, vocab_url: str | None) -> None:
     """Pile configs train WordPiece (vocab_file), SentencePiece or byte-level BPE (tokenizer_model); GPT-2's BPE
     is downloaded, never trained."""
     if library == "megatron" and tokenizer_type in (None, "GPT2BPETokenizer"):
-        raise config_fault(f"{key}.train_tokenizer", True,
-                           "GPT2BPETokenizer is downloaded, not trained; train a BertWordPiece* type, sentencepiece or huggingface")
+        raise config_fault(
+            f"{key}.train_tokenizer",
+            True,
+            "GPT2BPETokenizer is downloaded, not trained; train a BertWordPiece* type, sentencepiece or huggingface",
+        )
     if library == "megatron" and vocab_url:
-        raise config_fault(f"{key}.download_vocab_url", vocab_url,
-                           "train_tokenizer writes vocab_file; set download_vocab_url=null, or train_tokenizer=false")
+        raise config_fault(
+            f"{key}.download_vocab_url",
+            vocab_url,
+            "train_tokenizer writes vocab_file; set download_vocab_url=null, or train_tokenizer=false",
+        )
 
 
 DATASETS = {"pile": PileConfig, "mc4": Mc4Config, "custom_dataset": CustomDatasetConfig}
@@ -370,7 +455,7 @@ class DataPreparation:
     """Binds a data_preparation section to the schema its `dataset` names."""
 
     @staticmethod
-    def from_dict(data: Dict[str, Any], stage: str = STAGE) -> Union[PileConfig, Mc4Config, CustomDatasetConfig]:
+    def from_dict(data: dict[str, Any], stage: str = STAGE) -> PileConfig | Mc4Config | CustomDatasetConfig:
         dataset = data.get("dataset") if isinstance(data, dict) else None
         if dataset not in DATASETS:
             raise config_fault(f"{stage}.dataset", dataset, f"choose one of {', '.join(DATASETS)}")

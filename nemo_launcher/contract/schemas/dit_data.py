@@ -7,8 +7,8 @@ Energon dataset of generated coloured shapes in seed 002's DiT sample format.
 The shapes, captions and text embeddings must match what the DiT that reads them expects: its
 model.data.latent_shape ([3, 1, image_size, image_size]), text_length and text_embedding_dim.
 """
+
 import dataclasses
-from typing import List, Tuple
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .data_preparation import StepPlan
@@ -38,11 +38,11 @@ class DitShapesDataConfig(StageSchema, stage=STAGE):
         if self.image_size < 8:
             raise config_fault(f"{key}.image_size", self.image_size, "shapes need at least 8 x 8 pixels")
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         return [StepPlan("shapes_data")]
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return []
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.output_dir]

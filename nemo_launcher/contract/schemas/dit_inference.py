@@ -8,8 +8,9 @@ One process. Writes into `<output_dir>`: `<prompt number>_<image number>.png` wh
 prompts, settings and, with `reference_dir` (a labelled Energon dataset such as the generated shapes), how close each
 prompt's samples are to the mean image of the prompt's class against the other classes' means.
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import StageSchema, config_fault, non_negative, positive_fields
 from .run import RunBase
@@ -20,14 +21,18 @@ RESULTS_FILE = "samples.json"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class DitSampleRun(RunBase):
-    model_train_name: Optional[str] = None  # the training run whose checkpoint is sampled
+    model_train_name: str | None = None  # the training run whose checkpoint is sampled
     nodes: int = 1
     ntasks_per_node: int = 1  # one process: sampling runs unsplit (TP = CP = 1)
 
     def check(self, key: str) -> None:
         super().check(key)
         if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(f"{key}.ntasks_per_node", self.ntasks_per_node, "DiT sampling runs in one process: set nodes and ntasks_per_node to 1")
+            raise config_fault(
+                f"{key}.ntasks_per_node",
+                self.ntasks_per_node,
+                "DiT sampling runs in one process: set nodes and ntasks_per_node to 1",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +40,7 @@ class DitSampleConfig(StageSchema, stage=STAGE):
     run: DitSampleRun
     training_config: str  # the training run's resolved config (<run.name>_hydra.yaml): architecture and schedule
     checkpoint_dir: str  # the training run's checkpoints; the newest complete step-<N> is sampled
-    prompts: List[str]
+    prompts: list[str]
     output_dir: str
     text_encoder: Literal["word_table"] = "word_table"  # the generated data's stand-in for T5 (no model downloads here)
     num_images_per_prompt: int = 4
@@ -44,7 +49,7 @@ class DitSampleConfig(StageSchema, stage=STAGE):
     guidance_scale: float = 1.0  # classifier-free guidance; 1.0 = the prompt alone (no unconditional pass)
     seed: int = 123
     accelerator: Literal["cpu", "gpu"] = "gpu"
-    reference_dir: Optional[str] = None  # labelled Energon dataset to score the samples against (optional)
+    reference_dir: str | None = None  # labelled Energon dataset to score the samples against (optional)
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_images_per_prompt", "inference_steps")
@@ -52,11 +57,11 @@ class DitSampleConfig(StageSchema, stage=STAGE):
         if not self.prompts:
             raise config_fault(f"{key}.prompts", self.prompts, "give at least one prompt")
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         paths = [(f"{STAGE}.training_config", self.training_config), (f"{STAGE}.checkpoint_dir", self.checkpoint_dir)]
         if self.reference_dir:
             paths.append((f"{STAGE}.reference_dir", f"{self.reference_dir}/.nv-meta/dataset.yaml"))
         return paths
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.output_dir]

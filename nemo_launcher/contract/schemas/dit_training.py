@@ -10,12 +10,22 @@ Seed 002's NeMo 2.0 keys map here as: trainer.strategy.{tensor,context}_model_pa
 data.task_encoder.seq_length -> model.data.seq_length. The run, trainer, exp_manager and optimizer sections are
 every family's (common_training).
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import config_fault, non_negative, positive, positive_fields
-from .common_training import (TrainingStage, LayerStack, ExpManagerSection, OptimSection, TrainerSection, check_heads, check_layout, check_recompute,
-                              check_schedule)
+from .common_training import (
+    ExpManagerSection,
+    LayerStack,
+    OptimSection,
+    TrainerSection,
+    TrainingStage,
+    check_heads,
+    check_layout,
+    check_recompute,
+    check_schedule,
+)
 from .run import RunBase
 
 STAGE = "training"
@@ -40,7 +50,9 @@ class DiffusionSection:
     def check(self, key: str) -> None:
         positive(f"{key}.num_train_timesteps", self.num_train_timesteps)
         if not 0.0 < self.beta_start < self.beta_end < 1.0:
-            raise config_fault(f"{key}.beta_start", self.beta_start, f"needs 0 < beta_start < beta_end ({self.beta_end}) < 1")
+            raise config_fault(
+                f"{key}.beta_start", self.beta_start, f"needs 0 < beta_start < beta_end ({self.beta_end}) < 1"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +63,9 @@ class DitData:
 
     data_type: Literal["mock", "energon"]
     seq_length: int  # latent tokens per sample: (T / patch_temporal) x (H / patch_spatial) x (W / patch_spatial)
-    latent_shape: List[int]  # [channels, frames, height, width] of one sample's latents
+    latent_shape: list[int]  # [channels, frames, height, width] of one sample's latents
     text_length: int  # text-embedding tokens per sample (energon: longer ones are cut, shorter ones zero-padded)
-    path: Optional[str] = None  # energon: the dataset folder (holds .nv-meta/); mock: unused
+    path: str | None = None  # energon: the dataset folder (holds .nv-meta/); mock: unused
     num_workers: int = 2  # loader worker processes per rank
     shuffle_buffer_size: int = 100  # energon: samples mixed in the shuffle buffer
     mock_samples: int = 1024  # mock: distinct training samples before they repeat
@@ -63,9 +75,13 @@ class DitData:
         positive_fields(self, key, "seq_length", "text_length", "shuffle_buffer_size", "mock_samples")
         non_negative(f"{key}.num_workers", self.num_workers)
         if len(self.latent_shape) != 4 or not all(isinstance(n, int) and n > 0 for n in self.latent_shape):
-            raise config_fault(f"{key}.latent_shape", self.latent_shape, "expected [channels, frames, height, width], each > 0")
+            raise config_fault(
+                f"{key}.latent_shape", self.latent_shape, "expected [channels, frames, height, width], each > 0"
+            )
         if self.data_type == "energon" and not self.path:
-            raise config_fault(f"{key}.path", self.path, "data_type energon reads an Energon dataset folder: set its path")
+            raise config_fault(
+                f"{key}.path", self.path, "data_type energon reads an Energon dataset folder: set its path"
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,29 +106,47 @@ class DitModelSection(LayerStack):
         if not 0.0 <= self.caption_dropout_rate < 1.0:
             raise config_fault(f"{key}.caption_dropout_rate", self.caption_dropout_rate, "must be in [0, 1), e.g. 0.1")
         if self.pipeline_model_parallel_size != 1:
-            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
-                               "DiT runs without pipeline stages here (the per-stage copy of the conditioning is not "
-                               "built): set 1 and split the model with tensor_model_parallel_size instead")
+            raise config_fault(
+                f"{key}.pipeline_model_parallel_size",
+                self.pipeline_model_parallel_size,
+                "DiT runs without pipeline stages here (the per-stage copy of the conditioning is not "
+                "built): set 1 and split the model with tensor_model_parallel_size instead",
+            )
         _, frames, height, width = self.data.latent_shape
-        for name, size, patch in (("frames", frames, self.patch_temporal), ("height", height, self.patch_spatial),
-                                  ("width", width, self.patch_spatial)):
+        for name, size, patch in (
+            ("frames", frames, self.patch_temporal),
+            ("height", height, self.patch_spatial),
+            ("width", width, self.patch_spatial),
+        ):
             if size % patch:
-                raise config_fault(f"{key}.data.latent_shape", self.data.latent_shape,
-                                   f"latent {name} {size} is not divisible by its patch size {patch}")
+                raise config_fault(
+                    f"{key}.data.latent_shape",
+                    self.data.latent_shape,
+                    f"latent {name} {size} is not divisible by its patch size {patch}",
+                )
         tokens = self.tokens_per_sample()
         if self.data.seq_length != tokens:
-            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
-                               f"latents {self.data.latent_shape} in patches of {self.patch_temporal}x{self.patch_spatial}x"
-                               f"{self.patch_spatial} make {tokens} tokens; set seq_length to {tokens} or change latent_shape")
+            raise config_fault(
+                f"{key}.data.seq_length",
+                self.data.seq_length,
+                f"latents {self.data.latent_shape} in patches of {self.patch_temporal}x{self.patch_spatial}x"
+                f"{self.patch_spatial} make {tokens} tokens; set seq_length to {tokens} or change latent_shape",
+            )
         cp, tp = self.context_parallel_size, self.tensor_model_parallel_size
         split = cp * (tp if self.sequence_parallel else 1)
         if tokens % split:
-            raise config_fault(f"{key}.data.seq_length", tokens,
-                               f"must be divisible by context_parallel_size({cp})"
-                               + (f" x tensor_model_parallel_size({tp}) (sequence parallel)" if self.sequence_parallel else ""))
+            raise config_fault(
+                f"{key}.data.seq_length",
+                tokens,
+                f"must be divisible by context_parallel_size({cp})"
+                + (f" x tensor_model_parallel_size({tp}) (sequence parallel)" if self.sequence_parallel else ""),
+            )
         if cp > 1 and not self.transformer_engine:
-            raise config_fault(f"{key}.context_parallel_size", cp,
-                               "context parallelism needs Transformer Engine attention: set transformer_engine: true")
+            raise config_fault(
+                f"{key}.context_parallel_size",
+                cp,
+                "context parallelism needs Transformer Engine attention: set transformer_engine: true",
+            )
         check_heads(self, key)
         check_recompute(self, key)
 
@@ -132,9 +166,12 @@ class DitTrainingConfig(TrainingStage):
         if self.model.data.data_type == "energon":
             for name in ("limit_val_batches", "limit_test_batches"):
                 if getattr(self.trainer, name):
-                    raise config_fault(f"{key}.trainer.{name}", getattr(self.trainer, name),
-                                       "an Energon dataset is read as one endless training stream here: set 0 "
-                                       "(or use model.data.data_type: mock to validate on held-out mock samples)")
+                    raise config_fault(
+                        f"{key}.trainer.{name}",
+                        getattr(self.trainer, name),
+                        "an Energon dataset is read as one endless training stream here: set 0 "
+                        "(or use model.data.data_type: mock to validate on held-out mock samples)",
+                    )
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
         check_schedule(self.model, self.trainer, key)
         self._check_cpu_parallelism(key)
@@ -147,15 +184,21 @@ class DitTrainingConfig(TrainingStage):
             return
         m = self.model
         if m.context_parallel_size > 1:
-            raise config_fault(f"{key}.model.context_parallel_size", m.context_parallel_size,
-                               "context parallelism needs Transformer Engine attention, on GPUs only: set 1 with "
-                               "trainer.accelerator cpu")
+            raise config_fault(
+                f"{key}.model.context_parallel_size",
+                m.context_parallel_size,
+                "context parallelism needs Transformer Engine attention, on GPUs only: set 1 with "
+                "trainer.accelerator cpu",
+            )
         if m.sequence_parallel and m.tensor_model_parallel_size > 1:
-            raise config_fault(f"{key}.model.sequence_parallel", True,
-                               "sequence parallelism needs Transformer Engine's norms, on GPUs only (the local spec's "
-                               "torch LayerNorm refuses it): set false with trainer.accelerator cpu")
+            raise config_fault(
+                f"{key}.model.sequence_parallel",
+                True,
+                "sequence parallelism needs Transformer Engine's norms, on GPUs only (the local spec's "
+                "torch LayerNorm refuses it): set false with trainer.accelerator cpu",
+            )
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the Energon dataset's index."""
         data = self.model.data
         if data.data_type != "energon":

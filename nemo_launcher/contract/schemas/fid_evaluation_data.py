@@ -14,8 +14,8 @@ and coco_captions_file say. Steps, each a job running `nemo_launcher.jobs.fid_ev
 | standin_scorers | standin_scorers.enable       | randomly initialised Inception and CLIP files (tiny configs)   |
 | preprocess      | preprocess_images or _captions | images_output_dir/<stem>.png (centre crop, image_size square), captions_output_dir/<stem>_<annotation id>.txt |
 """
+
 import dataclasses
-from typing import List, Optional, Tuple
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .data_preparation import StepPlan
@@ -49,8 +49,8 @@ class StandinScorers:
     Scores computed with them are not comparable to published FID or CLIP scores."""
 
     enable: bool = False
-    inception_weights_path: Optional[str] = None  # torch-fidelity's Inception state dict format
-    clip_model_path: Optional[str] = None  # a transformers CLIPModel folder (model, tokenizer, image processor)
+    inception_weights_path: str | None = None  # torch-fidelity's Inception state dict format
+    clip_model_path: str | None = None  # a transformers CLIPModel folder (model, tokenizer, image processor)
     seed: int = 0
 
     def check(self, key: str) -> None:
@@ -81,11 +81,15 @@ class CocoReferenceData:
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_captions", "image_size", "num_processes")
-        if not (self.preprocess_images or self.preprocess_captions or self.generate_shapes.enable
-                or self.standin_scorers.enable):
+        if not (
+            self.preprocess_images
+            or self.preprocess_captions
+            or self.generate_shapes.enable
+            or self.standin_scorers.enable
+        ):
             raise config_fault(f"{key}.preprocess_images", self.preprocess_images, "every step is disabled; enable one")
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         plans = []
         if self.generate_shapes.enable:
             plans.append(StepPlan("generate_shapes"))
@@ -95,7 +99,7 @@ class CocoReferenceData:
             plans.append(StepPlan("preprocess", tasks_per_node=1, cpus_per_task=self.num_processes))
         return plans
 
-    def reads(self, key: str = STAGE) -> List[Tuple[str, str]]:
+    def reads(self, key: str = STAGE) -> list[tuple[str, str]]:
         if self.generate_shapes.enable:
             return []
         paths = []
@@ -105,7 +109,7 @@ class CocoReferenceData:
             paths.append((f"{key}.coco_captions_file", self.coco_captions_file))
         return paths
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         paths = [self.images_output_dir, self.captions_output_dir]
         if self.generate_shapes.enable:
             paths += [self.coco_images_dir, self.coco_captions_file]

@@ -1,6 +1,7 @@
 """Schema of the resolved `conversion` section of the GPT family (conf/conversion/gpt3/convert_gpt3.yaml): the
 shared conversion keys (common_conversion) and a Hugging Face export where an architecture matches.
 """
+
 import dataclasses
 from typing import ClassVar, Literal
 

@@ -1,8 +1,9 @@
 """Schema of the resolved `export` section of the GPT family (conf/export/gpt3/export_gpt3.yaml): a Triton
 model repository whose Python backend serves the model in one process per instance."""
+
 import dataclasses
 from pathlib import Path
-from typing import ClassVar, List, Literal, Optional, Tuple
+from typing import ClassVar, Literal
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .run import RunBase
@@ -13,10 +14,10 @@ DataType = Literal["fp32", "fp16", "bf16"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExportRun(RunBase):
-    model_train_name: Optional[str] = None  # the training run whose converted model is exported
-    training_dir: Optional[str] = None
-    convert_name: Optional[str] = None
-    config_summary: Optional[str] = None  # tp<TP>_pp<PP>_<weights>_<compute>, names the results folder
+    model_train_name: str | None = None  # the training run whose converted model is exported
+    training_dir: str | None = None
+    convert_name: str | None = None
+    config_summary: str | None = None  # tp<TP>_pp<PP>_<weights>_<compute>, names the results folder
     model_type: Literal["gpt3"] = "gpt3"
 
 
@@ -30,11 +31,17 @@ class ExportModel:
 
     def check(self, key: str) -> None:
         if self.tensor_model_parallel_size != 1:
-            raise config_fault(f"{key}.tensor_model_parallel_size", self.tensor_model_parallel_size,
-                               "the Triton Python backend serves a model in one process per instance: set 1")
+            raise config_fault(
+                f"{key}.tensor_model_parallel_size",
+                self.tensor_model_parallel_size,
+                "the Triton Python backend serves a model in one process per instance: set 1",
+            )
         if not Path(self.checkpoint_path).is_absolute():
-            raise config_fault(f"{key}.checkpoint_path", self.checkpoint_path,
-                               f"name the .nemo to export by absolute path (the conversion stage writes {self.written_by_conversion})")
+            raise config_fault(
+                f"{key}.checkpoint_path",
+                self.checkpoint_path,
+                f"name the .nemo to export by absolute path (the conversion stage writes {self.written_by_conversion})",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,15 +59,25 @@ class TritonDeployment:
     def check(self, key: str) -> None:
         positive_fields(self, key, "max_batch_size", "tokens_to_generate", "instance_count")
         if self.pipeline_model_parallel_size != 1:
-            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
-                               "the Triton Python backend serves a model in one process per instance: set 1")
+            raise config_fault(
+                f"{key}.pipeline_model_parallel_size",
+                self.pipeline_model_parallel_size,
+                "the Triton Python backend serves a model in one process per instance: set 1",
+            )
         for name in ("int8_mode", "enable_custom_all_reduce"):
             if getattr(self, name):
-                raise config_fault(f"{key}.{name}", True, "is a FasterTransformer option; the Python backend has no such kernels: set false")
+                raise config_fault(
+                    f"{key}.{name}",
+                    True,
+                    "is a FasterTransformer option; the Python backend has no such kernels: set false",
+                )
         path = Path(self.triton_model_dir)
         if not path.is_absolute() or not path.name:
-            raise config_fault(f"{key}.triton_model_dir", self.triton_model_dir,
-                               "an absolute path ending in the served model's name, e.g. /results/model_repo/gpt3_5b")
+            raise config_fault(
+                f"{key}.triton_model_dir",
+                self.triton_model_dir,
+                "an absolute path ending in the served model's name, e.g. /results/model_repo/gpt3_5b",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +86,8 @@ class ExportConfig(StageSchema, stage=STAGE):
     model: ExportModel
     triton_deployment: TritonDeployment
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return [(f"{STAGE}.model.checkpoint_path", self.model.checkpoint_path)]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir, str(Path(self.triton_deployment.triton_model_dir).parent)]

@@ -6,8 +6,9 @@
 The architecture is not here: it comes from the `.nemo` named by model.restore_from_path, so the layout rules
 that need it (heads divisible by TP) are the job's; those that need only the batch sizes are checked at bind.
 """
+
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import Any, Literal
 
 from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
 from .common_training import OptimSection, check_layout, check_schedule, check_world_size
@@ -29,8 +30,8 @@ class MetricSection:
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSection:
-    file_names: List[str]  # jsonl files, one {context_key: ..., label_key: ...} object per line
-    concat_sampling_probabilities: Optional[List[float]] = None  # one per file, summing to 1
+    file_names: list[str]  # jsonl files, one {context_key: ..., label_key: ...} object per line
+    concat_sampling_probabilities: list[float] | None = None  # one per file, summing to 1
     context_key: str = "input"
     label_key: str = "output"
     prompt_template: str = "{input} {output}"  # must contain {input} and end with {output}
@@ -38,26 +39,37 @@ class DatasetSection:
     truncation_field: Literal["context", "answer"] = "context"  # what loses tokens when a sample is too long
     add_eos: bool = True  # end the answer with the end-of-document token
     num_workers: int = 0  # DataLoader worker processes per rank
-    names: Optional[List[str]] = None  # a label per file for the logs
+    names: list[str] | None = None  # a label per file for the logs
     metric: MetricSection = MetricSection()
 
     def check(self, key: str) -> None:
         if not self.file_names or not all(self.file_names):
-            raise config_fault(f"{key}.file_names", self.file_names, "list one or more jsonl files, e.g. [/data/train.jsonl]")
+            raise config_fault(
+                f"{key}.file_names", self.file_names, "list one or more jsonl files, e.g. [/data/train.jsonl]"
+            )
         positive(f"{key}.max_seq_length", self.max_seq_length)
         if self.num_workers < 0:
             raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
         if "{input}" not in self.prompt_template or not self.prompt_template.rstrip().endswith("{output}"):
-            raise config_fault(f"{key}.prompt_template", self.prompt_template,
-                               'must contain {input} and end with {output}, e.g. "{input} {output}" or "Q: {input}\\nA: {output}"')
+            raise config_fault(
+                f"{key}.prompt_template",
+                self.prompt_template,
+                'must contain {input} and end with {output}, e.g. "{input} {output}" or "Q: {input}\\nA: {output}"',
+            )
         weights = self.concat_sampling_probabilities
         if weights is None:
             if len(self.file_names) > 1:
-                raise config_fault(f"{key}.concat_sampling_probabilities", None,
-                                   f"give one probability per file ({len(self.file_names)} files), summing to 1")
+                raise config_fault(
+                    f"{key}.concat_sampling_probabilities",
+                    None,
+                    f"give one probability per file ({len(self.file_names)} files), summing to 1",
+                )
         elif len(weights) != len(self.file_names) or any(w < 0 for w in weights) or abs(sum(weights) - 1.0) > 1e-6:
-            raise config_fault(f"{key}.concat_sampling_probabilities", weights,
-                               f"give one probability >= 0 per file ({len(self.file_names)} files), summing to 1")
+            raise config_fault(
+                f"{key}.concat_sampling_probabilities",
+                weights,
+                f"give one probability >= 0 per file ({len(self.file_names)} files), summing to 1",
+            )
         if self.names is not None and len(self.names) != len(self.file_names):
             raise config_fault(f"{key}.names", self.names, f"give one name per file ({len(self.file_names)} files)")
 
@@ -75,8 +87,8 @@ class LoraSection:
     adapter_dropout: float = 0.0  # dropout on the adapter's input
     column_init_method: INIT_METHODS = "xavier"  # A (adapter_dim x in)
     row_init_method: INIT_METHODS = "zero"  # B (out x adapter_dim); zero: training starts from the base model
-    target_modules: List[str] = dataclasses.field(default_factory=lambda: ["attention_qkv"])
-    layer_selection: Optional[List[int]] = None  # 1-based layer numbers; null = every layer
+    target_modules: list[str] = dataclasses.field(default_factory=lambda: ["attention_qkv"])
+    layer_selection: list[int] | None = None  # 1-based layer numbers; null = every layer
 
     def check(self, key: str) -> None:
         positive(f"{key}.adapter_dim", self.adapter_dim)
@@ -84,11 +96,13 @@ class LoraSection:
         fraction(f"{key}.adapter_dropout", self.adapter_dropout)
         unknown = [t for t in self.target_modules if t not in TARGET_MODULES + ("all",)]
         if not self.target_modules or unknown:
-            raise config_fault(f"{key}.target_modules", self.target_modules, f"list some of {', '.join(TARGET_MODULES)}, or all")
+            raise config_fault(
+                f"{key}.target_modules", self.target_modules, f"list some of {', '.join(TARGET_MODULES)}, or all"
+            )
         if self.layer_selection is not None and any(layer < 1 for layer in self.layer_selection):
             raise config_fault(f"{key}.layer_selection", self.layer_selection, "layer numbers start at 1")
 
-    def targets(self) -> List[str]:
+    def targets(self) -> list[str]:
         return list(TARGET_MODULES) if "all" in self.target_modules else list(dict.fromkeys(self.target_modules))
 
 
@@ -96,13 +110,13 @@ class LoraSection:
 class PeftSection:
     peft_scheme: Literal["lora"]
     lora_tuning: LoraSection
-    restore_from_path: Optional[str] = None  # an adapter file to continue from
+    restore_from_path: str | None = None  # an adapter file to continue from
     merge: bool = True  # also write <name>_merged.nemo
 
 
 @dataclasses.dataclass(frozen=True)
 class SftModel:
-    restore_from_path: Optional[str]  # the .nemo to start from
+    restore_from_path: str | None  # the .nemo to start from
     global_batch_size: int
     micro_batch_size: int
     optim: OptimSection
@@ -113,17 +127,23 @@ class SftModel:
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
     answer_only_loss: bool = True
-    peft: Optional[PeftSection] = None
+    peft: PeftSection | None = None
 
     def check(self, key: str) -> None:
         if not self.restore_from_path:
-            raise config_fault(f"{key}.restore_from_path", self.restore_from_path,
-                               "name the .nemo to fine-tune (the conversion stage writes <train dir>/convert_nemo/results/megatron_gpt.nemo)")
+            raise config_fault(
+                f"{key}.restore_from_path",
+                self.restore_from_path,
+                "name the .nemo to fine-tune (the conversion stage writes <train dir>/convert_nemo/results/megatron_gpt.nemo)",
+            )
         positive_fields(self, key, "global_batch_size", "micro_batch_size", "tensor_model_parallel_size")
         if self.pipeline_model_parallel_size != 1:
-            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
-                               "fine-tuning runs without pipeline parallelism: set 1 and split a large model with "
-                               "tensor_model_parallel_size")
+            raise config_fault(
+                f"{key}.pipeline_model_parallel_size",
+                self.pipeline_model_parallel_size,
+                "fine-tuning runs without pipeline parallelism: set 1 and split a large model with "
+                "tensor_model_parallel_size",
+            )
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
 
@@ -136,8 +156,8 @@ class SquadSplit:
 
 @dataclasses.dataclass(frozen=True)
 class SquadPreparation:
-    train: Optional[SquadSplit] = None
-    validation: Optional[SquadSplit] = None
+    train: SquadSplit | None = None
+    validation: SquadSplit | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,17 +166,19 @@ class SftConfig:
     trainer: SftTrainer
     exp_manager: SftExpManager
     model: SftModel
-    squad_preparation: Optional[SquadPreparation] = None  # SQuAD JSON -> jsonl before training (jobs/data/squad.py)
+    squad_preparation: SquadPreparation | None = None  # SQuAD JSON -> jsonl before training (jobs/data/squad.py)
 
     def check(self, key: str) -> None:
         if key == "peft" and self.model.peft is None:
             raise config_fault("peft.model.peft", None, "missing: set peft_scheme: lora and lora_tuning")
         if key == "fine_tuning" and self.model.peft is not None:
-            raise config_fault("fine_tuning.model.peft", "...", "fine-tuning trains every weight; use the peft stage for adapters")
+            raise config_fault(
+                "fine_tuning.model.peft", "...", "fine-tuning trains every weight; use the peft stage for adapters"
+            )
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
         check_schedule(self.model, self.trainer, key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         key = f"{self.stage}.model"
         paths = [(f"{key}.restore_from_path", self.model.restore_from_path)]
         if self.model.peft is not None and self.model.peft.restore_from_path:
@@ -164,22 +186,27 @@ class SftConfig:
         for split in ("train_ds", "validation_ds"):
             paths += [(f"{key}.data.{split}.file_names", name) for name in getattr(self.model.data, split).file_names]
         if self.squad_preparation is not None:  # this job's first step converts these into the jsonl files above
-            paths += [(f"{self.stage}.squad_preparation.{name}.source", split.source)
-                      for name, split in (("train", self.squad_preparation.train), ("validation", self.squad_preparation.validation))
-                      if split is not None]
+            paths += [
+                (f"{self.stage}.squad_preparation.{name}.source", split.source)
+                for name, split in (
+                    ("train", self.squad_preparation.train),
+                    ("validation", self.squad_preparation.validation),
+                )
+                if split is not None
+            ]
         return paths
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         squad = self.squad_preparation
         outputs = [split.output for split in (squad.train, squad.validation) if split is not None] if squad else []
         return [self.exp_manager.explicit_log_dir] + outputs
 
-    def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
+    def preparation_args(self, config_file: str) -> tuple[str, ...] | None:
         """Arguments of the family's preparation program (SQuAD JSON -> jsonl), run first; None: nothing to prepare."""
         return ("--config", config_file) if self.squad_preparation is not None else None
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any], stage: Literal["fine_tuning", "peft"]) -> "SftConfig":
+    def from_dict(cls, data: dict[str, Any], stage: Literal["fine_tuning", "peft"]) -> "SftConfig":
         assert stage in STAGES, stage
         return bind_stage(cls, data, stage)
 

@@ -8,13 +8,27 @@ rules (TP x PP dividing the GPUs, heads and layers divisible, the global batch s
 ranks, ramp-up steps) are checked against trainer.num_nodes x trainer.devices at bind time, so the launcher
 refuses what Megatron would refuse hours later in the queue.
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple, Union
+from typing import Literal
 
 from ..binding import config_fault, non_negative, positive, positive_fields
 from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
-from .common_training import (TrainingStage, CheckpointParams, DecoderStackSection, ExpManagerSection, OptimSection, RunSection,
-                              TrainerSection, blend, check_data_source, check_layout, check_schedule, check_splits, data_reads)
+from .common_training import (
+    CheckpointParams,
+    DecoderStackSection,
+    ExpManagerSection,
+    OptimSection,
+    RunSection,
+    TrainerSection,
+    TrainingStage,
+    blend,
+    check_data_source,
+    check_layout,
+    check_schedule,
+    check_splits,
+    data_reads,
+)
 from .gpu_training import NsysSection, UbOverlapSection, check_fixed, check_gpu_settings, check_profile_ranks
 
 STAGE = "training"
@@ -25,18 +39,29 @@ Normalization = Literal["layernorm", "layernorm1p", "rmsnorm"]
 @dataclasses.dataclass(frozen=True)
 class TokenizerSection:
     library: TokenizerLibrary
-    type: Optional[str] = None  # library megatron: GPT2BPETokenizer
-    model: Optional[str] = None  # sentencepiece .model or huggingface tokenizer.json
-    vocab_file: Optional[str] = None  # library megatron: GPT-2 vocab.json
-    merge_file: Optional[str] = None  # library megatron: GPT-2 merges.txt
-    delimiter: Optional[str] = None  # fixed: null (the reference's tabular tokenizer reads it; no tokenizer here does)
+    type: str | None = None  # library megatron: GPT2BPETokenizer
+    model: str | None = None  # sentencepiece .model or huggingface tokenizer.json
+    vocab_file: str | None = None  # library megatron: GPT-2 vocab.json
+    merge_file: str | None = None  # library megatron: GPT-2 merges.txt
+    delimiter: str | None = None  # fixed: null (the reference's tabular tokenizer reads it; no tokenizer here does)
 
     def check(self, key: str) -> None:
-        check_fixed(self, key, {"delimiter": (None, "only NeMo's tabular tokenizer reads a delimiter, and none of the "
-                                                    "tokenizers here (GPT-2 BPE, SentencePiece, tokenizer.json) does")})
+        check_fixed(
+            self,
+            key,
+            {
+                "delimiter": (
+                    None,
+                    "only NeMo's tabular tokenizer reads a delimiter, and none of the "
+                    "tokenizers here (GPT-2 BPE, SentencePiece, tokenizer.json) does",
+                )
+            },
+        )
         for name in _tokenizer_file_keys(self.library):
             if not getattr(self, name):
-                raise config_fault(f"{key}.{name}", getattr(self, name), f"tokenizer library {self.library} needs this file")
+                raise config_fault(
+                    f"{key}.{name}", getattr(self, name), f"tokenizer library {self.library} needs this file"
+                )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,22 +73,24 @@ class DataSection:
     reset_position_ids: bool = False  # positions restart after each end-of-document token
     reset_attention_mask: bool = False  # tokens attend only within their document (local layer spec only)
     eod_mask_loss: bool = False  # no loss on end-of-document tokens
-    index_mapping_dir: Optional[str] = None  # megatron-core's index cache; null = beside each data file
-    data_prefix: Optional[List[Union[float, str]]] = None  # [weight, prefix, ...]; null = automatic blend
+    index_mapping_dir: str | None = None  # megatron-core's index cache; null = beside each data file
+    data_prefix: list[float | str] | None = None  # [weight, prefix, ...]; null = automatic blend
     # megatron-core reads .bin files memory-mapped (GPTDatasetConfig.mmap_bin_files); Megatron-LM's older
     # lazy/cached formats are gone from it.
     data_impl: Literal["mmap"] = "mmap"
     skip_warmup: bool = True  # fixed: true (megatron-core's indexed dataset has no warm-up pass over the mmap)
 
     def check(self, key: str) -> None:
-        check_fixed(self, key, {"skip_warmup": (True, "megatron-core's indexed dataset has no warm-up read of its files")})
+        check_fixed(
+            self, key, {"skip_warmup": (True, "megatron-core's indexed dataset has no warm-up read of its files")}
+        )
         positive(f"{key}.seq_length", self.seq_length)
         non_negative(f"{key}.num_workers", self.num_workers)
         check_splits(f"{key}.splits_string", self.splits_string)
         if self.data_prefix is not None:
             self.blend(key)
 
-    def blend(self, key: str = "training.model.data") -> List[Union[float, str]]:
+    def blend(self, key: str = "training.model.data") -> list[float | str]:
         return blend(self.data_prefix, f"{key}.data_prefix")
 
 
@@ -80,11 +107,20 @@ class GptOptimSection(OptimSection):
     def check(self, key: str) -> None:
         super().check(key)
         positive(f"{key}.bucket_cap_mb", self.bucket_cap_mb)
-        check_fixed(self, key, {
-            "contiguous_grad_buffer": (True, "megatron-core DDP always keeps gradients in contiguous bucket buffers"),
-            "contiguous_param_buffer": (True, "megatron-core's distributed optimizer always gathers parameters into "
-                                              "contiguous buffers"),
-        })
+        check_fixed(
+            self,
+            key,
+            {
+                "contiguous_grad_buffer": (
+                    True,
+                    "megatron-core DDP always keeps gradients in contiguous bucket buffers",
+                ),
+                "contiguous_param_buffer": (
+                    True,
+                    "megatron-core's distributed optimizer always gathers parameters into contiguous buffers",
+                ),
+            },
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -92,10 +128,10 @@ class ModelSection(DecoderStackSection):
     tokenizer: TokenizerSection
     optim: GptOptimSection
     data: DataSection
-    rampup_batch_size: Optional[List[int]] = None  # [start, increment, ramp-up samples]
+    rampup_batch_size: list[int] | None = None  # [start, increment, ramp-up samples]
     encoder_seq_length: int = 2048  # tokens per sample
     max_position_embeddings: int = 2048  # rows of the learned position table
-    num_query_groups: Optional[int] = None  # grouped-query attention; null = one group per head
+    num_query_groups: int | None = None  # grouped-query attention; null = one group per head
     normalization: Normalization = "layernorm"  # layernorm1p = LayerNorm with zero-centred gamma
     bias: bool = True  # bias terms in the linear layers
     activation: Activation = "gelu"
@@ -127,21 +163,23 @@ class ModelSection(DecoderStackSection):
     tp_comm_atomic_ag: bool = False  # userbuffers: atomic GEMM for the all-gather overlap (FP8)
     tp_comm_atomic_rs: bool = False  # userbuffers: atomic GEMM for the reduce-scatter overlap (FP8)
     ub_tp_comm_overlap: bool = False  # overlap TP communication with GEMMs (Transformer Engine userbuffers)
-    ub_tp_comm_overlap_cfg: Optional[UbOverlapSection] = None  # per-GEMM userbuffers settings
+    ub_tp_comm_overlap_cfg: UbOverlapSection | None = None  # per-GEMM userbuffers settings
     hysteresis: int = 2  # fp16: overflowing steps tolerated before the loss scale is lowered
     native_amp_init_scale: float = 4294967296.0  # fp16: initial loss scale (2^32)
     native_amp_growth_interval: int = 1000  # fp16: steps without overflow before the loss scale doubles
     grad_allreduce_chunk_size_mb: int = 125  # gradient bucket (MB of fp32 gradients) without distributed_fused_adam
     grad_div_ar_fusion: bool = True  # average gradients inside the collective (NCCL's AVG) instead of dividing after
     fsdp: bool = False  # megatron-core FSDP (ZeRO-3) instead of DDP
-    fsdp_sharding_strategy: Literal["full", "grad", "hybrid"] = "full"  # full: params, grads, optimizer; grad: grads, optimizer
+    fsdp_sharding_strategy: Literal["full", "grad", "hybrid"] = (
+        "full"  # full: params, grads, optimizer; grad: grads, optimizer
+    )
     fsdp_grad_reduce_dtype: Literal[32, 16, "bf16"] = 32  # fsdp: gradients are reduced in fp32 (32) or in bf16
     fsdp_sharded_checkpoint: bool = False  # fsdp: must be true (checkpoints are always sharded by rank)
     sharp: bool = False  # SHARP (in-network reductions) for the data-parallel groups; needs NCCL's CollNet plugin
     gc_interval: int = 0  # Python garbage collection every N steps on all ranks at once; 0 = Python's own schedule
     apex_transformer_log_level: Literal[0, 10, 20, 30, 40, 50] = 30  # logging level of megatron-core's loggers
     nsys_profile: NsysSection = dataclasses.field(default_factory=NsysSection)
-    resume_from_checkpoint: Optional[str] = None  # step-<N> checkpoint folder to start from when the run has none
+    resume_from_checkpoint: str | None = None  # step-<N> checkpoint folder to start from when the run has none
     # Fixed keys: NeMo 1.x switches describing what this trainer always does (see FIXED_MODEL_KEYS).
     mcore_gpt: bool = True
     megatron_amp_O2: bool = True
@@ -149,8 +187,8 @@ class ModelSection(DecoderStackSection):
     pre_process: bool = True
     post_process: bool = True
     onnx_safe: bool = False
-    activations_checkpoint_layers_per_pipeline: Optional[int] = None
-    num_micro_batches_with_partial_activation_checkpoints: Optional[int] = None
+    activations_checkpoint_layers_per_pipeline: int | None = None
+    num_micro_batches_with_partial_activation_checkpoints: int | None = None
 
     def check(self, key: str) -> None:
         check_fixed(self, key, FIXED_MODEL_KEYS)
@@ -160,28 +198,49 @@ class ModelSection(DecoderStackSection):
         if self.num_query_groups is not None:
             positive(f"{key}.num_query_groups", self.num_query_groups)
             if self.num_attention_heads % self.num_query_groups:
-                raise config_fault(f"{key}.num_query_groups", self.num_query_groups,
-                                   f"must divide num_attention_heads ({self.num_attention_heads})")
+                raise config_fault(
+                    f"{key}.num_query_groups",
+                    self.num_query_groups,
+                    f"must divide num_attention_heads ({self.num_attention_heads})",
+                )
         super().check(key)
         if self.overlap_p2p_comm and self.virtual_pipeline_size() == 1:
-            raise config_fault(f"{key}.overlap_p2p_comm", True,
-                               "only works with the interleaved schedule (virtual_pipeline_model_parallel_size > 1); set false")
+            raise config_fault(
+                f"{key}.overlap_p2p_comm",
+                True,
+                "only works with the interleaved schedule (virtual_pipeline_model_parallel_size > 1); set false",
+            )
         if self.fp8 and not (self.fp8_e4m3 or self.fp8_hybrid):
-            raise config_fault(f"{key}.fp8", True, "needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid (e4m3 forward, e5m2 gradients)")
+            raise config_fault(
+                f"{key}.fp8",
+                True,
+                "needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid (e4m3 forward, e5m2 gradients)",
+            )
         if self.rampup_batch_size is not None:
             ramp = self.rampup_batch_size
             if len(ramp) != 3 or any(v <= 0 for v in ramp):
-                raise config_fault(f"{key}.rampup_batch_size", ramp, "use [start, increment, ramp-up samples], e.g. [256, 128, 50000000]")
+                raise config_fault(
+                    f"{key}.rampup_batch_size",
+                    ramp,
+                    "use [start, increment, ramp-up samples], e.g. [256, 128, 50000000]",
+                )
             start, increment, _ = ramp
             if start > self.global_batch_size or (self.global_batch_size - start) % increment:
-                raise config_fault(f"{key}.rampup_batch_size", ramp,
-                                   f"global_batch_size({self.global_batch_size}) must be start({start}) + k x increment({increment})")
+                raise config_fault(
+                    f"{key}.rampup_batch_size",
+                    ramp,
+                    f"global_batch_size({self.global_batch_size}) must be start({start}) + k x increment({increment})",
+                )
 
     def bucket_mb(self) -> int:
         """MB of fp32 gradients per DDP bucket: the reference's two keys, one per optimizer kind."""
-        return self.optim.bucket_cap_mb if self.optim.name == "distributed_fused_adam" else self.grad_allreduce_chunk_size_mb
+        return (
+            self.optim.bucket_cap_mb
+            if self.optim.name == "distributed_fused_adam"
+            else self.grad_allreduce_chunk_size_mb
+        )
 
-    def batch_sizes(self) -> List[int]:
+    def batch_sizes(self) -> list[int]:
         """Every global batch size the run uses: the ramp-up's steps, then global_batch_size."""
         if self.rampup_batch_size is None:
             return [self.global_batch_size]
@@ -191,16 +250,29 @@ class ModelSection(DecoderStackSection):
 
 FIXED_MODEL_KEYS = {
     "mcore_gpt": (True, "the model is always megatron-core's GPTModel (NeMo 1.x's legacy GPT is not available)"),
-    "megatron_amp_O2": (True, "mixed precision is always O2 here: bf16/fp16 weights (Float16Module) with fp32 master "
-                              "weights in megatron-core's optimizer"),
+    "megatron_amp_O2": (
+        True,
+        "mixed precision is always O2 here: bf16/fp16 weights (Float16Module) with fp32 master "
+        "weights in megatron-core's optimizer",
+    ),
     "gradient_as_bucket_view": (True, "megatron-core DDP always keeps each gradient as a view of its bucket"),
-    "pre_process": (True, "each pipeline stage's share (embedding on the first, loss on the last) is set by the trainer"),
-    "post_process": (True, "each pipeline stage's share (embedding on the first, loss on the last) is set by the trainer"),
+    "pre_process": (
+        True,
+        "each pipeline stage's share (embedding on the first, loss on the last) is set by the trainer",
+    ),
+    "post_process": (
+        True,
+        "each pipeline stage's share (embedding on the first, loss on the last) is set by the trainer",
+    ),
     "onnx_safe": (False, "ONNX export is no stage here (the export stage writes a Triton model repository)"),
     "activations_checkpoint_layers_per_pipeline": (
-        None, "megatron-core has no such setting: activations_checkpoint_num_layers already counts per pipeline stage"),
+        None,
+        "megatron-core has no such setting: activations_checkpoint_num_layers already counts per pipeline stage",
+    ),
     "num_micro_batches_with_partial_activation_checkpoints": (
-        None, "megatron-core has no partial recompute by microbatch; use activations_checkpoint_granularity"),
+        None,
+        "megatron-core has no partial recompute by microbatch; use activations_checkpoint_granularity",
+    ),
 }
 
 
@@ -221,25 +293,35 @@ class GptCheckpointParams(CheckpointParams):
     # save_top_k of lowest validation loss and always the newest one. A checkpoint's loss is that of the validation
     # at its step (of its own weights) where one runs there, else the newest one before it.
     monitor: Literal["step", "val_loss"] = "step"
-    mode: Optional[Literal["min", "max"]] = None  # null: the monitor's own direction (step max, val_loss min)
-    model_parallel_size: Optional[int] = None  # if set, must equal TP x PP (the reference's checkpoint layout key)
-    filename: Optional[str] = None  # fixed: null (checkpoint folders are step-<N>, what resuming and conversion read)
+    mode: Literal["min", "max"] | None = None  # null: the monitor's own direction (step max, val_loss min)
+    model_parallel_size: int | None = None  # if set, must equal TP x PP (the reference's checkpoint layout key)
+    filename: str | None = None  # fixed: null (checkpoint folders are step-<N>, what resuming and conversion read)
     always_save_nemo: bool = False  # fixed: false (the conversion stage writes the .nemo)
     save_nemo_on_train_end: bool = False  # fixed: false (the conversion stage writes the .nemo)
 
     def check(self, key: str) -> None:
         super().check(key)
         nemo = "the .nemo archive is the conversion stage's output (stages=[training,conversion])"
-        check_fixed(self, key, {
-            "filename": (None, "checkpoint folders are always step-<N>: resuming and the conversion stage find them "
-                               "by that name"),
-            "always_save_nemo": (False, nemo),
-            "save_nemo_on_train_end": (False, nemo),
-        })
+        check_fixed(
+            self,
+            key,
+            {
+                "filename": (
+                    None,
+                    "checkpoint folders are always step-<N>: resuming and the conversion stage find them by that name",
+                ),
+                "always_save_nemo": (False, nemo),
+                "save_nemo_on_train_end": (False, nemo),
+            },
+        )
         if (self.monitor, self.mode) in (("step", "min"), ("val_loss", "max")):
-            raise config_fault(f"{key}.mode", self.mode, f"monitor: {self.monitor} keeps the "
-                               f"{'newest checkpoints (mode max)' if self.monitor == 'step' else 'lowest validation losses (mode min)'}; "
-                               "set mode to match, or null")
+            raise config_fault(
+                f"{key}.mode",
+                self.mode,
+                f"monitor: {self.monitor} keeps the "
+                f"{'newest checkpoints (mode max)' if self.monitor == 'step' else 'lowest validation losses (mode min)'}; "
+                "set mode to match, or null",
+            )
         if self.model_parallel_size is not None:
             positive(f"{key}.model_parallel_size", self.model_parallel_size)
 
@@ -248,13 +330,19 @@ class GptCheckpointParams(CheckpointParams):
 class GptExpManagerSection(ExpManagerSection):
     checkpoint_callback_params: GptCheckpointParams
     step_timing_kwargs: StepTiming = dataclasses.field(default_factory=StepTiming)
-    exp_dir: Optional[str] = None  # fixed: null (explicit_log_dir is where results go)
-    name: Optional[str] = None  # fixed: null (NeMo names a folder under exp_dir with it; run.name names the run here)
+    exp_dir: str | None = None  # fixed: null (explicit_log_dir is where results go)
+    name: str | None = None  # fixed: null (NeMo names a folder under exp_dir with it; run.name names the run here)
 
     def check(self, key: str) -> None:
         where = "results go to exp_manager.explicit_log_dir (set that)"
-        check_fixed(self, key, {"exp_dir": (None, where),
-                                "name": (None, f"NeMo names the folder under exp_dir with it; {where}, and run.name names the run")})
+        check_fixed(
+            self,
+            key,
+            {
+                "exp_dir": (None, where),
+                "name": (None, f"NeMo names the folder under exp_dir with it; {where}, and run.name names the run"),
+            },
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,26 +350,39 @@ class GptTrainerSection(TrainerSection):
     # Fixed keys: what Lightning would otherwise do is done by this trainer's own parts.
     enable_checkpointing: bool = False
     logger: bool = False
-    max_epochs: Optional[int] = None
+    max_epochs: int | None = None
     use_distributed_sampler: bool = False
 
     def check(self, key: str) -> None:
         super().check(key)
-        check_fixed(self, key, {
-            "enable_checkpointing": (False, "checkpoints are exp_manager's (create_checkpoint_callback, checkpoint_callback_params)"),
-            "logger": (False, "loggers are exp_manager's (create_tensorboard_logger, create_wandb_logger)"),
-            "max_epochs": (None, "a run is sized in optimizer steps (trainer.max_steps), its dataset built for them"),
-            "use_distributed_sampler": (False, "the trainer's samplers split batches by data-parallel rank (ranks of one "
-                                               "model copy read the same data)"),
-        })
+        check_fixed(
+            self,
+            key,
+            {
+                "enable_checkpointing": (
+                    False,
+                    "checkpoints are exp_manager's (create_checkpoint_callback, checkpoint_callback_params)",
+                ),
+                "logger": (False, "loggers are exp_manager's (create_tensorboard_logger, create_wandb_logger)"),
+                "max_epochs": (
+                    None,
+                    "a run is sized in optimizer steps (trainer.max_steps), its dataset built for them",
+                ),
+                "use_distributed_sampler": (
+                    False,
+                    "the trainer's samplers split batches by data-parallel rank (ranks of one "
+                    "model copy read the same data)",
+                ),
+            },
+        )
 
 
-def _tokenizer_file_keys(library: str) -> Tuple[str, ...]:
+def _tokenizer_file_keys(library: str) -> tuple[str, ...]:
     """GPT's megatron tokenizer is GPT-2 BPE (vocab and merges); the other libraries read one model file."""
     return MEGATRON_TYPE_FILES["GPT2BPETokenizer"] if library == "megatron" else ("model",)
 
 
-def tokenizer_files(tokenizer: TokenizerSection, key: str) -> List[Tuple[str, str]]:
+def tokenizer_files(tokenizer: TokenizerSection, key: str) -> list[tuple[str, str]]:
     names = _tokenizer_file_keys(tokenizer.library)
     return [(f"{key}.{name}", getattr(tokenizer, name)) for name in names if getattr(tokenizer, name)]
 
@@ -302,17 +403,26 @@ class TrainingConfig(TrainingStage):
         check_profile_ranks(model.nsys_profile, trainer.num_nodes * trainer.devices, f"{key}.model.nsys_profile")
         model_parallel = model.tensor_model_parallel_size * model.pipeline_model_parallel_size
         if params.model_parallel_size not in (None, model_parallel):
-            raise config_fault(f"{key}.exp_manager.checkpoint_callback_params.model_parallel_size", params.model_parallel_size,
-                               f"must equal TP({model.tensor_model_parallel_size}) x PP({model.pipeline_model_parallel_size}) "
-                               f"= {model_parallel}, or be null")
-        if params.monitor == "val_loss" and (trainer.limit_val_batches == 0 or trainer.val_check_interval > trainer.max_steps):
-            raise config_fault(f"{key}.exp_manager.checkpoint_callback_params.monitor", "val_loss",
-                               "needs validation (trainer.limit_val_batches > 0, val_check_interval <= max_steps); "
-                               "use monitor: step")
+            raise config_fault(
+                f"{key}.exp_manager.checkpoint_callback_params.model_parallel_size",
+                params.model_parallel_size,
+                f"must equal TP({model.tensor_model_parallel_size}) x PP({model.pipeline_model_parallel_size}) "
+                f"= {model_parallel}, or be null",
+            )
+        if params.monitor == "val_loss" and (
+            trainer.limit_val_batches == 0 or trainer.val_check_interval > trainer.max_steps
+        ):
+            raise config_fault(
+                f"{key}.exp_manager.checkpoint_callback_params.monitor",
+                "val_loss",
+                "needs validation (trainer.limit_val_batches > 0, val_check_interval <= max_steps); use monitor: step",
+            )
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: tokenizer files, data, a checkpoint to start from."""
-        files = tokenizer_files(self.model.tokenizer, f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE)
+        files = tokenizer_files(self.model.tokenizer, f"{STAGE}.model.tokenizer") + data_reads(
+            self.run, self.model.data, STAGE
+        )
         if self.model.resume_from_checkpoint:
             files.append((f"{STAGE}.model.resume_from_checkpoint", self.model.resume_from_checkpoint))
         return files

@@ -11,17 +11,45 @@ at that value and refused at any other, with the reason (`check_fixed`). As in t
 feature that is switched off (fsdp_*, ub_tp_comm_overlap_cfg and tp_comm_atomic_*, nsys_profile.*, fp8_*) bind
 and wait for their switch.
 """
+
 import dataclasses
-from typing import Any, Dict, Iterable, List, Literal, Optional, Tuple
+from collections.abc import Iterable
+from typing import Any, Literal
 
 from ..binding import config_fault, non_negative, positive
 
 # Transformer Engine's GEMMs whose tensor-parallel communication userbuffers can overlap.
-UB_GEMMS = ("qkv_fprop", "qkv_dgrad", "qkv_wgrad", "proj_fprop", "proj_dgrad",
-            "fc1_fprop", "fc1_dgrad", "fc1_wgrad", "fc2_fprop", "fc2_dgrad")
+UB_GEMMS = (
+    "qkv_fprop",
+    "qkv_dgrad",
+    "qkv_wgrad",
+    "proj_fprop",
+    "proj_dgrad",
+    "fc1_fprop",
+    "fc1_dgrad",
+    "fc1_wgrad",
+    "fc2_fprop",
+    "fc2_dgrad",
+)
 # What `nsys profile -t` can trace on a Linux GPU node.
-NSYS_TRACES = ("cuda", "nvtx", "osrt", "cudnn", "cublas", "cublas-verbose", "cusparse", "cusolver", "mpi", "ucx",
-               "openacc", "openmp", "opengl", "vulkan", "nvvideo", "none")
+NSYS_TRACES = (
+    "cuda",
+    "nvtx",
+    "osrt",
+    "cudnn",
+    "cublas",
+    "cublas-verbose",
+    "cusparse",
+    "cusolver",
+    "mpi",
+    "ucx",
+    "openacc",
+    "openmp",
+    "opengl",
+    "vulkan",
+    "nvvideo",
+    "none",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,9 +60,9 @@ class NsysSection:
     enabled: bool = False
     start_step: int = 10  # index of the first profiled step
     end_step: int = 10  # index of the last profiled step
-    ranks: List[int] = dataclasses.field(default_factory=lambda: [0])  # global ranks that run under nsys
+    ranks: list[int] = dataclasses.field(default_factory=lambda: [0])  # global ranks that run under nsys
     gen_shape: bool = False  # record input shapes in the NVTX ranges (torch.autograd.profiler.emit_nvtx)
-    trace: List[str] = dataclasses.field(default_factory=lambda: ["nvtx", "cuda"])  # nsys profile -t
+    trace: list[str] = dataclasses.field(default_factory=lambda: ["nvtx", "cuda"])  # nsys profile -t
 
     def check(self, key: str) -> None:
         non_negative(f"{key}.start_step", self.start_step)
@@ -70,25 +98,27 @@ class UbGemm:
 class UbOverlapSection:
     """Per-GEMM userbuffers settings; a GEMM left out uses Transformer Engine's default for it."""
 
-    qkv_fprop: Optional[UbGemm] = None
-    qkv_dgrad: Optional[UbGemm] = None
-    qkv_wgrad: Optional[UbGemm] = None
-    proj_fprop: Optional[UbGemm] = None
-    proj_dgrad: Optional[UbGemm] = None
-    fc1_fprop: Optional[UbGemm] = None
-    fc1_dgrad: Optional[UbGemm] = None
-    fc1_wgrad: Optional[UbGemm] = None
-    fc2_fprop: Optional[UbGemm] = None
-    fc2_dgrad: Optional[UbGemm] = None
+    qkv_fprop: UbGemm | None = None
+    qkv_dgrad: UbGemm | None = None
+    qkv_wgrad: UbGemm | None = None
+    proj_fprop: UbGemm | None = None
+    proj_dgrad: UbGemm | None = None
+    fc1_fprop: UbGemm | None = None
+    fc1_dgrad: UbGemm | None = None
+    fc1_wgrad: UbGemm | None = None
+    fc2_fprop: UbGemm | None = None
+    fc2_dgrad: UbGemm | None = None
 
-    def ub_cfgs(self) -> Dict[str, Dict[str, Any]]:
+    def ub_cfgs(self) -> dict[str, dict[str, Any]]:
         """What initialize_ub takes as ub_cfgs: GEMM name -> its settings."""
         return {name: dataclasses.asdict(getattr(self, name)) for name in UB_GEMMS if getattr(self, name) is not None}
 
     def sm_margin(self) -> int:
         """SMs that LayerNorm kernels leave free while a communication kernel runs beside them."""
-        return max((gemm.num_sm for gemm in map(self.__getattribute__, UB_GEMMS)
-                    if gemm is not None and gemm.set_sm_margin), default=0)
+        return max(
+            (gemm.num_sm for gemm in map(self.__getattribute__, UB_GEMMS) if gemm is not None and gemm.set_sm_margin),
+            default=0,
+        )
 
 
 def fixed_fault(key: str, value: Any, expected: Any, why: str):
@@ -97,7 +127,7 @@ def fixed_fault(key: str, value: Any, expected: Any, why: str):
     return config_fault(key, value, f"{why}; set {shown} or remove the key")
 
 
-def check_fixed(section, key: str, table: Dict[str, Tuple[Any, str]]) -> None:
+def check_fixed(section, key: str, table: dict[str, tuple[Any, str]]) -> None:
     """Each `name: (value, why)` of `table` must hold in `section` (a bound dataclass)."""
     for name, (expected, why) in table.items():
         value = getattr(section, name)
@@ -119,18 +149,30 @@ def check_gpu_settings(model, trainer, key: str) -> None:
     seq = model.encoder_seq_length
     if cp > 1:
         if seq % (2 * cp):
-            raise config_fault(f"{key}.encoder_seq_length", seq,
-                               f"must be divisible by 2 x CP({cp}) = {2 * cp}: megatron-core gives each context-parallel "
-                               "rank two of 2 x CP equal chunks of every sequence")
+            raise config_fault(
+                f"{key}.encoder_seq_length",
+                seq,
+                f"must be divisible by 2 x CP({cp}) = {2 * cp}: megatron-core gives each context-parallel "
+                "rank two of 2 x CP equal chunks of every sequence",
+            )
         if not model.transformer_engine:
-            raise config_fault(f"{key}.context_parallel_size", cp,
-                               "needs model.transformer_engine: true (only Transformer Engine's attention splits a sequence)")
+            raise config_fault(
+                f"{key}.context_parallel_size",
+                cp,
+                "needs model.transformer_engine: true (only Transformer Engine's attention splits a sequence)",
+            )
     if model.sequence_parallel and tp > 1 and (seq // cp) % tp:
-        raise config_fault(f"{key}.encoder_seq_length", seq,
-                           f"with sequence_parallel each rank's {seq // cp} tokens (seq / CP({cp})) must split over TP({tp})")
+        raise config_fault(
+            f"{key}.encoder_seq_length",
+            seq,
+            f"with sequence_parallel each rank's {seq // cp} tokens (seq / CP({cp})) must split over TP({tp})",
+        )
     if model.overlap_p2p_comm and model.batch_p2p_comm:
-        raise config_fault(f"{key}.batch_p2p_comm", True,
-                           "megatron-core cannot batch pipeline sends that overlap_p2p_comm overlaps; set batch_p2p_comm: false")
+        raise config_fault(
+            f"{key}.batch_p2p_comm",
+            True,
+            "megatron-core cannot batch pipeline sends that overlap_p2p_comm overlaps; set batch_p2p_comm: false",
+        )
     _check_fsdp(model, trainer, key, pp)
     _check_tp_overlap(model, key, tp, on_cpu)
     if model.sharp and on_cpu:
@@ -141,35 +183,57 @@ def _check_fsdp(model, trainer, key: str, pp: int) -> None:
     if not model.fsdp:
         return
     if trainer.accelerator == "cpu" or not model.transformer_engine:
-        raise config_fault(f"{key}.fsdp", True, "megatron-core's FSDP wrapper needs GPUs and Transformer Engine "
-                                                "(trainer.accelerator: gpu, model.transformer_engine: true)")
+        raise config_fault(
+            f"{key}.fsdp",
+            True,
+            "megatron-core's FSDP wrapper needs GPUs and Transformer Engine "
+            "(trainer.accelerator: gpu, model.transformer_engine: true)",
+        )
     if pp > 1:
-        raise config_fault(f"{key}.fsdp", True, f"does not combine with pipeline parallelism (PP({pp})), as in the "
-                                                "reference; set pipeline_model_parallel_size: 1 or fsdp: false")
+        raise config_fault(
+            f"{key}.fsdp",
+            True,
+            f"does not combine with pipeline parallelism (PP({pp})), as in the "
+            "reference; set pipeline_model_parallel_size: 1 or fsdp: false",
+        )
     if model.optim.name != "distributed_fused_adam":
-        raise config_fault(f"{key}.optim.name", model.optim.name,
-                           "fsdp shards the optimizer state through megatron-core's distributed optimizer: "
-                           "use distributed_fused_adam")
+        raise config_fault(
+            f"{key}.optim.name",
+            model.optim.name,
+            "fsdp shards the optimizer state through megatron-core's distributed optimizer: use distributed_fused_adam",
+        )
     if model.fsdp_sharding_strategy == "hybrid":
-        raise config_fault(f"{key}.fsdp_sharding_strategy", "hybrid",
-                           "hybrid (node-local) sharding needs megatron-core's outer data-parallel groups, which this "
-                           "trainer does not build; use full (parameters, gradients, optimizer) or grad")
+        raise config_fault(
+            f"{key}.fsdp_sharding_strategy",
+            "hybrid",
+            "hybrid (node-local) sharding needs megatron-core's outer data-parallel groups, which this "
+            "trainer does not build; use full (parameters, gradients, optimizer) or grad",
+        )
     if not model.fsdp_sharded_checkpoint:
-        raise config_fault(f"{key}.fsdp_sharded_checkpoint", False,
-                           "checkpoints are megatron-core distributed checkpoints, always sharded by rank (a gathered "
-                           "copy of a model that needs FSDP would not fit one process); set true")
+        raise config_fault(
+            f"{key}.fsdp_sharded_checkpoint",
+            False,
+            "checkpoints are megatron-core distributed checkpoints, always sharded by rank (a gathered "
+            "copy of a model that needs FSDP would not fit one process); set true",
+        )
 
 
 def _check_tp_overlap(model, key: str, tp: int, on_cpu: bool) -> None:
     if not model.ub_tp_comm_overlap:
         return
     if tp < 2 or not model.sequence_parallel:
-        raise config_fault(f"{key}.ub_tp_comm_overlap", True,
-                           f"overlaps the sequence-parallel all-gathers and reduce-scatters: needs TP > 1 (TP={tp}) "
-                           "and sequence_parallel: true")
+        raise config_fault(
+            f"{key}.ub_tp_comm_overlap",
+            True,
+            f"overlaps the sequence-parallel all-gathers and reduce-scatters: needs TP > 1 (TP={tp}) "
+            "and sequence_parallel: true",
+        )
     if on_cpu or not model.transformer_engine:
-        raise config_fault(f"{key}.ub_tp_comm_overlap", True,
-                           "userbuffers are Transformer Engine's: needs trainer.accelerator: gpu and model.transformer_engine: true")
+        raise config_fault(
+            f"{key}.ub_tp_comm_overlap",
+            True,
+            "userbuffers are Transformer Engine's: needs trainer.accelerator: gpu and model.transformer_engine: true",
+        )
 
 
 def check_profile_ranks(profile: NsysSection, world_size: int, key: str) -> None:
@@ -177,7 +241,7 @@ def check_profile_ranks(profile: NsysSection, world_size: int, key: str) -> None
         raise config_fault(f"{key}.ranks", profile.ranks, f"ranks run from 0 to {world_size - 1} (nodes x devices)")
 
 
-def ordered_kernel_queue_env(model) -> Tuple[Tuple[str, str], ...]:
+def ordered_kernel_queue_env(model) -> tuple[tuple[str, str], ...]:
     """CUDA_DEVICE_MAX_CONNECTIONS=1 when the model runs tensor or context parallel: Megatron overlaps their
     communication with compute and needs the kernels queued in order on one hardware queue. The one rule for
     every stage that trains (training, fine-tuning, PEFT), on every backend."""
@@ -186,7 +250,7 @@ def ordered_kernel_queue_env(model) -> Tuple[Tuple[str, str], ...]:
     return ()
 
 
-def training_environment(cfg) -> Tuple[Tuple[str, str], ...]:
+def training_environment(cfg) -> tuple[tuple[str, str], ...]:
     """What the training job exports: `run.env_vars` (nulls skipped), then what the model's settings require.
 
     - TP or CP communication overlapped with compute needs kernels queued in order on one hardware queue
@@ -194,7 +258,7 @@ def training_environment(cfg) -> Tuple[Tuple[str, str], ...]:
     - with userbuffers, LayerNorm kernels leave the SMs of the communication kernels free
       (NVTE_FWD/BWD_LAYERNORM_SM_MARGIN).
     """
-    pairs: Dict[str, str] = {}
+    pairs: dict[str, str] = {}
     for name, value in (getattr(cfg.run, "env_vars", None) or {}).items():
         if value is not None:
             pairs[name] = str(int(value) if isinstance(value, bool) else value)
@@ -208,7 +272,7 @@ def training_environment(cfg) -> Tuple[Tuple[str, str], ...]:
     return tuple(pairs.items())
 
 
-def check_env_names(env: Dict[str, Any], key: str) -> None:
+def check_env_names(env: dict[str, Any], key: str) -> None:
     import re
 
     for name in env:
@@ -221,17 +285,34 @@ def check_env_names(env: Dict[str, Any], key: str) -> None:
 NSYS_PROGRAM = "nemo_launcher.jobs.common.nsys_profile"
 
 
-def profiled_command(module: str, args: Iterable[str], profile: Optional[NsysSection], log_dir: str) -> Tuple[str, Tuple[str, ...]]:
+def profiled_command(
+    module: str, args: Iterable[str], profile: NsysSection | None, log_dir: str
+) -> tuple[str, tuple[str, ...]]:
     """(module, args) of a job command, wrapped in the profiler when `profile` is enabled."""
     args = tuple(args)
     if profile is None or not profile.enabled:
         return module, args
-    wrapper = ("--ranks", ",".join(map(str, profile.ranks)), "--trace", ",".join(profile.trace),
-               "--output", f"{log_dir}/nsys", "--")
+    wrapper = (
+        "--ranks",
+        ",".join(map(str, profile.ranks)),
+        "--trace",
+        ",".join(profile.trace),
+        "--output",
+        f"{log_dir}/nsys",
+        "--",
+    )
     return NSYS_PROGRAM, wrapper + (module,) + args
 
 
-def nsys_argv(trace: str, output_dir: str, rank: int) -> List[str]:
+def nsys_argv(trace: str, output_dir: str, rank: int) -> list[str]:
     """`nsys profile` for one rank: recording starts and stops with the trainer's cudaProfilerStart/Stop."""
-    return ["nsys", "profile", "--sample=none", f"--trace={trace}", f"--output={output_dir}/rank{rank}",
-            "--force-overwrite=true", "--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    return [
+        "nsys",
+        "profile",
+        "--sample=none",
+        f"--trace={trace}",
+        f"--output={output_dir}/rank{rank}",
+        "--force-overwrite=true",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+    ]

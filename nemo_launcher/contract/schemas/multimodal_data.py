@@ -19,10 +19,11 @@ node_array_size shares; a task's share is fixed by (task id, task count): Slurm'
 `override_task_id` / `override_task_count` to redo tasks of an earlier run (node_array_size "50-99" with
 override_task_count 100 reruns tasks 50-99 of 100; node_array_size 1 with override_task_id 67 reruns task 67).
 """
+
 import dataclasses
 import glob
 import os
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+from typing import Any, Literal
 
 from ..binding import StageSchema, bind, config_fault, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
@@ -38,7 +39,7 @@ ENCODE_FORMATS = ("jpg", "png", "webp")
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MultimodalRun(RunBase):
-    cpus_per_task: Optional[int] = None  # --cpus-per-task of every job; null: the cluster's default
+    cpus_per_task: int | None = None  # --cpus-per-task of every job; null: the cluster's default
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -60,7 +61,7 @@ class GenerateShapes:
     # Also write the corpus as class folders <class_folders>/{train,val}/<class>/<n>.png (vision/shape_folders.py),
     # val holding num_held_out further examples the corpus does not: what CLIP's zero-shot evaluation and framework
     # inference read in the CLIP quick start. null: none.
-    class_folders: Optional[str] = None
+    class_folders: str | None = None
     num_held_out: int = 120
 
     def check(self, key: str) -> None:
@@ -99,7 +100,7 @@ class ImageDownloadArguments:
     number_sample_per_shard: int = 10000  # rows per output tar of one download task
     timeout: float = 10  # seconds for one HTTP attempt (connect and each read)
     retries: int = 0  # further attempts after a failed one (timeouts, resets, 5xx, 429)
-    save_additional_columns: List[str] = dataclasses.field(default_factory=list)  # copied into <key>.json
+    save_additional_columns: list[str] = dataclasses.field(default_factory=list)  # copied into <key>.json
 
     def check(self, key: str) -> None:
         if self.input_format != "parquet":
@@ -110,8 +111,11 @@ class ImageDownloadArguments:
             raise config_fault(f"{key}.resize_mode", self.resize_mode, f"choose one of {', '.join(RESIZE_MODES)}")
         quality_range = (0, 9) if self.encode_format == "png" else (1, 100)
         if not quality_range[0] <= self.encode_quality <= quality_range[1]:
-            raise config_fault(f"{key}.encode_quality", self.encode_quality,
-                               f"{self.encode_format} takes {quality_range[0]}-{quality_range[1]}")
+            raise config_fault(
+                f"{key}.encode_quality",
+                self.encode_quality,
+                f"{self.encode_format} takes {quality_range[0]}-{quality_range[1]}",
+            )
         positive_fields(self, key, "image_size", "number_sample_per_shard", "timeout")
         if self.retries < 0 or self.min_image_size < 0:
             name = "retries" if self.retries < 0 else "min_image_size"
@@ -134,8 +138,11 @@ class DownloadImages:
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_parquets_downloaded", "download_num_threads")
         if self.download_num_processes != -1 and self.download_num_processes < 1:
-            raise config_fault(f"{key}.download_num_processes", self.download_num_processes,
-                               "use a positive count, or -1 for one per CPU of the task")
+            raise config_fault(
+                f"{key}.download_num_processes",
+                self.download_num_processes,
+                "use a positive count, or -1 for one per CPU of the task",
+            )
         for name in ("input_dir", "output_dir"):
             if self.enable and not getattr(self, name):
                 raise config_fault(f"{key}.{name}", getattr(self, name), "name the folder")
@@ -146,9 +153,9 @@ class ReorganizeTar:
     enable: bool = True
     input_dir: str = ""
     output_dir: str = ""  # <index>.tar, each exactly tar_chunk_size examples except the last
-    node_array_size: Union[int, str] = 2  # array tasks (an int), or the task ids "A-B" of an earlier run to redo
+    node_array_size: int | str = 2  # array tasks (an int), or the task ids "A-B" of an earlier run to redo
     tar_chunk_size: int = 1000  # examples per output tar
-    file_ext_in_tar: List[str] = dataclasses.field(default_factory=lambda: [".jpg", ".txt"])  # an example needs all
+    file_ext_in_tar: list[str] = dataclasses.field(default_factory=lambda: [".jpg", ".txt"])  # an example needs all
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "tar_chunk_size")
@@ -161,15 +168,18 @@ class PrecacheEncodings:
     input_dir: str = ""
     output_dir: str = ""  # t<task>_r<rank>_<n>.tar of <key>.pickle (a dict of numpy arrays per example)
     tar_chunk_size: int = 1000
-    node_array_size: Union[int, str] = 4
+    node_array_size: int | str = 4
     tasks_per_node: int = 8  # processes of one array task, one per GPU; each encodes its share of the task's tars
     precache_config_path: str = ""  # the encodings to compute (conf/_precache/*.yaml)
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "tar_chunk_size", "tasks_per_node")
         if self.enable and not self.precache_config_path:
-            raise config_fault(f"{key}.precache_config_path", self.precache_config_path,
-                               "name the precache spec, e.g. ${launcher_scripts_path}/conf/_precache/precache_clip.yaml")
+            raise config_fault(
+                f"{key}.precache_config_path",
+                self.precache_config_path,
+                "name the precache spec, e.g. ${launcher_scripts_path}/conf/_precache/precache_clip.yaml",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,7 +187,7 @@ class GenerateWdinfo:
     enable: bool = True
     input_dir: str = ""
     tar_chunk_size: int = 1000  # examples per tar: tars that hold fewer are listed apart in wdinfo.pkl
-    file_ext_in_tar: List[str] = dataclasses.field(default_factory=lambda: [".pickle"])
+    file_ext_in_tar: list[str] = dataclasses.field(default_factory=lambda: [".pickle"])
     output_wdinfo_path: str = ""
 
     def check(self, key: str) -> None:
@@ -187,12 +197,12 @@ class GenerateWdinfo:
             raise config_fault(f"{key}.output_wdinfo_path", self.output_wdinfo_path, "name a .pkl file")
 
 
-def check_extensions(key: str, extensions: List[str]) -> None:
+def check_extensions(key: str, extensions: list[str]) -> None:
     if not extensions or any(not ext.startswith(".") or len(ext) < 2 or "/" in ext for ext in extensions):
         raise config_fault(key, extensions, "list member extensions with their dot, e.g. [.jpg, .txt]")
 
 
-def task_ids(key: str, node_array_size: Union[int, str]) -> List[int]:
+def task_ids(key: str, node_array_size: int | str) -> list[int]:
     """node_array_size as the array task ids it runs: 4 -> 0..3; "50-99" -> 50..99."""
     if isinstance(node_array_size, int):
         positive(key, node_array_size)
@@ -211,8 +221,8 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
     dataset_repo_url: str
     dataset_output_root: str
     # reorganize_tar and precache_encodings: which task of how many this run plays (to redo tasks of an earlier run).
-    override_task_id: Optional[int] = None
-    override_task_count: Optional[int] = None
+    override_task_id: int | None = None
+    override_task_count: int | None = None
     progress: bool = True  # progress lines (items/s, ETA) while a step runs
     generate_shapes: GenerateShapes = GenerateShapes()
     download_parquet: DownloadParquet = DownloadParquet()
@@ -223,8 +233,11 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
 
     def check(self, key: str) -> None:
         if not self.dataset_repo_url.startswith(("http://", "https://", "file://")):
-            raise config_fault(f"{key}.dataset_repo_url", self.dataset_repo_url,
-                               "use https://huggingface.co/datasets/<repo id> or file://<folder of parquet files>")
+            raise config_fault(
+                f"{key}.dataset_repo_url",
+                self.dataset_repo_url,
+                "use https://huggingface.co/datasets/<repo id> or file://<folder of parquet files>",
+            )
         if not os.path.isabs(self.dataset_output_root):
             raise config_fault(f"{key}.dataset_output_root", self.dataset_output_root, "must be an absolute path")
         if not any(getattr(self, name).enable for name in STEP_ORDER):
@@ -233,16 +246,22 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
             positive(f"{key}.override_task_count", self.override_task_count)
         if self.override_task_id is not None:
             if self.override_task_count is None:
-                raise config_fault(f"{key}.override_task_id", self.override_task_id,
-                                   "say how many tasks the original run had with override_task_count")
+                raise config_fault(
+                    f"{key}.override_task_id",
+                    self.override_task_id,
+                    "say how many tasks the original run had with override_task_count",
+                )
             if not 0 <= self.override_task_id < self.override_task_count:
-                raise config_fault(f"{key}.override_task_id", self.override_task_id,
-                                   f"a task of override_task_count={self.override_task_count} runs is 0-{self.override_task_count - 1}")
+                raise config_fault(
+                    f"{key}.override_task_id",
+                    self.override_task_id,
+                    f"a task of override_task_count={self.override_task_count} runs is 0-{self.override_task_count - 1}",
+                )
         for name in _PARTITIONED:
             if getattr(self, name).enable:
                 self.partition(name, f"{key}.{name}")
 
-    def partition(self, step: str, key: Optional[str] = None) -> Tuple[List[int], int]:
+    def partition(self, step: str, key: str | None = None) -> tuple[list[int], int]:
         """(array task ids this run submits, task count of the partition) of reorganize_tar or precache_encodings;
         `key` is the step's section as messages name it."""
         key = key or f"{STAGE}.{step}"
@@ -250,21 +269,32 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
         ids = task_ids(f"{key}.node_array_size", size)
         if self.override_task_id is not None:
             if len(ids) != 1:
-                raise config_fault(f"{key}.node_array_size", size,
-                                   f"override_task_id={self.override_task_id} is one task: set node_array_size to 1, "
-                                   f"or disable this sub-stage ({key}.enable=false)")
+                raise config_fault(
+                    f"{key}.node_array_size",
+                    size,
+                    f"override_task_id={self.override_task_id} is one task: set node_array_size to 1, "
+                    f"or disable this sub-stage ({key}.enable=false)",
+                )
             return [self.override_task_id], self.override_task_count
-        count = self.override_task_count if self.override_task_count is not None else (
-            len(ids) if ids == list(range(len(ids))) else None)
+        count = (
+            self.override_task_count
+            if self.override_task_count is not None
+            else (len(ids) if ids == list(range(len(ids))) else None)
+        )
         if count is None:
-            raise config_fault(f"{key}.node_array_size", size,
-                               "tasks A-B redo part of an earlier run: give its task count with override_task_count")
+            raise config_fault(
+                f"{key}.node_array_size",
+                size,
+                "tasks A-B redo part of an earlier run: give its task count with override_task_count",
+            )
         if ids[-1] >= count:
-            raise config_fault(f"{key}.node_array_size", size, f"task {ids[-1]} is not one of override_task_count={count} tasks")
+            raise config_fault(
+                f"{key}.node_array_size", size, f"task {ids[-1]} is not one of override_task_count={count} tasks"
+            )
         return ids, count
 
     # ---- what the launcher submits -----------------------------------------------------------------------
-    def parquet_files(self) -> List[str]:
+    def parquet_files(self) -> list[str]:
         """The parquet files download_images finds now (sorted): one array task each."""
         step = self.download_images
         return sorted(glob.glob(os.path.join(glob.escape(step.input_dir), step.parquet_pattern)))
@@ -276,7 +306,7 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
             return found
         return self.download_images.num_parquets_downloaded * self.download_parquet.parquet_subpartitions
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         cpus = self.run.cpus_per_task
         plans = []
         for name in STEP_ORDER:
@@ -284,38 +314,55 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
                 continue
             if name == "download_images":
                 count = self.download_task_count()
-                plans.append(StepPlan(name, items=tuple(range(count)), array_limit=min(ARRAY_LIMIT, count),
-                                      cpus_per_task=cpus))
+                plans.append(
+                    StepPlan(name, items=tuple(range(count)), array_limit=min(ARRAY_LIMIT, count), cpus_per_task=cpus)
+                )
             elif name in _PARTITIONED:
                 ids, _ = self.partition(name)
                 per_node = self.precache_encodings.tasks_per_node if name == "precache_encodings" else 1
                 # Reorganizing into equal tars needs every download's count; precache task i reads only what
                 # reorganize task i wrote when both cut the same partition.
-                per_task = (name == "precache_encodings" and self.reorganize_tar.enable
-                            and self.partition("reorganize_tar") == self.partition("precache_encodings"))
-                plans.append(StepPlan(name, items=tuple(ids), array_limit=min(ARRAY_LIMIT, len(ids)),
-                                      tasks_per_node=per_node, cpus_per_task=cpus,
-                                      uses_gpus=name == "precache_encodings", per_task=per_task))
+                per_task = (
+                    name == "precache_encodings"
+                    and self.reorganize_tar.enable
+                    and self.partition("reorganize_tar") == self.partition("precache_encodings")
+                )
+                plans.append(
+                    StepPlan(
+                        name,
+                        items=tuple(ids),
+                        array_limit=min(ARRAY_LIMIT, len(ids)),
+                        tasks_per_node=per_node,
+                        cpus_per_task=cpus,
+                        uses_gpus=name == "precache_encodings",
+                        per_task=per_task,
+                    )
+                )
             else:
                 plans.append(StepPlan(name, cpus_per_task=cpus))
         # One task of one, or the one task override_task_id names, is a plain job (the program knows its task).
-        return [dataclasses.replace(plan, items=None, array_limit=None)
-                if plan.items == (0,) or (plan.items and plan.name in _PARTITIONED and self.override_task_id is not None)
-                else plan for plan in plans]
+        return [
+            dataclasses.replace(plan, items=None, array_limit=None)
+            if plan.items == (0,) or (plan.items and plan.name in _PARTITIONED and self.override_task_id is not None)
+            else plan
+            for plan in plans
+        ]
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """Inputs on this filesystem that no earlier sub-stage of this run writes."""
         paths = []
         first = next(name for name in STEP_ORDER if getattr(self, name).enable)
         if first == "download_parquet" and self.dataset_repo_url.startswith("file://"):
-            paths.append((f"{STAGE}.dataset_repo_url", self.dataset_repo_url[len("file://"):]))
+            paths.append((f"{STAGE}.dataset_repo_url", self.dataset_repo_url[len("file://") :]))
         elif first in ("download_images", "reorganize_tar", "precache_encodings", "generate_wdinfo"):
             paths.append((f"{STAGE}.{first}.input_dir", getattr(self, first).input_dir))
         if self.precache_encodings.enable:
-            paths.append((f"{STAGE}.precache_encodings.precache_config_path", self.precache_encodings.precache_config_path))
+            paths.append(
+                (f"{STAGE}.precache_encodings.precache_config_path", self.precache_encodings.precache_config_path)
+            )
         return paths
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         outputs = [self.run.results_dir, self.dataset_output_root]
         outputs += [getattr(self, name).output_dir for name in STEP_ORDER[:-1] if getattr(self, name).enable]
         if self.generate_wdinfo.enable:
@@ -327,8 +374,14 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
 
 # The steps whose partition node_array_size and the overrides set; download_images has one task per parquet file.
 _PARTITIONED = ("reorganize_tar", "precache_encodings")
-STEP_ORDER = ("generate_shapes", "download_parquet", "download_images", "reorganize_tar", "precache_encodings",
-              "generate_wdinfo")
+STEP_ORDER = (
+    "generate_shapes",
+    "download_parquet",
+    "download_images",
+    "reorganize_tar",
+    "precache_encodings",
+    "generate_wdinfo",
+)
 
 
 # ---- the precache spec (precache_encodings.precache_config_path), bound by the precache program ------------------
@@ -340,7 +393,7 @@ class EncodingSpec:
     precision: Literal[16, 32]  # stored as float16 or float32
     # `cls`: the dotted class path; every other key is a constructor argument. The class has encode() or __call__()
     # taking a list of PIL images or of strings, and returning a tensor, or (tensor, mask) for text without pads.
-    encoder_config: Dict[str, Any]
+    encoder_config: dict[str, Any]
     store_pad_tokens: bool = True  # text: False keeps only the tokens the encoder's mask marks
 
     def check(self, key: str) -> None:
@@ -355,9 +408,9 @@ class EncodingSpec:
 
 @dataclasses.dataclass(frozen=True)
 class PrecacheSpec:
-    encodings: List[EncodingSpec]
+    encodings: list[EncodingSpec]
     batch_size_per_GPU: int = 64  # examples encoded at once by one process
-    save_original_in_tar: List[Literal["image", "text"]] = dataclasses.field(default_factory=list)  # copied as they are
+    save_original_in_tar: list[Literal["image", "text"]] = dataclasses.field(default_factory=list)  # copied as they are
 
     def check(self, key: str) -> None:
         positive(f"{key}.batch_size_per_GPU", self.batch_size_per_GPU)
@@ -369,5 +422,5 @@ class PrecacheSpec:
             raise config_fault(f"{key}.encodings", repeated, "each encoding needs its own key")
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any], source: str) -> "PrecacheSpec":
+    def from_dict(cls, data: dict[str, Any], source: str) -> "PrecacheSpec":
         return bind(cls, data, source)

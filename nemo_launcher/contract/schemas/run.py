@@ -1,8 +1,8 @@
 """The `run:` keys every stage shares. The launcher reads them to place and schedule the job; job programs
 read `name` and `results_dir`. A stage schema extends `RunBase` with its own run keys."""
+
 import dataclasses
 from pathlib import PurePosixPath
-from typing import Optional
 
 from ..binding import config_fault
 from ..durations import SlurmTime
@@ -15,7 +15,7 @@ class RunBase:
     time_limit: SlurmTime  # Slurm --time, e.g. "4:00:00" or "6-00:00:00"
     # How the job waits: comma-separated singleton, afterok/afterany/afternotok/aftercorr (for the stage before),
     # or type:jobid items for outside jobs. null = afterok on the stage before.
-    dependency: Optional[str] = None
+    dependency: str | None = None
 
     def check(self, key: str) -> None:
         name = self.name

@@ -11,9 +11,9 @@ images per request and no other count. Writes into `out_path`: `onnx/` (the grap
 and INFER_CONFIG_FILE: the inference settings that become the served defaults), `model_repo/<SD_MODEL or
 EDIT_MODEL>/` (Triton's layout) and EXPORT_REPORT_FILE with what was checked.
 """
+
 import dataclasses
 from pathlib import PurePosixPath
-from typing import List, Optional, Tuple
 
 from ..binding import StageSchema, config_fault, positive
 from .sd_inference import EditSection, InferenceModel, InferenceRun, InferSection
@@ -32,9 +32,9 @@ class _ExportPlaces:
 
     check_tolerance: float = 1.0e-3  # largest allowed |onnxruntime - framework| over every checked graph output
     # Also write the Triton entry into this folder (the seed's <launcher>/deployment/server); null: only model_repo/
-    deployment_dir: Optional[str] = None
+    deployment_dir: str | None = None
 
-    def _check_places(self, key: str, out_key: str, out_path: Optional[str]) -> None:
+    def _check_places(self, key: str, out_key: str, out_path: str | None) -> None:
         positive(f"{key}.check_tolerance", self.check_tolerance)
         for name, value in ((out_key, out_path), ("deployment_dir", self.deployment_dir)):
             if value is not None and not PurePosixPath(value).is_absolute():
@@ -68,10 +68,10 @@ class _SdExport(StageSchema, stage=STAGE):
     trainer: ExportTrainer  # precision names the TensorRT engines' arithmetic (16: FP16, 32: FP32); graphs are fp32
     model: InferenceModel
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         places = self.places
         return [self.run.results_dir, self.out_path] + ([places.deployment_dir] if places.deployment_dir else [])
 
@@ -94,8 +94,9 @@ class SdExportConfig(_SdExport):
 
     def check(self, key: str) -> None:
         if self.infer.unconditional_guidance_scale is None:
-            raise config_fault(f"{key}.infer.unconditional_guidance_scale", None,
-                               "set the served default guidance scale, e.g. 7.5")
+            raise config_fault(
+                f"{key}.infer.unconditional_guidance_scale", None, "set the served default guidance scale, e.g. 7.5"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,5 +111,5 @@ class EditExportConfig(_SdExport):
     def places(self) -> _ExportPlaces:
         return self.edit
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return super().reads() + [(f"{STAGE}.edit.input", self.edit.input)]

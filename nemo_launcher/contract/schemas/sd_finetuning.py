@@ -13,8 +13,9 @@ preservation the class images (regularization_dir, filled up to num_reg_images b
 captioned by regularization_prompt, their loss weighted by prior_loss_weight. In both the VAE stays frozen, and the
 text encoder too unless DreamBooth's train_text_encoder asks for it.
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import config_fault, non_negative, positive_fields
 from .sd_inference import Sampler
@@ -35,22 +36,35 @@ class _FineTuneModel:
 
     def check_start(self, key: str) -> None:
         if not getattr(self, self.starting_key):
-            raise config_fault(f"{key}.{self.starting_key}", getattr(self, self.starting_key),
-                               "name the Stable Diffusion checkpoint to start from (a .nemo, or a training checkpoint folder)")
+            raise config_fault(
+                f"{key}.{self.starting_key}",
+                getattr(self, self.starting_key),
+                "name the Stable Diffusion checkpoint to start from (a .nemo, or a training checkpoint folder)",
+            )
         if self.first_stage_config.from_pretrained:
-            raise config_fault(f"{key}.first_stage_config.from_pretrained", self.first_stage_config.from_pretrained,
-                               f"the autoencoder's weights come from model.{self.starting_key} in a fine-tune: set null")
+            raise config_fault(
+                f"{key}.first_stage_config.from_pretrained",
+                self.first_stage_config.from_pretrained,
+                f"the autoencoder's weights come from model.{self.starting_key} in a fine-tune: set null",
+            )
         if self.cond_stage_config.pretrained:
-            raise config_fault(f"{key}.cond_stage_config.pretrained", self.cond_stage_config.pretrained,
-                               f"the text encoder's weights come from model.{self.starting_key} in a fine-tune: set null "
-                               "and give its sizes (hidden_size, intermediate_size, num_hidden_layers, num_attention_heads)")
+            raise config_fault(
+                f"{key}.cond_stage_config.pretrained",
+                self.cond_stage_config.pretrained,
+                f"the text encoder's weights come from model.{self.starting_key} in a fine-tune: set null "
+                "and give its sizes (hidden_size, intermediate_size, num_hidden_layers, num_attention_heads)",
+            )
 
     def check_side(self, key: str, side: int) -> None:
         factor = _vae_factor(self)
         if side != self.image_size * factor:
-            raise config_fault(key, side, f"images of {self.image_size * factor} px make the {self.image_size}-px latents "
-                                          f"of model.image_size through the autoencoder (/{factor}): set "
-                                          f"{self.image_size * factor} or change image_size")
+            raise config_fault(
+                key,
+                side,
+                f"images of {self.image_size * factor} px make the {self.image_size}-px latents "
+                f"of model.image_size through the autoencoder (/{factor}): set "
+                f"{self.image_size * factor} or change image_size",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,8 +88,8 @@ class EditModelSection(_FineTuneModel, SdModelSection):
     starting_key = "ckpt_path"
 
     # The Stable Diffusion checkpoint fine-tuned: a .nemo, or a training checkpoint folder (its newest complete step).
-    ckpt_path: Optional[str] = None
-    data: Optional[EditData] = None
+    ckpt_path: str | None = None
+    data: EditData | None = None
     # Share of samples trained without the instruction, without the input image, and without both (each; the
     # authors' 0.05), so the edit can be guided by text and by image apart.
     conditioning_dropout_rate: float = 0.05
@@ -84,14 +98,23 @@ class EditModelSection(_FineTuneModel, SdModelSection):
         super().check(key)
         self.check_start(key)
         if self.unet_config.in_channels != 2 * self.channels:
-            raise config_fault(f"{key}.unet_config.in_channels", self.unet_config.in_channels,
-                               f"InstructPix2Pix's UNet reads the noisy latents and the input image's: set {2 * self.channels}")
+            raise config_fault(
+                f"{key}.unet_config.in_channels",
+                self.unet_config.in_channels,
+                f"InstructPix2Pix's UNet reads the noisy latents and the input image's: set {2 * self.channels}",
+            )
         if not 0.0 <= self.conditioning_dropout_rate <= 1.0 / 3.0:
-            raise config_fault(f"{key}.conditioning_dropout_rate", self.conditioning_dropout_rate,
-                               "must be in [0, 1/3] (three disjoint shares of the samples), e.g. 0.05")
+            raise config_fault(
+                f"{key}.conditioning_dropout_rate",
+                self.conditioning_dropout_rate,
+                "must be in [0, 1/3] (three disjoint shares of the samples), e.g. 0.05",
+            )
         if self.text_embedding_dropout_rate:
-            raise config_fault(f"{key}.text_embedding_dropout_rate", self.text_embedding_dropout_rate,
-                               "InstructPix2Pix drops the instruction by conditioning_dropout_rate: set 0")
+            raise config_fault(
+                f"{key}.text_embedding_dropout_rate",
+                self.text_embedding_dropout_rate,
+                "InstructPix2Pix drops the instruction by conditioning_dropout_rate: set 0",
+            )
 
     def check_pixels(self, key: str) -> None:
         self.check_side(f"{key}.data.resolution", self.data.resolution)
@@ -114,8 +137,8 @@ class RegGeneration:
 class DreamBoothData:
     instance_dir: str  # the subject's photos (3-5, from different angles): every image file directly in it
     instance_prompt: str  # their caption, with the special token, e.g. "a photo of a sks dog"
-    regularization_dir: Optional[str] = None  # class images; generated here up to num_reg_images
-    regularization_prompt: Optional[str] = None  # their caption, the class alone, e.g. "a photo of a dog"
+    regularization_dir: str | None = None  # class images; generated here up to num_reg_images
+    regularization_prompt: str | None = None  # their caption, the class alone, e.g. "a photo of a dog"
     num_reg_images: int = 10  # class images prior preservation trains on
     num_images_per_prompt: int = 4  # class images generated per sampling batch
     resolution: int = 512  # image side
@@ -128,8 +151,11 @@ class DreamBoothData:
         positive_fields(self, key, "num_reg_images", "num_images_per_prompt", "resolution")
         non_negative(f"{key}.num_workers", self.num_workers)
         if not self.instance_prompt.strip():
-            raise config_fault(f"{key}.instance_prompt", self.instance_prompt,
-                               "caption the subject with its special token, e.g. \"a photo of a sks dog\"")
+            raise config_fault(
+                f"{key}.instance_prompt",
+                self.instance_prompt,
+                'caption the subject with its special token, e.g. "a photo of a sks dog"',
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +164,8 @@ class DreamBoothModelSection(_FineTuneModel, SdModelSection):
 
     # The Stable Diffusion .nemo fine-tuned, and the model that draws the regularization images. The UNet starts
     # from unet_config.from_pretrained instead where that is set.
-    restore_from_path: Optional[str] = None
-    data: Optional[DreamBoothData] = None
+    restore_from_path: str | None = None
+    data: DreamBoothData | None = None
     with_prior_preservation: bool = False
     prior_loss_weight: float = 0.5  # the class images' loss is added with this weight
     train_text_encoder: bool = False  # the seed's key; model.cond_stage_trainable must agree
@@ -148,21 +174,33 @@ class DreamBoothModelSection(_FineTuneModel, SdModelSection):
         super().check(key)
         self.check_start(key)
         if not self.restore_from_path.endswith(".nemo"):
-            raise config_fault(f"{key}.restore_from_path", self.restore_from_path,
-                               "DreamBooth draws its regularization images from a .nemo: name one (nemo_stable_diffusion.nemo)")
+            raise config_fault(
+                f"{key}.restore_from_path",
+                self.restore_from_path,
+                "DreamBooth draws its regularization images from a .nemo: name one (nemo_stable_diffusion.nemo)",
+            )
         if self.unet_config.in_channels != self.channels:
-            raise config_fault(f"{key}.unet_config.in_channels", self.unet_config.in_channels,
-                               f"DreamBooth fine-tunes a text-to-image UNet: set {self.channels}")
+            raise config_fault(
+                f"{key}.unet_config.in_channels",
+                self.unet_config.in_channels,
+                f"DreamBooth fine-tunes a text-to-image UNet: set {self.channels}",
+            )
         if self.cond_stage_trainable != self.train_text_encoder:
-            raise config_fault(f"{key}.cond_stage_trainable", self.cond_stage_trainable,
-                               f"must equal train_text_encoder ({self.train_text_encoder}), the seed's key for it")
+            raise config_fault(
+                f"{key}.cond_stage_trainable",
+                self.cond_stage_trainable,
+                f"must equal train_text_encoder ({self.train_text_encoder}), the seed's key for it",
+            )
         non_negative(f"{key}.prior_loss_weight", self.prior_loss_weight)
         if self.with_prior_preservation:
             for name in ("regularization_dir", "regularization_prompt"):
                 if not getattr(self.data, name):
-                    raise config_fault(f"{key}.data.{name}", getattr(self.data, name),
-                                       "prior preservation (with_prior_preservation true) needs it: set it, or "
-                                       "with_prior_preservation false")
+                    raise config_fault(
+                        f"{key}.data.{name}",
+                        getattr(self.data, name),
+                        "prior preservation (with_prior_preservation true) needs it: set it, or "
+                        "with_prior_preservation false",
+                    )
 
     def check_pixels(self, key: str) -> None:
         self.check_side(f"{key}.data.resolution", self.data.resolution)
@@ -173,17 +211,23 @@ class _FineTuneTraining:
 
     def check_validation(self, key: str) -> None:
         if self.trainer.limit_val_batches:
-            raise config_fault(f"{key}.trainer.limit_val_batches", self.trainer.limit_val_batches,
-                               "this fine-tune has no validation split: set 0")
+            raise config_fault(
+                f"{key}.trainer.limit_val_batches",
+                self.trainer.limit_val_batches,
+                "this fine-tune has no validation split: set 0",
+            )
 
     def starting_checkpoint(self) -> str:
         return getattr(self.model, self.model.starting_key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path) of the starting checkpoint, the data folder and the tokenizer files."""
         data_key = self.DATA_KEY
-        return [(f"{STAGE}.model.{self.model.starting_key}", self.starting_checkpoint()),
-                (f"{STAGE}.model.data.{data_key}", getattr(self.model.data, data_key)), *self.network_reads()]
+        return [
+            (f"{STAGE}.model.{self.model.starting_key}", self.starting_checkpoint()),
+            (f"{STAGE}.model.data.{data_key}", getattr(self.model.data, data_key)),
+            *self.network_reads(),
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,8 +245,7 @@ class DreamBoothTrainingConfig(_FineTuneTraining, StableDiffusionTrainingConfig)
 
     model: DreamBoothModelSection
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         """The regularization images are written beside the run's own files."""
         extra = [self.model.data.regularization_dir] if self.model.with_prior_preservation else []
         return [*super().writes(), *extra]
-

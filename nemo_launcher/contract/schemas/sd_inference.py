@@ -10,8 +10,9 @@ One process each. text2img writes `<infer.out_path>/images/<prompt>_<image>.png`
 and `edit.json`. With `class_reference_dir` (class folders of images, `<dir>/<class_name>/*.png`), text2img scores
 each prompt's images by the nearest class-mean image.
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import StageSchema, config_fault, non_negative, positive_fields
 from .common_training import Precision, precision_name
@@ -25,15 +26,18 @@ Sampler = Literal["PLMS", "DDIM", "DPM", "Euler"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class InferenceRun(RunBase):
-    model_train_name: Optional[str] = None  # the training run whose .nemo is read by default
+    model_train_name: str | None = None  # the training run whose .nemo is read by default
     nodes: int = 1
     ntasks_per_node: int = 1
 
     def check(self, key: str) -> None:
         super().check(key)
         if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(f"{key}.ntasks_per_node", self.ntasks_per_node,
-                               "framework inference runs in one process: set run.nodes and run.ntasks_per_node to 1")
+            raise config_fault(
+                f"{key}.ntasks_per_node",
+                self.ntasks_per_node,
+                "framework inference runs in one process: set run.nodes and run.ntasks_per_node to 1",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,14 +60,14 @@ class InferenceTrainer:
 @dataclasses.dataclass(frozen=True)
 class InferenceModel:
     restore_from_path: str  # the family's .nemo (or a training checkpoint folder: its newest complete step)
-    precision: Optional[Precision] = None  # the seed's echo of trainer.precision
+    precision: Precision | None = None  # the seed's echo of trainer.precision
 
 
 @dataclasses.dataclass(frozen=True)
 class InferSection:
     """The seed's `infer:` keys. Images are height x width pixels; the latents height / down_factor."""
 
-    unconditional_guidance_scale: Optional[float] = 7.5  # classifier-free guidance; 1 = the prompt alone
+    unconditional_guidance_scale: float | None = 7.5  # classifier-free guidance; 1 = the prompt alone
     num_images_per_prompt: int = 4  # images of one prompt, denoised as one batch
     height: int = 512
     width: int = 512
@@ -73,34 +77,41 @@ class InferSection:
     eta: float = 0.0  # DDIM's noise (0 = deterministic); the other samplers take none
     output_type: Literal["pil"] = "pil"
     save_to_file: bool = True
-    out_path: Optional[str] = None  # where the images go
+    out_path: str | None = None  # where the images go
     seed: int = 123  # the starting noise of prompt p is drawn from (seed + p)
-    prompts: List[str] = dataclasses.field(default_factory=list)
+    prompts: list[str] = dataclasses.field(default_factory=list)
     batch_size: int = 1  # prompts denoised at once where there are many (the evaluation's captions)
-    combine_images: Optional[List[int]] = None  # [rows, cols]: also tile each prompt's images into one grid
+    combine_images: list[int] | None = None  # [rows, cols]: also tile each prompt's images into one grid
 
     def check(self, key: str) -> None:
-        positive_fields(self, key, "num_images_per_prompt", "height", "width", "down_factor", "inference_steps",
-                        "batch_size")
+        positive_fields(
+            self, key, "num_images_per_prompt", "height", "width", "down_factor", "inference_steps", "batch_size"
+        )
         non_negative(f"{key}.eta", self.eta)
         if self.eta and self.sampler_type != "DDIM":
             raise config_fault(f"{key}.eta", self.eta, f"only DDIM adds noise by eta; set 0 for {self.sampler_type}")
         for name in ("height", "width"):
             if getattr(self, name) % self.down_factor:
-                raise config_fault(f"{key}.{name}", getattr(self, name), f"must be a multiple of down_factor ({self.down_factor})")
+                raise config_fault(
+                    f"{key}.{name}", getattr(self, name), f"must be a multiple of down_factor ({self.down_factor})"
+                )
         if self.unconditional_guidance_scale is not None:
             non_negative(f"{key}.unconditional_guidance_scale", self.unconditional_guidance_scale)
         check_grid(f"{key}.combine_images", self.combine_images, self.num_images_per_prompt, "num_images_per_prompt")
 
 
-def check_grid(key: str, grid: Optional[List[int]], images: int, images_key: str) -> None:
+def check_grid(key: str, grid: list[int] | None, images: int, images_key: str) -> None:
     if grid is None:
         return
     if len(grid) != 2 or any(not isinstance(n, int) or n < 1 for n in grid):
         raise config_fault(key, grid, "give [rows, columns] of the grid, or null for no grid")
     if grid[0] * grid[1] != images:
-        raise config_fault(key, grid, f"a {grid[0]}x{grid[1]} grid holds {grid[0] * grid[1]} images, but {images_key} "
-                                      f"is {images}: make rows x columns equal it")
+        raise config_fault(
+            key,
+            grid,
+            f"a {grid[0]}x{grid[1]} grid holds {grid[0] * grid[1]} images, but {images_key} "
+            f"is {images}: make rows x columns equal it",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +122,7 @@ class Text2ImgConfig(StageSchema, stage=STAGE):
     trainer: InferenceTrainer = InferenceTrainer()
     # Class folders (<dir>/<class>/*.png, e.g. data_preparation=vit/tiny_shape_folders' val/) to score the images
     # against: a prompt naming a class (folder name, underscores as spaces) is scored by the nearest class mean.
-    class_reference_dir: Optional[str] = None
+    class_reference_dir: str | None = None
 
     def check(self, key: str) -> None:
         if not self.infer.prompts:
@@ -119,16 +130,19 @@ class Text2ImgConfig(StageSchema, stage=STAGE):
         if self.infer.unconditional_guidance_scale is None:
             raise config_fault(f"{key}.infer.unconditional_guidance_scale", None, "set the guidance scale, e.g. 7.5")
         if not self.infer.save_to_file or not self.infer.out_path:
-            raise config_fault(f"{key}.infer.save_to_file", self.infer.save_to_file,
-                               "text2img writes its images: set save_to_file true and out_path to a folder")
+            raise config_fault(
+                f"{key}.infer.save_to_file",
+                self.infer.save_to_file,
+                "text2img writes its images: set save_to_file true and out_path to a folder",
+            )
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         paths = [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
         if self.class_reference_dir:
             paths.append((f"{STAGE}.class_reference_dir", self.class_reference_dir))
         return paths
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.infer.out_path]
 
 
@@ -144,7 +158,7 @@ class EditSection:
     cfg_text: float = 7.5  # guidance towards the instruction
     cfg_image: float = 1.2  # guidance towards the input image
     num_images_per_prompt: int = 8
-    combine_images: Optional[List[int]] = dataclasses.field(default_factory=lambda: [2, 4])  # [rows, cols]; null: no grid
+    combine_images: list[int] | None = dataclasses.field(default_factory=lambda: [2, 4])  # [rows, cols]; null: no grid
     seed: int = 1234
 
     def check(self, key: str) -> None:
@@ -163,12 +177,15 @@ class EditConfig(StageSchema, stage=STAGE):
 
     def check(self, key: str) -> None:
         if not self.edit.prompt.strip():
-            raise config_fault(f"{key}.edit.prompt", self.edit.prompt, "give the edit instruction, e.g. \"make it blue\"")
+            raise config_fault(f"{key}.edit.prompt", self.edit.prompt, 'give the edit instruction, e.g. "make it blue"')
 
-    def reads(self) -> List[Tuple[str, str]]:
-        return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path), (f"{STAGE}.edit.input", self.edit.input)]
+    def reads(self) -> list[tuple[str, str]]:
+        return [
+            (f"{STAGE}.model.restore_from_path", self.model.restore_from_path),
+            (f"{STAGE}.edit.input", self.edit.input),
+        ]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.edit.outpath]
 
 
@@ -177,5 +194,13 @@ def torch_dtype_name(trainer: InferenceTrainer) -> str:
     return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}[trainer.precision_name()]
 
 
-__all__ = ["EditConfig", "InferSection", "InferenceModel", "InferenceRun", "InferenceTrainer", "Text2ImgConfig",
-           "check_grid", "torch_dtype_name"]
+__all__ = [
+    "EditConfig",
+    "InferSection",
+    "InferenceModel",
+    "InferenceRun",
+    "InferenceTrainer",
+    "Text2ImgConfig",
+    "check_grid",
+    "torch_dtype_name",
+]

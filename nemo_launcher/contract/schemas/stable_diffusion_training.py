@@ -9,9 +9,9 @@ The seed's rules: data parallelism only (no tensor or pipeline parallelism for S
 weights alone (model.unet_config.from_pretrained, from_NeMo), 10% caption dropout after the v1.1 stage
 (model.text_embedding_dropout_rate). The networks' keys are stable_diffusion_model.py's.
 """
+
 import dataclasses
 import os
-from typing import List, Optional, Tuple
 
 from ..binding import config_fault, non_negative, positive_fields
 from .clip_training import ClipExpManager, ShardSet
@@ -36,10 +36,13 @@ class Augmentations:
         positive_fields(self, key, "resize_smallest_side")
         height, width = self.crop()
         if min(height, width) <= 0 or max(height, width) > self.resize_smallest_side:
-            raise config_fault(f"{key}.center_crop_h_w", self.center_crop_h_w,
-                               f"expected \"H, W\", each in 1..resize_smallest_side ({self.resize_smallest_side})")
+            raise config_fault(
+                f"{key}.center_crop_h_w",
+                self.center_crop_h_w,
+                f'expected "H, W", each in 1..resize_smallest_side ({self.resize_smallest_side})',
+            )
 
-    def crop(self) -> Tuple[int, int]:
+    def crop(self) -> tuple[int, int]:
         try:
             height, width = (int(part) for part in self.center_crop_h_w.split(","))
         except ValueError:
@@ -50,7 +53,7 @@ class Augmentations:
 @dataclasses.dataclass(frozen=True)
 class SdData:
     train: ShardSet  # wdinfo.pkl files, tars or folders of tars (precache_encodings' or reorganize_tar's output)
-    validation: Optional[ShardSet] = None  # held-out shards scored every val_check_interval steps; null: none
+    validation: ShardSet | None = None  # held-out shards scored every val_check_interval steps; null: none
     num_workers: int = 2  # DataLoader worker processes per rank
     shuffle: bool = True  # shard order and examples within each shard reshuffled on every pass (seeded)
     dataloader_type: str = "single"  # examples are read in shard order (a global reshuffle would reread whole tars)
@@ -59,16 +62,19 @@ class SdData:
     def check(self, key: str) -> None:
         non_negative(f"{key}.num_workers", self.num_workers)
         if self.dataloader_type != "single":
-            raise config_fault(f"{key}.dataloader_type", self.dataloader_type,
-                               "WebDataset shards are read in shard order here: set single")
+            raise config_fault(
+                f"{key}.dataloader_type",
+                self.dataloader_type,
+                "WebDataset shards are read in shard order here: set single",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class SdModelSection(LatentDiffusionModel):
     micro_batch_size: int = 1  # samples per forward pass per data-parallel rank
     global_batch_size: int = 1  # samples per optimizer step over all data-parallel ranks
-    optim: Optional[OptimSection] = None
-    data: Optional[SdData] = None
+    optim: OptimSection | None = None
+    data: SdData | None = None
     # "images": the example's image is encoded by the VAE at every step; any other value is the key of the
     # precached posterior (mean, log-variance) in the example's .pickle (the precache spec's `key`).
     first_stage_key: str = RAW_IMAGES
@@ -87,10 +93,15 @@ class SdModelSection(LatentDiffusionModel):
                 raise config_fault(f"{key}.{name}", None, "training needs this section")
         for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
             if getattr(self, name) != 1:
-                raise config_fault(f"{key}.{name}", getattr(self, name),
-                                   "Stable Diffusion trains with data parallelism only (the seed's feature matrix): set 1")
+                raise config_fault(
+                    f"{key}.{name}",
+                    getattr(self, name),
+                    "Stable Diffusion trains with data parallelism only (the seed's feature matrix): set 1",
+                )
         if not 0.0 <= self.text_embedding_dropout_rate < 1.0:
-            raise config_fault(f"{key}.text_embedding_dropout_rate", self.text_embedding_dropout_rate, "must be in [0, 1), e.g. 0.1")
+            raise config_fault(
+                f"{key}.text_embedding_dropout_rate", self.text_embedding_dropout_rate, "must be in [0, 1), e.g. 0.1"
+            )
         self.check_pixels(key)
 
     def check_pixels(self, key: str) -> None:
@@ -99,10 +110,13 @@ class SdModelSection(LatentDiffusionModel):
             crop = self.data.augmentations.crop()
             factor = 2 ** (len(self.first_stage_config.ddconfig.ch_mult) - 1)
             if crop != (self.image_size * factor,) * 2:
-                raise config_fault(f"{key}.data.augmentations.center_crop_h_w", self.data.augmentations.center_crop_h_w,
-                                   f"images of {self.image_size * factor} px make the {self.image_size}-px latents of "
-                                   f"model.image_size through the autoencoder (/{factor}); crop to "
-                                   f"\"{self.image_size * factor}, {self.image_size * factor}\" or change image_size")
+                raise config_fault(
+                    f"{key}.data.augmentations.center_crop_h_w",
+                    self.data.augmentations.center_crop_h_w,
+                    f"images of {self.image_size * factor} px make the {self.image_size}-px latents of "
+                    f"model.image_size through the autoencoder (/{factor}); crop to "
+                    f'"{self.image_size * factor}, {self.image_size * factor}" or change image_size',
+                )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,18 +132,24 @@ class StableDiffusionTrainingConfig(TrainingStage):
     def check(self, key: str) -> None:
         self.check_validation(key)
         if self.trainer.limit_test_batches:
-            raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
-                               "Stable Diffusion has no test split here: set 0 (evaluation=stable_diffusion/fid_clip scores it)")
+            raise config_fault(
+                f"{key}.trainer.limit_test_batches",
+                self.trainer.limit_test_batches,
+                "Stable Diffusion has no test split here: set 0 (evaluation=stable_diffusion/fid_clip scores it)",
+            )
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
         check_schedule(self.model, self.trainer, key)
 
     def check_validation(self, key: str) -> None:
         if self.trainer.limit_val_batches and self.model.data.validation is None:
-            raise config_fault(f"{key}.model.data.validation", None,
-                               "validation (trainer.limit_val_batches > 0) needs held-out shards: set "
-                               "validation.dataset_path, or limit_val_batches 0")
+            raise config_fault(
+                f"{key}.model.data.validation",
+                None,
+                "validation (trainer.limit_val_batches > 0) needs held-out shards: set "
+                "validation.dataset_path, or limit_val_batches 0",
+            )
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path) of what the trainer opens: shards, tokenizer files, the weights it starts from."""
         data = self.model.data
         found = [(f"{STAGE}.model.data.train.dataset_path", p) for p in data.train.dataset_path]
@@ -137,13 +157,15 @@ class StableDiffusionTrainingConfig(TrainingStage):
             found += [(f"{STAGE}.model.data.validation.dataset_path", p) for p in data.validation.dataset_path]
         return found + self.network_reads()
 
-    def network_reads(self) -> List[Tuple[str, str]]:
+    def network_reads(self) -> list[tuple[str, str]]:
         """(key, path) of the tokenizer files and the pretrained weights the networks are built from."""
         m = self.model
         found = [(f"{STAGE}.model.tokenizer", f) for f in m.tokenizer.files()]
-        for name, path in (("unet_config.from_pretrained", m.unet_config.from_pretrained),
-                           ("first_stage_config.from_pretrained", m.first_stage_config.from_pretrained),
-                           ("cond_stage_config.pretrained", m.cond_stage_config.pretrained)):
+        for name, path in (
+            ("unet_config.from_pretrained", m.unet_config.from_pretrained),
+            ("first_stage_config.from_pretrained", m.first_stage_config.from_pretrained),
+            ("cond_stage_config.pretrained", m.cond_stage_config.pretrained),
+        ):
             if path:
                 found.append((f"{STAGE}.model.{name}", path))
         return found

@@ -4,8 +4,9 @@ conf/conversion/mt5/convert_mt5.yaml): a training checkpoint -> `<results_dir>/r
 T5ForConditionalGeneration / MT5ForConditionalGeneration computes the model exactly. The keys are every family's
 (common_conversion), the pipeline split rank that T5 configs carry (a T5 .nemo has PP 1) and GPT's `hf` section.
 """
+
 import dataclasses
-from typing import ClassVar, Literal, Optional
+from typing import ClassVar, Literal
 
 from .common_conversion import CheckpointSourceBase, ConversionRunBase, ConversionStage, HFSection, check_no_merges
 from .t5_training import check_no_pipeline_split
@@ -19,7 +20,7 @@ class T5ConversionRun(ConversionRunBase):
 @dataclasses.dataclass(frozen=True)
 class T5ConversionModel(CheckpointSourceBase):
     model_type: Literal["t5"] = "t5"  # mT5 is a T5 with a SentencePiece vocabulary: t5 as well
-    pipeline_model_parallel_split_rank: Optional[int] = 0  # first decoder stage of a pipeline; 0 with PP 1
+    pipeline_model_parallel_split_rank: int | None = 0  # first decoder stage of a pipeline; 0 with PP 1
 
     def check(self, key: str) -> None:
         super().check(key)

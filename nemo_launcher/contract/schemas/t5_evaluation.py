@@ -15,9 +15,10 @@ the target line); with exact_string_match: {"exact_string_match": %, "examples":
 metric.average says. Predictions go to `<run.results_dir>/results/<name>_predictions.jsonl`. With a
 `squad_preparation` list the text pairs are first written from SQuAD-format JSON, as for fine-tuning.
 """
+
 import dataclasses
 from pathlib import Path
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .common_training import StoredPrecision, check_model_copies
@@ -35,8 +36,8 @@ class QaEvaluationRun(RunBase):
     task_name: str  # the fine-tuning task evaluated (squad, xquad); names the job and its folder
     nodes: int = 1  # the config derives it from TP and cluster.gpus_per_node
     ntasks_per_node: int = 1
-    model_train_name: Optional[str] = None  # the pre-training run the fine-tuned model came from
-    fine_tuning_results_dir: Optional[str] = None  # that fine-tuning run's directory
+    model_train_name: str | None = None  # the pre-training run the fine-tuned model came from
+    fine_tuning_results_dir: str | None = None  # that fine-tuning run's directory
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -49,19 +50,26 @@ class QaEvaluationData:
 
     def check(self, key: str) -> None:
         if self.validation_ds.concat_sampling_probabilities is not None:
-            raise config_fault(f"{key}.validation_ds.concat_sampling_probabilities", self.validation_ds.concat_sampling_probabilities,
-                               "evaluation reads every file pair whole: set null")
+            raise config_fault(
+                f"{key}.validation_ds.concat_sampling_probabilities",
+                self.validation_ds.concat_sampling_probabilities,
+                "evaluation reads every file pair whole: set null",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class QaEvaluationModel(StoredPrecision):
-    restore_from_path: str  # the fine-tuned .nemo (the fine-tuning stage writes <its results_dir>/results/checkpoints/<name>.nemo)
+    restore_from_path: (
+        str  # the fine-tuned .nemo (the fine-tuning stage writes <its results_dir>/results/checkpoints/<name>.nemo)
+    )
     data: QaEvaluationData
     tensor_model_parallel_size: int = 1  # processes the model is split over; the .nemo is resharded on load
     pipeline_model_parallel_size: int = 1  # must be 1 (megatron-core has no T5 pipeline split)
-    pipeline_model_parallel_split_rank: Optional[int] = 0  # 0 with PP 1
-    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count; checked if set
-    precision: Optional[Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16, 32]] = None  # null = as stored
+    pipeline_model_parallel_split_rank: int | None = 0  # 0 with PP 1
+    model_parallel_size: int | None = None  # TP x PP, for the launcher's node count; checked if set
+    precision: Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16, 32] | None = (
+        None  # null = as stored
+    )
     eval_batch_size: int = 16  # questions per forward pass
 
     def check(self, key: str) -> None:
@@ -69,30 +77,34 @@ class QaEvaluationModel(StoredPrecision):
         check_no_pipeline_split(self, key)
         tp = self.tensor_model_parallel_size
         if self.model_parallel_size is not None and self.model_parallel_size != tp:
-            raise config_fault(f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}")
+            raise config_fault(
+                f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}"
+            )
         if not Path(self.restore_from_path).is_absolute():
-            raise config_fault(f"{key}.restore_from_path", self.restore_from_path, "must be an absolute path to the fine-tuned .nemo")
+            raise config_fault(
+                f"{key}.restore_from_path", self.restore_from_path, "must be an absolute path to the fine-tuned .nemo"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class QaEvaluationConfig(StageSchema, stage=STAGE):
     run: QaEvaluationRun
     model: QaEvaluationModel
-    squad_preparation: Optional[List[QaToText]] = None  # SQuAD-format JSON -> text pairs, before evaluating
+    squad_preparation: list[QaToText] | None = None  # SQuAD-format JSON -> text pairs, before evaluating
 
     def check(self, key: str) -> None:
         check_preparation(self.squad_preparation, key)
         check_model_copies(self.run, self.model.tensor_model_parallel_size, key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         paths = [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
         paths += self.model.data.validation_ds.files(f"{STAGE}.model.data.validation_ds")
         return paths + prepared_reads(self.squad_preparation, STAGE)
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir] + prepared_writes(self.squad_preparation)
 
-    def preparation_args(self, config_file: str) -> Optional[Tuple[str, ...]]:
+    def preparation_args(self, config_file: str) -> tuple[str, ...] | None:
         """Arguments of the family's preparation program (SQuAD JSON -> text pairs); None: nothing to prepare."""
         return ("--config", config_file) if self.squad_preparation else None
 

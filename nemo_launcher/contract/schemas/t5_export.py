@@ -5,9 +5,10 @@ converted model's greedy decoder output for the request's source text.
 The keys and rules are GPT's (gpt_export: one process per model instance, no FasterTransformer options); only
 the model types and the .nemo the conversion writes differ.
 """
+
 import dataclasses
 from pathlib import Path
-from typing import ClassVar, List, Literal, Tuple
+from typing import ClassVar, Literal
 
 from ..binding import StageSchema
 from .gpt_export import ExportModel, ExportRun, TritonDeployment
@@ -22,7 +23,9 @@ class T5ExportRun(ExportRun):
 
 @dataclasses.dataclass(frozen=True)
 class T5ExportModel(ExportModel):
-    written_by_conversion: ClassVar[str] = "<train dir>/convert_nemo/results/megatron_t5.nemo, megatron_mt5.nemo for mT5"
+    written_by_conversion: ClassVar[str] = (
+        "<train dir>/convert_nemo/results/megatron_t5.nemo, megatron_mt5.nemo for mT5"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,8 +34,8 @@ class T5ExportConfig(StageSchema, stage=STAGE):
     model: T5ExportModel
     triton_deployment: TritonDeployment  # tokens_to_generate: the longest answer decoded when a request does not say
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return [(f"{STAGE}.model.checkpoint_path", self.model.checkpoint_path)]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir, str(Path(self.triton_deployment.triton_model_dir).parent)]

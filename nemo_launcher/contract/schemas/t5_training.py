@@ -8,63 +8,98 @@ The run, trainer, exp_manager and optimizer sections are every family's (common_
 0.16's T5Model cannot build is refused here, naming the key: a pipeline split of the encoder and decoder,
 position embeddings other than learned_absolute and relative, a mean span length (`mean_ngram_size`).
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import config_fault, fraction, positive, positive_fields
-from .common_training import (TrainingStage, BuildSettings, ExpManagerSection, MaskedLmData, OptimSection, RunSection, TrainerSection, check_data_source,
-                              check_heads, check_layout, check_recompute, check_schedule, data_reads)
+from .common_training import (
+    BuildSettings,
+    ExpManagerSection,
+    MaskedLmData,
+    OptimSection,
+    RunSection,
+    TrainerSection,
+    TrainingStage,
+    check_data_source,
+    check_heads,
+    check_layout,
+    check_recompute,
+    check_schedule,
+    data_reads,
+)
 
 STAGE = "training"
 # gelu/relu: one up-projection; the *glu variants gate it with a second one (ffn_hidden_size each).
 Seq2SeqActivation = Literal["gelu", "geglu", "swiglu", "reglu", "relu"]
 
 # Why megatron-core cannot pipeline a T5 (what a message says, and what a later version must change).
-NO_PIPELINE_SPLIT = ("megatron-core 0.16 cannot split a T5 over pipeline stages (its schedules send one activation "
-                     "tensor between stages, while a decoder stage needs the encoder's output too, and "
-                     "parallel_state has no pipeline_model_parallel_split_rank any more)")
+NO_PIPELINE_SPLIT = (
+    "megatron-core 0.16 cannot split a T5 over pipeline stages (its schedules send one activation "
+    "tensor between stages, while a decoder stage needs the encoder's output too, and "
+    "parallel_state has no pipeline_model_parallel_split_rank any more)"
+)
 
 
 def check_no_pipeline_split(model, key: str) -> None:
     """T5 models run with PP 1: the rule of training, conversion, fine-tuning and evaluation alike."""
     if model.pipeline_model_parallel_size != 1:
-        raise config_fault(f"{key}.pipeline_model_parallel_size", model.pipeline_model_parallel_size,
-                           f"{NO_PIPELINE_SPLIT}: set 1 and split the model with tensor_model_parallel_size")
+        raise config_fault(
+            f"{key}.pipeline_model_parallel_size",
+            model.pipeline_model_parallel_size,
+            f"{NO_PIPELINE_SPLIT}: set 1 and split the model with tensor_model_parallel_size",
+        )
     split = model.pipeline_model_parallel_split_rank
     if split not in (None, 0):
-        raise config_fault(f"{key}.pipeline_model_parallel_split_rank", split,
-                           "with pipeline_model_parallel_size 1 the encoder and the decoder share the one stage: set 0")
+        raise config_fault(
+            f"{key}.pipeline_model_parallel_split_rank",
+            split,
+            "with pipeline_model_parallel_size 1 the encoder and the decoder share the one stage: set 0",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class T5Tokenizer:
     library: Literal["megatron", "sentencepiece"]  # megatron: WordPiece vocab.txt (T5); sentencepiece: a .model (mT5)
-    type: Optional[Literal["BertWordPieceCase", "BertWordPieceLowerCase"]] = None  # library megatron only
-    model: Optional[str] = None  # library sentencepiece: the .model file
-    vocab_file: Optional[str] = None  # library megatron: WordPiece vocab.txt, one piece per line
-    merge_file: Optional[str] = None  # WordPiece has no merges: must stay null
+    type: Literal["BertWordPieceCase", "BertWordPieceLowerCase"] | None = None  # library megatron only
+    model: str | None = None  # library sentencepiece: the .model file
+    vocab_file: str | None = None  # library megatron: WordPiece vocab.txt, one piece per line
+    merge_file: str | None = None  # WordPiece has no merges: must stay null
     num_sentinel_tokens: int = 100  # <extra_id_0> ... appended to the vocabulary: one per masked span of a sample
 
     def check(self, key: str) -> None:
         positive(f"{key}.num_sentinel_tokens", self.num_sentinel_tokens)
         if self.merge_file is not None:
-            raise config_fault(f"{key}.merge_file", self.merge_file, "WordPiece and SentencePiece have no merges file: set null")
+            raise config_fault(
+                f"{key}.merge_file", self.merge_file, "WordPiece and SentencePiece have no merges file: set null"
+            )
         if self.library == "megatron":
             if self.type is None:
-                raise config_fault(f"{key}.type", None, "library megatron needs BertWordPieceCase (T5) or BertWordPieceLowerCase")
+                raise config_fault(
+                    f"{key}.type", None, "library megatron needs BertWordPieceCase (T5) or BertWordPieceLowerCase"
+                )
             if not self.vocab_file:
-                raise config_fault(f"{key}.vocab_file", self.vocab_file, "library megatron needs the WordPiece vocab.txt")
+                raise config_fault(
+                    f"{key}.vocab_file", self.vocab_file, "library megatron needs the WordPiece vocab.txt"
+                )
             if self.model is not None:
-                raise config_fault(f"{key}.model", self.model, "is for library sentencepiece; library megatron reads vocab_file: set null")
+                raise config_fault(
+                    f"{key}.model",
+                    self.model,
+                    "is for library sentencepiece; library megatron reads vocab_file: set null",
+                )
         else:
             if not self.model:
                 raise config_fault(f"{key}.model", self.model, "library sentencepiece needs the .model file")
             for name in ("type", "vocab_file"):
                 if getattr(self, name) is not None:
-                    raise config_fault(f"{key}.{name}", getattr(self, name),
-                                       "is for library megatron (WordPiece); sentencepiece reads model: set null")
+                    raise config_fault(
+                        f"{key}.{name}",
+                        getattr(self, name),
+                        "is for library megatron (WordPiece); sentencepiece reads model: set null",
+                    )
 
-    def files(self, key: str) -> List[Tuple[str, str]]:
+    def files(self, key: str) -> list[tuple[str, str]]:
         name = "vocab_file" if self.library == "megatron" else "model"
         return [(f"{key}.{name}", getattr(self, name))]
 
@@ -77,21 +112,27 @@ class T5Data(MaskedLmData):
     seq_length_dec: int = 128  # decoder tokens per sample: bos + masked tokens + one sentinel per span
     max_ngram_size: int = 10
     geometric_dist: bool = True
-    mean_ngram_size: Optional[int] = None  # NeMo's; megatron-core has none: must stay null
+    mean_ngram_size: int | None = None  # NeMo's; megatron-core has none: must stay null
 
     def check(self, key: str) -> None:
         super().check(key)
         positive(f"{key}.seq_length_dec", self.seq_length_dec)
         if self.mean_ngram_size is not None:
-            raise config_fault(f"{key}.mean_ngram_size", self.mean_ngram_size,
-                               "megatron-core's T5 dataset has no mean span length (geometric_dist draws lengths with "
-                               "p = 0.2, mean 5 words, clipped at max_ngram_size): set null")
+            raise config_fault(
+                f"{key}.mean_ngram_size",
+                self.mean_ngram_size,
+                "megatron-core's T5 dataset has no mean span length (geometric_dist draws lengths with "
+                "p = 0.2, mean 5 words, clipped at max_ngram_size): set null",
+            )
         needed = self.most_masked_tokens() + 2
         if self.seq_length_dec < needed:
-            raise config_fault(f"{key}.seq_length_dec", self.seq_length_dec,
-                               f"a full sample masks up to masked_lm_prob({self.masked_lm_prob}) x (seq_length({self.seq_length}) - 2) "
-                               f"= {self.most_masked_tokens()} tokens, and the decoder reads bos + those tokens + a sentinel "
-                               f"per span: at least {needed}; raise it or lower masked_lm_prob")
+            raise config_fault(
+                f"{key}.seq_length_dec",
+                self.seq_length_dec,
+                f"a full sample masks up to masked_lm_prob({self.masked_lm_prob}) x (seq_length({self.seq_length}) - 2) "
+                f"= {self.most_masked_tokens()} tokens, and the decoder reads bos + those tokens + a sentinel "
+                f"per span: at least {needed}; raise it or lower masked_lm_prob",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,10 +149,10 @@ class T5ModelSection(BuildSettings):
     data: T5Data
     tensor_model_parallel_size: int = 1
     pipeline_model_parallel_size: int = 1  # must be 1 (see NO_PIPELINE_SPLIT)
-    pipeline_model_parallel_split_rank: Optional[int] = 0  # first decoder stage of a pipeline; 0 with PP 1
+    pipeline_model_parallel_split_rank: int | None = 0  # first decoder stage of a pipeline; 0 with PP 1
     encoder_seq_length: int = 512  # encoder tokens per sample
     max_position_embeddings: int = 512  # rows of the learned position table, shared by encoder and decoder
-    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
+    kv_channels: int | None = None  # per-head size; null = hidden_size / num_attention_heads
     init_method_std: float = 0.015
     hidden_dropout: float = 0.1
     attention_dropout: float = 0.1
@@ -126,31 +167,52 @@ class T5ModelSection(BuildSettings):
     make_vocab_size_divisible_by: int = 128  # vocab (with the sentinels) padded to a multiple of this x TP
 
     def check(self, key: str) -> None:
-        positive_fields(self, key, "micro_batch_size", "global_batch_size", "encoder_num_layers", "decoder_num_layers",
-                        "hidden_size", "ffn_hidden_size", "num_attention_heads", "tensor_model_parallel_size",
-                        "pipeline_model_parallel_size", "encoder_seq_length", "max_position_embeddings",
-                        "make_vocab_size_divisible_by")
+        positive_fields(
+            self,
+            key,
+            "micro_batch_size",
+            "global_batch_size",
+            "encoder_num_layers",
+            "decoder_num_layers",
+            "hidden_size",
+            "ffn_hidden_size",
+            "num_attention_heads",
+            "tensor_model_parallel_size",
+            "pipeline_model_parallel_size",
+            "encoder_seq_length",
+            "max_position_embeddings",
+            "make_vocab_size_divisible_by",
+        )
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
         check_no_pipeline_split(self, key)
         if self.data.seq_length != self.encoder_seq_length:
-            raise config_fault(f"{key}.data.seq_length", self.data.seq_length,
-                               f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})")
+            raise config_fault(
+                f"{key}.data.seq_length",
+                self.data.seq_length,
+                f"must equal {key}.encoder_seq_length ({self.encoder_seq_length})",
+            )
         longest = max(self.encoder_seq_length, self.data.seq_length_dec)
         if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < longest:
-            raise config_fault(f"{key}.max_position_embeddings", self.max_position_embeddings,
-                               f"is below the longest sequence ({longest}: encoder_seq_length {self.encoder_seq_length}, "
-                               f"data.seq_length_dec {self.data.seq_length_dec}): encoder and decoder share one learned "
-                               "position table with a row per token")
+            raise config_fault(
+                f"{key}.max_position_embeddings",
+                self.max_position_embeddings,
+                f"is below the longest sequence ({longest}: encoder_seq_length {self.encoder_seq_length}, "
+                f"data.seq_length_dec {self.data.seq_length_dec}): encoder and decoder share one learned "
+                "position table with a row per token",
+            )
         if self.position_embedding_type == "relative":
             positive_fields(self, key, "relative_attention_num_buckets", "relative_attention_max_distance")
         check_heads(self, key)
         check_recompute(self, key)
         most_spans = self.data.most_masked_tokens()
         if self.tokenizer.num_sentinel_tokens < most_spans:
-            raise config_fault(f"{key}.tokenizer.num_sentinel_tokens", self.tokenizer.num_sentinel_tokens,
-                               f"a sample can mask up to {most_spans} one-token spans (masked_lm_prob x (data.seq_length - 2)), "
-                               f"each needing its own sentinel: set at least {most_spans}")
+            raise config_fault(
+                f"{key}.tokenizer.num_sentinel_tokens",
+                self.tokenizer.num_sentinel_tokens,
+                f"a sample can mask up to {most_spans} one-token spans (masked_lm_prob x (data.seq_length - 2)), "
+                f"each needing its own sentinel: set at least {most_spans}",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +227,9 @@ class T5TrainingConfig(TrainingStage):
         check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
         check_schedule(self.model, self.trainer, key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the tokenizer file and the data. mC4's preparation
         writes a folder of .bin/.idx pairs per language into run.preprocessed_dir, the Pile's the pairs themselves."""
-        return self.model.tokenizer.files(f"{STAGE}.model.tokenizer") + data_reads(self.run, self.model.data, STAGE, blended="*")
+        return self.model.tokenizer.files(f"{STAGE}.model.tokenizer") + data_reads(
+            self.run, self.model.data, STAGE, blended="*"
+        )

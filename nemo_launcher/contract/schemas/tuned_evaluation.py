@@ -15,9 +15,10 @@ the lines. Under <run.results_dir>/results/ it writes <test file name>_predictio
 "prediction", "answers"} per line, in file order) and qa_metrics.json ({"<test file name>": {"exact_match": %,
 "f1": %, "examples": n}, ..., "average": {...}}).
 """
+
 import dataclasses
 from pathlib import Path
-from typing import Any, List, Literal, Optional, Tuple, Union
+from typing import Any, Literal
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .common_training import StoredPrecision, check_model_copies
@@ -31,16 +32,16 @@ PRECISIONS = Literal["bf16", "bf16-mixed", "16", "16-mixed", "32", "32-true", 16
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TunedEvaluationRun(RunBase):
-    model_train_name: Optional[str] = None  # the pre-training run whose converted model was tuned
+    model_train_name: str | None = None  # the pre-training run whose converted model was tuned
     nodes: int = 1  # the configs derive it from TP and cluster.gpus_per_node
     ntasks_per_node: int = 1
-    task_name: Optional[str] = None  # the tuned task (the T5 configs name the job after it)
-    eval_name: Optional[str] = None  # the GPT configs name the job after it
-    tasks: Optional[Literal["prompt", "adapter"]] = None  # the GPT configs' kind of test task, as the seed writes it
+    task_name: str | None = None  # the tuned task (the T5 configs name the job after it)
+    eval_name: str | None = None  # the GPT configs name the job after it
+    tasks: Literal["prompt", "adapter"] | None = None  # the GPT configs' kind of test task, as the seed writes it
     # The tuning run whose result is evaluated (the configs build the result file's path from it).
-    prompt_learn_dir: Optional[str] = None
-    prompt_learning_dir: Optional[str] = None
-    adapter_learning_dir: Optional[str] = None
+    prompt_learn_dir: str | None = None
+    prompt_learning_dir: str | None = None
+    adapter_learning_dir: str | None = None
 
     def check(self, key: str) -> None:
         super().check(key)
@@ -49,14 +50,16 @@ class TunedEvaluationRun(RunBase):
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationFiles:
-    test_ds: List[str]  # prompt-learning jsonl files, each scored on its own
+    test_ds: list[str]  # prompt-learning jsonl files, each scored on its own
     num_workers: int = 4  # DataLoader processes that read and tokenize the lines, per rank
     global_batch_size: int = 16  # lines answered at once over all model copies: micro_batch_size x copies
     micro_batch_size: int = 16  # lines per forward pass of one model copy
 
     def check(self, key: str) -> None:
         if not self.test_ds or not all(self.test_ds):
-            raise config_fault(f"{key}.test_ds", self.test_ds, "list one or more jsonl files, e.g. [/data/squad_test.jsonl]")
+            raise config_fault(
+                f"{key}.test_ds", self.test_ds, "list one or more jsonl files, e.g. [/data/squad_test.jsonl]"
+            )
         positive_fields(self, key, "global_batch_size", "micro_batch_size")
         if self.num_workers < 0:
             raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
@@ -69,48 +72,62 @@ class _Parallel(StoredPrecision):
     language_model_path: str  # the frozen base .nemo the method was trained on (the conversion's output)
     tensor_model_parallel_size: int = 1  # any TP dividing the heads; the .nemo is resharded on load
     pipeline_model_parallel_size: int = 1  # must be 1
-    model_parallel_size: Optional[int] = None  # TP x PP, for the launcher's node count; checked when set
-    precision: Optional[PRECISIONS] = None  # bf16, 16 or 32; null: the dtype the base .nemo stores
+    model_parallel_size: int | None = None  # TP x PP, for the launcher's node count; checked when set
+    precision: PRECISIONS | None = None  # bf16, 16 or 32; null: the dtype the base .nemo stores
     tokens_to_generate: int = 32  # the longest answer generated
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "tensor_model_parallel_size", "tokens_to_generate")
         if self.pipeline_model_parallel_size != 1:
-            raise config_fault(f"{key}.pipeline_model_parallel_size", self.pipeline_model_parallel_size,
-                               "evaluation runs without pipeline parallelism: set 1 and split the model with "
-                               "tensor_model_parallel_size")
+            raise config_fault(
+                f"{key}.pipeline_model_parallel_size",
+                self.pipeline_model_parallel_size,
+                "evaluation runs without pipeline parallelism: set 1 and split the model with "
+                "tensor_model_parallel_size",
+            )
         tp = self.tensor_model_parallel_size
         if self.model_parallel_size is not None and self.model_parallel_size != tp:
-            raise config_fault(f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}")
+            raise config_fault(
+                f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}"
+            )
         for name in self.path_keys():
             value = getattr(self, name)
             if not value or not Path(value).is_absolute():
                 raise config_fault(f"{key}.{name}", value, "must be an absolute path to a .nemo")
 
-    def path_keys(self) -> Tuple[str, ...]:
+    def path_keys(self) -> tuple[str, ...]:
         return ("language_model_path",)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TunedEvaluationModel(_Parallel):
     data: EvaluationFiles
-    virtual_prompt_model_file: Optional[str] = None  # prompt learning's result (megatron_{t5,mt5}_prompt.nemo)
-    adapter_model_file: Optional[str] = None  # adapter or IA3 learning's result (megatron_*_{adapter,ia3}.nemo)
-    pipeline_model_parallel_split_rank: Optional[int] = 0  # 0 with PP 1
+    virtual_prompt_model_file: str | None = None  # prompt learning's result (megatron_{t5,mt5}_prompt.nemo)
+    adapter_model_file: str | None = None  # adapter or IA3 learning's result (megatron_*_{adapter,ia3}.nemo)
+    pipeline_model_parallel_split_rank: int | None = 0  # 0 with PP 1
 
     def check(self, key: str) -> None:
         given = [name for name in ("virtual_prompt_model_file", "adapter_model_file") if getattr(self, name)]
         if len(given) != 1:
-            raise config_fault(f"{key}.{given[-1] if given else 'adapter_model_file'}", "both" if given else None,
-                               "name exactly one result file: virtual_prompt_model_file (prompt learning) or "
-                               "adapter_model_file (adapters, IA3)")
+            raise config_fault(
+                f"{key}.{given[-1] if given else 'adapter_model_file'}",
+                "both" if given else None,
+                "name exactly one result file: virtual_prompt_model_file (prompt learning) or "
+                "adapter_model_file (adapters, IA3)",
+            )
         if self.pipeline_model_parallel_split_rank not in (None, 0):
-            raise config_fault(f"{key}.pipeline_model_parallel_split_rank", self.pipeline_model_parallel_split_rank,
-                               "must be 0 with pipeline_model_parallel_size 1")
+            raise config_fault(
+                f"{key}.pipeline_model_parallel_split_rank",
+                self.pipeline_model_parallel_split_rank,
+                "must be 0 with pipeline_model_parallel_size 1",
+            )
         super().check(key)
 
-    def path_keys(self) -> Tuple[str, ...]:
-        return ("language_model_path", "virtual_prompt_model_file" if self.virtual_prompt_model_file else "adapter_model_file")
+    def path_keys(self) -> tuple[str, ...]:
+        return (
+            "language_model_path",
+            "virtual_prompt_model_file" if self.virtual_prompt_model_file else "adapter_model_file",
+        )
 
     @property
     def method_file(self) -> str:
@@ -121,7 +138,7 @@ class TunedEvaluationModel(_Parallel):
         return self.path_keys()[1]
 
     @property
-    def test_files(self) -> List[str]:
+    def test_files(self) -> list[str]:
         return list(self.data.test_ds)
 
     @property
@@ -142,7 +159,7 @@ class TunedEvaluationModel(_Parallel):
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PromptGptModel(_Parallel):
     nemo_model: str  # prompt learning's result (megatron_gpt_prompt.nemo)
-    prompt_dataset_paths: Union[str, List[str]]  # one prompt-learning jsonl test file, or several
+    prompt_dataset_paths: str | list[str]  # one prompt-learning jsonl test file, or several
     model_type: Literal["nemo-gpt3-prompt"] = "nemo-gpt3-prompt"
     eval_batch_size: int = 4  # lines per forward pass of one model copy
     disable_special_tokens: bool = False  # true: answer without the virtual tokens (the base model's own answers)
@@ -150,20 +167,28 @@ class PromptGptModel(_Parallel):
 
     def check(self, key: str) -> None:
         if not self.test_files or not all(self.test_files):
-            raise config_fault(f"{key}.prompt_dataset_paths", self.prompt_dataset_paths,
-                               "name the jsonl test file(s), e.g. /data/prompt_data/v1.1/squad_test.jsonl")
+            raise config_fault(
+                f"{key}.prompt_dataset_paths",
+                self.prompt_dataset_paths,
+                "name the jsonl test file(s), e.g. /data/prompt_data/v1.1/squad_test.jsonl",
+            )
         positive_fields(self, key, "eval_batch_size")
         if self.num_workers < 0:
             raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
         super().check(key)
 
-    def path_keys(self) -> Tuple[str, ...]:
+    def path_keys(self) -> tuple[str, ...]:
         return ("language_model_path", "nemo_model")
 
     method_file = property(lambda self: self.nemo_model)
     method_key = property(lambda self: "nemo_model")
-    test_files = property(lambda self: [self.prompt_dataset_paths] if isinstance(self.prompt_dataset_paths, str)
-                          else list(self.prompt_dataset_paths))
+    test_files = property(
+        lambda self: (
+            [self.prompt_dataset_paths]
+            if isinstance(self.prompt_dataset_paths, str)
+            else list(self.prompt_dataset_paths)
+        )
+    )
     test_key = property(lambda self: "model.prompt_dataset_paths")
     lines_per_pass = property(lambda self: self.eval_batch_size)
     reader_workers = property(lambda self: self.num_workers)
@@ -179,19 +204,25 @@ class _TunedEvaluation(StageSchema, stage=STAGE):
         processes = check_model_copies(self.run, tp, key)
         data = getattr(self.model, "data", None)
         if data is not None and data.global_batch_size != data.micro_batch_size * (processes // tp):
-            raise config_fault(f"{key}.model.data.global_batch_size", data.global_batch_size,
-                               f"must be micro_batch_size({data.micro_batch_size}) x model copies "
-                               f"({processes} processes / TP({tp}) = {processes // tp})")
+            raise config_fault(
+                f"{key}.model.data.global_batch_size",
+                data.global_batch_size,
+                f"must be micro_batch_size({data.micro_batch_size}) x model copies "
+                f"({processes} processes / TP({tp}) = {processes // tp})",
+            )
         names = [Path(path).stem for path in self.model.test_files]
         if len(set(names)) != len(names):
-            raise config_fault(f"{key}.{self.model.test_key}", self.model.test_files,
-                               "give the test files distinct names: each one's results are filed under its name")
+            raise config_fault(
+                f"{key}.{self.model.test_key}",
+                self.model.test_files,
+                "give the test files distinct names: each one's results are filed under its name",
+            )
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         paths = [(f"{STAGE}.model.{name}", getattr(self.model, name)) for name in self.model.path_keys()]
         return paths + [(f"{STAGE}.{self.model.test_key}", path) for path in self.model.test_files]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir]
 
     @property

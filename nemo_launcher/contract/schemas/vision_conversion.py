@@ -10,6 +10,7 @@ pipeline stages and no merges-file override of their own beyond CLIP's BPE.
 `hf`: CLIP alone has a Hugging Face counterpart (transformers' CLIPModel), written where the architecture matches
 exactly (the job says why not otherwise); a ViT conversion has none, so its hf.mode must be off.
 """
+
 import dataclasses
 from typing import ClassVar, Literal
 
@@ -19,11 +20,15 @@ from .common_conversion import CheckpointSourceBase, ConversionRunBase, Conversi
 
 def _check_single_stage(model, key: str) -> None:
     if model.pipeline_model_parallel_size != 1:
-        raise config_fault(f"{key}.pipeline_model_parallel_size", model.pipeline_model_parallel_size,
-                           "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1")
+        raise config_fault(
+            f"{key}.pipeline_model_parallel_size",
+            model.pipeline_model_parallel_size,
+            "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1",
+        )
     if model.tokenizer_model is not None:
-        raise config_fault(f"{key}.tokenizer_model", model.tokenizer_model,
-                           "the vision families read no SentencePiece model: set null")
+        raise config_fault(
+            f"{key}.tokenizer_model", model.tokenizer_model, "the vision families read no SentencePiece model: set null"
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,9 +57,12 @@ class VitConversionConfig(ConversionStage):
     def check(self, key: str) -> None:
         super().check(key)
         if self.hf.mode != "off":
-            raise config_fault(f"{key}.hf.mode", self.hf.mode,
-                               "the ViT classifier (megatron's class tokens and tanh head) has no Hugging Face "
-                               "counterpart here: set off")
+            raise config_fault(
+                f"{key}.hf.mode",
+                self.hf.mode,
+                "the ViT classifier (megatron's class tokens and tanh head) has no Hugging Face "
+                "counterpart here: set off",
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -9,9 +9,9 @@ Writes into infer.out_path: `onnx/` (the graphs), `plan/` (engines where built, 
 inference settings that become the served defaults) and `model_repo/` (Triton's layout: vit_trt, or
 clip_vision_trt and clip_trt), plus EXPORT_REPORT_FILE with what was checked.
 """
+
 import dataclasses
 from pathlib import PurePosixPath
-from typing import List, Optional, Tuple
 
 from ..binding import StageSchema, config_fault, positive, positive_fields
 from .vision_inference import SavedModel, SavedModelRun, SavedModelTrainer
@@ -30,7 +30,9 @@ class ExportTrainer(SavedModelTrainer):
     def check(self, key: str) -> None:
         super().check(key)
         if self.precision is not None and self.dtype() == "bf16":
-            raise config_fault(f"{key}.precision", self.precision, "TensorRT engines are built in 16 (FP16) or 32 (FP32)")
+            raise config_fault(
+                f"{key}.precision", self.precision, "TensorRT engines are built in 16 (FP16) or 32 (FP32)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +42,7 @@ class InferSection:
     max_dim: int = 224  # image side in pixels; must be the model's own (its position table is fixed)
     check_tolerance: float = 1.0e-4  # largest allowed |onnxruntime - framework| over the checked outputs
     # Also write the Triton entries into this folder (the seed's <launcher>/deployment/server); null: only model_repo/
-    deployment_dir: Optional[str] = None
+    deployment_dir: str | None = None
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "max_batch_size", "max_dim")
@@ -58,7 +60,11 @@ class ClipInferSection(InferSection):
     def check(self, key: str) -> None:
         super().check(key)
         if self.max_text < 3:
-            raise config_fault(f"{key}.max_text", self.max_text, "needs room for the start token, one token and the end token: at least 3")
+            raise config_fault(
+                f"{key}.max_text",
+                self.max_text,
+                "needs room for the start token, one token and the end token: at least 3",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +73,10 @@ class _VisionExport(StageSchema, stage=STAGE):
     trainer: ExportTrainer
     model: SavedModel
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         written = [self.run.results_dir, self.infer.out_path]
         return written + ([self.infer.deployment_dir] if self.infer.deployment_dir else [])
 

@@ -7,8 +7,9 @@ export schemas (vision_export) share with it.
 
 Each job writes one JSON file into run.results_dir (PREDICTIONS_FILE, SIMILARITY_FILE) and prints a table.
 """
+
 import dataclasses
-from typing import List, Literal, Optional, Tuple
+from typing import Literal
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .common_training import Precision, precision_name
@@ -21,16 +22,19 @@ SIMILARITY_FILE = "similarity.json"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SavedModelRun(RunBase):
-    model_train_name: Optional[str] = None  # the training run whose model is read (names the default paths)
-    fine_tuning_dir: Optional[str] = None  # ViT: the fine-tuning run whose .nemo is read by default
+    model_train_name: str | None = None  # the training run whose model is read (names the default paths)
+    fine_tuning_dir: str | None = None  # ViT: the fine-tuning run whose .nemo is read by default
     nodes: int = 1
     ntasks_per_node: int = 1  # one process: a saved vision model runs unsplit (TP = 1)
 
     def check(self, key: str) -> None:
         super().check(key)
         if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(f"{key}.ntasks_per_node", self.ntasks_per_node,
-                               "a saved ViT or CLIP model runs in one process: set nodes and ntasks_per_node to 1")
+            raise config_fault(
+                f"{key}.ntasks_per_node",
+                self.ntasks_per_node,
+                "a saved ViT or CLIP model runs in one process: set nodes and ntasks_per_node to 1",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,14 +46,14 @@ class SavedModelTrainer:
     accelerator: Literal["gpu", "cpu"] = "gpu"
     # The dtype the model computes in: bf16, 16 or 32; null = the dtype its weights were saved in, which is the
     # precision it trained in (the seed: CLIP scored in another precision than it trained in gives wrong results).
-    precision: Optional[Precision] = None
+    precision: Precision | None = None
     logger: bool = False  # accepted for the seed's configs; these jobs write no training logs
 
     def check(self, key: str) -> None:
         if (self.devices, self.num_nodes) != (1, 1):
             raise config_fault(f"{key}.devices", self.devices, "runs on one device: set devices and num_nodes to 1")
 
-    def dtype(self) -> Optional[str]:
+    def dtype(self) -> str | None:
         """fp32, bf16, fp16, or None for the saved weights' own."""
         return None if self.precision is None else precision_name(self.precision)
 
@@ -62,8 +66,11 @@ class SavedModel:
     def check(self, key: str) -> None:
         positive_fields(self, key, "micro_batch_size")
         if not self.restore_from_path.endswith(".nemo"):
-            raise config_fault(f"{key}.restore_from_path", self.restore_from_path,
-                               "name the .nemo a vision training, fine-tuning or conversion run wrote")
+            raise config_fault(
+                f"{key}.restore_from_path",
+                self.restore_from_path,
+                "name the .nemo a vision training, fine-tuning or conversion run wrote",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,10 +86,13 @@ class VitClassifyConfig(StageSchema, stage=STAGE):
     def check(self, key: str) -> None:
         positive_fields(self, key, "top_k")
 
-    def reads(self) -> List[Tuple[str, str]]:
-        return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path), (f"{STAGE}.data_path", self.data_path)]
+    def reads(self) -> list[tuple[str, str]]:
+        return [
+            (f"{STAGE}.model.restore_from_path", self.model.restore_from_path),
+            (f"{STAGE}.data_path", self.data_path),
+        ]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir]
 
 
@@ -95,14 +105,17 @@ class ClipSimilarityConfig(StageSchema, stage=STAGE):
     trainer: SavedModelTrainer
     model: SavedModel
     image_path: str  # the image file
-    texts: List[str]  # captions to score the image against
+    texts: list[str]  # captions to score the image against
 
     def check(self, key: str) -> None:
         if not self.texts or any(not isinstance(text, str) or not text.strip() for text in self.texts):
             raise config_fault(f"{key}.texts", self.texts, "give a list of one or more non-empty texts")
 
-    def reads(self) -> List[Tuple[str, str]]:
-        return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path), (f"{STAGE}.image_path", self.image_path)]
+    def reads(self) -> list[tuple[str, str]]:
+        return [
+            (f"{STAGE}.model.restore_from_path", self.model.restore_from_path),
+            (f"{STAGE}.image_path", self.image_path),
+        ]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.run.results_dir]

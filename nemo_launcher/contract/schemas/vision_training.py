@@ -7,8 +7,8 @@ the mixed-precision switch of the reference, and how image folders and WebDatase
 The tower is megatron-core's CLIPViTModel: a patch convolution, class tokens, learned positions, a pre-norm and
 pre-norm transformer layers attending in both directions.
 """
+
 import dataclasses
-from typing import List, Optional
 
 from ..binding import config_fault, fraction, positive_fields
 from .common_training import check_heads, check_recompute
@@ -32,13 +32,13 @@ class VisionTower:
     img_w: int = 224
     num_channels: int = 3  # RGB only
     class_token_length: int = 8  # learned tokens before the patches; the first one is the image's summary
-    kv_channels: Optional[int] = None  # per-head size; null = hidden_size / num_attention_heads
+    kv_channels: int | None = None  # per-head size; null = hidden_size / num_attention_heads
     init_method_std: float = 0.02
     hidden_dropout: float = 0.0
     attention_dropout: float = 0.0
     layernorm_epsilon: float = 1.0e-5
-    image_mean: Optional[List[float]] = None  # per-channel mean subtracted from pixels in [0, 1]; null: the family's
-    image_std: Optional[List[float]] = None  # per-channel deviation the pixels are divided by; null: the family's
+    image_mean: list[float] | None = None  # per-channel mean subtracted from pixels in [0, 1]; null: the family's
+    image_std: list[float] | None = None  # per-channel deviation the pixels are divided by; null: the family's
 
     def check(self, key: str) -> None:
         check_tower(self, key)
@@ -52,21 +52,39 @@ class VisionTower:
 
 
 def check_tower(tower, key: str) -> None:
-    positive_fields(tower, key, "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "patch_dim",
-                    "img_h", "img_w", "class_token_length")
+    positive_fields(
+        tower,
+        key,
+        "num_layers",
+        "hidden_size",
+        "ffn_hidden_size",
+        "num_attention_heads",
+        "patch_dim",
+        "img_h",
+        "img_w",
+        "class_token_length",
+    )
     fraction(f"{key}.hidden_dropout", tower.hidden_dropout)
     fraction(f"{key}.attention_dropout", tower.attention_dropout)
     if tower.num_channels != 3:
         raise config_fault(f"{key}.num_channels", tower.num_channels, "images are read as RGB: set 3")
     for side in ("img_h", "img_w"):
         if getattr(tower, side) % tower.patch_dim:
-            raise config_fault(f"{key}.{side}", getattr(tower, side),
-                               f"must be a multiple of patch_dim ({tower.patch_dim}) so that patches tile the image")
+            raise config_fault(
+                f"{key}.{side}",
+                getattr(tower, side),
+                f"must be a multiple of patch_dim ({tower.patch_dim}) so that patches tile the image",
+            )
     for name in ("image_mean", "image_std"):
         values = getattr(tower, name)
         if values is not None and (len(values) != 3 or (name == "image_std" and min(values) <= 0)):
-            raise config_fault(f"{key}.{name}", values, "expected three per-channel values (R, G, B)"
-                               + (", each > 0" if name == "image_std" else "") + ", or null for the family's")
+            raise config_fault(
+                f"{key}.{name}",
+                values,
+                "expected three per-channel values (R, G, B)"
+                + (", each > 0" if name == "image_std" else "")
+                + ", or null for the family's",
+            )
     check_heads(tower, key)
 
 
@@ -74,20 +92,29 @@ def check_amp_o2(model, trainer, key: str) -> None:
     """megatron_amp_O2 names the mixed precision this trainer runs in bf16/16: half-precision weights with fp32
     master copies in the optimizer (megatron-core's Float16Module). O1 (autocast over fp32 weights) is not built."""
     if trainer.precision_name() != "fp32" and not model.megatron_amp_O2:
-        raise config_fault(f"{key}.megatron_amp_O2", False,
-                           f"trainer.precision={trainer.precision} trains with half-precision weights and fp32 master "
-                           "copies (O2) here; O1 autocast is not built: set true, or trainer.precision=32")
+        raise config_fault(
+            f"{key}.megatron_amp_O2",
+            False,
+            f"trainer.precision={trainer.precision} trains with half-precision weights and fp32 master "
+            "copies (O2) here; O1 autocast is not built: set true, or trainer.precision=32",
+        )
 
 
 def check_parallel(model, key: str) -> None:
     """TP splits heads and MLP widths; the seed's vision families have no pipeline or sequence parallelism."""
-    positive_fields(model, key, "micro_batch_size", "global_batch_size", "tensor_model_parallel_size",
-                    "pipeline_model_parallel_size")
+    positive_fields(
+        model,
+        key,
+        "micro_batch_size",
+        "global_batch_size",
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+    )
     if model.pipeline_model_parallel_size != 1:
-        raise config_fault(f"{key}.pipeline_model_parallel_size", model.pipeline_model_parallel_size,
-                           "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1 and split the "
-                           "model with tensor_model_parallel_size")
+        raise config_fault(
+            f"{key}.pipeline_model_parallel_size",
+            model.pipeline_model_parallel_size,
+            "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1 and split the "
+            "model with tensor_model_parallel_size",
+        )
     check_recompute(model, key)
-
-
-

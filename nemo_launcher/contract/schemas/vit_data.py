@@ -10,8 +10,9 @@ per `dataset`:
     cfg = VitDataPreparation.from_dict(section)      # the launcher before submitting; by `dataset`
     cfg.steps()                                      # [StepPlan("shape_folders")]: nemo_launcher.jobs.vision.shape_folders
 """
+
 import dataclasses
-from typing import Any, Dict, List, Literal, Optional, Tuple
+from typing import Any, Literal
 
 from ..binding import StageSchema, config_fault, positive_fields
 from .data_preparation import StepPlan
@@ -40,13 +41,13 @@ class VitShapeFoldersConfig(StageSchema, stage=STAGE):
         if self.image_size < 16:
             raise config_fault(f"{key}.image_size", self.image_size, "shapes need at least 16 x 16 pixels")
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         return [StepPlan("shape_folders")]
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return []
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.output_dir]
 
 
@@ -56,22 +57,24 @@ class ImagenetShardsConfig(StageSchema, stage=STAGE):
     dataset: Literal["imagenet_shards"]
     input_dir: str  # holds one class-folder tree per split (the seed's data/imagenet_1k: train/ and val/)
     output_dir: str  # <output_dir>/<split>/ gets the tars, classes.json and wdinfo.pkl
-    splits: List[str] = dataclasses.field(default_factory=lambda: ["train", "val"])  # sub-folders of input_dir
+    splits: list[str] = dataclasses.field(default_factory=lambda: ["train", "val"])  # sub-folders of input_dir
     examples_per_shard: int = 1000  # images per tar (the last of a split may hold fewer)
-    shuffle_seed: Optional[int] = 0  # the order of a split's images across its tars; null: class folder order
+    shuffle_seed: int | None = 0  # the order of a split's images across its tars; null: class folder order
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "examples_per_shard")
         if not self.splits or len(set(self.splits)) != len(self.splits) or any("/" in s or not s for s in self.splits):
-            raise config_fault(f"{key}.splits", self.splits, "list distinct sub-folder names of input_dir, e.g. [train, val]")
+            raise config_fault(
+                f"{key}.splits", self.splits, "list distinct sub-folder names of input_dir, e.g. [train, val]"
+            )
 
-    def steps(self) -> List[StepPlan]:
+    def steps(self) -> list[StepPlan]:
         return [StepPlan("imagenet_shards")]
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         return [(f"{STAGE}.input_dir", f"{self.input_dir}/{split}") for split in self.splits]
 
-    def writes(self) -> List[str]:
+    def writes(self) -> list[str]:
         return [self.output_dir]
 
 
@@ -82,7 +85,7 @@ class VitDataPreparation:
     """Binds a ViT data_preparation section to the schema its `dataset` names."""
 
     @staticmethod
-    def from_dict(data: Dict[str, Any], stage: str = STAGE):
+    def from_dict(data: dict[str, Any], stage: str = STAGE):
         dataset = data.get("dataset")
         if dataset not in _DATASETS:
             raise config_fault(f"{stage}.dataset", dataset, f"choose one of {', '.join(_DATASETS)}")

@@ -8,8 +8,9 @@ the rest, by SGD with momentum; the run writes its own `.nemo` (exp_manager: <ex
 The architecture (layers, widths, heads, patch size, class tokens) is the `.nemo`'s; patch_dim here is checked
 against it by the job, since the launcher cannot open a file that an earlier stage of the pipeline writes.
 """
+
 import dataclasses
-from typing import List, Literal, Tuple
+from typing import Literal
 
 from ..binding import config_fault, fraction, positive_fields
 from .common_training import BuildSettings, OptimSection
@@ -18,8 +19,10 @@ from .vision_training import check_parallel
 from .vit_training import ClassFolderData, check_classifier_run
 
 STAGE = "fine_tuning"
-NEMO_HINT = ("a finished ViT training run writes <train dir>/results/checkpoints/nemo_vit_classification.nemo, the "
-             "conversion stage <train dir>/convert_nemo/results/nemo_vit.nemo")
+NEMO_HINT = (
+    "a finished ViT training run writes <train dir>/results/checkpoints/nemo_vit_classification.nemo, the "
+    "conversion stage <train dir>/convert_nemo/results/nemo_vit.nemo"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,13 +56,18 @@ class VitFinetuneModel(BuildSettings):
 
     def check(self, key: str) -> None:
         if not self.restore_from_path:
-            raise config_fault(f"{key}.restore_from_path", self.restore_from_path, f"name the ViT .nemo to fine-tune ({NEMO_HINT})")
+            raise config_fault(
+                f"{key}.restore_from_path", self.restore_from_path, f"name the ViT .nemo to fine-tune ({NEMO_HINT})"
+            )
         positive_fields(self, key, "img_h", "img_w", "patch_dim")
         check_parallel(self, key)
         for side in ("img_h", "img_w"):
             if getattr(self, side) % self.patch_dim:
-                raise config_fault(f"{key}.{side}", getattr(self, side),
-                                   f"must be a multiple of patch_dim ({self.patch_dim}) so that patches tile the image")
+                raise config_fault(
+                    f"{key}.{side}",
+                    getattr(self, side),
+                    f"must be a multiple of patch_dim ({self.patch_dim}) so that patches tile the image",
+                )
         if self.num_classes < 2:
             raise config_fault(f"{key}.num_classes", self.num_classes, "a classifier needs at least 2 classes")
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
@@ -73,7 +81,8 @@ class VitFinetuneConfig(FinetuningStage, stage=STAGE):
     def check(self, key: str) -> None:
         check_classifier_run(self.model, self.trainer, key)
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         key = f"{STAGE}.model"
-        return ([(f"{key}.restore_from_path", self.model.restore_from_path)]
-                + [(f"{key}.data.data_path", folder) for folder in self.model.data.data_path])
+        return [(f"{key}.restore_from_path", self.model.restore_from_path)] + [
+            (f"{key}.data.data_path", folder) for folder in self.model.data.data_path
+        ]

@@ -8,12 +8,21 @@ with cross-entropy on images in ImageNet's class-folder layout.
 The run, trainer, exp_manager and optimizer sections are every family's (common_training); the tower's keys are
 vision_training's.
 """
+
 import dataclasses
-from typing import List, Literal, Tuple
+from typing import Literal
 
 from ..binding import config_fault, non_negative
-from .common_training import (TrainingStage, BuildSettings, ExpManagerSection, OptimSection, RunSection, TrainerSection, check_layout,
-                              check_schedule)
+from .common_training import (
+    BuildSettings,
+    ExpManagerSection,
+    OptimSection,
+    RunSection,
+    TrainerSection,
+    TrainingStage,
+    check_layout,
+    check_schedule,
+)
 from .vision_training import VisionTower, check_amp_o2, check_parallel
 
 STAGE = "training"
@@ -24,21 +33,29 @@ class ClassFolderData:
     """ImageNet's layout (the seed's data/imagenet_1k): <folder>/<class name>/<image file>; classes are the
     sub-folders of the training folder in sorted order, so their index is the label."""
 
-    data_path: List[str]  # [training folder, validation folder]; the validation folder may be left out without validation
+    data_path: list[
+        str
+    ]  # [training folder, validation folder]; the validation folder may be left out without validation
     num_workers: int = 2  # DataLoader worker processes per rank
     dataloader_type: Literal["single", "cyclic"] = "cyclic"  # single: folder order; cyclic: shuffled over the run
-    random_crop_scale: List[float] = dataclasses.field(default_factory=lambda: [0.08, 1.0])  # area range of training crops
+    random_crop_scale: list[float] = dataclasses.field(
+        default_factory=lambda: [0.08, 1.0]
+    )  # area range of training crops
     random_flip: bool = True  # mirror half of the training images left-right
 
     def check(self, key: str) -> None:
         non_negative(f"{key}.num_workers", self.num_workers)
         if not 1 <= len(self.data_path) <= 2:
-            raise config_fault(f"{key}.data_path", self.data_path,
-                               "expected [training folder] or [training folder, validation folder]")
+            raise config_fault(
+                f"{key}.data_path", self.data_path, "expected [training folder] or [training folder, validation folder]"
+            )
         low, high = (self.random_crop_scale + [0, 0])[:2]
         if len(self.random_crop_scale) != 2 or not 0 < low <= high <= 1:
-            raise config_fault(f"{key}.random_crop_scale", self.random_crop_scale,
-                               "expected [smallest, largest] share of the image area, 0 < smallest <= largest <= 1")
+            raise config_fault(
+                f"{key}.random_crop_scale",
+                self.random_crop_scale,
+                "expected [smallest, largest] share of the image area, 0 < smallest <= largest <= 1",
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,9 +82,11 @@ def check_classifier_run(model, trainer, key: str) -> None:
     """What a ViT training and fine-tuning run check alike: precision, the validation folder, layout, schedule."""
     check_amp_o2(model, trainer, f"{key}.model")
     if trainer.limit_val_batches and len(model.data.data_path) < 2:
-        raise config_fault(f"{key}.model.data.data_path", model.data.data_path,
-                           "validation (trainer.limit_val_batches > 0) reads the second folder: add it, or set "
-                           "limit_val_batches 0")
+        raise config_fault(
+            f"{key}.model.data.data_path",
+            model.data.data_path,
+            "validation (trainer.limit_val_batches > 0) reads the second folder: add it, or set limit_val_batches 0",
+        )
     check_layout(model, trainer.num_nodes, trainer.devices, key)
     check_schedule(model, trainer, key)
 
@@ -82,10 +101,12 @@ class VitTrainingConfig(TrainingStage):
     def check(self, key: str) -> None:
         check_classifier_run(self.model, self.trainer, key)
         if self.trainer.limit_test_batches:
-            raise config_fault(f"{key}.trainer.limit_test_batches", self.trainer.limit_test_batches,
-                               "ImageNet's layout has no test split: set 0 (evaluation=vit/imagenet_val scores the "
-                               "validation folder)")
+            raise config_fault(
+                f"{key}.trainer.limit_test_batches",
+                self.trainer.limit_test_batches,
+                "ImageNet's layout has no test split: set 0 (evaluation=vit/imagenet_val scores the validation folder)",
+            )
 
-    def reads(self) -> List[Tuple[str, str]]:
+    def reads(self) -> list[tuple[str, str]]:
         """(key, path) of what the trainer opens: the class folders."""
         return [(f"{STAGE}.model.data.data_path", folder) for folder in self.model.data.data_path]

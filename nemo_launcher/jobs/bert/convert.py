@@ -16,6 +16,7 @@ space or permission, 75 run.results_dir is in use by another job (one `Error:` l
 Only the standard library is imported at module level: megatron's checkpoint code may spawn a helper process that
 re-imports this module.
 """
+
 import sys
 
 from ...contract.schemas.bert_conversion import BertConversionConfig

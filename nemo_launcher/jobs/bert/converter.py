@@ -1,38 +1,51 @@
 """BERT's part of the conversion job (convert.py is the program, jobs/core/conversion.py the flow every family
 shares): its schemas, its inference model, its shard rules and its Hugging Face export (MegatronBert, where the
 model has that form; hf_export.py says when)."""
-from typing import Any, Mapping
+
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
-from ..common.config import JobConfigError
-from ..core.conversion import ConversionFamily
-from ..core import nemo_archive
 from ...contract.schemas.bert_training import BertModelSection, BertTrainingConfig
-from . import hf_export
+from ..common.config import JobConfigError
+from ..core import nemo_archive
+from ..core.conversion import ConversionFamily
 from ..core.shards import merge_shards
+from . import hf_export
 from .shards import bert_shard_layout
 from .standalone import build_inference_model, inference_section, start_bert_model_parallel
 
 
 def _check_layout(section: BertModelSection, tp: int, pp: int) -> None:
     if section.num_attention_heads % tp or section.ffn_hidden_size % tp:
-        raise JobConfigError(f"model.tensor_model_parallel_size: TP({tp}) must divide num_attention_heads"
-                             f"({section.num_attention_heads}) and ffn_hidden_size({section.ffn_hidden_size})")
+        raise JobConfigError(
+            f"model.tensor_model_parallel_size: TP({tp}) must divide num_attention_heads"
+            f"({section.num_attention_heads}) and ffn_hidden_size({section.ffn_hidden_size})"
+        )
     if section.num_layers % pp:
-        raise JobConfigError(f"model.pipeline_model_parallel_size: PP({pp}) must divide num_layers({section.num_layers})")
+        raise JobConfigError(
+            f"model.pipeline_model_parallel_size: PP({pp}) must divide num_layers({section.num_layers})"
+        )
 
 
 def _write_hf(cfg, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> str:
     from ..common.tokenizer import WORDPIECE_TYPES, load_tokenizer
 
     spec = model_config["tokenizer"]
-    tokenizer = load_tokenizer(spec["library"], spec.get("type"), spec.get("model"), spec.get("vocab_file"), spec.get("merge_file"))
+    tokenizer = load_tokenizer(
+        spec["library"], spec.get("type"), spec.get("model"), spec.get("vocab_file"), spec.get("merge_file")
+    )
     dtype = getattr(torch, cfg.hf.dtype) if cfg.hf.dtype else None
-    architecture = hf_export.export_hf(model_config, full, cfg.hf_dir, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad,
-                                       dtype=dtype)
-    hf_export.write_hf_tokenizer(tokenizer, cfg.hf_dir, lower_case=WORDPIECE_TYPES[spec["type"]],
-                                 max_length=int(model_config["encoder_seq_length"]))
+    architecture = hf_export.export_hf(
+        model_config, full, cfg.hf_dir, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad, dtype=dtype
+    )
+    hf_export.write_hf_tokenizer(
+        tokenizer,
+        cfg.hf_dir,
+        lower_case=WORDPIECE_TYPES[spec["type"]],
+        max_length=int(model_config["encoder_seq_length"]),
+    )
     return architecture
 
 

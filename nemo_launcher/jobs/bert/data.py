@@ -10,13 +10,12 @@ truncated}. Masking is drawn from a generator seeded by (model.seed + sample ind
 whenever and wherever it is read, which is what makes a resumed run exact. The blend, the split checks and the
 sizes are the trainer core's (core/datasets.py).
 """
-from typing import List
 
-from ..core.datasets import masked_word_piece_settings
 from ...contract.schemas.bert_training import BertTrainingConfig
+from ..core.datasets import masked_word_piece_settings
 
 
-def build_bert_datasets(cfg: BertTrainingConfig, tokenizer, sizes: List[int], blend: List):
+def build_bert_datasets(cfg: BertTrainingConfig, tokenizer, sizes: list[int], blend: list):
     """(train, validation, test) megatron-core BERT datasets of `sizes` samples; a split of weight 0 is None.
 
     `tokenizer`: a MaskingTokenizer (common/tokenizer.py), which has the [CLS]/[SEP]/[MASK]/[PAD] ids and the
@@ -25,6 +24,7 @@ def build_bert_datasets(cfg: BertTrainingConfig, tokenizer, sizes: List[int], bl
     from megatron.core.datasets.bert_dataset import BERTMaskedWordPieceDataset, BERTMaskedWordPieceDatasetConfig
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
 
-    dataset_config = BERTMaskedWordPieceDatasetConfig(**masked_word_piece_settings(cfg, tokenizer, blend),
-                                                      classification_head=cfg.model.bert_binary_head)
+    dataset_config = BERTMaskedWordPieceDatasetConfig(
+        **masked_word_piece_settings(cfg, tokenizer, blend), classification_head=cfg.model.bert_binary_head
+    )
     return BlendedMegatronDatasetBuilder(BERTMaskedWordPieceDataset, sizes, lambda: True, dataset_config).build()

@@ -7,6 +7,7 @@ attention scores and their weighted sum, 12 x layers x sequence x (heads x head 
 LM head's dense layer (hidden x hidden) before the output layer, and GeGLU's second up-projection. The pooler and
 the binary head see one token per sample and are left out.
 """
+
 from ...contract.schemas.bert_training import BertModelSection
 
 

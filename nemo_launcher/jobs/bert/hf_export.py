@@ -22,9 +22,11 @@ Padding differs in one place only: megatron-core also masks padded *queries* (a 
 only padded keys, so the outputs at padded positions (which nothing reads) differ while every real token's are
 the same. The vocabulary is cut back to the tokenizer's size (megatron pads it for TP alignment).
 """
+
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -40,22 +42,43 @@ def hf_architecture(model: Mapping[str, Any]) -> str:
     head_size = model.get("kv_channels") or hidden // heads
     activation = model.get("activation", "gelu")
     position = model.get("position_embedding_type", "learned_absolute")
-    blockers = [reason for failed, reason in [
-        (activation != "gelu", f"activation is {activation}: MegatronBert's MLP has one up-projection and no gate, so "
-                               "GeGLU has no Hugging Face form (train with activation: gelu to export)"),
-        (position != "learned_absolute", f"position_embedding_type is {position} (MegatronBert learns absolute positions)"),
-        (head_size * heads != hidden, f"kv_channels({head_size}) x heads({heads}) != hidden_size({hidden}) "
-                                      "(MegatronBert ties them)"),
-    ] if failed]
+    blockers = [
+        reason
+        for failed, reason in [
+            (
+                activation != "gelu",
+                f"activation is {activation}: MegatronBert's MLP has one up-projection and no gate, so "
+                "GeGLU has no Hugging Face form (train with activation: gelu to export)",
+            ),
+            (
+                position != "learned_absolute",
+                f"position_embedding_type is {position} (MegatronBert learns absolute positions)",
+            ),
+            (
+                head_size * heads != hidden,
+                f"kv_channels({head_size}) x heads({heads}) != hidden_size({hidden}) (MegatronBert ties them)",
+            ),
+        ]
+        if failed
+    ]
     if blockers:
-        raise HFExportError("no Hugging Face architecture computes this BERT exactly (BertForPreTraining is "
-                            "post-LayerNorm, megatron-core's BERT pre-LayerNorm; MegatronBert matches it but: "
-                            + "; ".join(blockers) + ")")
+        raise HFExportError(
+            "no Hugging Face architecture computes this BERT exactly (BertForPreTraining is "
+            "post-LayerNorm, megatron-core's BERT pre-LayerNorm; MegatronBert matches it but: "
+            + "; ".join(blockers)
+            + ")"
+        )
     return PRETRAINING if model.get("bert_binary_head", True) else MASKED_LM
 
 
-def export_hf(model: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor], out_dir, vocab_size: int,
-              pad_id: Optional[int], dtype: Optional[torch.dtype] = None) -> str:
+def export_hf(
+    model: Mapping[str, Any],
+    state_dict: Mapping[str, torch.Tensor],
+    out_dir,
+    vocab_size: int,
+    pad_id: int | None,
+    dtype: torch.dtype | None = None,
+) -> str:
     """Writes the checkpoint into out_dir (created; files of the same names replaced). Returns the class name.
 
     vocab_size: the tokenizer's vocabulary (rows kept of the padded tables); dtype: of the written tensors,
@@ -74,9 +97,16 @@ def write_hf_tokenizer(tokenizer, out_dir, lower_case: bool, max_length: int) ->
     out = Path(out_dir)
     pieces = [tokenizer.inv_vocab[i] for i in range(len(tokenizer.inv_vocab))]
     (out / "vocab.txt").write_text("".join(piece + "\n" for piece in pieces), encoding="utf-8")
-    settings = {"tokenizer_class": "BertTokenizer", "do_lower_case": lower_case, "model_max_length": max_length,
-                "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]", "pad_token": "[PAD]",
-                "unk_token": "[UNK]"}
+    settings = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": lower_case,
+        "model_max_length": max_length,
+        "cls_token": "[CLS]",
+        "sep_token": "[SEP]",
+        "mask_token": "[MASK]",
+        "pad_token": "[PAD]",
+        "unk_token": "[UNK]",
+    }
     (out / "tokenizer_config.json").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
 
@@ -86,8 +116,9 @@ def _split_qkv(fused: torch.Tensor, heads: int, head_size: int):
     return [per_head[:, i].reshape(heads * head_size, *fused.shape[1:]) for i in range(3)]
 
 
-def _megatron_bert(model: Mapping[str, Any], sd: Mapping[str, torch.Tensor], vocab: int,
-                   binary_head: bool) -> Tuple[Dict[str, torch.Tensor], Dict[str, Any]]:
+def _megatron_bert(
+    model: Mapping[str, Any], sd: Mapping[str, torch.Tensor], vocab: int, binary_head: bool
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     hidden, heads, layers = int(model["hidden_size"]), int(model["num_attention_heads"]), int(model["num_layers"])
     head_size = hidden // heads
     tied = bool(model.get("share_embeddings_and_output_weights", True))
@@ -109,37 +140,53 @@ def _megatron_bert(model: Mapping[str, Any], sd: Mapping[str, torch.Tensor], voc
     if not tied:
         out["cls.predictions.decoder.weight"] = sd["output_layer.weight"][:vocab]
     if binary_head:
-        out.update({
-            "bert.pooler.dense.weight": sd["pooler.dense.weight"], "bert.pooler.dense.bias": sd["pooler.dense.bias"],
-            "cls.seq_relationship.weight": sd["binary_head.weight"], "cls.seq_relationship.bias": sd["binary_head.bias"],
-        })
+        out.update(
+            {
+                "bert.pooler.dense.weight": sd["pooler.dense.weight"],
+                "bert.pooler.dense.bias": sd["pooler.dense.bias"],
+                "cls.seq_relationship.weight": sd["binary_head.weight"],
+                "cls.seq_relationship.bias": sd["binary_head.bias"],
+            }
+        )
     for i in range(layers):
         src, dst = f"encoder.layers.{i}.", f"bert.encoder.layer.{i}."
         q, k, v = _split_qkv(sd[src + "self_attention.linear_qkv.weight"], heads, head_size)
         bq, bk, bv = _split_qkv(sd[src + "self_attention.linear_qkv.bias"], heads, head_size)
-        out.update({
-            dst + "attention.ln.weight": sd[src + "input_layernorm.weight"],
-            dst + "attention.ln.bias": sd[src + "input_layernorm.bias"],
-            dst + "attention.self.query.weight": q, dst + "attention.self.query.bias": bq,
-            dst + "attention.self.key.weight": k, dst + "attention.self.key.bias": bk,
-            dst + "attention.self.value.weight": v, dst + "attention.self.value.bias": bv,
-            dst + "attention.output.dense.weight": sd[src + "self_attention.linear_proj.weight"],
-            dst + "attention.output.dense.bias": sd[src + "self_attention.linear_proj.bias"],
-            dst + "ln.weight": sd[src + "pre_mlp_layernorm.weight"],
-            dst + "ln.bias": sd[src + "pre_mlp_layernorm.bias"],
-            dst + "intermediate.dense.weight": sd[src + "mlp.linear_fc1.weight"],
-            dst + "intermediate.dense.bias": sd[src + "mlp.linear_fc1.bias"],
-            dst + "output.dense.weight": sd[src + "mlp.linear_fc2.weight"],
-            dst + "output.dense.bias": sd[src + "mlp.linear_fc2.bias"],
-        })
+        out.update(
+            {
+                dst + "attention.ln.weight": sd[src + "input_layernorm.weight"],
+                dst + "attention.ln.bias": sd[src + "input_layernorm.bias"],
+                dst + "attention.self.query.weight": q,
+                dst + "attention.self.query.bias": bq,
+                dst + "attention.self.key.weight": k,
+                dst + "attention.self.key.bias": bk,
+                dst + "attention.self.value.weight": v,
+                dst + "attention.self.value.bias": bv,
+                dst + "attention.output.dense.weight": sd[src + "self_attention.linear_proj.weight"],
+                dst + "attention.output.dense.bias": sd[src + "self_attention.linear_proj.bias"],
+                dst + "ln.weight": sd[src + "pre_mlp_layernorm.weight"],
+                dst + "ln.bias": sd[src + "pre_mlp_layernorm.bias"],
+                dst + "intermediate.dense.weight": sd[src + "mlp.linear_fc1.weight"],
+                dst + "intermediate.dense.bias": sd[src + "mlp.linear_fc1.bias"],
+                dst + "output.dense.weight": sd[src + "mlp.linear_fc2.weight"],
+                dst + "output.dense.bias": sd[src + "mlp.linear_fc2.bias"],
+            }
+        )
     config = {
-        "model_type": "megatron-bert", "vocab_size": vocab, "hidden_size": hidden, "num_hidden_layers": layers,
-        "num_attention_heads": heads, "intermediate_size": int(model["ffn_hidden_size"]), "hidden_act": "gelu",
-        "max_position_embeddings": int(model["max_position_embeddings"]), "type_vocab_size": int(types.shape[0]),
+        "model_type": "megatron-bert",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": int(model["ffn_hidden_size"]),
+        "hidden_act": "gelu",
+        "max_position_embeddings": int(model["max_position_embeddings"]),
+        "type_vocab_size": int(types.shape[0]),
         "layer_norm_eps": float(model.get("layernorm_epsilon", 1e-5)),
         "initializer_range": float(model.get("init_method_std", 0.02)),
         "hidden_dropout_prob": float(model.get("hidden_dropout", 0.1)),
         "attention_probs_dropout_prob": float(model.get("attention_dropout", 0.1)),
-        "tie_word_embeddings": tied, "position_embedding_type": "absolute",
+        "tie_word_embeddings": tied,
+        "position_embedding_type": "absolute",
     }
     return out, config

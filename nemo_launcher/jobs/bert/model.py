@@ -8,11 +8,12 @@ after the last layer), a padding mask instead of a causal one, learned absolute 
 with the sentence-order head, none without). On a GPU with Transformer Engine the TE spec is used, elsewhere
 megatron-core's local spec, which also runs on a CPU. The parallel state must already be initialised.
 """
+
 import torch.nn.functional as F
 
+from ...contract.schemas.bert_training import BertModelSection
 from ..core.recipe import ChunkStage
 from ..core.transformer import shared_transformer_settings
-from ...contract.schemas.bert_training import BertModelSection
 
 SENTENCE_TYPES = 2  # token types with the binary head: the first segment and the second
 

@@ -7,6 +7,7 @@ With the binary head the minimised loss is their sum, as in Megatron-LM's pretra
 TensorBoard and the summary report it as `loss`, with `lm_loss` and `sop_loss` beside it; without the head the
 masked-LM loss is the only one. The core (nemo_launcher/jobs/core) does everything else; see core/recipe.py.
 """
+
 from functools import partial
 
 import torch.nn.functional as F
@@ -57,8 +58,11 @@ def bert_recipe(cfg) -> Recipe:
     """The recipe for a bound BERT training config: the losses follow model.bert_binary_head."""
     binary_head = cfg.model.bert_binary_head
     return Recipe(
-        megatron_modules=("megatron.core.models.bert.bert_model", "megatron.core.models.bert.bert_layer_specs",
-                          "megatron.core.datasets.bert_dataset"),
+        megatron_modules=(
+            "megatron.core.models.bert.bert_model",
+            "megatron.core.models.bert.bert_layer_specs",
+            "megatron.core.datasets.bert_dataset",
+        ),
         transformer_config=transformer_config,
         build_chunk=bert_chunk,
         build_datasets=build_bert_datasets,

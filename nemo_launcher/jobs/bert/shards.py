@@ -8,28 +8,55 @@ their input columns; norms, position and token-type embeddings, the LM head's de
 the binary head and the row-parallel biases are replicated. GeGLU's linear_fc1 is gated. The last pipeline stage
 holds the final norm and every head.
 """
-from typing import Any, Mapping
+
+from collections.abc import Mapping
+from typing import Any
 
 from ..core.shards import ShardLayout, ShardRules
 
 BERT_RULES = ShardRules(
     stack="encoder",
-    column=("embedding.word_embeddings.weight", "output_layer.weight", "output_layer.bias",
-            "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias", "mlp.linear_fc1.weight",
-            "mlp.linear_fc1.bias"),
+    column=(
+        "embedding.word_embeddings.weight",
+        "output_layer.weight",
+        "output_layer.bias",
+        "self_attention.linear_qkv.weight",
+        "self_attention.linear_qkv.bias",
+        "mlp.linear_fc1.weight",
+        "mlp.linear_fc1.bias",
+    ),
     row=("self_attention.linear_proj.weight", "mlp.linear_fc2.weight"),
-    replicated=("embedding.position_embeddings.weight", "embedding.tokentype_embeddings.weight",
-                "input_layernorm.weight", "input_layernorm.bias", "pre_mlp_layernorm.weight", "pre_mlp_layernorm.bias",
-                "self_attention.linear_proj.bias", "mlp.linear_fc2.bias", "final_layernorm.weight",
-                "final_layernorm.bias", "lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
-                "lm_head.layer_norm.bias", "pooler.dense.weight", "pooler.dense.bias", "binary_head.weight",
-                "binary_head.bias"),
+    replicated=(
+        "embedding.position_embeddings.weight",
+        "embedding.tokentype_embeddings.weight",
+        "input_layernorm.weight",
+        "input_layernorm.bias",
+        "pre_mlp_layernorm.weight",
+        "pre_mlp_layernorm.bias",
+        "self_attention.linear_proj.bias",
+        "mlp.linear_fc2.bias",
+        "final_layernorm.weight",
+        "final_layernorm.bias",
+        "lm_head.dense.weight",
+        "lm_head.dense.bias",
+        "lm_head.layer_norm.weight",
+        "lm_head.layer_norm.bias",
+        "pooler.dense.weight",
+        "pooler.dense.bias",
+        "binary_head.weight",
+        "binary_head.bias",
+    ),
     last_stage=("encoder.final_layernorm.", "lm_head.", "output_layer.", "pooler.", "binary_head."),
 )
 
 
 def bert_shard_layout(model: Mapping[str, Any], tensor_parallel: int, pipeline_parallel: int) -> ShardLayout:
     """The layout of a BERT `model:` section split over TP x PP."""
-    return ShardLayout(BERT_RULES, tensor_parallel, pipeline_parallel, int(model["num_layers"]),
-                       gated_mlp=model.get("activation") == "geglu",
-                       tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)))
+    return ShardLayout(
+        BERT_RULES,
+        tensor_parallel,
+        pipeline_parallel,
+        int(model["num_layers"]),
+        gated_mlp=model.get("activation") == "geglu",
+        tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)),
+    )

@@ -11,18 +11,19 @@ with BERT's parameter names; merging and splitting shards follow BERT's rules (s
 megatron-core's local one: its names are the canonical ones in our archives, and its sharded-state keys equal the
 Transformer Engine spec's, so it reads checkpoints trained with either.
 """
+
 import dataclasses
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 
-from ..common.config import JobConfigError, bind
-from ..core.transformer import build_chunks
-from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
-from ..core.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
 from ...contract.schemas.bert_training import BertModelSection
-from .model import bert_chunk, transformer_config
+from ..common.config import JobConfigError, bind
+from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
 from ..core.shards import merge_shards, split_state_dict
+from ..core.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
+from ..core.transformer import build_chunks
+from .model import bert_chunk, transformer_config
 from .shards import bert_shard_layout
 
 
@@ -65,7 +66,7 @@ def build_inference_model(model: BertModelSection, vocab_size: int, precision: s
     return chunk.eval()
 
 
-def load_bert_nemo(path) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+def load_bert_nemo(path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """(model config, full state dict on the CPU): the shards of a TP/PP > 1 archive merged into TP=1 PP=1's.
     The returned config still names the archive's layout."""
     config = read_nemo_config(path)
@@ -76,7 +77,7 @@ def load_bert_nemo(path) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     return config, merge_shards(shards, bert_shard_layout(config, tensor_parallel, pipeline_parallel))
 
 
-def load_bert_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: Optional[str] = None):
+def load_bert_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: str | None = None):
     """(BertModel chunk of this rank in eval mode, tokenizer) from an archive, at the TP x PP asked for.
 
     Starts the process group and megatron's parallel state when they are not running (one process for TP=1 PP=1).
@@ -95,11 +96,16 @@ def load_bert_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int =
         state_dict = load_nemo_shard(path, tp_rank, pp_rank)
     else:
         _, full = load_bert_nemo(path)
-        state_dict = split_state_dict(full, bert_shard_layout(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank)
+        state_dict = split_state_dict(
+            full, bert_shard_layout(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank
+        )
     section = inference_section(bind(BertModelSection, config, "model"), tensor_parallel, pipeline_parallel)
     spec = section.tokenizer
     tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)
-    model = build_inference_model(section, padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
-                                  precision or precision_of(state_dict))
+    model = build_inference_model(
+        section,
+        padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
+        precision or precision_of(state_dict),
+    )
     load_weights(model, state_dict, str(path))
     return model, tokenizer

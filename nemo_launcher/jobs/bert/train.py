@@ -6,12 +6,15 @@ What it reads and writes, resuming, stop signals and exit codes (0, 2, 74, 75): 
 
 Nothing heavy is imported at module level (core/entry.py says why).
 """
+
 import sys
 
 from ...contract.schemas.bert_training import BertTrainingConfig
 from ..core.entry import training_main
 
-main = training_main("python3 -m nemo_launcher.jobs.bert.train", BertTrainingConfig, f"{__package__}.recipe", recipe="bert_recipe")
+main = training_main(
+    "python3 -m nemo_launcher.jobs.bert.train", BertTrainingConfig, f"{__package__}.recipe", recipe="bert_recipe"
+)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,6 +9,7 @@ exactly the gradient of the global-batch loss. Without it, only a rank's own fea
 local_loss: each rank scores its own images and captions against all gathered ones (logits of b x global batch
 instead of the full square), with the labels offset to its slice.
 """
+
 import torch
 import torch.nn.functional as F
 
@@ -43,8 +44,9 @@ def _gather(features: torch.Tensor, group, with_grad: bool, keep_local: bool) ->
     return torch.cat(gathered)
 
 
-def contrastive_loss(image: torch.Tensor, text: torch.Tensor, scale: torch.Tensor, local_loss: bool,
-                     gather_with_grad: bool, group=None) -> torch.Tensor:
+def contrastive_loss(
+    image: torch.Tensor, text: torch.Tensor, scale: torch.Tensor, local_loss: bool, gather_with_grad: bool, group=None
+) -> torch.Tensor:
     """Mean of the image->text and text->image cross-entropies; features [b, d] already L2-normalised."""
     image, text = image.float(), text.float()
     world = torch.distributed.get_world_size(group) if torch.distributed.is_initialized() else 1

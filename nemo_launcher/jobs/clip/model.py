@@ -9,6 +9,7 @@ The image's features come from its first class token, the caption's from the pos
 (tokens after it are padding the causal mask keeps out). Tensor parallelism splits both towers' heads and MLPs
 and the text embedding's vocabulary; projections and the temperature are replicated.
 """
+
 import torch
 import torch.nn.functional as F
 
@@ -40,7 +41,7 @@ def _megatron_module():
 
 def _projection(width: int, output_dim: int) -> torch.nn.Linear:
     layer = torch.nn.Linear(width, output_dim, bias=False)
-    torch.nn.init.normal_(layer.weight, std=width ** -0.5)
+    torch.nn.init.normal_(layer.weight, std=width**-0.5)
     return layer
 
 
@@ -56,11 +57,16 @@ class ClipModel(_megatron_module()):
         self.logit_scale_max = model.logit_scale_max
         vision, text = model.vision, model.text
         self.vision = build_tower(vision, config, use_te)
-        self.vision_norm = norm_class(use_te)(config=config, hidden_size=vision.hidden_size, eps=vision.layernorm_epsilon)
+        self.vision_norm = norm_class(use_te)(
+            config=config, hidden_size=vision.hidden_size, eps=vision.layernorm_epsilon
+        )
         self.vision_projection = _projection(vision.hidden_size, model.output_dim)
-        self.embedding = LanguageModelEmbedding(text_cfg, vocab_size=vocab_size,
-                                                max_sequence_length=text.max_position_embeddings,
-                                                position_embedding_type="learned_absolute")
+        self.embedding = LanguageModelEmbedding(
+            text_cfg,
+            vocab_size=vocab_size,
+            max_sequence_length=text.max_position_embeddings,
+            position_embedding_type="learned_absolute",
+        )
         # post_process: the block ends with its own LayerNorm.
         self.text = TransformerBlock(text_cfg, spec=text_layer_spec(use_te), pre_process=True, post_process=True)
         self.text_projection = _projection(text.hidden_size, model.output_dim)

@@ -6,16 +6,17 @@ Each step is one microbatch per rank (no gradient accumulation: the loss compare
 which microbatches would split). Training example n of the run is vision/shards.py's sample n, cropped from
 (seed, n), read through the core's step sampler, so a resumed run reads what an uninterrupted one would.
 """
+
 import functools
 
 import torch
 
-from ..core.weight_average import AveragingModule
+from ...contract.schemas.vision_training import CLIP_MEAN, CLIP_STD
 from ..core.recipe import Recipe, Sequences
+from ..core.weight_average import AveragingModule
 from ..vision.images import decode, evaluation_pixels, sample_rng, training_pixels
 from ..vision.shards import IMAGE_MEMBERS, ShardExamples, list_shards
 from ..vision.tower import tower_flops_per_image
-from ...contract.schemas.vision_training import CLIP_MEAN, CLIP_STD
 from .loss import contrastive_loss
 from .model import clip_chunk, text_config, vision_config
 
@@ -33,8 +34,14 @@ def _loss(model_cfg, output):
     from megatron.core import parallel_state
 
     image, text, scale = output
-    loss = contrastive_loss(image, text, scale, model_cfg.local_loss, model_cfg.gather_with_grad,
-                            group=parallel_state.get_data_parallel_group())
+    loss = contrastive_loss(
+        image,
+        text,
+        scale,
+        model_cfg.local_loss,
+        model_cfg.gather_with_grad,
+        group=parallel_state.get_data_parallel_group(),
+    )
     # The schedule divides the returned loss by the number of microbatches in place; report a copy.
     return loss, {LOSS: loss.detach().clone()}
 
@@ -46,8 +53,11 @@ def _sequences(model) -> Sequences:
 def _flops_per_token(model, vocab_size: int) -> float:
     text = model.text
     tokens, hidden = text.encoder_seq_length, text.hidden_size
-    text_flops = 3.0 * text.num_layers * (2 * tokens * (4 * hidden * hidden + 2 * hidden * text.ffn_hidden_size)
-                                          + 4 * tokens * tokens * hidden)
+    text_flops = (
+        3.0
+        * text.num_layers
+        * (2 * tokens * (4 * hidden * hidden + 2 * hidden * text.ffn_hidden_size) + 4 * tokens * tokens * hidden)
+    )
     return (tower_flops_per_image(model.vision) + text_flops) / _sequences(model).tokens
 
 
@@ -55,17 +65,28 @@ def _summary_items(cfg, outcome):
     m = cfg.model
     v, t = m.vision, m.text
     ema = cfg.exp_manager.ema
-    return [("model", f"CLIP: vision {v.num_layers} layers x {v.hidden_size} ({v.patches()} patches of {v.patch_dim} px), "
-                      f"text {t.num_layers} layers x {t.hidden_size} ({t.encoder_seq_length} tokens), output {m.output_dim}"),
-            ("EMA", f"decay {ema.decay} every {ema.every_n_steps} steps (saved in every checkpoint)" if ema.enable else None)]
+    return [
+        (
+            "model",
+            f"CLIP: vision {v.num_layers} layers x {v.hidden_size} ({v.patches()} patches of {v.patch_dim} px), "
+            f"text {t.num_layers} layers x {t.hidden_size} ({t.encoder_seq_length} tokens), output {m.output_dim}",
+        ),
+        (
+            "EMA",
+            f"decay {ema.decay} every {ema.every_n_steps} steps (saved in every checkpoint)" if ema.enable else None,
+        ),
+    ]
 
 
 def clip_recipe(cfg) -> Recipe:
     return Recipe(
-        megatron_modules=("megatron.core.models.vision.clip_vit_model", "megatron.core.models.vision.vit_layer_specs",
-                          "megatron.core.models.gpt.gpt_layer_specs",
-                          "megatron.core.models.common.embeddings.language_model_embedding",
-                          "megatron.core.transformer.transformer_block"),
+        megatron_modules=(
+            "megatron.core.models.vision.clip_vit_model",
+            "megatron.core.models.vision.vit_layer_specs",
+            "megatron.core.models.gpt.gpt_layer_specs",
+            "megatron.core.models.common.embeddings.language_model_embedding",
+            "megatron.core.transformer.transformer_block",
+        ),
         transformer_config=vision_config,
         build_chunk=clip_chunk,
         build_datasets=None,
@@ -92,8 +113,9 @@ class PairEncoder:
         image = decode(next(lowered[k] for k in IMAGE_MEMBERS if k in lowered))
         height, width = self.size
         if self.train:
-            pixels = training_pixels(image, height, width, sample_rng(self.seed, sample), TRAINING_CROP, False,
-                                     self.mean, self.std)
+            pixels = training_pixels(
+                image, height, width, sample_rng(self.seed, sample), TRAINING_CROP, False, self.mean, self.std
+            )
         else:
             pixels = evaluation_pixels(image, height, width, self.mean, self.std)
         caption = lowered["txt"].decode("utf-8", "replace")
@@ -104,15 +126,22 @@ def clip_datasets(cfg, tokenizer, sizes):
     from ..common.config import JobConfigError
 
     m, data = cfg.model, cfg.model.data
-    train = ShardExamples(list_shards(data.train.dataset_path, "model.data.train.dataset_path"), sizes[0], m.seed,
-                          data.shuffle, PairEncoder(m, tokenizer, train=True))
+    train = ShardExamples(
+        list_shards(data.train.dataset_path, "model.data.train.dataset_path"),
+        sizes[0],
+        m.seed,
+        data.shuffle,
+        PairEncoder(m, tokenizer, train=True),
+    )
     valid = None
     if data.validation is not None and cfg.trainer.limit_val_batches:
         shards = list_shards(data.validation.dataset_path, "model.data.validation.dataset_path")
         total = sum(s.examples for s in shards)
         if total < m.global_batch_size:
-            raise JobConfigError(f"model.data.validation.dataset_path: {total} examples, fewer than one global batch "
-                                 f"({m.global_batch_size}); validation needs at least one")
+            raise JobConfigError(
+                f"model.data.validation.dataset_path: {total} examples, fewer than one global batch "
+                f"({m.global_batch_size}); validation needs at least one"
+            )
         valid = ShardExamples(shards, total, m.seed, False, PairEncoder(m, tokenizer, train=False))
     return train, valid, None
 

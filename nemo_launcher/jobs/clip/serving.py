@@ -16,10 +16,10 @@ backend through a BLS request, PyTriton in-process).
 | probabilities | output    | FP32   | [-1]      | softmax of the logits over the texts                 |
 clip_trt takes no batch dimension (one image per request); clip_vision_trt takes images [b, 3, H, W].
 """
+
 import json
 import types
 from pathlib import Path
-from typing import Dict, Tuple
 
 import numpy as np
 
@@ -30,7 +30,7 @@ TEXT_GRAPH = "clip_text.onnx"
 IMAGE_FEATURES = "image_features"
 
 
-def clip_tensors(height: int, width: int) -> Tuple[Tuple[TensorSpec, ...], Tuple[TensorSpec, ...]]:
+def clip_tensors(height: int, width: int) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     inputs = (TensorSpec("image", "TYPE_FP32", (3, height, width)), TensorSpec("texts", "TYPE_STRING", (-1,)))
     outputs = tuple(TensorSpec(name, "TYPE_FP32", (-1,)) for name in ("similarities", "logits", "probabilities"))
     return inputs, outputs
@@ -51,15 +51,21 @@ class ClipScorer:
         settings = json.loads((folder / SETTINGS_FILE).read_text())
         files = {key: str(folder / name) if name else None for key, name in settings["tokenizer_files"].items()}
         tokenizer = load_clip_tokenizer(types.SimpleNamespace(library=settings["tokenizer_library"], **files))
-        session = onnxruntime.InferenceSession(str(folder / TEXT_GRAPH), providers=onnxruntime.get_available_providers())
+        session = onnxruntime.InferenceSession(
+            str(folder / TEXT_GRAPH), providers=onnxruntime.get_available_providers()
+        )
         return cls(session, tokenizer, settings["text_length"], settings["logit_scale"], settings["max_batch_size"])
 
     def text_features(self, texts) -> np.ndarray:
         rows = np.array([self.tokenizer.encode(text, self.text_length) for text in texts], dtype=np.int64)
-        return np.concatenate([self.text_session.run(None, {"tokens": rows[i:i + self.max_batch_size]})[0]
-                               for i in range(0, len(rows), self.max_batch_size)])
+        return np.concatenate(
+            [
+                self.text_session.run(None, {"tokens": rows[i : i + self.max_batch_size]})[0]
+                for i in range(0, len(rows), self.max_batch_size)
+            ]
+        )
 
-    def answer(self, image_features: np.ndarray, texts: np.ndarray) -> Dict[str, np.ndarray]:
+    def answer(self, image_features: np.ndarray, texts: np.ndarray) -> dict[str, np.ndarray]:
         """image_features [1, d]; texts: an array of UTF-8 bytes (or str). A request without texts is a ValueError."""
         from .similarity import scores
 
@@ -67,5 +73,7 @@ class ClipScorer:
         if not decoded:
             raise ValueError("texts: give one or more texts to score the image against")
         rows = scores(image_features, self.text_features(decoded), self.logit_scale, decoded)
-        return {name: np.array([row[key] for row in rows], dtype=np.float32)
-                for name, key in (("similarities", "similarity"), ("logits", "logit"), ("probabilities", "probability"))}
+        return {
+            name: np.array([row[key] for row in rows], dtype=np.float32)
+            for name, key in (("similarities", "similarity"), ("logits", "logit"), ("probabilities", "probability"))
+        }

@@ -10,35 +10,41 @@ similarity is the cosine of the image's and the text's embeddings, logit the mod
 it, probability the softmax of the logits over the texts (what the contrastive loss trained). The same numbers are
 printed as a table. Schema: contract/schemas/vision_inference.py (ClipSimilarityConfig).
 """
+
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Sequence
 
-from ..common.config import JobConfigError
 from ...contract.schemas.vision_inference import SIMILARITY_FILE, STAGE
+from ..common.config import JobConfigError
 
 PROG = "python3 -m nemo_launcher.jobs.clip.similarity"
 
 
-def scores(image_features, text_features, logit_scale: float, texts: Sequence[str]) -> List[Dict]:
+def scores(image_features, text_features, logit_scale: float, texts: Sequence[str]) -> list[dict]:
     """[1, d] and [n, d] unit vectors -> one entry per text (the serving side computes the same, clip/serving.py)."""
     import numpy as np
 
-    similarity = (np.asarray(text_features, dtype=np.float64) @ np.asarray(image_features, dtype=np.float64)[0])
+    similarity = np.asarray(text_features, dtype=np.float64) @ np.asarray(image_features, dtype=np.float64)[0]
     logits = logit_scale * similarity
     weights = np.exp(logits - logits.max())
     probabilities = weights / weights.sum()
-    return [{"text": text, "similarity": float(s), "logit": float(g), "probability": float(p)}
-            for text, s, g, p in zip(texts, similarity, logits, probabilities)]
+    return [
+        {"text": text, "similarity": float(s), "logit": float(g), "probability": float(p)}
+        for text, s, g, p in zip(texts, similarity, logits, probabilities)
+    ]
 
 
-def table(rows: List[Dict]) -> str:
+def table(rows: list[dict]) -> str:
     width = max(len("text"), *(len(row["text"]) for row in rows))
     best = max(range(len(rows)), key=lambda i: rows[i]["probability"])
     lines = [f"{'text'.ljust(width)}  similarity    logit  probability"]
-    lines += [f"{row['text'].ljust(width)}  {row['similarity']:10.4f} {row['logit']:8.3f}  {row['probability']:11.4f}"
-              + ("  <- best" if i == best else "") for i, row in enumerate(rows)]
+    lines += [
+        f"{row['text'].ljust(width)}  {row['similarity']:10.4f} {row['logit']:8.3f}  {row['probability']:11.4f}"
+        + ("  <- best" if i == best else "")
+        for i, row in enumerate(rows)
+    ]
     return "\n".join(lines)
 
 
@@ -55,14 +61,22 @@ def work(cfg):
     try:
         pixels = saved.pixels(cfg.image_path)
     except (UnidentifiedImageError, OSError) as error:
-        raise JobConfigError(f"{STAGE}.image_path={cfg.image_path!r}: not an image this job can read ({error})") from None
+        raise JobConfigError(
+            f"{STAGE}.image_path={cfg.image_path!r}: not an image this job can read ({error})"
+        ) from None
     image = saved.image_features(pixels.unsqueeze(0))
     batch = cfg.model.micro_batch_size
-    text = torch.cat([saved.text_features(cfg.texts[i:i + batch]) for i in range(0, len(cfg.texts), batch)])
+    text = torch.cat([saved.text_features(cfg.texts[i : i + batch]) for i in range(0, len(cfg.texts), batch)])
     rows = scores(image.cpu().numpy(), text.cpu().numpy(), saved.logit_scale(), cfg.texts)
     best = max(rows, key=lambda row: row["probability"])
-    result = {"model": cfg.model.restore_from_path, "image": cfg.image_path, "precision": saved.precision,
-              "logit_scale": saved.logit_scale(), "best": best["text"], "texts": rows}
+    result = {
+        "model": cfg.model.restore_from_path,
+        "image": cfg.image_path,
+        "precision": saved.precision,
+        "logit_scale": saved.logit_scale(),
+        "best": best["text"],
+        "texts": rows,
+    }
     output = Path(cfg.run.results_dir) / SIMILARITY_FILE
     output.write_text(json.dumps(result, indent=1))
     print(table(rows), flush=True)

@@ -5,13 +5,20 @@ the EMA weights when exp_manager.ema.enable) under exp_manager.explicit_log_dir;
 complete checkpoint at the next unseen example. Signals, max_time, self-requeue, exit codes: the trainer core's
 (nemo_launcher/jobs/core/program.py).
 """
+
 import sys
 
 from ...contract.schemas.clip_training import ClipTrainingConfig
 from ..core.entry import training_main
 
-main = training_main("python3 -m nemo_launcher.jobs.clip.train", ClipTrainingConfig, f"{__package__}.recipe", recipe="clip_recipe",
-                     build="build_clip_parts", module="ClipModule")
+main = training_main(
+    "python3 -m nemo_launcher.jobs.clip.train",
+    ClipTrainingConfig,
+    f"{__package__}.recipe",
+    recipe="clip_recipe",
+    build="build_clip_parts",
+    module="ClipModule",
+)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,6 +4,7 @@ models), the texts are tokenized and encoded here (clip_text.onnx under onnxrunt
 clip/serving.py's ClipScorer. config.pbtxt's parameters: launcher_path (the repository whose `nemo_launcher`
 package this imports, with numpy, onnxruntime and, for CLIP's BPE, transformers) and vision_model.
 """
+
 import json
 import os
 import sys
@@ -38,8 +39,11 @@ class TritonPythonModel:
 
         image = pb_utils.get_input_tensor_by_name(request, "image").as_numpy().astype(np.float32)
         texts = pb_utils.get_input_tensor_by_name(request, "texts").as_numpy()
-        vision = pb_utils.InferenceRequest(model_name=self.vision_model, requested_output_names=[IMAGE_FEATURES],
-                                           inputs=[pb_utils.Tensor("images", image[np.newaxis])]).exec()
+        vision = pb_utils.InferenceRequest(
+            model_name=self.vision_model,
+            requested_output_names=[IMAGE_FEATURES],
+            inputs=[pb_utils.Tensor("images", image[np.newaxis])],
+        ).exec()
         if vision.has_error():
             raise RequestFailed(vision.error())
         return self.scorer.answer(pb_utils.get_output_tensor_by_name(vision, IMAGE_FEATURES).as_numpy(), texts)

@@ -7,20 +7,21 @@
 Schemas and `bind` live in `nemo_launcher.contract` (standard library only), shared with the launcher, so a
 job never refuses what the launcher accepted.
 """
+
 import argparse
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from nemo_launcher.contract.binding import JobConfigError, bind  # noqa: F401  (job programs import them from here)
 
 
-def config_path_from_argv(argv: Optional[List[str]], prog: Optional[str] = None) -> Path:
+def config_path_from_argv(argv: list[str] | None, prog: str | None = None) -> Path:
     parser = argparse.ArgumentParser(prog=prog, description="Runs one job from a resolved stage config.")
     parser.add_argument("--config", required=True, type=Path, help="the <run.name>_hydra.yaml the launcher wrote")
     return parser.parse_args(argv).config
 
 
-def load_resolved_config(path: Path) -> Dict[str, Any]:
+def load_resolved_config(path: Path) -> dict[str, Any]:
     """Reads the YAML with OmegaConf (so `1e-3` is a float, as the launcher meant it) into plain containers."""
     from omegaconf import OmegaConf
 
@@ -35,14 +36,16 @@ def load_resolved_config(path: Path) -> Dict[str, Any]:
     data = OmegaConf.to_container(conf, resolve=False)
     leftover = _find_interpolations(data, "")
     if leftover:
-        raise JobConfigError(f"{path}: unresolved interpolation at {leftover[0][0]} = {leftover[0][1]!r}; "
-                             "job configs must be fully resolved (the launcher writes them so)")
+        raise JobConfigError(
+            f"{path}: unresolved interpolation at {leftover[0][0]} = {leftover[0][1]!r}; "
+            "job configs must be fully resolved (the launcher writes them so)"
+        )
     if not isinstance(data, dict):
         raise JobConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return data
 
 
-def _find_interpolations(value: Any, key: str) -> List[tuple]:
+def _find_interpolations(value: Any, key: str) -> list[tuple]:
     if isinstance(value, dict):
         return [hit for k, v in value.items() for hit in _find_interpolations(v, f"{key}.{k}" if key else str(k))]
     if isinstance(value, list):

@@ -12,12 +12,12 @@ languages are sampled by size ** alpha whatever number of splits each was cut in
 Prefixes are sorted, so every rank and every rerun builds the same blend. Standard library only: the data
 preparation stage calls this too.
 """
+
 import os
 from pathlib import Path
-from typing import List, Union
 
 
-def auto_blend(preprocessed_dir: Union[str, Path], alpha: float) -> list:
+def auto_blend(preprocessed_dir: str | Path, alpha: float) -> list:
     """[weight, prefix, weight, prefix, ...] over the indexed datasets in `preprocessed_dir` and its subfolders."""
     folder = Path(preprocessed_dir)
     if not folder.is_dir():
@@ -31,7 +31,9 @@ def auto_blend(preprocessed_dir: Union[str, Path], alpha: float) -> list:
             if grouped:
                 components.append(grouped)
     if not components:
-        raise FileNotFoundError(f"{folder}: holds no .bin/.idx pair; run data preparation first or set model.data.data_prefix")
+        raise FileNotFoundError(
+            f"{folder}: holds no .bin/.idx pair; run data preparation first or set model.data.data_prefix"
+        )
     sizes = [[os.path.getsize(f"{prefix}.bin") for prefix in component] for component in components]
     weights = [sum(parts) ** alpha for parts in sizes]
     total = sum(weights)
@@ -46,7 +48,7 @@ def auto_blend(preprocessed_dir: Union[str, Path], alpha: float) -> list:
     return blend
 
 
-def _indexed_prefixes(folder: Path) -> List[str]:
+def _indexed_prefixes(folder: Path) -> list[str]:
     prefixes = []
     for entry in sorted(folder.iterdir()):
         if entry.suffix == ".bin" and entry.is_file() and entry.with_suffix(".idx").is_file():

@@ -8,11 +8,12 @@ SLURM_LOCALID and our Slurm script exports MASTER_ADDR/MASTER_PORT. torchrun win
 the interactive backend runs torchrun inside a Slurm allocation, and there SLURM_NTASKS counts the
 allocation's tasks, not torchrun's workers.
 """
+
 import dataclasses
 import datetime
 import os
 import socket
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from .config import JobConfigError
 
@@ -28,28 +29,38 @@ class Placement:
 
     def __post_init__(self):
         if not 0 <= self.rank < self.world_size:
-            raise JobConfigError(f"rank {self.rank} is outside world size {self.world_size} (from {self.source} variables)")
+            raise JobConfigError(
+                f"rank {self.rank} is outside world size {self.world_size} (from {self.source} variables)"
+            )
 
 
-def placement_from_env(env: Optional[Mapping[str, str]] = None) -> Placement:
+def placement_from_env(env: Mapping[str, str] | None = None) -> Placement:
     env = os.environ if env is None else env
     if "RANK" in env and "WORLD_SIZE" in env:
         return Placement(
-            rank=_int(env, "RANK"), world_size=_int(env, "WORLD_SIZE"), local_rank=_int(env, "LOCAL_RANK", 0),
-            master_addr=_required(env, "MASTER_ADDR", "torchrun"), master_port=_int(env, "MASTER_PORT"),
+            rank=_int(env, "RANK"),
+            world_size=_int(env, "WORLD_SIZE"),
+            local_rank=_int(env, "LOCAL_RANK", 0),
+            master_addr=_required(env, "MASTER_ADDR", "torchrun"),
+            master_port=_int(env, "MASTER_PORT"),
             source="torchrun",
         )
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         world_size = _int(env, "SLURM_NTASKS")
         if world_size > 1 or "MASTER_ADDR" in env:
             return Placement(
-                rank=_int(env, "SLURM_PROCID"), world_size=world_size, local_rank=_int(env, "SLURM_LOCALID", 0),
-                master_addr=_required(env, "MASTER_ADDR", "Slurm"), master_port=_int(env, "MASTER_PORT"),
+                rank=_int(env, "SLURM_PROCID"),
+                world_size=world_size,
+                local_rank=_int(env, "SLURM_LOCALID", 0),
+                master_addr=_required(env, "MASTER_ADDR", "Slurm"),
+                master_port=_int(env, "MASTER_PORT"),
                 source="slurm",
             )
     # A process of its own: its store lives in the process (init_process_group); the port is only what Lightning
     # is told, never bound.
-    return Placement(rank=0, world_size=1, local_rank=0, master_addr="127.0.0.1", master_port=free_port(), source="single")
+    return Placement(
+        rank=0, world_size=1, local_rank=0, master_addr="127.0.0.1", master_port=free_port(), source="single"
+    )
 
 
 def _required(env: Mapping[str, str], name: str, launcher: str) -> str:
@@ -59,7 +70,7 @@ def _required(env: Mapping[str, str], name: str, launcher: str) -> str:
     return value
 
 
-def _int(env: Mapping[str, str], name: str, default: Optional[int] = None) -> int:
+def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
     value = env.get(name)
     if value is None:
         if default is None:
@@ -90,6 +101,9 @@ def init_process_group(placement: Placement, backend: str, timeout_minutes: int 
     # store or an outgoing connection before ours binds it (EADDRINUSE, seen under a busy test run).
     store = dist.HashStore() if placement.source == "single" else None
     dist.init_process_group(
-        backend=backend, rank=placement.rank, world_size=placement.world_size, store=store,
+        backend=backend,
+        rank=placement.rank,
+        world_size=placement.world_size,
+        store=store,
         timeout=datetime.timedelta(minutes=timeout_minutes),
     )

@@ -25,6 +25,7 @@ collect_write_results_here() gives megatron a queue in the rank's own memory, an
 
 Standard library only.
 """
+
 import contextlib
 import signal
 

@@ -43,6 +43,7 @@ imports torch; standard library only.
    stand-in imports the real package and answers from it. (diffusers imports TorchDynamo for its own decorators,
    so the diffusion jobs still load it, and everything above then takes the real path.)
 """
+
 import functools
 import importlib.abc
 import importlib.machinery
@@ -54,8 +55,12 @@ JIT_MODULE = "megatron.core.jit"  # picks torch.compile as megatron-core's fuser
 FIDELITY_PACKAGE = "torch_fidelity"
 METRICS_PACKAGE = "torchmetrics"  # imports scipy.signal in its __init__ when SciPy is installed
 METRICS_FLAGS_MODULE = "torchmetrics.utilities.imports"
-METRICS_FLAGS_OFF = ("_SCIPI_AVAILABLE", "_TRANSFORMERS_GREATER_EQUAL_4_4", "_TRANSFORMERS_GREATER_EQUAL_4_10",
-                     "_MATPLOTLIB_AVAILABLE")
+METRICS_FLAGS_OFF = (
+    "_SCIPI_AVAILABLE",
+    "_TRANSFORMERS_GREATER_EQUAL_4_4",
+    "_TRANSFORMERS_GREATER_EQUAL_4_10",
+    "_MATPLOTLIB_AVAILABLE",
+)
 DYNAMO_PACKAGE = "torch._dynamo"
 TORCH_LAZY_COMPILE_MODULE = "torch._compile"  # torch's `_disable_dynamo`, bound by torch's modules as torch imports
 TORCH_OPTIMIZER_MODULE = "torch.optim.optimizer"  # `_use_grad_for_differentiable`, which wraps every `step`
@@ -272,9 +277,14 @@ class _BarePackageLoader(importlib.abc.Loader):
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    _WRAPPERS = {JIT_MODULE: _JitModuleLoader, METRICS_PACKAGE: _MetricsPackageLoader,
-                 METRICS_FLAGS_MODULE: _MetricsFlagsLoader, TORCH_LAZY_COMPILE_MODULE: _LazyCompileLoader,
-                 TORCH_OPTIMIZER_MODULE: _OptimizerLoader, **dict.fromkeys(LIGHTNING_PACKAGES, _LightningPackageLoader)}
+    _WRAPPERS = {
+        JIT_MODULE: _JitModuleLoader,
+        METRICS_PACKAGE: _MetricsPackageLoader,
+        METRICS_FLAGS_MODULE: _MetricsFlagsLoader,
+        TORCH_LAZY_COMPILE_MODULE: _LazyCompileLoader,
+        TORCH_OPTIMIZER_MODULE: _OptimizerLoader,
+        **dict.fromkeys(LIGHTNING_PACKAGES, _LightningPackageLoader),
+    }
 
     def find_spec(self, name, path, target=None):
         if name in self._WRAPPERS:

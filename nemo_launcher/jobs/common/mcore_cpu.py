@@ -11,6 +11,7 @@ a few functions that test tensor types or CUDA generators are replaced outright.
 already imported are patched, hence the import-first rule above. Never call this on a GPU run: it would
 move megatron's buffers to the CPU. Facts and measurements: shared/notes/megatron-core-on-cpu.md.
 """
+
 import contextlib
 import functools
 import math
@@ -57,6 +58,7 @@ class _TorchProxy:
             target = getattr(torch, name)
             # Classes stay classes (isinstance checks), modules stay modules; only functions are wrapped.
             if callable(target) and not isinstance(target, type):
+
                 @functools.wraps(target)
                 def wrapped(*args, _target=target, **kwargs):
                     return _target(*args, **_to_cpu(kwargs)) if "device" in kwargs else _target(*args, **kwargs)
@@ -76,6 +78,7 @@ def apply_cpu_shim() -> None:
     from megatron.core.utils import to_local_if_dtensor
 
     if not _applied:
+
         def get_tensor(self, tensor_shape, dtype, name, mem_alloc_context=None):
             # The global buffer allocates on torch.cuda.current_device(); a CPU buffer of the same shape.
             needed = math.prod(tensor_shape)

@@ -9,14 +9,15 @@ variables its launcher set (jobs/common/distributed.py) and replaces itself with
 trainer's cudaProfilerStart/Stop (model.nsys_profile.start_step/end_step) and writes <output>/rank<R>.nsys-rep.
 Standard library only: it must not pay for torch before the program it starts does.
 """
+
 import argparse
 import os
 import shutil
 import sys
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 
-def command_for(rank: int, ranks: Sequence[int], trace: str, output: str, program: List[str]) -> List[str]:
+def command_for(rank: int, ranks: Sequence[int], trace: str, output: str, program: list[str]) -> list[str]:
     """The argv this rank execs: the program, behind `nsys profile` when the rank is profiled."""
     from ...contract.schemas.gpu_training import nsys_argv
 
@@ -24,7 +25,7 @@ def command_for(rank: int, ranks: Sequence[int], trace: str, output: str, progra
     return nsys_argv(trace, output, rank) + python if rank in ranks else python
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher.jobs.common.nsys_profile")
     parser.add_argument("--ranks", required=True, help="comma-separated global ranks to profile")
     parser.add_argument("--trace", required=True, help="nsys profile -t value")
@@ -41,8 +42,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command = command_for(rank, ranks, args.trace, args.output, program)
     if rank in ranks:
         if shutil.which("nsys") is None:
-            print("Error: model.nsys_profile.enabled: true, but `nsys` (Nsight Systems) is not on PATH on "
-                  f"{os.uname().nodename}; use a container with Nsight Systems or set enabled: false", file=sys.stderr)
+            print(
+                "Error: model.nsys_profile.enabled: true, but `nsys` (Nsight Systems) is not on PATH on "
+                f"{os.uname().nodename}; use a container with Nsight Systems or set enabled: false",
+                file=sys.stderr,
+            )
             return 2
         os.makedirs(args.output, exist_ok=True)
     sys.stdout.flush()

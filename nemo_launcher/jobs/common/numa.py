@@ -12,16 +12,17 @@ Modes (per process, among the processes of this node):
   unique_contiguous   an equal, contiguous share of the domain's cores
   unique_interleaved  an equal share taken every n-th core
 """
+
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
 
 MODES = ("all", "single", "single_unique", "unique_interleaved", "unique_contiguous")
 ENV_NAME = "NEMO_LAUNCHER_NUMA_MAPPING"
 
 
-def parse_cpu_list(text: str) -> List[int]:
+def parse_cpu_list(text: str) -> list[int]:
     """Linux cpulist syntax: "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11]."""
     cpus = []
     for part in text.strip().split(","):
@@ -32,7 +33,7 @@ def parse_cpu_list(text: str) -> List[int]:
     return cpus
 
 
-def read_topology(sys_root: Path = Path("/sys/devices/system")) -> Dict[str, Dict[int, List[int]]]:
+def read_topology(sys_root: Path = Path("/sys/devices/system")) -> dict[str, dict[int, list[int]]]:
     """NUMA domains (node id -> CPUs) and hyper-thread siblings (CPU -> its siblings) of this machine."""
     domains = {}
     for node in sorted((sys_root / "node").glob("node[0-9]*")):
@@ -47,8 +48,9 @@ def read_topology(sys_root: Path = Path("/sys/devices/system")) -> Dict[str, Dic
     return {"domains": domains, "siblings": siblings}
 
 
-def cpus_for_process(settings: Mapping, local_rank: int, local_size: int, allowed: Sequence[int],
-                     topology: Mapping) -> List[int]:
+def cpus_for_process(
+    settings: Mapping, local_rank: int, local_size: int, allowed: Sequence[int], topology: Mapping
+) -> list[int]:
     """The CPU set of process `local_rank` of `local_size` on this node."""
     mode = settings.get("mode", "unique_contiguous")
     if mode not in MODES:
@@ -57,7 +59,11 @@ def cpus_for_process(settings: Mapping, local_rank: int, local_size: int, allowe
     if mode == "all":
         return sorted(allowed_set)
     # Scope "socket" splits the processes over NUMA domains first; "node" treats the machine as one domain.
-    domains = [sorted(set(cpus) & allowed_set) for cpus in topology["domains"].values()] if settings.get("scope") == "socket" else []
+    domains = (
+        [sorted(set(cpus) & allowed_set) for cpus in topology["domains"].values()]
+        if settings.get("scope") == "socket"
+        else []
+    )
     domains = [cpus for cpus in domains if cpus] or [sorted(allowed_set)]
     per_domain = max(1, -(-local_size // len(domains)))
     domain = domains[min(local_rank // per_domain, len(domains) - 1)]
@@ -80,14 +86,14 @@ def cpus_for_process(settings: Mapping, local_rank: int, local_size: int, allowe
         share = min(share, int(settings["max_cores"]))
     if mode == "unique_contiguous":
         start = rank_in_domain * share
-        chosen = domain[start:start + share]
+        chosen = domain[start : start + share]
     else:  # unique_interleaved
         chosen = domain[rank_in_domain::size_in_domain][:share]
     # More processes than cores: share rather than leave a process with no CPU.
     return chosen or [domain[rank_in_domain % len(domain)]]
 
 
-def apply_numa_mapping(env: Optional[Mapping[str, str]] = None) -> Optional[List[int]]:
+def apply_numa_mapping(env: Mapping[str, str] | None = None) -> list[int] | None:
     """Pins this process as the settings say; returns the CPU set, or None when mapping is off or unsupported."""
     env = os.environ if env is None else env
     raw = env.get(ENV_NAME)

@@ -11,10 +11,12 @@ precision and recall of the normalised words counted as a multiset, each questio
 its reference answers, and the dataset's score is the mean over questions times 100. An empty prediction or
 reference after normalisation has F1 0, as in the script. Standard library only: T5 and GPT jobs share it.
 """
+
 import re
 import string
 from collections import Counter
-from typing import Dict, Literal, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Literal
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -40,7 +42,7 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def squad_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> Dict[str, float]:
+def squad_scores(predictions: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, float]:
     """{"exact_match": %, "f1": %, "examples": n} over questions; references[i]: every accepted answer of question i."""
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions for {len(references)} questions")
@@ -64,7 +66,7 @@ def exact_string_match(predictions: Sequence[str], targets: Sequence[str]) -> fl
     return 100.0 * sum(p.strip() == t.strip() for p, t in zip(predictions, targets)) / len(predictions)
 
 
-def average_over_files(scores: Dict[str, Tuple[int, float]], average: Optional[Literal["micro", "macro"]]) -> float:
+def average_over_files(scores: dict[str, tuple[int, float]], average: Literal["micro", "macro"] | None) -> float:
     """One score for several files, from {file label: (examples, score %)}: micro weighs every example alike,
     macro (and None) every file alike."""
     if not scores:
@@ -73,4 +75,3 @@ def average_over_files(scores: Dict[str, Tuple[int, float]], average: Optional[L
         total = sum(count for count, _ in scores.values())
         return sum(count * score for count, score in scores.values()) / total if total else 0.0
     return sum(score for _, score in scores.values()) / len(scores)
-

@@ -10,6 +10,7 @@ Job logs then say what the job does, how fast, and what it produced.
 
 Standard library only: it runs before torch is imported, and in spawned helper processes.
 """
+
 import dataclasses
 import importlib.util
 import logging
@@ -17,7 +18,6 @@ import os
 import re
 import sys
 import warnings
-from typing import Dict, List, Optional, Tuple
 
 CHILD_WARNINGS_ENV = "PYTHONWARNINGS"
 
@@ -29,7 +29,7 @@ class NoisyWarning:
     package: str  # the module (prefix) the warning is attributed to, e.g. "megatron.core"
 
 
-NOISY_WARNINGS: Tuple[NoisyWarning, ...] = (
+NOISY_WARNINGS: tuple[NoisyWarning, ...] = (
     # megatron-core falls back to PyTorch kernels without Transformer Engine or Apex and says so from half a
     # dozen modules at import; report_absent_accelerators says it once, in one line.
     NoisyWarning(UserWarning, "Transformer Engine and Apex are not installed", "megatron.core"),
@@ -50,14 +50,16 @@ NOISY_WARNINGS: Tuple[NoisyWarning, ...] = (
     NoisyWarning(UserWarning, "The `srun` command is available on your system but is not used", "lightning_fabric"),
     # The sampler derives its position from the restored global step, so mid-epoch checkpoints resume
     # exactly although the DataLoader keeps no state of its own.
-    NoisyWarning(UserWarning, "You're resuming from a checkpoint that ended before the epoch ended", "pytorch_lightning"),
+    NoisyWarning(
+        UserWarning, "You're resuming from a checkpoint that ended before the epoch ended", "pytorch_lightning"
+    ),
     # urllib3 (pulled in by lm-eval's datasets) offers SOCKS proxies only with PySocks; jobs use no proxy.
     NoisyWarning(Warning, "SOCKS support in urllib3 requires", "urllib3"),
 )
 
 # Messages with a count inside, as (category, regular expression, package), matched in the process that warns
 # only (PYTHONWARNINGS takes literal text): Lightning's fit loop warns from the main process.
-NOISY_WARNING_PATTERNS: Tuple[Tuple[type, str, str], ...] = (
+NOISY_WARNING_PATTERNS: tuple[tuple[type, str, str], ...] = (
     # Recipes freeze networks on purpose (the diffusion families' VAE and text encoder stay in eval mode); Lightning
     # counts modules in eval mode when training starts and asks whether that was meant.
     (UserWarning, r"Found \d+ module\(s\) in eval mode at the start of training", "pytorch_lightning"),
@@ -65,11 +67,21 @@ NOISY_WARNING_PATTERNS: Tuple[Tuple[type, str, str], ...] = (
 
 # Loggers that talk at INFO about what our own first lines already say (devices found, tips, every dataset
 # index and optimizer group, lm-eval's per-task chatter): only their warnings and errors reach the log.
-NOISY_LOGGERS = ("megatron", "pytorch_lightning", "lightning_fabric", "lightning", "lm_eval", "torch.distributed",
-                 "datasets", "urllib3", "filelock", "fsspec")
+NOISY_LOGGERS = (
+    "megatron",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "lightning",
+    "lm_eval",
+    "torch.distributed",
+    "datasets",
+    "urllib3",
+    "filelock",
+    "fsspec",
+)
 
 # Single records that are expected here: logger -> how the message starts.
-NOISY_RECORDS: Dict[str, Tuple[str, ...]] = {
+NOISY_RECORDS: dict[str, tuple[str, ...]] = {
     # A blend's index is rebuilt in a second each run when model.data.index_mapping_dir is null (the default,
     # which keeps each dataset's own indexes beside the data); nothing is lost.
     "megatron.core.datasets.blended_dataset": ("Cannot save the BlendedDataset indexes because path_to_cache is None",),
@@ -81,7 +93,7 @@ OPTIONAL_ACCELERATORS = (("transformer_engine", "Transformer Engine"), ("apex", 
 _reported_accelerators = False
 
 
-def start_job(rank: Optional[int] = None, accelerators: bool = True) -> None:
+def start_job(rank: int | None = None, accelerators: bool = True) -> None:
     """Warning filters (here and in child processes), the log format, quiet third-party loggers, and with
     `accelerators` the one line naming the absent optional accelerators (rank 0 only).
 
@@ -97,13 +109,17 @@ def start_job(rank: Optional[int] = None, accelerators: bool = True) -> None:
 
 def install_warning_filters() -> None:
     for entry in NOISY_WARNINGS:
-        warnings.filterwarnings("ignore", message=re.escape(entry.message), category=entry.category,
-                                module=re.escape(entry.package) + r"(\.|$)")
+        warnings.filterwarnings(
+            "ignore",
+            message=re.escape(entry.message),
+            category=entry.category,
+            module=re.escape(entry.package) + r"(\.|$)",
+        )
     for category, pattern, package in NOISY_WARNING_PATTERNS:
         warnings.filterwarnings("ignore", message=pattern, category=category, module=re.escape(package) + r"(\.|$)")
 
 
-def child_warning_options() -> List[str]:
+def child_warning_options() -> list[str]:
     """NOISY_WARNINGS as PYTHONWARNINGS entries (`ignore:<message>:<category>`).
 
     A child process reads them before any import; they match on category and message only, since
@@ -139,7 +155,7 @@ class _DropNoise(logging.Filter):
         return not (prefixes and record.getMessage().startswith(prefixes))
 
 
-def setup_logging(rank: Optional[int] = None) -> None:
+def setup_logging(rank: int | None = None) -> None:
     """One format for every job program: time, rank (in collective jobs), level, logger, message; to stdout.
 
     Like logging.basicConfig, it leaves a root logger that already has handlers alone (a test runner, a
@@ -157,20 +173,22 @@ def setup_logging(rank: Optional[int] = None) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def absent_accelerators() -> List[str]:
+def absent_accelerators() -> list[str]:
     """Import names of the optional accelerators this Python cannot find (nothing is imported)."""
     return [name for name, _ in OPTIONAL_ACCELERATORS if importlib.util.find_spec(name) is None]
 
 
-def report_absent_accelerators(say=None) -> Optional[str]:
+def report_absent_accelerators(say=None) -> str | None:
     """Says once per process, in one line, which optional accelerators are missing; returns the line."""
     global _reported_accelerators
     absent = absent_accelerators()
     if _reported_accelerators or not absent:
         return None
     _reported_accelerators = True
-    line = (f"optional accelerators absent: {', '.join(absent)} (megatron-core uses its PyTorch fallbacks and "
-            "local layer specs; install them on GPU clusters for speed)")
+    line = (
+        f"optional accelerators absent: {', '.join(absent)} (megatron-core uses its PyTorch fallbacks and "
+        "local layer specs; install them on GPU clusters for speed)"
+    )
     (say or _print)(line)
     return line
 

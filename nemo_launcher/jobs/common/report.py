@@ -9,10 +9,11 @@
 
 Every program ends with one, so the last lines of any job log look alike. Standard library only.
 """
+
 import contextlib
 import os
 import sys
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from .errors import JobError
 
@@ -27,7 +28,7 @@ def duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
-def eta(seconds: Optional[float]) -> str:
+def eta(seconds: float | None) -> str:
     """A remaining time in its two largest units, without spaces so it fits key=value lines:
     `5d20h`, `3h05m`, `4m07s`, `12s`; `?` when unknown."""
     if seconds is None or seconds != seconds or seconds == float("inf"):
@@ -76,8 +77,9 @@ def size_of(path) -> int:
         return os.path.getsize(path)
     total = 0
     for folder, _, files in os.walk(path):
-        total += sum(os.path.getsize(os.path.join(folder, name)) for name in files
-                     if os.path.isfile(os.path.join(folder, name)))
+        total += sum(
+            os.path.getsize(os.path.join(folder, name)) for name in files if os.path.isfile(os.path.join(folder, name))
+        )
     return total
 
 
@@ -86,7 +88,7 @@ class Summary:
 
     def __init__(self, title: str):
         self.title = title
-        self.items: List[Tuple[str, str]] = []
+        self.items: list[tuple[str, str]] = []
 
     def add(self, key: str, value: Any) -> "Summary":
         """Adds a line; a None value is left out, so optional facts need no `if` at the call site."""
@@ -99,7 +101,7 @@ class Summary:
         lines = [self.title] + [f"{_INDENT}{key.ljust(width)}  {value}" for key, value in self.items]
         return "\n".join(lines)
 
-    def show(self, rank: Optional[int] = 0, stream=None) -> None:
+    def show(self, rank: int | None = 0, stream=None) -> None:
         """Prints the summary when `rank` is 0 or None (a process that works alone)."""
         if not rank:
             print(self.text(), file=stream or sys.stdout, flush=True)

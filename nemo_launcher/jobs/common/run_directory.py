@@ -23,14 +23,15 @@
 
 Standard library only: it runs before torch is imported.
 """
+
 import contextlib
 import logging
 import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE
 from .report import JobFault

@@ -19,6 +19,7 @@ Otherwise the holder is alive, or cannot be shown dead (another host, no Slurm j
 
 Standard library only: it runs before torch is imported.
 """
+
 import contextlib
 import dataclasses
 import errno
@@ -29,8 +30,9 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Optional
 
 from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE, RUN_LOCK_FILE
 from .report import JobFault
@@ -52,8 +54,10 @@ class RunDirectoryInUse(JobFault):
         self.directory = directory
         self.holder = holder
         who = holder.describe() if holder else "another job (its lock file keeps changing or cannot be read)"
-        super().__init__(f"{directory} is in use by {who}; wait for it, cancel it, or use another run name "
-                         f"(if that job is gone, delete {directory / RUN_LOCK_FILE})")
+        super().__init__(
+            f"{directory} is in use by {who}; wait for it, cancel it, or use another run name "
+            f"(if that job is gone, delete {directory / RUN_LOCK_FILE})"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +67,10 @@ class Holder:
     user: str
     host: str  # socket.gethostname() of the process
     pid: int
-    pid_started: Optional[str]  # field 22 of /proc/<pid>/stat (clock ticks after boot); None where there is no /proc
-    job_id: Optional[str]  # SLURM_JOB_ID: unique per array task too, and kept by a requeued attempt
-    job_label: Optional[str]  # what people call the job: "1234", or "1230_4" for task 4 of array job 1230
-    process_group: Optional[str]  # TORCHELASTIC_RUN_ID: shared by the workers of one torchrun outside Slurm
+    pid_started: str | None  # field 22 of /proc/<pid>/stat (clock ticks after boot); None where there is no /proc
+    job_id: str | None  # SLURM_JOB_ID: unique per array task too, and kept by a requeued attempt
+    job_label: str | None  # what people call the job: "1234", or "1230_4" for task 4 of array job 1230
+    process_group: str | None  # TORCHELASTIC_RUN_ID: shared by the workers of one torchrun outside Slurm
     since: float  # time.time() when the lock was taken
     token: str  # random: tells our own lock from a lock that replaced it
 
@@ -94,15 +98,23 @@ class Holder:
         return cls(**{key: data[key] for key in fields})
 
 
-def this_process(env: Optional[Mapping[str, str]] = None) -> Holder:
+def this_process(env: Mapping[str, str] | None = None) -> Holder:
     env = os.environ if env is None else env
     job_id = env.get("SLURM_JOB_ID") or None
     label = job_id
     if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         label = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
-    return Holder(user=_user(), host=socket.gethostname(), pid=os.getpid(), pid_started=process_start_time(os.getpid()),
-                  job_id=job_id, job_label=label, process_group=env.get("TORCHELASTIC_RUN_ID") or None,
-                  since=time.time(), token=uuid.uuid4().hex)
+    return Holder(
+        user=_user(),
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        pid_started=process_start_time(os.getpid()),
+        job_id=job_id,
+        job_label=label,
+        process_group=env.get("TORCHELASTIC_RUN_ID") or None,
+        since=time.time(),
+        token=uuid.uuid4().hex,
+    )
 
 
 def _user() -> str:
@@ -114,7 +126,7 @@ def _user() -> str:
         return os.environ.get("USER") or f"uid {os.getuid()}"
 
 
-def process_start_time(pid: int) -> Optional[str]:
+def process_start_time(pid: int) -> str | None:
     """The start time of process `pid` as /proc gives it, or None (no such process, or no /proc here)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
@@ -124,7 +136,7 @@ def process_start_time(pid: int) -> Optional[str]:
     return text.rsplit(")", 1)[1].split()[19]
 
 
-def process_alive(pid: int, started: Optional[str]) -> bool:
+def process_alive(pid: int, started: str | None) -> bool:
     """Whether process `pid` of this host still runs and is the one that started at `started`."""
     if started is not None and Path("/proc/self/stat").exists():
         return process_start_time(pid) == started
@@ -137,14 +149,15 @@ def process_alive(pid: int, started: Optional[str]) -> bool:
     return True
 
 
-def squeue_lists(job_id: str) -> Optional[bool]:
+def squeue_lists(job_id: str) -> bool | None:
     """Whether Slurm still lists job `job_id` (pending, running, completing, ...); None when that cannot be told
     (no squeue here, or the controller does not answer)."""
     if shutil.which("squeue") is None:
         return None
     try:
-        result = subprocess.run(["squeue", "--noheader", "--jobs", job_id, "--format=%T"], capture_output=True,
-                                text=True, timeout=30)
+        result = subprocess.run(
+            ["squeue", "--noheader", "--jobs", job_id, "--format=%T"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if result.returncode == 0:
@@ -155,7 +168,7 @@ def squeue_lists(job_id: str) -> Optional[bool]:
     return None
 
 
-def stale_reason(holder: Holder, me: Holder, job_is_live: Callable[[str], Optional[bool]] = squeue_lists) -> Optional[str]:
+def stale_reason(holder: Holder, me: Holder, job_is_live: Callable[[str], bool | None] = squeue_lists) -> str | None:
     """Why `holder`'s lock may be taken over by `me`, or None while the holder may still be writing."""
     if holder.job_id and holder.job_id == me.job_id:
         return f"an earlier attempt of this Slurm job ({holder.describe()})"
@@ -169,15 +182,16 @@ def stale_reason(holder: Holder, me: Holder, job_is_live: Callable[[str], Option
 
 
 class RunDirectoryLock:
-    def __init__(self, directory: Path, me: Optional[Holder] = None,
-                 job_is_live: Callable[[str], Optional[bool]] = squeue_lists):
+    def __init__(
+        self, directory: Path, me: Holder | None = None, job_is_live: Callable[[str], bool | None] = squeue_lists
+    ):
         self.directory = Path(directory)
         self.path = self.directory / RUN_LOCK_FILE
         self.me = me or this_process()
         self.job_is_live = job_is_live
         self.held = False
 
-    def acquire(self) -> Optional[str]:
+    def acquire(self) -> str | None:
         """Takes the lock, or raises RunDirectoryInUse. Returns why the stale lock it took over was stale (naming
         its holder), else None. Creates the directory if needed (an OSError from that is the caller's)."""
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -222,7 +236,7 @@ class RunDirectoryLock:
             return False
         return stale_reason(holder, self.me, job_is_live=lambda job_id: None) is None
 
-    def wait_for_own_job(self, timeout_s: float, poll_s: float = 0.1) -> Optional[bool]:
+    def wait_for_own_job(self, timeout_s: float, poll_s: float = 0.1) -> bool | None:
         """For ranks other than 0: waits until the lock names this job (rank 0 has taken it); False after
         `timeout_s`; None at once when this process cannot tell its job's lock from another's (neither Slurm nor
         torchrun started it). Sleeps in Python, so a SIGTERM handler runs at once; inside the process group's
@@ -277,7 +291,7 @@ class RunDirectoryLock:
         except (ValueError, TypeError, UnicodeDecodeError):
             return raw, None
 
-    def _age(self) -> Optional[float]:
+    def _age(self) -> float | None:
         try:
             return time.time() - self.path.stat().st_mtime
         except FileNotFoundError:

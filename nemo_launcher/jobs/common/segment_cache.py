@@ -28,9 +28,10 @@ BPE is applied per pre-token and the pre-tokenizer is the regex above, so the pr
 tokenizer whose pipeline is: no normalizer, ByteLevel pre-tokenizer with the GPT-2 regex and no prefix
 space, a BPE model, and no added tokens that could span or absorb a space. `supports()` checks that.
 """
+
 import re
 import unicodedata
-from typing import Dict, List, Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,8 +45,9 @@ _WHITESPACE = frozenset(
 # characters minus those some flavour disagrees on. tests/jobs/data/test_data_preprocess.py checks each against the
 # tokenizer's own pre-tokenizer.
 _CERTAIN_WHITESPACE = "\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-_AMBIGUOUS = re.compile("[" + "".join(sorted(_WHITESPACE - set(
-    re.findall(f"[{_CERTAIN_WHITESPACE}]", "".join(sorted(_WHITESPACE)))))) + "]")
+_AMBIGUOUS = re.compile(
+    "[" + "".join(sorted(_WHITESPACE - set(re.findall(f"[{_CERTAIN_WHITESPACE}]", "".join(sorted(_WHITESPACE)))))) + "]"
+)
 # Inside a segment, finer cuts are safe too. Around a whitespace run W between non-whitespace characters the GPT-2
 # regex always splits before W, before W's last character when W has two or more (\s+(?!\S) stops there),
 # and after W when its last character is not a plain space (that space would join the next word). So the
@@ -92,19 +94,19 @@ class SegmentCachedEncoder:
         self._lengths = np.empty(1 << 12, dtype=np.int64)
         self._units = 0
         self._used = 0
-        self._spaced: Dict[str, int] = {}  # piece -> unit of " " + piece (a piece that is not first in its text)
-        self._leading: Dict[str, int] = {}  # piece -> unit of the piece itself (first in its text)
-        self._segments: Dict[str, int] = {}  # exact text of a multi-piece segment -> unit
-        self._parts: Dict[str, int] = {}  # exact text of a finer part of a segment (_COARSE) -> unit
+        self._spaced: dict[str, int] = {}  # piece -> unit of " " + piece (a piece that is not first in its text)
+        self._leading: dict[str, int] = {}  # piece -> unit of the piece itself (first in its text)
+        self._segments: dict[str, int] = {}  # exact text of a multi-piece segment -> unit
+        self._parts: dict[str, int] = {}  # exact text of a finer part of a segment (_COARSE) -> unit
 
-    def _add_unit(self, ids: List[int]) -> int:
+    def _add_unit(self, ids: list[int]) -> int:
         if self._units == self._starts.size:
             self._starts = np.resize(self._starts, self._starts.size * 2)
             self._lengths = np.resize(self._lengths, self._lengths.size * 2)
         need = self._used + len(ids)
         if need > self._tokens.size:
             self._tokens = np.resize(self._tokens, max(need, self._tokens.size * 2))
-        self._tokens[self._used:need] = ids
+        self._tokens[self._used : need] = ids
         unit = self._units
         self._starts[unit] = self._used
         self._lengths[unit] = len(ids)
@@ -112,14 +114,14 @@ class SegmentCachedEncoder:
         self._units += 1
         return unit
 
-    def _unit(self, cache: Dict[str, int], key: str, text: str) -> int:
+    def _unit(self, cache: dict[str, int], key: str, text: str) -> int:
         unit = cache.get(key)
         if unit is None:
             unit = self._add_unit(self._encode_text(text))
             cache[key] = unit
         return unit
 
-    def _document_units(self, text: str, out: List[int]) -> None:
+    def _document_units(self, text: str, out: list[int]) -> None:
         """Append the unit ids whose tokens, in order, are encode(text)."""
         pieces = text.split(" ")
         count = len(pieces)
@@ -155,7 +157,7 @@ class SegmentCachedEncoder:
             out.append(self._segment_unit(pieces, start, end))
             done = end
 
-    def _segment_unit(self, pieces: List[str], start: int, end: int) -> int:
+    def _segment_unit(self, pieces: list[str], start: int, end: int) -> int:
         if end - start == 1 and _clean_start(pieces[start]) and _clean_end(pieces[start]):
             piece = pieces[start]
             if start == 0:
@@ -181,10 +183,10 @@ class SegmentCachedEncoder:
         for part in _COARSE.findall(segment):
             unit = self._unit(self._parts, part, part)
             start = self._starts[unit]
-            parts.append(self._tokens[start:start + self._lengths[unit]])
+            parts.append(self._tokens[start : start + self._lengths[unit]])
         return np.concatenate(parts) if parts else []
 
-    def encode_batch(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray, Dict[int, str]]:
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
         """(tokens of all documents back to back, tokens per document, {document index: error}).
 
         A document the tokenizer rejects (for example a lone UTF-16 surrogate from a JSON escape) gets length
@@ -192,9 +194,9 @@ class SegmentCachedEncoder:
         """
         if self._units > _MAX_CACHED:
             self._reset()
-        units: List[int] = []
+        units: list[int] = []
         counts = np.zeros(len(texts), dtype=np.int64)
-        errors: Dict[int, str] = {}
+        errors: dict[int, str] = {}
         for index, text in enumerate(texts):
             before = len(units)
             try:
@@ -205,7 +207,7 @@ class SegmentCachedEncoder:
             counts[index] = len(units) - before
         return self._gather(units, counts, errors)
 
-    def _gather(self, units: List[int], counts: np.ndarray, errors: Dict[int, str]):
+    def _gather(self, units: list[int], counts: np.ndarray, errors: dict[int, str]):
         """(tokens, tokens per document, errors) from the units of all documents back to back, `counts` per document."""
         unit_ids = np.fromiter(units, dtype=np.int64, count=len(units))
         lengths = self._lengths[unit_ids]
@@ -228,4 +230,3 @@ def _clean_start(piece: str) -> bool:
 
 def _clean_end(piece: str) -> bool:
     return bool(piece) and piece[-1] not in _WHITESPACE
-

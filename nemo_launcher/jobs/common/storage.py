@@ -13,11 +13,12 @@ its chain says so, or when the file system has next to nothing left right after 
 
 Standard library only.
 """
+
 import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 from ...contract import STORAGE_FAULT_EXIT_CODE
 from .report import JobFault, size
@@ -27,8 +28,11 @@ from .report import JobFault, size
 FULL_SLACK_BYTES = 64 * 2**20
 
 _SPACE_ERRNOS = {errno.ENOSPC: "no space left on the file system", errno.EDQUOT: "disk quota exceeded"}
-_ACCESS_ERRNOS = {errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
-                  errno.EROFS: "read-only file system"}
+_ACCESS_ERRNOS = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+}
 
 
 class StorageFault(JobFault):
@@ -61,8 +65,10 @@ def check_room(folder, needed: int, what: str, advice: str) -> None:
     """Raises StorageFault when the file system of `folder` has less than `needed` bytes free."""
     free = free_bytes(folder)
     if free < needed:
-        raise StorageFault(f"no space for {what} in {folder}: it needs about {size(needed)}, the file system has "
-                           f"{size(free)} free. {advice}")
+        raise StorageFault(
+            f"no space for {what} in {folder}: it needs about {size(needed)}, the file system has "
+            f"{size(free)} free. {advice}"
+        )
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -82,7 +88,7 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
         pending += [arg for arg in getattr(current, "args", ()) if isinstance(arg, BaseException)]
 
 
-def storage_errno(error: BaseException) -> Optional[OSError]:
+def storage_errno(error: BaseException) -> OSError | None:
     """The OSError in `error`'s chain that is about space or permission, if any."""
     for item in _chain(error):
         if isinstance(item, OSError) and item.errno in {**_SPACE_ERRNOS, **_ACCESS_ERRNOS}:
@@ -90,7 +96,7 @@ def storage_errno(error: BaseException) -> Optional[OSError]:
     return None
 
 
-def storage_fault(error: BaseException, folder, needed: int, what: str, advice: str) -> Optional[StorageFault]:
+def storage_fault(error: BaseException, folder, needed: int, what: str, advice: str) -> StorageFault | None:
     """The StorageFault that explains a failed write of `what` into `folder`, or None when space and
     permission are not the cause (a real crash: let it raise). Call it before removing what the failed
     write left behind: that is what filled the disk."""
@@ -98,12 +104,16 @@ def storage_fault(error: BaseException, folder, needed: int, what: str, advice: 
     free = free_bytes(folder)
     if cause is not None and cause.errno in _ACCESS_ERRNOS:
         where = cause.filename or folder
-        return StorageFault(f"cannot write {what} to {folder}: {_ACCESS_ERRNOS[cause.errno]} ({where}). Give this "
-                            f"job's user write access there, or write elsewhere (another base_results_dir).")
+        return StorageFault(
+            f"cannot write {what} to {folder}: {_ACCESS_ERRNOS[cause.errno]} ({where}). Give this "
+            f"job's user write access there, or write elsewhere (another base_results_dir)."
+        )
     if cause is not None or free < min(needed, FULL_SLACK_BYTES):
         reason = _SPACE_ERRNOS[cause.errno] if cause is not None else "the file system is full"
-        return StorageFault(f"{what} could not be written to {folder}: {reason} (it needs about {size(needed)}, "
-                            f"{size(free)} free when the write failed). {advice}")
+        return StorageFault(
+            f"{what} could not be written to {folder}: {reason} (it needs about {size(needed)}, "
+            f"{size(free)} free when the write failed). {advice}"
+        )
     return None
 
 
@@ -111,11 +121,15 @@ def write_fault(cause: OSError, folder) -> StorageFault:
     """A StorageFault for an OSError about space or permission that reached a job program's top level."""
     where = cause.filename or folder
     if cause.errno in _ACCESS_ERRNOS:
-        return StorageFault(f"cannot write {where}: {_ACCESS_ERRNOS[cause.errno]}. Give this job's user write access "
-                            f"there, or write elsewhere (another base_results_dir).")
-    return StorageFault(f"cannot write {where}: {_SPACE_ERRNOS[cause.errno]} ({size(free_bytes(folder))} free). "
-                        f"Free space there, or write elsewhere (another base_results_dir), then submit the same "
-                        f"command again.")
+        return StorageFault(
+            f"cannot write {where}: {_ACCESS_ERRNOS[cause.errno]}. Give this job's user write access "
+            f"there, or write elsewhere (another base_results_dir)."
+        )
+    return StorageFault(
+        f"cannot write {where}: {_SPACE_ERRNOS[cause.errno]} ({size(free_bytes(folder))} free). "
+        f"Free space there, or write elsewhere (another base_results_dir), then submit the same "
+        f"command again."
+    )
 
 
 @contextlib.contextmanager

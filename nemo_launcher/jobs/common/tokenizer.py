@@ -39,17 +39,19 @@ ids (the tests hold it to that). The spec is a small frozen dataclass so worker 
 tokenizer from it instead of receiving a pickled tokenizer. Both paths build the GPT-2 BPE and BERT's WordPiece
 with the same pipelines (gpt2_bpe_pipeline, wordpiece_pipeline), so training and the prepared data agree.
 """
+
 import abc
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ...contract.tokenizers import MEGATRON_TYPES, TOKENIZER_LIBRARIES as LIBRARIES, WORDPIECE_TYPES
+from ...contract.tokenizers import MEGATRON_TYPES, WORDPIECE_TYPES
+from ...contract.tokenizers import TOKENIZER_LIBRARIES as LIBRARIES
 from .config import JobConfigError
 from .errors import DataPrepError
 from .segment_cache import SegmentCachedEncoder, supports
@@ -76,10 +78,10 @@ class Tokenizer:
         # megatron-core json-dumps this into its index-cache key, so it must name the files exactly.
         self.unique_identifiers = description
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str) -> list[int]:
         return self._encode(text)
 
-    def decode(self, ids: List[int]) -> str:
+    def decode(self, ids: list[int]) -> str:
         return self._decode(ids)
 
 
@@ -87,8 +89,16 @@ class MaskingTokenizer(Tokenizer):
     """A tokenizer for masked-language-model data (megatron-core's BERT and T5 datasets): special token ids,
     `inv_vocab` (id -> token, every id) and `additional_special_tokens_ids` (T5's sentinels, in order)."""
 
-    def __init__(self, encode, decode, inv_vocab: Dict[int, str], specials: Dict[str, int], sentinels: List[int],
-                 eod: int, description: dict):
+    def __init__(
+        self,
+        encode,
+        decode,
+        inv_vocab: dict[int, str],
+        specials: dict[str, int],
+        sentinels: list[int],
+        eod: int,
+        description: dict,
+    ):
         super().__init__(encode, decode, len(inv_vocab), eod, description)
         self.inv_vocab = inv_vocab
         self.vocab = {token: index for index, token in inv_vocab.items()}
@@ -96,14 +106,27 @@ class MaskingTokenizer(Tokenizer):
         self.pad, self.bos, self.eos = specials["pad"], specials["bos"], specials["eos"]
         self.additional_special_tokens_ids = list(sentinels)
         # megatron-core checks the pad id against these (MegatronDataset): pad must collide with none of them.
-        self.special_tokens_dict = {"cls_token": self.cls, "sep_token": self.sep, "mask_token": self.mask,
-                                    "pad_token": self.pad, "bos_token": self.bos, "eos_token": self.eos}
+        self.special_tokens_dict = {
+            "cls_token": self.cls,
+            "sep_token": self.sep,
+            "mask_token": self.mask,
+            "pad_token": self.pad,
+            "bos_token": self.bos,
+            "eos_token": self.eos,
+        }
 
 
-def load_tokenizer(library: str, type: Optional[str] = None, model: Optional[str] = None,
-                   vocab_file: Optional[str] = None, merge_file: Optional[str] = None,
-                   key: str = "model.tokenizer", num_sentinel_tokens: int = 0,
-                   sentencepiece_legacy: bool = True, delimiter: Optional[str] = None) -> Tokenizer:
+def load_tokenizer(
+    library: str,
+    type: str | None = None,
+    model: str | None = None,
+    vocab_file: str | None = None,
+    merge_file: str | None = None,
+    key: str = "model.tokenizer",
+    num_sentinel_tokens: int = 0,
+    sentencepiece_legacy: bool = True,
+    delimiter: str | None = None,
+) -> Tokenizer:
     """`delimiter`: the reference's tabular-tokenizer key, which the GPT schema holds at null (no tokenizer here reads it).
     `num_sentinel_tokens`: T5's sentinels (100 for T5 and mT5; 0 for GPT and BERT). `sentencepiece_legacy`:
     special tokens a SentencePiece model lacks are added after it (else their absence is an error)."""
@@ -111,7 +134,9 @@ def load_tokenizer(library: str, type: Optional[str] = None, model: Optional[str
         raise JobConfigError(f"{key}.num_sentinel_tokens: {num_sentinel_tokens!r} must be a non-negative integer")
     if library == "megatron":
         if type not in MEGATRON_TYPES:
-            raise JobConfigError(f"{key}.type: {type!r} is not supported with library megatron; use one of {', '.join(MEGATRON_TYPES)}")
+            raise JobConfigError(
+                f"{key}.type: {type!r} is not supported with library megatron; use one of {', '.join(MEGATRON_TYPES)}"
+            )
         if type in WORDPIECE_TYPES:
             return _wordpiece(_existing(vocab_file, f"{key}.vocab_file"), type, num_sentinel_tokens, key)
         return _gpt2_bpe(_existing(vocab_file, f"{key}.vocab_file"), _existing(merge_file, f"{key}.merge_file"))
@@ -124,7 +149,7 @@ def load_tokenizer(library: str, type: Optional[str] = None, model: Optional[str
     raise JobConfigError(f"{key}.library: {library!r} is not one of {', '.join(LIBRARIES)}")
 
 
-def _existing(path: Optional[str], key: str) -> Path:
+def _existing(path: str | None, key: str) -> Path:
     if not path:
         raise JobConfigError(f"{key}: a file is required for this tokenizer library")
     if not Path(path).is_file():
@@ -139,7 +164,8 @@ def gpt2_bpe_pipeline(vocab_file: str, merge_file: str):
     No special tokens are registered, as in Megatron-LM's and OpenAI's GPT-2 encoders: a literal
     "<|endoftext|>" inside a document is encoded as text, and only the EOD that preprocessing appends is 50256.
     """
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers  # deferred: Rust library
+    from tokenizers import Tokenizer as HFTokenizer  # deferred: Rust library
+    from tokenizers import decoders, models, pre_tokenizers
 
     hf = HFTokenizer(models.BPE.from_file(str(vocab_file), str(merge_file)))
     # GPT-2 maps bytes to printable characters before BPE; no space is prepended to the text.
@@ -154,8 +180,10 @@ def _gpt2_bpe(vocab_file: Path, merge_file: Path) -> Tokenizer:
     if eod is None:
         raise JobConfigError(f"{vocab_file}: the vocabulary has no {GPT2_EOD} token, so documents cannot be separated")
     return Tokenizer(
-        encode=lambda text: hf.encode(text).ids, decode=hf.decode,
-        vocab_size=hf.get_vocab_size(with_added_tokens=True), eod=eod,
+        encode=lambda text: hf.encode(text).ids,
+        decode=hf.decode,
+        vocab_size=hf.get_vocab_size(with_added_tokens=True),
+        eod=eod,
         description={"class": "GPT2BPETokenizer", "vocab_file": str(vocab_file), "merge_file": str(merge_file)},
     )
 
@@ -169,11 +197,13 @@ def wordpiece_pipeline(vocab_file: str, lower_case: bool):
     Hugging Face's BertTokenizer uses 100). The special tokens are not registered as added tokens, so "[CLS]"
     written in a text is text. Data preparation (BatchTokenizer) encodes with this same pipeline.
     """
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, normalizers, pre_tokenizers
 
     hf = HFTokenizer(models.WordPiece.from_file(str(vocab_file), unk_token="[UNK]", max_input_chars_per_word=200))
-    hf.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                               lowercase=lower_case)
+    hf.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lower_case
+    )
     hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     hf.decoder = decoders.WordPiece()
     return hf
@@ -188,8 +218,10 @@ def _wordpiece(vocab_file: Path, type: str, sentinels: int, key: str) -> Masking
     ids = {token: index for index, token in reversed(list(enumerate(tokens)))}  # the first of duplicates wins
     missing = [token for token in _WORDPIECE_REQUIRED.values() if token not in ids]
     if missing:
-        raise JobConfigError(f"{key}.vocab_file: {vocab_file} has no {', '.join(missing)}; BERT and T5 data need "
-                             f"[PAD] [UNK] [CLS] [SEP] [MASK] (is it a BERT WordPiece vocab.txt?)")
+        raise JobConfigError(
+            f"{key}.vocab_file: {vocab_file} has no {', '.join(missing)}; BERT and T5 data need "
+            f"[PAD] [UNK] [CLS] [SEP] [MASK] (is it a BERT WordPiece vocab.txt?)"
+        )
 
     def token_id(token: str) -> int:
         if token not in ids:  # appended after the vocabulary, as Megatron-LM's BertWordPiece tokenizers do
@@ -205,7 +237,10 @@ def _wordpiece(vocab_file: Path, type: str, sentinels: int, key: str) -> Masking
     return MaskingTokenizer(
         encode=lambda text: hf.encode(text, add_special_tokens=False).ids,
         decode=lambda ids_: decoder.decode([inv_vocab[int(i)] for i in ids_]),
-        inv_vocab=inv_vocab, specials=specials, sentinels=sentinel_ids, eod=specials["sep"],
+        inv_vocab=inv_vocab,
+        specials=specials,
+        sentinels=sentinel_ids,
+        eod=specials["sep"],
         description={"class": type, "vocab_file": str(vocab_file), "num_sentinel_tokens": sentinels},
     )
 
@@ -220,8 +255,10 @@ def _sentencepiece_t5(model_file: Path, sentinels: int, legacy: bool, key: str) 
     names = [f"<extra_id_{i}>" for i in range(sentinels)]
     present = [name for name in names if name in ids]
     if present and len(present) != sentinels:
-        raise JobConfigError(f"{key}.model: {model_file} has {len(present)} of the {sentinels} pieces <extra_id_N> "
-                             f"(num_sentinel_tokens); it must have all or none")
+        raise JobConfigError(
+            f"{key}.model: {model_file} has {len(present)} of the {sentinels} pieces <extra_id_N> "
+            f"(num_sentinel_tokens); it must have all or none"
+        )
     missing = []
 
     def token_id(value: int, *candidates: str) -> int:
@@ -244,19 +281,33 @@ def _sentencepiece_t5(model_file: Path, sentinels: int, legacy: bool, key: str) 
     sentinel_ids = [ids[name] for name in names]
     if sp.eos_id() < 0:
         raise JobConfigError(f"{key}.model: {model_file} has no eos piece, which T5's decoder targets end with")
-    specials = {"cls": token_id(-1, "<cls>", "[CLS]"), "sep": token_id(-1, "<sep>", "[SEP]"),
-                "mask": token_id(-1, "<mask>", "[MASK]"), "bos": token_id(sp.bos_id(), "<bos>", "<s>"),
-                "pad": token_id(sp.pad_id(), "<pad>"), "eos": sp.eos_id()}
+    specials = {
+        "cls": token_id(-1, "<cls>", "[CLS]"),
+        "sep": token_id(-1, "<sep>", "[SEP]"),
+        "mask": token_id(-1, "<mask>", "[MASK]"),
+        "bos": token_id(sp.bos_id(), "<bos>", "<s>"),
+        "pad": token_id(sp.pad_id(), "<pad>"),
+        "eos": sp.eos_id(),
+    }
     if missing and not legacy:
-        raise JobConfigError(f"{key}.model: {model_file} lacks {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; "
-                             f"add them to the model, or set {key}.sentencepiece_legacy=true to add them after it")
+        raise JobConfigError(
+            f"{key}.model: {model_file} lacks {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; "
+            f"add them to the model, or set {key}.sentencepiece_legacy=true to add them after it"
+        )
     return MaskingTokenizer(
         encode=lambda text: sp.encode(text),
         # Added ids are not pieces of the model: decoding shows the model's pieces only.
         decode=lambda ids_: sp.decode([int(i) for i in ids_ if int(i) < pieces]),
-        inv_vocab=dict(sorted(inv_vocab.items())), specials=specials, sentinels=sentinel_ids, eod=sp.eos_id(),
-        description={"class": "SentencePieceTokenizer", "model": str(model_file), "num_sentinel_tokens": sentinels,
-                     "legacy": legacy},
+        inv_vocab=dict(sorted(inv_vocab.items())),
+        specials=specials,
+        sentinels=sentinel_ids,
+        eod=sp.eos_id(),
+        description={
+            "class": "SentencePieceTokenizer",
+            "model": str(model_file),
+            "num_sentinel_tokens": sentinels,
+            "legacy": legacy,
+        },
     )
 
 
@@ -266,9 +317,14 @@ def _sentencepiece(model_file: Path) -> Tokenizer:
     sp = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
     eod = sp.eos_id()
     if eod < 0:
-        raise JobConfigError(f"{model_file}: the SentencePiece model has no eos piece, so documents cannot be separated")
+        raise JobConfigError(
+            f"{model_file}: the SentencePiece model has no eos piece, so documents cannot be separated"
+        )
     return Tokenizer(
-        encode=lambda text: sp.encode(text), decode=sp.decode, vocab_size=sp.get_piece_size(), eod=eod,
+        encode=lambda text: sp.encode(text),
+        decode=sp.decode,
+        vocab_size=sp.get_piece_size(),
+        eod=eod,
         description={"class": "SentencePieceTokenizer", "model": str(model_file)},
     )
 
@@ -282,11 +338,15 @@ def _huggingface(tokenizer_json: Path, key: str) -> Tokenizer:
         raise JobConfigError(f"{key}.model: {tokenizer_json} is not a Hugging Face tokenizer.json ({error})") from None
     eod = next((hf.token_to_id(t) for t in _HF_EOD_CANDIDATES if hf.token_to_id(t) is not None), None)
     if eod is None:
-        raise JobConfigError(f"{key}.model: {tokenizer_json} has none of the end-of-document tokens {', '.join(_HF_EOD_CANDIDATES)}")
+        raise JobConfigError(
+            f"{key}.model: {tokenizer_json} has none of the end-of-document tokens {', '.join(_HF_EOD_CANDIDATES)}"
+        )
     return Tokenizer(
         # Special tokens are added by the data pipeline (the eod), not by the tokenizer's post-processor.
-        encode=lambda text: hf.encode(text, add_special_tokens=False).ids, decode=hf.decode,
-        vocab_size=hf.get_vocab_size(with_added_tokens=True), eod=eod,
+        encode=lambda text: hf.encode(text, add_special_tokens=False).ids,
+        decode=hf.decode,
+        vocab_size=hf.get_vocab_size(with_added_tokens=True),
+        eod=eod,
         description={"class": "HuggingFaceTokenizer", "model": str(tokenizer_json)},
     )
 
@@ -298,6 +358,7 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 # ---- data preparation: batch encoders -------------------------------------------------------------------------
 
+
 class TokenizerError(DataPrepError):
     """A tokenizer that cannot be built from the configured files."""
 
@@ -305,11 +366,13 @@ class TokenizerError(DataPrepError):
 @dataclass(frozen=True)
 class TokenizerSpec:
     library: str  # megatron (GPT-2 BPE or BERT WordPiece), sentencepiece (model), huggingface (model = tokenizer.json)
-    type: Optional[str] = None  # library megatron: GPT2BPETokenizer (null too), BertWordPieceCase, BertWordPieceLowerCase
-    vocab_file: Optional[str] = None  # GPT-2 vocab.json (token -> id), or a WordPiece vocab.txt (one token a line)
-    merge_file: Optional[str] = None  # GPT-2 merges.txt
-    model: Optional[str] = None  # SentencePiece .model or Hugging Face tokenizer.json
-    eod_token: Optional[str] = None  # appended after each document; null: <|endoftext|>, [SEP] (WordPiece), the model's EOS
+    type: str | None = None  # library megatron: GPT2BPETokenizer (null too), BertWordPieceCase, BertWordPieceLowerCase
+    vocab_file: str | None = None  # GPT-2 vocab.json (token -> id), or a WordPiece vocab.txt (one token a line)
+    merge_file: str | None = None  # GPT-2 merges.txt
+    model: str | None = None  # SentencePiece .model or Hugging Face tokenizer.json
+    eod_token: str | None = (
+        None  # appended after each document; null: <|endoftext|>, [SEP] (WordPiece), the model's EOS
+    )
 
 
 class BatchTokenizer(abc.ABC):
@@ -323,18 +386,18 @@ class BatchTokenizer(abc.ABC):
         return token_dtype(self.vocab_size)
 
     @abc.abstractmethod
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str) -> list[int]:
         """Token ids of one document, without EOD: the behaviour every other path must reproduce."""
 
     @abc.abstractmethod
     def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids (used by tests and for inspecting datasets)."""
 
-    def encode_batch(self, texts: Sequence[str]) -> Tuple[np.ndarray, np.ndarray, Dict[int, str]]:
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
         """(tokens back to back, tokens per document, {index: error}); default: one library batch call."""
         try:
             lists = self._encode_many(texts)
-            errors: Dict[int, str] = {}
+            errors: dict[int, str] = {}
         except Exception:
             # One bad document fails the whole library call; find it (and any others) one at a time.
             lists, errors = [], {}
@@ -348,7 +411,7 @@ class BatchTokenizer(abc.ABC):
         tokens = np.fromiter(chain.from_iterable(lists), dtype=self.dtype, count=int(lengths.sum()))
         return tokens, lengths, errors
 
-    def _encode_many(self, texts: Sequence[str]) -> List[List[int]]:
+    def _encode_many(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(text) for text in texts]
 
 
@@ -366,13 +429,13 @@ class _HuggingFaceBatch(BatchTokenizer):
         elif word_cache:
             self._cached = WordCachedEncoder(self.encode, self.dtype, self._encode_many)
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str) -> list[int]:
         return self._hf.encode(text, add_special_tokens=False).ids
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._hf.decode(list(ids), skip_special_tokens=False)
 
-    def _encode_many(self, texts: Sequence[str]) -> List[List[int]]:
+    def _encode_many(self, texts: Sequence[str]) -> list[list[int]]:
         # encode_batch_fast skips offset tracking, which preprocessing never reads.
         return [e.ids for e in self._hf.encode_batch_fast(list(texts), add_special_tokens=False)]
 
@@ -383,7 +446,7 @@ class _HuggingFaceBatch(BatchTokenizer):
 
 
 class _SentencePieceBatch(BatchTokenizer):
-    def __init__(self, model: str, eod_token: Optional[str]):
+    def __init__(self, model: str, eod_token: str | None):
         import sentencepiece
 
         self._sp = sentencepiece.SentencePieceProcessor(model_file=model)
@@ -398,13 +461,13 @@ class _SentencePieceBatch(BatchTokenizer):
                 raise TokenizerError(f"{model}: no piece {eod_token!r} to end documents with")
         self.eod = eod
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str) -> list[int]:
         return self._sp.encode(text, out_type=int)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._sp.decode(list(map(int, ids)))
 
-    def _encode_many(self, texts: Sequence[str]) -> List[List[int]]:
+    def _encode_many(self, texts: Sequence[str]) -> list[list[int]]:
         return self._sp.encode(list(texts), out_type=int)
 
 
@@ -433,15 +496,20 @@ def load_batch_tokenizer(spec: TokenizerSpec) -> BatchTokenizer:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if spec.library == "megatron":
         if spec.type in WORDPIECE_TYPES:
-            return _HuggingFaceBatch(bert_wordpiece(spec.vocab_file, WORDPIECE_TYPES[spec.type]),
-                                         spec.eod_token or _WORDPIECE_EOD, segment_cache=False, word_cache=True)
+            return _HuggingFaceBatch(
+                bert_wordpiece(spec.vocab_file, WORDPIECE_TYPES[spec.type]),
+                spec.eod_token or _WORDPIECE_EOD,
+                segment_cache=False,
+                word_cache=True,
+            )
         if spec.type not in (None, "GPT2BPETokenizer"):
             raise TokenizerError(
                 f"tokenizer_type={spec.type!r}: the megatron library builds {', '.join(MEGATRON_TYPES)}; "
                 f"use tokenizer_library=sentencepiece or huggingface for other tokenizers"
             )
-        return _HuggingFaceBatch(gpt2_bpe(spec.vocab_file, spec.merge_file), spec.eod_token or GPT2_EOD,
-                                     segment_cache=True)
+        return _HuggingFaceBatch(
+            gpt2_bpe(spec.vocab_file, spec.merge_file), spec.eod_token or GPT2_EOD, segment_cache=True
+        )
     if spec.library == "sentencepiece":
         if not spec.model or not os.path.isfile(spec.model):
             raise TokenizerError(f"tokenizer_model={spec.model!r}: SentencePiece model file not found")
@@ -453,6 +521,7 @@ def load_batch_tokenizer(spec: TokenizerSpec) -> BatchTokenizer:
             raise TokenizerError(f"tokenizer_model={spec.model!r}: tokenizer.json not found")
         with open(spec.model, encoding="utf-8") as handle:
             description = json.load(handle)
-        return _HuggingFaceBatch(HFTokenizer.from_file(spec.model), spec.eod_token or GPT2_EOD,
-                                     segment_cache=supports(description))
+        return _HuggingFaceBatch(
+            HFTokenizer.from_file(spec.model), spec.eod_token or GPT2_EOD, segment_cache=supports(description)
+        )
     raise TokenizerError(f"tokenizer_library={spec.library!r}: expected one of {', '.join(LIBRARIES)}")

@@ -15,8 +15,9 @@ dict hit; the tokenizer sees only words it has not met yet. The unit store and t
 segment cache's (segment_cache.py); only the cutting rule differs. Exactness holds only for the pipeline
 tokenizer.bert_wordpiece builds (no added tokens that could contain a space); the tests compare it with encode.
 """
+
+from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class WordCachedEncoder(SegmentCachedEncoder):
     tokenizer's batch call: one call per new word would cost more than the encoding itself).
     """
 
-    def __init__(self, encode_text: Callable, dtype, encode_many: Optional[Callable] = None):
+    def __init__(self, encode_text: Callable, dtype, encode_many: Callable | None = None):
         super().__init__(encode_text, dtype)
         self._encode_many = encode_many or (lambda texts: [encode_text(text) for text in texts])
 
@@ -40,7 +41,7 @@ class WordCachedEncoder(SegmentCachedEncoder):
         cache = self._leading
         split = [text.split(" ") for text in texts]
         new = [piece for piece in dict.fromkeys(chain.from_iterable(split)) if piece not in cache]
-        failed: Dict[str, str] = {}
+        failed: dict[str, str] = {}
         if new:
             try:
                 encoded = self._encode_many(new)
@@ -53,9 +54,9 @@ class WordCachedEncoder(SegmentCachedEncoder):
                         encoded.append(None)
                         failed[piece] = str(error)
             self._add_units([(piece, ids) for piece, ids in zip(new, encoded) if ids is not None])
-        units: List[int] = []
+        units: list[int] = []
         counts = np.zeros(len(texts), dtype=np.int64)
-        errors: Dict[int, str] = {}
+        errors: dict[int, str] = {}
         for index, pieces in enumerate(split):
             found = list(map(cache.get, pieces))
             if failed and None in found:
@@ -78,9 +79,9 @@ class WordCachedEncoder(SegmentCachedEncoder):
             self._starts, self._lengths = np.resize(self._starts, size), np.resize(self._lengths, size)
         if self._used + flat.size > self._tokens.size:
             self._tokens = np.resize(self._tokens, max(self._used + flat.size, 2 * self._tokens.size))
-        self._tokens[self._used:self._used + flat.size] = flat
-        self._starts[first:first + count] = self._used + np.cumsum(lengths) - lengths
-        self._lengths[first:first + count] = lengths
+        self._tokens[self._used : self._used + flat.size] = flat
+        self._starts[first : first + count] = self._used + np.cumsum(lengths) - lengths
+        self._lengths[first : first + count] = lengths
         self._used += int(flat.size)
         self._units += count
         for offset, (piece, _) in enumerate(entries):

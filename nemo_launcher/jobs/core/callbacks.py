@@ -4,11 +4,11 @@ ProgressLogger runs first in every hook, so the line of a step is printed before
 and before a stop. All decisions that need every rank (when to log, save or stop) are made from the
 step number, or agreed on with one all-reduce, so no rank waits in a collective the others skip.
 """
+
 import logging
 import signal
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import pytorch_lightning as pl
 import torch
@@ -60,11 +60,11 @@ class MetricsWriter:
     """Lightning loggers (TensorBoard, W&B) written directly, on rank 0 only, flushed at every point so a
     killed job's curves are complete up to its last logged step."""
 
-    def __init__(self, loggers: List, is_rank_zero: bool):
+    def __init__(self, loggers: list, is_rank_zero: bool):
         self.loggers = loggers if is_rank_zero else []
         self.is_rank_zero = is_rank_zero
 
-    def write(self, metrics: Dict[str, float], step: int) -> None:
+    def write(self, metrics: dict[str, float], step: int) -> None:
         for logger in self.loggers:
             logger.log_metrics(metrics, step=step)
             experiment = getattr(logger, "experiment", None)
@@ -84,8 +84,15 @@ class ProgressLogger(pl.Callback):
     """Prints one line per log point, ending with the time left at the window's step time, and keeps the
     totals of this attempt for the closing summary."""
 
-    def __init__(self, parts, writer: MetricsWriter, clock: StepClock, flops_per_token: Optional[float],
-                 peak_flops: Optional[float], step_timer=None):
+    def __init__(
+        self,
+        parts,
+        writer: MetricsWriter,
+        clock: StepClock,
+        flops_per_token: float | None,
+        peak_flops: float | None,
+        step_timer=None,
+    ):
         self.parts = parts
         self.writer = writer
         self.clock = clock
@@ -97,8 +104,8 @@ class ProgressLogger(pl.Callback):
         self.tokens = 0  # trained this attempt, all ranks together
         self.timed_tokens = 0  # the part of them in logged windows, which train_seconds times
         self.train_seconds = 0.0  # step time of this attempt's logged windows, pauses excluded
-        self.last_loss: Optional[float] = None  # of the newest logged window
-        self.last_extra_losses: Dict[str, float] = {}  # the recipe's other losses, same window
+        self.last_loss: float | None = None  # of the newest logged window
+        self.last_extra_losses: dict[str, float] = {}  # the recipe's other losses, same window
         self.last_loss_step = 0
 
     def on_train_start(self, trainer, pl_module) -> None:
@@ -134,9 +141,11 @@ class ProgressLogger(pl.Callback):
             metrics["train_step_timing"] = recent if recent is not None else seconds / steps
         if record.grad_norm is not None:
             metrics["grad_norm"] = float(record.grad_norm)
-        line = (f"step={record.step}/{cfg.trainer.max_steps} loss={loss:.4f}{_extras_text(extras)} lr={record.lr:.3e} "
-                f"global_batch_size={record.global_batch_size} microbatches={record.microbatches} "
-                f"tokens_per_sec={tokens_per_sec:.0f} step_time={seconds / steps:.4f}s")
+        line = (
+            f"step={record.step}/{cfg.trainer.max_steps} loss={loss:.4f}{_extras_text(extras)} lr={record.lr:.3e} "
+            f"global_batch_size={record.global_batch_size} microbatches={record.microbatches} "
+            f"tokens_per_sec={tokens_per_sec:.0f} step_time={seconds / steps:.4f}s"
+        )
         if self.flops_per_token and self.peak_flops:
             mfu = tokens_per_sec * self.flops_per_token / (self.parts.placement.world_size * self.peak_flops)
             metrics["mfu"] = mfu
@@ -158,11 +167,11 @@ class ProgressLogger(pl.Callback):
             self.writer.say(f"validation step={step} {text}" + "".join(f" {k}={v:.4f}" for k, v in extra.items()))
 
 
-def _extras_text(extras: Dict[str, float]) -> str:
+def _extras_text(extras: dict[str, float]) -> str:
     return "".join(f" {metric_name(name)}={value:.4f}" for name, value in extras.items())
 
 
-def evaluation_report(split: str, losses: Dict[str, float], recipe):
+def evaluation_report(split: str, losses: dict[str, float], recipe):
     """({"<split>_loss": .., "<split>_<other loss>": ..}, "<split>_loss=X <other loss>=Y") for validation and test."""
     main = losses[recipe.loss_names[0]]
     extras = {name: losses[name] for name in extra_loss_names(recipe)}
@@ -177,7 +186,7 @@ class StopSignals:
     it has nothing new to save yet."""
 
     def __init__(self):
-        self.received: Optional[int] = None
+        self.received: int | None = None
         # Taken before Lightning installs anything, so restore() gives back the program's own handlers.
         self._original = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
@@ -200,8 +209,16 @@ class CheckpointAndStop(pl.Callback):
     stop after the same step even when only some of them got the signal.
     """
 
-    def __init__(self, parts, writer: MetricsWriter, clock: StepClock, folder: CheckpointFolder,
-                 signals: StopSignals, started_at: float, max_time_s: Optional[float]):
+    def __init__(
+        self,
+        parts,
+        writer: MetricsWriter,
+        clock: StepClock,
+        folder: CheckpointFolder,
+        signals: StopSignals,
+        started_at: float,
+        max_time_s: float | None,
+    ):
         self.parts = parts
         self.writer = writer
         self.clock = clock
@@ -209,8 +226,8 @@ class CheckpointAndStop(pl.Callback):
         self.signals = signals
         self.started_at = started_at
         self.max_time_s = max_time_s
-        self.stop_reason: Optional[str] = None  # why training stopped before max_steps, once it has
-        self.saved: Optional[Path] = None  # the newest checkpoint this attempt wrote
+        self.stop_reason: str | None = None  # why training stopped before max_steps, once it has
+        self.saved: Path | None = None  # the newest checkpoint this attempt wrote
         self.space = CheckpointSpace(folder, parts)
 
     def on_train_start(self, trainer, pl_module) -> None:
@@ -250,7 +267,7 @@ class CheckpointAndStop(pl.Callback):
         # (the schema holds mode to the monitor's own direction: newest steps, lowest validation loss)
         self.folder.prune(params.save_top_k, getattr(params, "monitor", "step"))
 
-    def _agreed_stop_reason(self) -> Optional[str]:
+    def _agreed_stop_reason(self) -> str | None:
         out_of_time = self.max_time_s is not None and time.monotonic() - self.started_at >= self.max_time_s
         flags = [1.0 if self.signals.received is not None else 0.0, 1.0 if out_of_time else 0.0]
         if self.parts.placement.world_size > 1:
@@ -274,14 +291,17 @@ class CheckpointAndStop(pl.Callback):
             with parameters_gathered(self.parts.ddp_chunks):
                 trainer.save_checkpoint(target, weights_only=False)  # every rank writes its shards; ends with a barrier
             if rank_zero:
-                self.folder.mark_complete(step, {
-                    "step": step,
-                    "consumed_samples": self.parts.batches.consumed_samples(step),
-                    "parallel_layout": dict(self.parts.layout),
-                    # Lightning validates after this hook: a validation of these very weights labels them then
-                    # (on_validation_end). Until it does, the older validation's loss would rank them wrongly.
-                    "val_loss": None if _validates_at(trainer, step) else pl_module_val_loss(trainer),
-                })
+                self.folder.mark_complete(
+                    step,
+                    {
+                        "step": step,
+                        "consumed_samples": self.parts.batches.consumed_samples(step),
+                        "parallel_layout": dict(self.parts.layout),
+                        # Lightning validates after this hook: a validation of these very weights labels them then
+                        # (on_validation_end). Until it does, the older validation's loss would rank them wrongly.
+                        "val_loss": None if _validates_at(trainer, step) else pl_module_val_loss(trainer),
+                    },
+                )
         except BaseException as error:  # torch.distributed.checkpoint's CheckpointException is no Exception
             self.space.failed(step, error)
             raise
@@ -300,12 +320,12 @@ def _validates_at(trainer, step: int) -> bool:
     return bool(trainer.limit_val_batches) and step % trainer.val_check_interval == 0
 
 
-def pl_module_val_loss(trainer) -> Optional[float]:
+def pl_module_val_loss(trainer) -> float | None:
     """The newest validation loss (None before the first validation), recorded with each checkpoint."""
     return getattr(trainer.lightning_module, "last_val_loss", None)
 
 
-def resume_path(folder: CheckpointFolder, resume_if_exists: bool, ignore_missing: bool) -> Optional[Path]:
+def resume_path(folder: CheckpointFolder, resume_if_exists: bool, ignore_missing: bool) -> Path | None:
     """The checkpoint to continue from, or None to start fresh, per exp_manager.resume_* keys."""
     from ..common.config import JobConfigError
 
@@ -313,7 +333,8 @@ def resume_path(folder: CheckpointFolder, resume_if_exists: bool, ignore_missing
         return None
     newest = folder.newest_complete()
     if newest is None and not ignore_missing:
-        raise JobConfigError(f"exp_manager.resume_ignore_no_checkpoint: false, and {folder.root} holds no complete "
-                             "checkpoint to resume from")
+        raise JobConfigError(
+            f"exp_manager.resume_ignore_no_checkpoint: false, and {folder.root} holds no complete "
+            "checkpoint to resume from"
+        )
     return newest
-

@@ -13,9 +13,9 @@ Adam's state (two fp32 moments per parameter, plus fp32 master weights under bf1
 the complete checkpoints stay as they were: a save that fails leaves a step folder without its COMPLETE
 marker, which is never resumed from and is removed here (it is what filled the disk).
 """
+
 import shutil
 from pathlib import Path
-from typing import Dict, Optional
 
 import torch
 
@@ -31,8 +31,8 @@ class CheckpointSpace:
     def __init__(self, folder: CheckpointFolder, parts):
         self.folder = folder
         self.parts = parts
-        self._sizes: Dict[Path, int] = {}  # bytes of complete checkpoints already measured
-        self._estimate: Optional[int] = None  # of a whole checkpoint, all ranks' shards together
+        self._sizes: dict[Path, int] = {}  # bytes of complete checkpoints already measured
+        self._estimate: int | None = None  # of a whole checkpoint, all ranks' shards together
         self.needed = 0  # bytes asked for before the last save
 
     # ---- before a save --------------------------------------------------------------------------------
@@ -63,7 +63,7 @@ class CheckpointSpace:
         self._share(_OK)
         return self.folder.path(step)
 
-    def _explained(self, step: int, error: BaseException) -> Optional[StorageFault]:
+    def _explained(self, step: int, error: BaseException) -> StorageFault | None:
         if storage_errno(error) is None:
             return None
         return storage_fault(error, self.folder.root, self.needed, f"checkpoint step-{step}", self.advice())
@@ -83,14 +83,16 @@ class CheckpointSpace:
             local = 0
             if p.dp_rank == 0:
                 extra = 8 + (4 if p.cfg.trainer.precision_name() != "fp32" else 0)  # moments (+ fp32 master)
-                local = sum(t.numel() * (t.element_size() + extra) for chunk in p.bare_chunks for t in chunk.parameters())
+                local = sum(
+                    t.numel() * (t.element_size() + extra) for chunk in p.bare_chunks for t in chunk.parameters()
+                )
             total = torch.tensor([float(local)], dtype=torch.float64, device=p.device)
             if p.placement.world_size > 1:
                 torch.distributed.all_reduce(total)
             self._estimate = int(total.item())
         return self._estimate
 
-    def _last_size(self) -> Optional[int]:
+    def _last_size(self) -> int | None:
         newest = self.folder.newest_complete()
         if newest is None:
             return None
@@ -123,12 +125,17 @@ class CheckpointSpace:
 
     def advice(self) -> str:
         newest = self.folder.newest_complete()
-        kept = (f"The newest complete checkpoint, {newest.name}, is kept" if newest is not None
-                else "No complete checkpoint exists yet")
+        kept = (
+            f"The newest complete checkpoint, {newest.name}, is kept"
+            if newest is not None
+            else "No complete checkpoint exists yet"
+        )
         keep_key = "exp_manager.checkpoint_callback_params.save_top_k"
-        return (f"{kept} and the job does not requeue itself. Free space there (or lower {keep_key}, or use a larger "
-                f"file system for base_results_dir), then submit the same command again"
-                + (" to resume from it." if newest is not None else "."))
+        return (
+            f"{kept} and the job does not requeue itself. Free space there (or lower {keep_key}, or use a larger "
+            f"file system for base_results_dir), then submit the same command again"
+            + (" to resume from it." if newest is not None else ".")
+        )
 
     def _forget_resume(self) -> None:
         """The Slurm script requeues while RESUME_MARKER exists; a job that cannot save would loop."""

@@ -9,12 +9,12 @@ resumed from and is deleted by the next prune or overwritten by the next save of
 written last, by one rank, after every rank has finished writing, and atomically (write, fsync, rename).
 Only the file system is touched here, so the rules are tested without torch.
 """
+
 import json
 import os
 import re
 import shutil
 from pathlib import Path
-from typing import List, Optional
 
 from ...contract import CHECKPOINT_COMPLETE_MARKER, CHECKPOINT_STEP_PREFIX
 
@@ -29,7 +29,7 @@ class CheckpointFolder:
     def path(self, step: int) -> Path:
         return self.root / f"{CHECKPOINT_STEP_PREFIX}{step}"
 
-    def steps(self, complete: bool = True) -> List[int]:
+    def steps(self, complete: bool = True) -> list[int]:
         """Steps that have a folder (only complete ones by default), ascending."""
         if not self.root.is_dir():
             return []
@@ -40,7 +40,7 @@ class CheckpointFolder:
                 found.append(int(match.group(1)))
         return sorted(found)
 
-    def newest_complete(self) -> Optional[Path]:
+    def newest_complete(self) -> Path | None:
         steps = self.steps()
         return self.path(steps[-1]) if steps else None
 
@@ -71,7 +71,7 @@ class CheckpointFolder:
         with open(Path(path) / MARKER) as handle:
             return json.load(handle)
 
-    def remove_incomplete(self) -> List[Path]:
+    def remove_incomplete(self) -> list[Path]:
         """Deletes every step folder without the marker: saves that failed or were killed. One rank only, and only
         by the run directory's lock holder (no other job can be writing one). Returns what was deleted."""
         complete = set(self.steps())
@@ -82,7 +82,7 @@ class CheckpointFolder:
                 removed.append(self.path(step))
         return removed
 
-    def prune(self, keep: int, monitor: str = "step") -> List[Path]:
+    def prune(self, keep: int, monitor: str = "step") -> list[Path]:
         """Deletes all but `keep` complete checkpoints (keep -1: none), and incomplete folders older than the newest
         complete one (failed saves). Returns what was deleted. One rank only.
 

@@ -6,15 +6,22 @@ Holds the launcher's commit and its last commits (when the code is a git checkou
 release, and the versions of Python and of the packages the trainer runs on. Each attempt of a run rewrites it, so
 it describes the newest attempt: a requeue in a newer container shows there.
 """
+
 import os
 import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import List
 
-PACKAGES = ("torch", "megatron-core", "pytorch-lightning", "transformer-engine", "transformer_engine_torch", "apex",
-            "numpy")
+PACKAGES = (
+    "torch",
+    "megatron-core",
+    "pytorch-lightning",
+    "transformer-engine",
+    "transformer_engine_torch",
+    "apex",
+    "numpy",
+)
 FILE_NAME = "git_log.txt"
 
 
@@ -26,14 +33,16 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def code_versions() -> List[str]:
+def code_versions() -> list[str]:
     root = Path(__file__).resolve().parents[3]
     lines = [f"launcher: {root}"]
     commit = _git(root, "rev-parse", "HEAD")
     if commit:
         dirty = _git(root, "status", "--porcelain", "--untracked-files=no")
         lines.append(f"commit: {commit}{' (with uncommitted changes)' if dirty else ''}")
-        lines += ["recent commits:"] + [f"  {line}" for line in _git(root, "log", "-n", "5", "--format=%h %s").splitlines()]
+        lines += ["recent commits:"] + [
+            f"  {line}" for line in _git(root, "log", "-n", "5", "--format=%h %s").splitlines()
+        ]
     else:
         lines.append("commit: unknown (not a git checkout)")
     lines.append(f"NGC PyTorch container: {os.environ.get('NVIDIA_PYTORCH_VERSION', 'none')}")

@@ -9,11 +9,13 @@ target layout: each builds its part of the model and lets dist_checkpointing rea
 whatever TP/PP it was trained with (that is the resharding); rank 0 packs the `.nemo` and writes the Hugging Face
 folder.
 """
+
 import dataclasses
 import logging
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -40,19 +42,19 @@ class ConversionFamily:
     check_layout: Callable[[Any, int, int], None]  # JobConfigError when the model does not split over TP x PP
     build_inference_model: Callable[[Any, int, str], torch.nn.Module]  # (section, padded vocab, precision)
     shard_layout: Callable[[Mapping[str, Any], int, int], Any]  # (model config, tp, pp) -> layout
-    merge_shards: Callable[[Mapping[Tuple[int, int], Mapping[str, Any]], Any], Dict[str, torch.Tensor]]
+    merge_shards: Callable[[Mapping[tuple[int, int], Mapping[str, Any]], Any], dict[str, torch.Tensor]]
     hf_architecture: Callable[[Mapping[str, Any]], str]  # the class name, or HFExportError with the reasons
     write_hf: Callable[[Any, Mapping[str, Any], Mapping[str, torch.Tensor]], str]  # (cfg, model config, full state)
     # The .nemo format (save_nemo, write_nemo, load_weights): every family's is core/nemo_archive.py so far; passed in
     # because the core imports no family package.
     nemo_archive: Any
     # checkpoint -> padded vocabulary rows; by default those of its word embedding table (0 for a model without text).
-    vocab_size: Optional[Callable[[Path], int]] = None
+    vocab_size: Callable[[Path], int] | None = None
     # the training config (a dict) -> prefix of the checkpoint entries to convert: "" for the weights, or the key of
     # an average saved beside them (CLIP's EMA, "ema.").
-    checkpoint_prefix: Optional[Callable[[Mapping[str, Any]], str]] = None
+    checkpoint_prefix: Callable[[Mapping[str, Any]], str] | None = None
     # (model config, training config) -> the model_config.yaml to store; by default the model config itself.
-    nemo_config: Optional[Callable[[Mapping[str, Any], Mapping[str, Any]], Dict[str, Any]]] = None
+    nemo_config: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +63,7 @@ class ConversionResult:
 
     checkpoint: Path  # the training checkpoint read
     nemo_path: Path
-    hf_dir: Optional[Path]  # None when no Hugging Face checkpoint was written
+    hf_dir: Path | None  # None when no Hugging Face checkpoint was written
     hf_note: str  # the architecture written, or why nothing was
 
 
@@ -106,10 +108,20 @@ def convert(cfg, family: ConversionFamily) -> ConversionResult:
     family.check_layout(section, tp, pp)
     vocab = family.vocab_size(checkpoint) if family.vocab_size else checkpoint_vocab_size(checkpoint, family.name)
     if vocab % tp:
-        raise JobConfigError(f"model.tensor_model_parallel_size: the checkpoint's padded vocabulary ({vocab} rows) does not "
-                             f"split over TP({tp}); pick a TP that divides it")
+        raise JobConfigError(
+            f"model.tensor_model_parallel_size: the checkpoint's padded vocabulary ({vocab} rows) does not "
+            f"split over TP({tp}); pick a TP that divides it"
+        )
     if rank_zero:
-        log.info("converting %s (%s, %s rows of vocabulary) to TP=%d PP=%d: %s", checkpoint, precision, vocab, tp, pp, cfg.nemo_path)
+        log.info(
+            "converting %s (%s, %s rows of vocabulary) to TP=%d PP=%d: %s",
+            checkpoint,
+            precision,
+            vocab,
+            tp,
+            pp,
+            cfg.nemo_path,
+        )
     model = family.build_inference_model(section, vocab, precision)
     prefix = family.checkpoint_prefix(training["training"]) if family.checkpoint_prefix else ""
     load_checkpoint_weights(model, checkpoint, family.nemo_archive.load_weights, prefix)
@@ -144,8 +156,10 @@ def find_checkpoint(folder: str, name: str) -> Path:
     if name == "latest":
         newest = checkpoints.newest_complete()
         if newest is None:
-            raise JobConfigError(f"model.checkpoint_folder: {root} holds no complete checkpoint (a step-<N> folder "
-                                 f"with a {MARKER} marker); did the training run save one?")
+            raise JobConfigError(
+                f"model.checkpoint_folder: {root} holds no complete checkpoint (a step-<N> folder "
+                f"with a {MARKER} marker); did the training run save one?"
+            )
         return newest
     chosen = root / name
     if not (chosen / MARKER).is_file():
@@ -154,7 +168,7 @@ def find_checkpoint(folder: str, name: str) -> Path:
     return chosen
 
 
-def training_model_section(cfg, training_schema) -> Dict[str, Any]:
+def training_model_section(cfg, training_schema) -> dict[str, Any]:
     """The training run's `model:` section (with the conversion's tokenizer file overrides) and its precision name."""
     from ..common.config import load_resolved_config
 
@@ -169,8 +183,11 @@ def training_model_section(cfg, training_schema) -> Dict[str, Any]:
     model = dict(training["model"])
     if "tokenizer" in model:  # a model that reads no text (ViT) has none
         tokenizer = dict(model["tokenizer"])
-        for key, value in (("vocab_file", cfg.model.vocab_file), ("merge_file", cfg.model.merge_file),
-                           ("model", cfg.model.tokenizer_model)):
+        for key, value in (
+            ("vocab_file", cfg.model.vocab_file),
+            ("merge_file", cfg.model.merge_file),
+            ("model", cfg.model.tokenizer_model),
+        ):
             if value is not None:
                 tokenizer[key] = value
         model["tokenizer"] = tokenizer
@@ -187,7 +204,9 @@ def checkpoint_vocab_size(checkpoint: Path, family: str) -> int:
 
     metadata = dist_checkpointing.load_tensors_metadata(str(checkpoint))
     if _EMBEDDING not in metadata:
-        raise JobConfigError(f"model.checkpoint_folder: {checkpoint} holds no {_EMBEDDING}; is it a {family} checkpoint?")
+        raise JobConfigError(
+            f"model.checkpoint_folder: {checkpoint} holds no {_EMBEDDING}; is it a {family} checkpoint?"
+        )
     return int(metadata[_EMBEDDING].global_shape[0])
 
 
@@ -201,14 +220,23 @@ def load_checkpoint_weights(model: torch.nn.Module, checkpoint: Path, load_weigh
     """
     from megatron.core import dist_checkpointing
 
-    sharded = {key: value for key, value in model.sharded_state_dict(prefix=prefix).items()
-               if not key.endswith("._extra_state")}
+    sharded = {
+        key: value
+        for key, value in model.sharded_state_dict(prefix=prefix).items()
+        if not key.endswith("._extra_state")
+    }
     loaded = dist_checkpointing.load(sharded, str(checkpoint))
-    load_weights(model, {key[len(prefix):]: loaded[key] for key in sharded}, str(checkpoint))
+    load_weights(model, {key[len(prefix) :]: loaded[key] for key in sharded}, str(checkpoint))
 
 
-def _write_sharded(cfg, family: ConversionFamily, model_config: Dict[str, Any], state: Dict[str, torch.Tensor],
-                   parallel_state, rank_zero: bool) -> Optional[Dict[str, torch.Tensor]]:
+def _write_sharded(
+    cfg,
+    family: ConversionFamily,
+    model_config: dict[str, Any],
+    state: dict[str, torch.Tensor],
+    parallel_state,
+    rank_zero: bool,
+) -> dict[str, torch.Tensor] | None:
     """Every model-parallel rank of data-parallel replica 0 saves its shard beside the target; rank 0 packs them
     and returns the merged full state dict (for the Hugging Face export)."""
     tp, pp = cfg.model.tensor_model_parallel_size, cfg.model.pipeline_model_parallel_size
@@ -218,14 +246,19 @@ def _write_sharded(cfg, family: ConversionFamily, model_config: Dict[str, Any], 
         staging.mkdir(parents=True)
     _barrier()
     if parallel_state.get_data_parallel_rank() == 0:
-        tp_rank, pp_rank = parallel_state.get_tensor_model_parallel_rank(), parallel_state.get_pipeline_model_parallel_rank()
+        tp_rank, pp_rank = (
+            parallel_state.get_tensor_model_parallel_rank(),
+            parallel_state.get_pipeline_model_parallel_rank(),
+        )
         torch.save(state, staging / _shard_name(tp_rank, pp_rank))
     _barrier()
     if not rank_zero:
         return None
     try:
         files = {(t, p): staging / _shard_name(t, p) for t in range(tp) for p in range(pp)}
-        family.nemo_archive.write_nemo(cfg.nemo_path, dict(model_config, tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp), files)
+        family.nemo_archive.write_nemo(
+            cfg.nemo_path, dict(model_config, tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp), files
+        )
         if cfg.hf.mode == "off":
             return None
         shards = {rank: torch.load(path, map_location="cpu", weights_only=True) for rank, path in files.items()}
@@ -238,8 +271,13 @@ def _shard_name(tp_rank: int, pp_rank: int) -> str:
     return f"tp{tp_rank}_pp{pp_rank}.pt"
 
 
-def _export_hf(cfg, family: ConversionFamily, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor],
-               log: logging.Logger) -> Tuple[Optional[Path], str]:
+def _export_hf(
+    cfg,
+    family: ConversionFamily,
+    model_config: Mapping[str, Any],
+    full: Mapping[str, torch.Tensor],
+    log: logging.Logger,
+) -> tuple[Path | None, str]:
     """(the folder written or None, the architecture or why there is none)."""
     try:
         family.hf_architecture(model_config)
@@ -253,7 +291,9 @@ def _export_hf(cfg, family: ConversionFamily, model_config: Mapping[str, Any], f
     return cfg.hf_dir, architecture
 
 
-def save_hf_checkpoint(out_dir, tensors: Mapping[str, torch.Tensor], config: Dict[str, Any], dtype: torch.dtype) -> None:
+def save_hf_checkpoint(
+    out_dir, tensors: Mapping[str, torch.Tensor], config: dict[str, Any], dtype: torch.dtype
+) -> None:
     """model.safetensors and config.json in out_dir (created; files of the same names replaced)."""
     import json
 
@@ -262,8 +302,11 @@ def save_hf_checkpoint(out_dir, tensors: Mapping[str, torch.Tensor], config: Dic
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     # safetensors refuses views that share storage (the vocabulary cut, the qkv split): each gets its own copy.
-    save_file({name: t.detach().to(dtype).contiguous().clone() for name, t in tensors.items()},
-              str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {name: t.detach().to(dtype).contiguous().clone() for name, t in tensors.items()},
+        str(out / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     (out / "model.safetensors").chmod(0o644)  # safetensors creates it owner-only; the other files are 0644
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 

@@ -8,8 +8,9 @@
 Every family reads Megatron indexed datasets (.bin/.idx) and splits each file's documents train/validation/test
 the way megatron-core's BlendedMegatronDatasetBuilder does.
 """
+
 import os
-from typing import List, Sequence
+from collections.abc import Sequence
 
 from ..common.config import JobConfigError
 from ..common.data_blend import auto_blend
@@ -18,7 +19,7 @@ from .schedule import BatchSchedule
 SPLIT_NAMES = ("training", "validation", "test")
 
 
-def resolve_blend(cfg) -> List:
+def resolve_blend(cfg) -> list:
     """[weight, prefix, ...] from model.data.data_prefix, or the automatic blend of run.preprocessed_dir."""
     if cfg.model.data.data_prefix is not None:
         blend = cfg.model.data.blend()
@@ -36,7 +37,7 @@ def resolve_blend(cfg) -> List:
     return blend
 
 
-def dataset_sizes(cfg, batches: BatchSchedule) -> List[int]:
+def dataset_sizes(cfg, batches: BatchSchedule) -> list[int]:
     """Samples of [train, validation, test] the run reads: every step's batch, and limit_*_batches global batches
     (the same ones at every validation)."""
     return [
@@ -46,7 +47,7 @@ def dataset_sizes(cfg, batches: BatchSchedule) -> List[int]:
     ]
 
 
-def split_document_counts(splits_string: str, documents: int) -> List[int]:
+def split_document_counts(splits_string: str, documents: int) -> list[int]:
     """Documents of a file in each split, computed as megatron-core's builder does (rounded book-ends)."""
     weights = [float(w) for w in splits_string.replace("/", ",").split(",")]
     weights += [0.0] * (3 - len(weights))
@@ -57,7 +58,7 @@ def split_document_counts(splits_string: str, documents: int) -> List[int]:
     return [int(round(hi * documents)) - int(round(lo * documents)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def check_splits(blend: List, splits_string: str) -> None:
+def check_splits(blend: list, splits_string: str) -> None:
     """Every file must give at least one document to each split of non-zero weight: megatron-core builds
     all of them and loops forever on an empty one (0 tokens per epoch never reach the samples asked)."""
     from megatron.core.datasets.indexed_dataset import IndexedDataset
@@ -70,7 +71,7 @@ def check_splits(blend: List, splits_string: str) -> None:
             if weight > 0 and count == 0:
                 raise JobConfigError(
                     f"model.data.splits_string: {splits_string!r} gives the {name} split 0 of the {documents} "
-                    f"documents in {prefix}; give it a larger weight (e.g. \"90,5,5\" for a small corpus) or 0"
+                    f'documents in {prefix}; give it a larger weight (e.g. "90,5,5" for a small corpus) or 0'
                 )
 
 
@@ -79,7 +80,7 @@ def megatron_split(splits_string: str) -> str:
     return splits_string.replace("/", ",")
 
 
-def megatron_blend(blend: List):
+def megatron_blend(blend: list):
     """BlendedMegatronDatasetConfig.blend for [weight, prefix, ...]: the prefixes, and the weights when there
     are several (a single dataset is read without the BlendedDataset around it)."""
     prefixes = [str(p) for p in blend[1::2]]
@@ -92,7 +93,7 @@ def dataset_description(blend: Sequence) -> str:
     return ", ".join(parts)
 
 
-def masked_word_piece_settings(cfg, tokenizer, blend: List) -> dict:
+def masked_word_piece_settings(cfg, tokenizer, blend: list) -> dict:
     """The keyword arguments megatron-core's masked word-piece dataset configs (BERT's and T5's) share, from a
     training config whose `model.data` has the masking keys."""
     model, data = cfg.model, cfg.model.data

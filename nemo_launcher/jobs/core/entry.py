@@ -10,18 +10,20 @@ and the family's recipe load only once the program runs, after the core has inst
 helper process that dist_checkpointing spawns (it re-imports the entry module) pays nothing for them. The trainer
 and the conversion flow themselves are core/program.py and core/conversion.py.
 """
-import importlib
-from typing import Callable, Optional, Sequence
 
-Main = Callable[[Optional[Sequence[str]]], int]
+import importlib
+from collections.abc import Callable, Sequence
+
+Main = Callable[[Sequence[str] | None], int]
 
 
 def _attribute(module: str, name: str):
     return getattr(importlib.import_module(module), name)
 
 
-def training_main(prog: str, schema, recipe_module: str, recipe: str, build: Optional[str] = None,
-                  module: Optional[str] = None) -> Main:
+def training_main(
+    prog: str, schema, recipe_module: str, recipe: str, build: str | None = None, module: str | None = None
+) -> Main:
     """run_program with the pieces `recipe_module` names: `recipe` is a Recipe, or a function of the bound config
     returning one; `build` replaces parts.build_parts and `module` the TrainingModule class (a family that trains
     its own kind of model names both)."""
@@ -38,11 +40,17 @@ def training_main(prog: str, schema, recipe_module: str, recipe: str, build: Opt
     def module_class(parts):
         return _attribute(recipe_module, module)(parts)
 
-    def main(argv: Optional[Sequence[str]] = None) -> int:
+    def main(argv: Sequence[str] | None = None) -> int:
         from .program import run_program
 
-        return run_program(argv, prog, schema, load_recipe, build=build_parts if build else None,
-                           module_class=module_class if module else None)
+        return run_program(
+            argv,
+            prog,
+            schema,
+            load_recipe,
+            build=build_parts if build else None,
+            module_class=module_class if module else None,
+        )
 
     return main
 
@@ -50,7 +58,7 @@ def training_main(prog: str, schema, recipe_module: str, recipe: str, build: Opt
 def conversion_main(program: str, schema, family_module: str, family: str) -> Main:
     """run_conversion with the ConversionFamily `family` of `family_module`, imported once the config is bound."""
 
-    def main(argv: Optional[Sequence[str]] = None) -> int:
+    def main(argv: Sequence[str] | None = None) -> int:
         from .conversion import run_conversion  # torch: only once the program runs
 
         return run_conversion(argv, program, schema, lambda: _attribute(family_module, family))

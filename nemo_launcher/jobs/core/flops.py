@@ -1,8 +1,7 @@
 """A GPU's peak FLOP/s, for model FLOPs utilization (MFU) with a recipe's FLOPs per token.
 
-    mfu = tokens_per_sec * recipe.flops_per_token(model, vocab) / (world_size * peak_bf16_flops(torch.cuda.get_device_name()))
+mfu = tokens_per_sec * recipe.flops_per_token(model, vocab) / (world_size * peak_bf16_flops(torch.cuda.get_device_name()))
 """
-from typing import Optional
 
 # Dense bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets (SXM parts unless the name says).
 _PEAK_BF16 = (
@@ -20,7 +19,7 @@ _PEAK_BF16 = (
 )
 
 
-def peak_bf16_flops(device_name: str) -> Optional[float]:
+def peak_bf16_flops(device_name: str) -> float | None:
     """Peak of the named GPU (torch.cuda.get_device_name()), or None when it is not in the table."""
     for fragment, peak in _PEAK_BF16:
         if fragment.lower() in device_name.lower():

@@ -9,10 +9,11 @@ runs backward itself.
 The parts (model chunks, optimizer, datasets) are built by `parts.build_parts` before the Trainer
 exists, so the same code serves the benchmark's plain loop; this class only adapts them to Lightning.
 """
+
 import dataclasses
 import logging
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -29,12 +30,12 @@ class StepRecord:
     """What the last training step did, for the logging callback (no device sync is forced to fill it)."""
 
     step: int  # optimizer steps completed, this one included
-    losses: Optional[Dict[str, torch.Tensor]]  # the recipe's losses, means over this rank's microbatches; None off
+    losses: dict[str, torch.Tensor] | None  # the recipe's losses, means over this rank's microbatches; None off
     # the last pipeline stage
     global_batch_size: int
     microbatches: int
     lr: float
-    grad_norm: Optional[float]
+    grad_norm: float | None
 
 
 class _OptimizerForLightning:
@@ -43,7 +44,7 @@ class _OptimizerForLightning:
 
     def __init__(self, megatron_optimizer):
         self.megatron = megatron_optimizer
-        self.defaults: Dict[str, Any] = {}
+        self.defaults: dict[str, Any] = {}
         self.result = None
 
     @property
@@ -77,16 +78,16 @@ class TrainingModule(pl.LightningModule):
         self.automatic_optimization = False
         self.parts = parts
         self.chunks = torch.nn.ModuleList(parts.ddp_chunks)
-        self.last_step: Optional[StepRecord] = None
-        self.last_val_losses: Optional[Dict[str, float]] = None  # every loss the recipe reports
-        self.last_test_losses: Optional[Dict[str, float]] = None
+        self.last_step: StepRecord | None = None
+        self.last_val_losses: dict[str, float] | None = None  # every loss the recipe reports
+        self.last_test_losses: dict[str, float] | None = None
         # Scores a subclass computes at validation besides the losses (a tuning job's exact match), by name.
-        self.last_val_metrics: Dict[str, float] = {}
-        self._val_losses: List[Dict[str, torch.Tensor]] = []
-        self._consumed: Optional[int] = None
+        self.last_val_metrics: dict[str, float] = {}
+        self._val_losses: list[dict[str, torch.Tensor]] = []
+        self._consumed: int | None = None
 
     @property
-    def last_val_loss(self) -> Optional[float]:
+    def last_val_loss(self) -> float | None:
         return None if self.last_val_losses is None else self.last_val_losses[self.parts.loss_name]
 
     @property
@@ -98,8 +99,12 @@ class TrainingModule(pl.LightningModule):
     def train_dataloader(self):
         p = self.parts
         sampler = StepBatchSampler(
-            len(p.train_dataset), p.batches, p.cfg.trainer.max_steps, start_step=lambda: self.trainer.global_step,
-            dp_rank=p.dp_rank, shuffle_seed=p.cfg.model.seed if p.cfg.model.data.dataloader_type == "cyclic" else None,
+            len(p.train_dataset),
+            p.batches,
+            p.cfg.trainer.max_steps,
+            start_step=lambda: self.trainer.global_step,
+            dp_rank=p.dp_rank,
+            shuffle_seed=p.cfg.model.seed if p.cfg.model.data.dataloader_type == "cyclic" else None,
         )
         return make_loader(p.train_dataset, sampler, p.cfg.model.data.num_workers, p.on_gpu, p.cfg.model.seed)
 
@@ -111,8 +116,9 @@ class TrainingModule(pl.LightningModule):
         p = self.parts
         if dataset is None or limit == 0:
             return []
-        sampler = EvalBatchSampler(len(dataset), p.cfg.model.global_batch_size, p.cfg.model.micro_batch_size,
-                                   p.dp_rank, p.dp_size, limit)
+        sampler = EvalBatchSampler(
+            len(dataset), p.cfg.model.global_batch_size, p.cfg.model.micro_batch_size, p.dp_rank, p.dp_size, limit
+        )
         return make_loader(dataset, sampler, p.cfg.model.data.num_workers, p.on_gpu, p.cfg.model.seed)
 
     # ---- training ------------------------------------------------------------------------------------
@@ -154,7 +160,7 @@ class TrainingModule(pl.LightningModule):
         self._gathered.__exit__(None, None, None)
         self.last_val_losses = self.parts.reduce_last_stage_means(_mean_of(self._val_losses))
 
-    def evaluate_test_split(self) -> Optional[float]:
+    def evaluate_test_split(self) -> float | None:
         """Mean loss over `trainer.limit_test_batches` global batches of the test split (None if empty); every
         reported loss lands in last_test_losses."""
         if self.parts.test_dataset is None:  # tuning jobs have no test split (nor trainer.limit_test_batches)
@@ -175,46 +181,50 @@ class TrainingModule(pl.LightningModule):
         self.last_test_losses = self.parts.reduce_last_stage_means(_mean_of(losses))
         return None if self.last_test_losses is None else self.last_test_losses[self.parts.loss_name]
 
-    def write_outputs(self) -> Dict[str, str]:
+    def write_outputs(self) -> dict[str, str]:
         """Called on every rank once the run has reached max_steps; what it wrote, {summary label: path}. Pre-training
         writes nothing beyond its checkpoints; a tuning job writes its tuned model here."""
         return {}
 
-    def _evaluate_batch(self, batch) -> Optional[Dict[str, torch.Tensor]]:
+    def _evaluate_batch(self, batch) -> dict[str, torch.Tensor] | None:
         p = self.parts
         return p.run_microbatches(p.recipe.split_microbatches(batch, p.cfg.model.micro_batch_size), forward_only=True)
 
     # ---- checkpoint contents (the strategy does the I/O) ---------------------------------------------
-    def sharded_model_state(self) -> Dict[str, Any]:
+    def sharded_model_state(self) -> dict[str, Any]:
         # One entry per chunk: dict keys repeat across chunks (local layer numbers), the ShardedTensor keys
         # inside are global, so a checkpoint loads into any TP/PP/VPP layout.
         return {f"model{i}": chunk.sharded_state_dict() for i, chunk in enumerate(self.parts.bare_chunks)}
 
-    def sharded_optimizer_state(self, is_loading: bool) -> Dict[str, Any]:
+    def sharded_optimizer_state(self, is_loading: bool) -> dict[str, Any]:
         return self.parts.optimizer.sharded_state_dict(self.sharded_model_state(), is_loading=is_loading)
 
-    def load_model_state(self, state: Dict[str, Any]) -> None:
+    def load_model_state(self, state: dict[str, Any]) -> None:
         for i, chunk in enumerate(self.parts.bare_chunks):
             chunk.load_state_dict(state[f"model{i}"], strict=True)
 
-    def load_optimizer_state(self, state: Dict[str, Any]) -> None:
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
         self.parts.optimizer.load_state_dict(state)
 
-    def sharded_extra_state(self) -> Dict[str, Any]:
+    def sharded_extra_state(self) -> dict[str, Any]:
         """Saved beside weights and optimizer: the parallel layout (common) and this rank's RNG states."""
         state = {"parallel_layout": dict(self.parts.layout)}
         state.update(self._sharded_rng_state())
         return state
 
-    def sharded_extra_state_to_load(self, saved_layout: Optional[dict]) -> Dict[str, Any]:
+    def sharded_extra_state_to_load(self, saved_layout: dict | None) -> dict[str, Any]:
         """RNG states are per rank, so they are restored only into the layout that wrote them."""
         if saved_layout != self.parts.layout:
-            log.warning("checkpoint written with parallel layout %s, running with %s: weights and optimizer state "
-                        "are resharded, random-number states start fresh", saved_layout, self.parts.layout)
+            log.warning(
+                "checkpoint written with parallel layout %s, running with %s: weights and optimizer state "
+                "are resharded, random-number states start fresh",
+                saved_layout,
+                self.parts.layout,
+            )
             return {}
         return self._sharded_rng_state()
 
-    def _sharded_rng_state(self) -> Dict[str, Any]:
+    def _sharded_rng_state(self) -> dict[str, Any]:
         from megatron.core.dist_checkpointing.mapping import ShardedObject
 
         layout, p = self.parts.layout, self.parts
@@ -226,19 +236,19 @@ class TrainingModule(pl.LightningModule):
             shape, offset = shape + (layout["cp"],), offset + (parallel_state.get_context_parallel_rank(),)
         return {"rng_state": ShardedObject("rng_state", _rng_snapshot(p.on_gpu), shape, offset, replica_id=0)}
 
-    def restore_extra_state(self, loaded: Dict[str, Any]) -> None:
+    def restore_extra_state(self, loaded: dict[str, Any]) -> None:
         if "rng_state" in loaded:
             _rng_restore(loaded["rng_state"], self.parts.on_gpu)
 
 
-def _mean_of(batches: List[Dict[str, torch.Tensor]]) -> Optional[Dict[str, torch.Tensor]]:
+def _mean_of(batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor] | None:
     """Per loss name, the mean over evaluated batches (None when this rank evaluated none: not the last stage)."""
     if not batches:
         return None
     return {name: torch.stack([losses[name] for losses in batches]).mean() for name in batches[0]}
 
 
-def _rng_snapshot(on_gpu: bool) -> Dict[str, Any]:
+def _rng_snapshot(on_gpu: bool) -> dict[str, Any]:
     from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
 
     snapshot = {
@@ -252,7 +262,7 @@ def _rng_snapshot(on_gpu: bool) -> Dict[str, Any]:
     return snapshot
 
 
-def _rng_restore(snapshot: Dict[str, Any], on_gpu: bool) -> None:
+def _rng_restore(snapshot: dict[str, Any], on_gpu: bool) -> None:
     from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
 
     random.setstate(snapshot["python"])

@@ -19,14 +19,16 @@ leave out `_extra_state` entries, which hold nothing for that spec. The tar is u
 torch.load reads a weight member in place (weights do not compress anyway), and a file is written
 under a temporary name and renamed, so a later stage never sees half an archive.
 """
+
 import atexit
 import io
 import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any
 
 import yaml
 
@@ -46,12 +48,14 @@ def weights_member(tp_rank: int, pp_rank: int, tensor_parallel: int, pipeline_pa
     return f"tp_rank_{tp_rank:02d}_pp_rank_{pp_rank:03d}/{WEIGHTS_FILE}"
 
 
-def layout_of(model_config: Mapping[str, Any]) -> Tuple[int, int]:
+def layout_of(model_config: Mapping[str, Any]) -> tuple[int, int]:
     """(TP, PP) of the weights stored in an archive with this config."""
-    return int(model_config.get("tensor_model_parallel_size") or 1), int(model_config.get("pipeline_model_parallel_size") or 1)
+    return int(model_config.get("tensor_model_parallel_size") or 1), int(
+        model_config.get("pipeline_model_parallel_size") or 1
+    )
 
 
-def tokenizer_files_of(model_config: Mapping[str, Any]) -> Dict[str, str]:
+def tokenizer_files_of(model_config: Mapping[str, Any]) -> dict[str, str]:
     """{tokenizer key: file path} for the files the config's tokenizer reads (null keys left out)."""
     tokenizer = model_config.get("tokenizer") or {}
     return {key: str(tokenizer[key]) for key in TOKENIZER_FILE_KEYS if tokenizer.get(key)}
@@ -59,8 +63,13 @@ def tokenizer_files_of(model_config: Mapping[str, Any]) -> Dict[str, str]:
 
 # ---- writing ----------------------------------------------------------------------------------------
 
-def save_nemo(path, model_config: Mapping[str, Any], state_dict: Mapping[str, Any],
-              tokenizer_files: Optional[Mapping[str, str]] = None) -> Path:
+
+def save_nemo(
+    path,
+    model_config: Mapping[str, Any],
+    state_dict: Mapping[str, Any],
+    tokenizer_files: Mapping[str, str] | None = None,
+) -> Path:
     """Writes a TP=1 PP=1 archive from one full state dict.
 
     tokenizer_files maps a key of model.tokenizer (model, vocab_file, merge_file) to the file to pack;
@@ -81,8 +90,12 @@ def save_nemo(path, model_config: Mapping[str, Any], state_dict: Mapping[str, An
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_nemo(path, model_config: Mapping[str, Any], weight_files: Mapping[Tuple[int, int], os.PathLike],
-               tokenizer_files: Optional[Mapping[str, str]] = None) -> Path:
+def write_nemo(
+    path,
+    model_config: Mapping[str, Any],
+    weight_files: Mapping[tuple[int, int], os.PathLike],
+    tokenizer_files: Mapping[str, str] | None = None,
+) -> Path:
     """Packs weight files already saved per (tp_rank, pp_rank) (one entry for TP=1 PP=1) into an archive.
 
     The config's tensor/pipeline parallel sizes must match the ranks given: every shard must be there.
@@ -91,8 +104,10 @@ def write_nemo(path, model_config: Mapping[str, Any], weight_files: Mapping[Tupl
     tensor_parallel, pipeline_parallel = layout_of(model_config)
     expected = {(t, p) for t in range(tensor_parallel) for p in range(pipeline_parallel)}
     if set(weight_files) != expected:
-        raise ValueError(f"weights for ranks {sorted(weight_files)} given, the config's TP({tensor_parallel}) x "
-                         f"PP({pipeline_parallel}) layout needs {sorted(expected)}")
+        raise ValueError(
+            f"weights for ranks {sorted(weight_files)} given, the config's TP({tensor_parallel}) x "
+            f"PP({pipeline_parallel}) layout needs {sorted(expected)}"
+        )
     files = dict(tokenizer_files_of(model_config) if tokenizer_files is None else tokenizer_files)
     config = _with_packed_tokenizer(model_config, files)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +126,7 @@ def write_nemo(path, model_config: Mapping[str, Any], weight_files: Mapping[Tupl
     return path
 
 
-def _with_packed_tokenizer(model_config: Mapping[str, Any], files: Mapping[str, str]) -> Dict[str, Any]:
+def _with_packed_tokenizer(model_config: Mapping[str, Any], files: Mapping[str, str]) -> dict[str, Any]:
     config = dict(model_config)
     tokenizer = dict(config.get("tokenizer") or {})
     used = set()
@@ -119,7 +134,9 @@ def _with_packed_tokenizer(model_config: Mapping[str, Any], files: Mapping[str, 
         if key not in TOKENIZER_FILE_KEYS:
             raise ValueError(f"tokenizer file key {key!r} is not one of {', '.join(TOKENIZER_FILE_KEYS)}")
         if not Path(source).is_file():
-            raise JobConfigError(f"model.tokenizer.{key}: {source} does not exist, so it cannot be packed into the .nemo")
+            raise JobConfigError(
+                f"model.tokenizer.{key}: {source} does not exist, so it cannot be packed into the .nemo"
+            )
         name = Path(source).name
         if name in used:  # e.g. two files called tokenizer.model from different folders
             name = f"{key}_{name}"
@@ -130,7 +147,7 @@ def _with_packed_tokenizer(model_config: Mapping[str, Any], files: Mapping[str, 
 
 
 def _tokenizer_member(config: Mapping[str, Any], key: str) -> str:
-    return config["tokenizer"][key][len(NEMO_PREFIX):]
+    return config["tokenizer"][key][len(NEMO_PREFIX) :]
 
 
 def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -140,14 +157,15 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes) -> None:
     archive.addfile(info, io.BytesIO(data))
 
 
-def _without_extra_state(state_dict: Mapping[str, Any]) -> Dict[str, Any]:
+def _without_extra_state(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     # megatron's local-spec layers report `_extra_state: None` (a Transformer Engine hook); nothing to keep.
     return {key: value for key, value in state_dict.items() if not key.endswith("._extra_state")}
 
 
 # ---- reading ----------------------------------------------------------------------------------------
 
-def read_nemo_config(path, extract_dir: Optional[os.PathLike] = None) -> Dict[str, Any]:
+
+def read_nemo_config(path, extract_dir: os.PathLike | None = None) -> dict[str, Any]:
     """The archive's model config, with its tokenizer file keys pointing at extracted copies of the files.
 
     extract_dir: where to put the tokenizer files; by default a temporary folder removed at exit.
@@ -156,9 +174,11 @@ def read_nemo_config(path, extract_dir: Optional[os.PathLike] = None) -> Dict[st
         return _read_config(archive, Path(path), extract_dir)
 
 
-def load_nemo(path, extract_dir: Optional[os.PathLike] = None,
-              shard_layout: Optional[Callable[[Mapping[str, Any], int, int], ShardLayout]] = None,
-              ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def load_nemo(
+    path,
+    extract_dir: os.PathLike | None = None,
+    shard_layout: Callable[[Mapping[str, Any], int, int], ShardLayout] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(model config, full state dict on the CPU). The shards of a TP/PP > 1 archive are merged into the
     TP=1 PP=1 state dict by the family's `shard_layout(model_config, tp, pp)` (gpt_shard_layout, ...); the
     returned config still names the archive's layout."""
@@ -169,22 +189,27 @@ def load_nemo(path, extract_dir: Optional[os.PathLike] = None,
             return config, _read_weights(archive, Path(path), WEIGHTS_FILE)
         shards = {
             (t, p): _read_weights(archive, Path(path), weights_member(t, p, tensor_parallel, pipeline_parallel))
-            for t in range(tensor_parallel) for p in range(pipeline_parallel)
+            for t in range(tensor_parallel)
+            for p in range(pipeline_parallel)
         }
     if shard_layout is None:
-        raise JobConfigError(f"{path}: holds TP({tensor_parallel}) x PP({pipeline_parallel}) shards; this "
-                             f"model's family has no rule to merge them")
+        raise JobConfigError(
+            f"{path}: holds TP({tensor_parallel}) x PP({pipeline_parallel}) shards; this "
+            f"model's family has no rule to merge them"
+        )
     return config, merge_shards(shards, shard_layout(config, tensor_parallel, pipeline_parallel))
 
 
-def load_nemo_shard(path, tp_rank: int, pp_rank: int) -> Dict[str, Any]:
+def load_nemo_shard(path, tp_rank: int, pp_rank: int) -> dict[str, Any]:
     """The state dict of one model-parallel rank of an archive (the whole model for TP=1 PP=1)."""
     with _open(path) as archive:
         config = yaml.safe_load(_member_bytes(archive, Path(path), CONFIG_MEMBER))
         tensor_parallel, pipeline_parallel = layout_of(config)
         if not (0 <= tp_rank < tensor_parallel and 0 <= pp_rank < pipeline_parallel):
-            raise JobConfigError(f"{path}: has TP({tensor_parallel}) x PP({pipeline_parallel}) shards; "
-                                 f"there is no tp_rank {tp_rank}, pp_rank {pp_rank}")
+            raise JobConfigError(
+                f"{path}: has TP({tensor_parallel}) x PP({pipeline_parallel}) shards; "
+                f"there is no tp_rank {tp_rank}, pp_rank {pp_rank}"
+            )
         return _read_weights(archive, Path(path), weights_member(tp_rank, pp_rank, tensor_parallel, pipeline_parallel))
 
 
@@ -202,8 +227,10 @@ def load_weights(model, state_dict: Mapping[str, Any], source: str) -> None:
     result = model.load_state_dict(dict(state_dict), strict=False)
     missing = [key for key in result.missing_keys if not key.endswith("._extra_state")]
     if missing or result.unexpected_keys:
-        raise JobConfigError(f"{source}: the weights do not fit the model the config describes "
-                             f"(missing: {missing[:5]}, unexpected: {result.unexpected_keys[:5]})")
+        raise JobConfigError(
+            f"{source}: the weights do not fit the model the config describes "
+            f"(missing: {missing[:5]}, unexpected: {result.unexpected_keys[:5]})"
+        )
 
 
 def _open(path) -> tarfile.TarFile:
@@ -226,17 +253,19 @@ def _member_bytes(archive: tarfile.TarFile, path: Path, name: str) -> bytes:
     return handle.read()
 
 
-def _read_config(archive: tarfile.TarFile, path: Path, extract_dir: Optional[os.PathLike]) -> Dict[str, Any]:
+def _read_config(archive: tarfile.TarFile, path: Path, extract_dir: os.PathLike | None) -> dict[str, Any]:
     config = yaml.safe_load(_member_bytes(archive, path, CONFIG_MEMBER))
     if not isinstance(config, dict):
         raise JobConfigError(f"{path}: {CONFIG_MEMBER} is not a mapping")
     tokenizer = dict(config.get("tokenizer") or {})
-    packed = {key: value for key, value in tokenizer.items() if isinstance(value, str) and value.startswith(NEMO_PREFIX)}
+    packed = {
+        key: value for key, value in tokenizer.items() if isinstance(value, str) and value.startswith(NEMO_PREFIX)
+    }
     if packed:
         target = Path(extract_dir) if extract_dir is not None else _temporary_dir()
         target.mkdir(parents=True, exist_ok=True)
         for key, value in packed.items():
-            member = value[len(NEMO_PREFIX):]
+            member = value[len(NEMO_PREFIX) :]
             # Only the base name is used on disk, so a crafted member name cannot write outside `target`.
             destination = target / Path(member).name
             destination.write_bytes(_member_bytes(archive, path, member))
@@ -245,7 +274,7 @@ def _read_config(archive: tarfile.TarFile, path: Path, extract_dir: Optional[os.
     return config
 
 
-def _read_weights(archive: tarfile.TarFile, path: Path, name: str) -> Dict[str, Any]:
+def _read_weights(archive: tarfile.TarFile, path: Path, name: str) -> dict[str, Any]:
     import torch
 
     try:

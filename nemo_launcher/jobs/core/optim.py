@@ -16,9 +16,10 @@ reference's communication keys (GPT: model.optim.overlap_grad_sync/overlap_param
 model.grad_allreduce_chunk_size_mb, grad_div_ar_fusion, fsdp*, hysteresis, native_amp_*) reach
 `ddp_config` and `optimizer_config`; a schema without them gets the behaviour of their reference defaults.
 """
+
 import contextlib
 import logging
-from typing import TYPE_CHECKING, List, Tuple
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -33,8 +34,10 @@ def use_distributed_optimizer(cfg, on_gpu: bool) -> bool:
         return False
     if not on_gpu:
         # megatron-core's DistributedOptimizer type-checks for torch.cuda.*Tensor parameters.
-        log.warning("model.optim.name: distributed_fused_adam needs GPUs; using the non-distributed Adam on this CPU "
-                    "(same update, optimizer state not sharded across data-parallel ranks)")
+        log.warning(
+            "model.optim.name: distributed_fused_adam needs GPUs; using the non-distributed Adam on this CPU "
+            "(same update, optimizer state not sharded across data-parallel ranks)"
+        )
         return False
     return True
 
@@ -63,7 +66,7 @@ def ddp_config(cfg, precision: str, data_parallel_size: int, on_gpu: bool, distr
         overlap_grad_reduce=overlap_grads,
         overlap_param_gather=distributed and overlap_grads and getattr(optim, "overlap_param_sync", False),
         use_distributed_optimizer=distributed,
-        bucket_size=None if bucket_mb is None else bucket_mb * 2 ** 20 // 4,  # elements of fp32 gradients
+        bucket_size=None if bucket_mb is None else bucket_mb * 2**20 // 4,  # elements of fp32 gradients
         average_in_collective=average_in_collective and not fsdp,
         use_megatron_fsdp=fsdp,
         data_parallel_sharding_strategy=FSDP_SHARDING[model.fsdp_sharding_strategy] if fsdp else "no_shard",
@@ -71,7 +74,9 @@ def ddp_config(cfg, precision: str, data_parallel_size: int, on_gpu: bool, distr
     )
 
 
-def wrap_chunks(chunks: List[torch.nn.Module], config, precision: str, ddp: "DistributedDataParallelConfig") -> List[torch.nn.Module]:
+def wrap_chunks(
+    chunks: list[torch.nn.Module], config, precision: str, ddp: "DistributedDataParallelConfig"
+) -> list[torch.nn.Module]:
     """Float16Module (bf16/fp16) then megatron-core DDP (or its FSDP wrapper) around every chunk, as Megatron-LM does."""
     from megatron.core.distributed import DistributedDataParallel
     from megatron.core.transformer.module import Float16Module
@@ -89,7 +94,7 @@ def wrap_chunks(chunks: List[torch.nn.Module], config, precision: str, ddp: "Dis
 
 
 @contextlib.contextmanager
-def parameters_gathered(ddp_chunks: List[torch.nn.Module]):
+def parameters_gathered(ddp_chunks: list[torch.nn.Module]):
     """Around evaluation and checkpoint saves: with overlap_param_sync the updated parameters are gathered lazily
     by the next forward's hooks; here they are gathered at once, and the hooks wait until training goes on."""
     lazy = [chunk for chunk in ddp_chunks if chunk.ddp_config.overlap_param_gather]
@@ -123,13 +128,13 @@ def optimizer_config(cfg, precision: str, distributed: bool, overlap_param_gathe
         use_distributed_optimizer=distributed,
         overlap_param_gather=overlap_param_gather,
         # fp16's dynamic loss scaling (the reference's native_amp_* and hysteresis; megatron-core's defaults are the same).
-        initial_loss_scale=float(getattr(model, "native_amp_init_scale", 2.0 ** 32)),
+        initial_loss_scale=float(getattr(model, "native_amp_init_scale", 2.0**32)),
         loss_scale_window=float(getattr(model, "native_amp_growth_interval", 1000)),
         hysteresis=getattr(model, "hysteresis", 2),
     )
 
 
-def build_optimizer(cfg, ddp_chunks: List[torch.nn.Module], precision: str, distributed: bool):
+def build_optimizer(cfg, ddp_chunks: list[torch.nn.Module], precision: str, distributed: bool):
     from megatron.core.optimizer import get_megatron_optimizer
 
     overlap = ddp_chunks[0].ddp_config.overlap_param_gather
@@ -150,7 +155,7 @@ def _init_sgd_state(optimizer, config=None) -> None:
                 optimizer.state[param]["momentum_buffer"] = torch.zeros_like(param.data)
 
 
-def attach_schedule_hooks(config, ddp_chunks: List[torch.nn.Module], optimizer) -> None:
+def attach_schedule_hooks(config, ddp_chunks: list[torch.nn.Module], optimizer) -> None:
     """The callbacks megatron-core's pipeline schedules read from the TransformerConfig."""
     from megatron.core.distributed import finalize_model_grads
 
@@ -176,7 +181,7 @@ def set_hyperparameters(optimizer, lr: float, weight_decay: float) -> None:
         group["weight_decay"] = weight_decay * group.get("wd_mult", 1.0)
 
 
-def describe(optimizer) -> Tuple[str, str]:
+def describe(optimizer) -> tuple[str, str]:
     """(wrapper class, inner optimizer class) for the first log lines."""
     inner = getattr(optimizer, "chained_optimizers", [optimizer])[0]
     return type(inner).__name__, type(getattr(inner, "optimizer", inner)).__name__

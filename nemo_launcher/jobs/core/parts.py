@@ -7,11 +7,13 @@
 program.py hands the parts to Lightning; benchmarks/trainer_overhead.py drives the same parts with a plain
 loop, so the two differ only in the loop around them.
 """
+
 import dataclasses
 import importlib
 import logging
 import random
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +37,7 @@ class TrainingParts:
     on_gpu: bool
     device: torch.device
     use_te: bool
-    layout: Dict[str, int]  # {"tp", "pp", "vpp", "dp"}: sizes, saved with checkpoints
+    layout: dict[str, int]  # {"tp", "pp", "vpp", "dp"}: sizes, saved with checkpoints
     tp_rank: int
     pp_rank: int
     dp_rank: int
@@ -44,16 +46,16 @@ class TrainingParts:
     vocab_size: int  # padded
     transformer_config: Any
     sequences: Sequences  # tokens per sample: the schedules' sequence lengths, throughput
-    bare_chunks: List[torch.nn.Module]  # the family's model, one per virtual stage, for state dicts
-    ddp_chunks: List[torch.nn.Module]  # the same, inside Float16Module and megatron DDP, for compute
+    bare_chunks: list[torch.nn.Module]  # the family's model, one per virtual stage, for state dicts
+    ddp_chunks: list[torch.nn.Module]  # the same, inside Float16Module and megatron DDP, for compute
     optimizer: Any  # megatron-core MegatronOptimizer
     batches: BatchSchedule
     lr_schedule: Callable[[int], float]
-    blend: List
+    blend: list
     train_dataset: Any
     valid_dataset: Any
     test_dataset: Any
-    data_description: Optional[str] = None  # what the data is, when it is no blend of indexed datasets (tuning)
+    data_description: str | None = None  # what the data is, when it is no blend of indexed datasets (tuning)
 
     def describe_data(self) -> str:
         from .datasets import dataset_description
@@ -65,18 +67,29 @@ class TrainingParts:
         """The loss that is minimised (the recipe's first)."""
         return self.recipe.loss_names[0]
 
-    def run_microbatches(self, microbatches: List[dict], forward_only: bool) -> Optional[Dict[str, torch.Tensor]]:
+    def run_microbatches(self, microbatches: list[dict], forward_only: bool) -> dict[str, torch.Tensor] | None:
         """One step's forward (and backward) over the compute chunks: {loss name: mean} on the last stage, else None."""
-        return run_microbatches(self.ddp_chunks, microbatches, self.recipe.forward_step, self.sequences,
-                                self.cfg.model.micro_batch_size, forward_only, self.recipe.loss_names)
+        return run_microbatches(
+            self.ddp_chunks,
+            microbatches,
+            self.recipe.forward_step,
+            self.sequences,
+            self.cfg.model.micro_batch_size,
+            forward_only,
+            self.recipe.loss_names,
+        )
 
-    def reduce_last_stage_means(self, local: Optional[Dict[str, torch.Tensor]]) -> Optional[Dict[str, float]]:
+    def reduce_last_stage_means(self, local: dict[str, torch.Tensor] | None) -> dict[str, float] | None:
         """Means of per-rank values that only the last pipeline stage has (the recipe's losses), over data-parallel
         ranks, known to every rank. A collective: every rank must call it at the same point."""
         names = self.recipe.loss_names
         contributes = local is not None and self.tp_rank == 0
-        values = [local[name].detach().float().reshape(()).to(self.device) if contributes
-                  else torch.zeros((), device=self.device) for name in names]
+        values = [
+            local[name].detach().float().reshape(()).to(self.device)
+            if contributes
+            else torch.zeros((), device=self.device)
+            for name in names
+        ]
         vector = torch.stack(values + [torch.tensor(float(contributes), device=self.device)])
         if self.placement.world_size > 1:
             torch.distributed.all_reduce(vector)
@@ -92,8 +105,10 @@ def init_processes(recipe: Recipe, cfg, placement: Placement) -> bool:
             raise JobConfigError("trainer.accelerator: gpu, but CUDA is not available on this machine; use cpu")
         visible = torch.cuda.device_count()
         if placement.local_rank >= visible:
-            raise JobConfigError(f"trainer.devices: local rank {placement.local_rank} has no GPU of its own ({visible} "
-                                 "visible); every process of a node must see all of the node's GPUs")
+            raise JobConfigError(
+                f"trainer.devices: local rank {placement.local_rank} has no GPU of its own ({visible} "
+                "visible); every process of a node must see all of the node's GPUs"
+            )
         torch.cuda.set_device(placement.local_rank)
     init_process_group(placement, "nccl" if on_gpu else "gloo")
     cfg.data_parallel_size(placement.world_size)  # checks the layout against the processes started
@@ -116,13 +131,14 @@ def init_processes(recipe: Recipe, cfg, placement: Placement) -> bool:
 
         apply_cpu_shim()
     m = cfg.model
-    parallel_state.initialize_model_parallel(**parallel_sizes(m, on_gpu),
-                                             **(recipe.parallel_options(m) if recipe.parallel_options else {}))
+    parallel_state.initialize_model_parallel(
+        **parallel_sizes(m, on_gpu), **(recipe.parallel_options(m) if recipe.parallel_options else {})
+    )
     _seed(m.seed, parallel_state.get_pipeline_model_parallel_rank())
     return on_gpu
 
 
-def parallel_sizes(model, on_gpu: bool) -> Dict[str, Any]:
+def parallel_sizes(model, on_gpu: bool) -> dict[str, Any]:
     """initialize_model_parallel's layout arguments from the model section (context parallelism and SHARP where
     the schema has them)."""
     return dict(
@@ -176,9 +192,13 @@ def resumed_vocab_size(checkpoint, computed: int, real_vocab: int, tensor_parall
     if rows == computed:
         return computed
     if rows < real_vocab or rows % tensor_parallel:
-        raise JobConfigError(f"model.tensor_model_parallel_size: {checkpoint} has a {rows}-row embedding, which "
-                             f"TP({tensor_parallel}) cannot split; resume with a TP that divides {rows}")
-    log.info("keeping the checkpoint's padded vocabulary of %d rows (this layout alone would pad to %d)", rows, computed)
+        raise JobConfigError(
+            f"model.tensor_model_parallel_size: {checkpoint} has a {rows}-row embedding, which "
+            f"TP({tensor_parallel}) cannot split; resume with a TP that divides {rows}"
+        )
+    log.info(
+        "keeping the checkpoint's padded vocabulary of %d rows (this layout alone would pad to %d)", rows, computed
+    )
     return rows
 
 
@@ -194,14 +214,18 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
         elif transformer_engine_available():
             use_te = True
         else:
-            log.warning("model.transformer_engine: true, but Transformer Engine is not importable; using the local layer spec")
+            log.warning(
+                "model.transformer_engine: true, but Transformer Engine is not importable; using the local layer spec"
+            )
     model = effective_model(cfg.model, use_te)
     cfg = dataclasses.replace(cfg, model=model)
     if recipe.check_support is not None:
         recipe.check_support(model, on_gpu, use_te)
     precision = cfg.trainer.precision_name()
     tokenizer = load_tokenizer(**dataclasses.asdict(model.tokenizer))
-    vocab_size = padded_vocab_size(tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size)
+    vocab_size = padded_vocab_size(
+        tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size
+    )
     vocab_size = resumed_vocab_size(resume, vocab_size, tokenizer.vocab_size, model.tensor_model_parallel_size)
     config = recipe.transformer_config(model, precision, on_gpu, use_te)
     prepare_layers(model, config, use_te)
@@ -215,8 +239,9 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
             raise JobConfigError(f"model.data.splits_string: {model.data.splits_string!r} leaves no training data")
         return train, valid, test
 
-    return assemble_parts(recipe, cfg, placement, on_gpu, use_te, tokenizer, vocab_size, config, chunks, datasets,
-                          blend=blend)
+    return assemble_parts(
+        recipe, cfg, placement, on_gpu, use_te, tokenizer, vocab_size, config, chunks, datasets, blend=blend
+    )
 
 
 def prepare_layers(model, config, use_te: bool) -> None:
@@ -235,9 +260,20 @@ def prepare_layers(model, config, use_te: bool) -> None:
         initialize_userbuffers(userbuffer_settings(model, config))
 
 
-def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_te: bool, tokenizer, vocab_size: int,
-                   config, chunks: List[torch.nn.Module], datasets: Callable[[BatchSchedule], Tuple[Any, Any, Any]],
-                   blend: Optional[List] = None, data_description: Optional[str] = None) -> TrainingParts:
+def assemble_parts(
+    recipe: Recipe,
+    cfg,
+    placement: Placement,
+    on_gpu: bool,
+    use_te: bool,
+    tokenizer,
+    vocab_size: int,
+    config,
+    chunks: list[torch.nn.Module],
+    datasets: Callable[[BatchSchedule], tuple[Any, Any, Any]],
+    blend: list | None = None,
+    data_description: str | None = None,
+) -> TrainingParts:
     """The parts around a family's model chunks, whatever built them (random weights for pre-training, a .nemo's
     for tuning): megatron DDP, the optimizer, the batch and learning-rate schedules, and the datasets that
     `datasets(batch schedule)` returns as (train, validation, test)."""
@@ -258,26 +294,50 @@ def assemble_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, use_
     optimizer = build_optimizer(cfg, ddp_chunks, precision, distributed)
     attach_schedule_hooks(config, ddp_chunks, optimizer)
 
-    batches = BatchSchedule(model.global_batch_size, model.micro_batch_size, dp_size,
-                            getattr(model, "rampup_batch_size", None))
+    batches = BatchSchedule(
+        model.global_batch_size, model.micro_batch_size, dp_size, getattr(model, "rampup_batch_size", None)
+    )
     sched = model.optim.sched
-    lr_schedule = CosineSchedule(model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps)
+    lr_schedule = CosineSchedule(
+        model.optim.lr, sched.min_lr, sched.warmup_steps, sched.constant_steps, cfg.trainer.max_steps
+    )
     train, valid, test = datasets(batches)
     return TrainingParts(
-        recipe=recipe, cfg=cfg, placement=placement, on_gpu=on_gpu, device=device, use_te=use_te,
+        recipe=recipe,
+        cfg=cfg,
+        placement=placement,
+        on_gpu=on_gpu,
+        device=device,
+        use_te=use_te,
         layout=_layout(model, config, dp_size),
         tp_rank=parallel_state.get_tensor_model_parallel_rank(),
         pp_rank=parallel_state.get_pipeline_model_parallel_rank(),
         dp_rank=parallel_state.get_data_parallel_rank(),
-        dp_size=dp_size, tokenizer=tokenizer, vocab_size=vocab_size, transformer_config=config,
-        sequences=recipe.sequences(model), bare_chunks=chunks, ddp_chunks=ddp_chunks, optimizer=optimizer, batches=batches, lr_schedule=lr_schedule,
-        blend=blend or [], train_dataset=train, valid_dataset=valid, test_dataset=test, data_description=data_description,
+        dp_size=dp_size,
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        transformer_config=config,
+        sequences=recipe.sequences(model),
+        bare_chunks=chunks,
+        ddp_chunks=ddp_chunks,
+        optimizer=optimizer,
+        batches=batches,
+        lr_schedule=lr_schedule,
+        blend=blend or [],
+        train_dataset=train,
+        valid_dataset=valid,
+        test_dataset=test,
+        data_description=data_description,
     )
 
 
-def _layout(model, config, dp_size: int) -> Dict[str, int]:
-    layout = {"tp": model.tensor_model_parallel_size, "pp": model.pipeline_model_parallel_size,
-              "vpp": config.virtual_pipeline_model_parallel_size or 1, "dp": dp_size}
+def _layout(model, config, dp_size: int) -> dict[str, int]:
+    layout = {
+        "tp": model.tensor_model_parallel_size,
+        "pp": model.pipeline_model_parallel_size,
+        "vpp": config.virtual_pipeline_model_parallel_size or 1,
+        "dp": dp_size,
+    }
     cp = getattr(model, "context_parallel_size", 1)
     if cp > 1:  # (a layout without CP keeps the keys its checkpoints were saved with)
         layout["cp"] = cp

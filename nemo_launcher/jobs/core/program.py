@@ -22,10 +22,11 @@ Only the standard library is imported at module level: dist_checkpointing starts
 spawning, which re-imports the program's module; it must not pay for torch and megatron a second time.
 A family's train.py must keep its own module level as light, and guard its entry with `__name__ == "__main__"`.
 """
+
 import logging
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 from .recipe import Recipe
 from .summary import TrainingOutcome, training_summary
@@ -33,8 +34,14 @@ from .summary import TrainingOutcome, training_summary
 log = logging.getLogger("nemo_launcher.jobs.core")
 
 
-def run_program(argv: Optional[Sequence[str]], prog: str, schema, load_recipe: Callable[[object], Recipe],
-                build: Optional[Callable] = None, module_class: Optional[type] = None) -> int:
+def run_program(
+    argv: Sequence[str] | None,
+    prog: str,
+    schema,
+    load_recipe: Callable[[object], Recipe],
+    build: Callable | None = None,
+    module_class: type | None = None,
+) -> int:
     """The whole program; returns its exit status. `schema`: the family's training config class (from_dict).
 
     Tuning programs start from a model instead of random weights: `build` replaces parts.build_parts (same
@@ -84,7 +91,9 @@ def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
         on_gpu = init_processes(recipe, cfg, placement)
         parts = (build or build_parts)(recipe, cfg, placement, on_gpu, resume)
         _announce(parts, writer, resume)
-        trainer, module, progress, stopper = _lightning(parts, writer, folder, signals, started, max_time_s, module_class)
+        trainer, module, progress, stopper = _lightning(
+            parts, writer, folder, signals, started, max_time_s, module_class
+        )
         stopped = False
         try:
             trainer.fit(module, ckpt_path=str(resume) if resume else None)
@@ -100,15 +109,26 @@ def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
             outputs = module.write_outputs()
         writer.finalize("success")
         if rank_zero:
-            _mark_resume_needed(Path(cfg.exp_manager.explicit_log_dir), stopped and trainer.global_step < cfg.trainer.max_steps)
+            _mark_resume_needed(
+                Path(cfg.exp_manager.explicit_log_dir), stopped and trainer.global_step < cfg.trainer.max_steps
+            )
         rate = progress.timed_tokens / progress.train_seconds if progress.train_seconds > 0 else None
-        outcome = TrainingOutcome(step=trainer.global_step, first_step=progress.first_step, tokens=progress.tokens,
-                                  tokens_per_sec=rate, seconds=time.monotonic() - started,
-                                  train_loss=progress.last_loss, train_loss_step=progress.last_loss_step,
-                                  val_loss=module.last_val_loss, test_loss=test_loss,
-                                  stop_reason=stopper.stop_reason if stopped else None, newest_checkpoint=folder.newest_complete(),
-                                  extra_train_losses=progress.last_extra_losses, val_metrics=dict(module.last_val_metrics),
-                                  outputs=outputs)
+        outcome = TrainingOutcome(
+            step=trainer.global_step,
+            first_step=progress.first_step,
+            tokens=progress.tokens,
+            tokens_per_sec=rate,
+            seconds=time.monotonic() - started,
+            train_loss=progress.last_loss,
+            train_loss_step=progress.last_loss_step,
+            val_loss=module.last_val_loss,
+            test_loss=test_loss,
+            stop_reason=stopper.stop_reason if stopped else None,
+            newest_checkpoint=folder.newest_complete(),
+            extra_train_losses=progress.last_extra_losses,
+            val_metrics=dict(module.last_val_metrics),
+            outputs=outputs,
+        )
         extra = recipe.summary_items(parts.cfg, outcome) if recipe.summary_items else ()
         training_summary(cfg, outcome, extra).show(placement.rank)
     finally:
@@ -116,7 +136,7 @@ def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
     return 0
 
 
-def starting_checkpoint(path: Optional[str]) -> Optional[Path]:
+def starting_checkpoint(path: str | None) -> Path | None:
     """model.resume_from_checkpoint: where a run with no checkpoint of its own starts from (a complete step folder)."""
     if not path:
         return None
@@ -124,8 +144,10 @@ def starting_checkpoint(path: Optional[str]) -> Optional[Path]:
     from ..common.config import JobConfigError
 
     if not (Path(path) / CHECKPOINT_COMPLETE_MARKER).is_file():
-        raise JobConfigError(f"model.resume_from_checkpoint: {path} is not a complete checkpoint folder (no "
-                             f"{CHECKPOINT_COMPLETE_MARKER} in it); name a step-<N> folder a finished save wrote")
+        raise JobConfigError(
+            f"model.resume_from_checkpoint: {path} is not a complete checkpoint folder (no "
+            f"{CHECKPOINT_COMPLETE_MARKER} in it); name a step-<N> folder a finished save wrote"
+        )
     return Path(path)
 
 
@@ -154,7 +176,9 @@ def _loggers(cfg):
         try:
             import wandb  # noqa: F401
         except ImportError:
-            raise JobConfigError("exp_manager.create_wandb_logger: true, but the wandb package is not installed") from None
+            raise JobConfigError(
+                "exp_manager.create_wandb_logger: true, but the wandb package is not installed"
+            ) from None
         from pytorch_lightning.loggers import WandbLogger
 
         loggers.append(WandbLogger(save_dir=exp.explicit_log_dir, **exp.wandb_logger_kwargs))

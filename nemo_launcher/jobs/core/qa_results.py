@@ -10,17 +10,21 @@
 Each file is written beside its place and renamed, so a reader never sees half of it, and a full or read-only file
 system ends the job with the storage exit code and an advice line naming the stage's results_dir key.
 """
+
 import json
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any
 
 from ..common.qa_metrics import average_over_files
 
 
 def _advice(path: Path, stage: str) -> str:
-    return (f"Nothing was written to {path}. Free space there, or point {stage}.run.results_dir (or "
-            f"base_results_dir) at a larger file system, then run the {stage} again.")
+    return (
+        f"Nothing was written to {path}. Free space there, or point {stage}.run.results_dir (or "
+        f"base_results_dir) at a larger file system, then run the {stage} again."
+    )
 
 
 def write_text(path: Path, text: str, stage: str) -> None:
@@ -43,40 +47,49 @@ def write_json(path: Path, value: dict, stage: str) -> None:
     write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", stage)
 
 
-def with_average(results: Dict[str, dict], names: Sequence[str], average: Optional[str]) -> Dict[str, dict]:
+def with_average(results: dict[str, dict], names: Sequence[str], average: str | None) -> dict[str, dict]:
     """`results` ({file: {score: %, "examples": n}}) plus an "average" row when there are several files: micro
     weighs every question alike, macro (and null) every file alike."""
     if len(results) < 2:
         return results
-    row = {name: average_over_files({k: (v["examples"], v[name]) for k, v in results.items()}, average) for name in names}
+    row = {
+        name: average_over_files({k: (v["examples"], v[name]) for k, v in results.items()}, average) for name in names
+    }
     row["examples"] = sum(v["examples"] for v in results.values())
     return {**results, "average": row}
 
 
-def results_table(results: Dict[str, dict]) -> str:
+def results_table(results: dict[str, dict]) -> str:
     names = list(results)
     scores = [key for key in next(iter(results.values())) if key != "examples"]
     width = max(len(name) for name in names + ["task"])
     lines = [f"{'task'.ljust(width)}  " + "  ".join(f"{s:>18}" for s in scores) + f"  {'examples':>8}"]
     for name in names:
         row = results[name]
-        lines.append(f"{name.ljust(width)}  " + "  ".join(f"{row[s]:>18.2f}" for s in scores) + f"  {row['examples']:>8}")
+        lines.append(
+            f"{name.ljust(width)}  " + "  ".join(f"{row[s]:>18.2f}" for s in scores) + f"  {row['examples']:>8}"
+        )
     return "\n".join(lines)
 
 
-def gathered(local: Dict[int, str], world_size: int) -> Dict[int, str]:
+def gathered(local: dict[int, str], world_size: int) -> dict[int, str]:
     """Every rank's {question number: prediction}, merged (tensor-parallel ranks hold the same ones)."""
     if world_size == 1:
         return local
     import torch
 
-    everyone: List[Dict[int, str]] = [{} for _ in range(world_size)]
+    everyone: list[dict[int, str]] = [{} for _ in range(world_size)]
     torch.distributed.all_gather_object(everyone, local)
     return {number: text for part in everyone for number, text in part.items()}
 
 
-def run_evaluation(argv: Optional[List[str]], prog: str, bind: Callable[[dict], Any],
-                   evaluate: Callable[[Any, Any], Dict[str, dict]], described: Callable[[Any], str]) -> int:
+def run_evaluation(
+    argv: list[str] | None,
+    prog: str,
+    bind: Callable[[dict], Any],
+    evaluate: Callable[[Any, Any], dict[str, dict]],
+    described: Callable[[Any], str],
+) -> int:
     """The main() of a question-answering evaluation program: binds the resolved section, holds run.results_dir's
     lock, runs `evaluate(cfg, placement)` (which writes the files), prints the table and the closing summary
     (`described(cfg)` names what was evaluated). Returns the exit code."""

@@ -16,15 +16,17 @@ pipeline_model_parallel_size, seed, use_cpu_initialization, transformer_engine, 
 tokenizer (load_tokenizer's keys), optim, and data (num_workers, dataloader_type, splits_string, data_prefix,
 blend()). Optional: virtual_pipeline_model_parallel_size, rampup_batch_size, sequence_parallel.
 """
+
 import dataclasses
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
 class ChunkStage:
     """Where one model chunk sits in the pipeline: what megatron-core's model constructors are told."""
 
-    vp_stage: Optional[int]  # virtual pipeline stage of this chunk; None without the interleaved schedule
+    vp_stage: int | None  # virtual pipeline stage of this chunk; None without the interleaved schedule
     pre_process: bool  # the chunk holds the input embedding (first pipeline stage)
     post_process: bool  # the chunk holds the output layer and computes the loss (last pipeline stage)
 
@@ -34,7 +36,7 @@ class Sequences:
     """Tokens per sample, as megatron-core's schedules size the activations sent between pipeline stages."""
 
     encoder: int  # the (only) input sequence of GPT and BERT; T5's encoder input
-    decoder: Optional[int] = None  # T5's decoder sequence (the schedules' decoder_seq_length); None for one stack
+    decoder: int | None = None  # T5's decoder sequence (the schedules' decoder_seq_length); None for one stack
 
     @property
     def tokens(self) -> int:
@@ -46,11 +48,11 @@ def encoder_only(model) -> Sequences:
     return Sequences(model.encoder_seq_length)
 
 
-def split_along_batch(batch: Dict[str, Any], micro_batch_size: int) -> List[Dict[str, Any]]:
+def split_along_batch(batch: dict[str, Any], micro_batch_size: int) -> list[dict[str, Any]]:
     """Views (no copies) of a step's concatenated samples, one dict per microbatch; every entry of the batch
     (tensors, or lists from the default collate) is cut along its first dimension."""
     count = len(next(iter(batch.values()))) // micro_batch_size
-    return [{k: v[i * micro_batch_size:(i + 1) * micro_batch_size] for k, v in batch.items()} for i in range(count)]
+    return [{k: v[i * micro_batch_size : (i + 1) * micro_batch_size] for k, v in batch.items()} for i in range(count)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Recipe:
 
     # megatron-core modules the model is built from (e.g. "megatron.core.models.T5"), imported before the CPU shim
     # patches what is loaded.
-    megatron_modules: Tuple[str, ...]
+    megatron_modules: tuple[str, ...]
     # (model, precision "bf16"/"fp16"/"fp32", on_gpu, use_te) -> TransformerConfig; core/transformer.py's
     # shared_transformer_settings holds the keys every family sets alike. T5 builds its encoder's config inside
     # build_chunk from this one.
@@ -69,27 +71,27 @@ class Recipe:
     build_chunk: Callable[[Any, Any, int, bool, ChunkStage], Any]
     # (cfg, tokenizer, [train, validation, test] samples, blend [weight, prefix, ...]) -> (train, validation, test)
     # map-style datasets (None for a split of weight 0). A sample is a dict of arrays; the default collate stacks them.
-    build_datasets: Callable[[Any, Any, List[int], List], Tuple[Any, Any, Any]]
+    build_datasets: Callable[[Any, Any, list[int], list], tuple[Any, Any, Any]]
     # megatron-core's forward_step_func: (data iterator over microbatch dicts, model chunk) -> (output, loss_func).
     # On the last stage loss_func(output) returns (loss, {name: loss.detach().clone(), ...}) with every loss_names
     # entry (clone: the schedule divides the returned loss in place).
-    forward_step: Callable[[Any, Any], Tuple[Any, Callable]]
+    forward_step: Callable[[Any, Any], tuple[Any, Callable]]
     # What loss_func reports. The first is the loss that is minimised: `loss=` in progress lines, reduced_train_loss,
     # val_loss, test_loss. Any others (BERT: "lm loss", "sop loss") are logged beside it.
-    loss_names: Tuple[str, ...] = ("lm loss",)
+    loss_names: tuple[str, ...] = ("lm loss",)
     # model -> Sequences: the schedules' seq_length and decoder_seq_length, and tokens per sample for throughput.
     sequences: Callable[[Any], Sequences] = encoder_only
     # (a step's batch for this rank, micro_batch_size) -> the microbatch dicts forward_step will read, in order.
-    split_microbatches: Callable[[Dict[str, Any], int], List[Dict[str, Any]]] = split_along_batch
+    split_microbatches: Callable[[dict[str, Any], int], list[dict[str, Any]]] = split_along_batch
     # (model, padded vocab size) -> model FLOPs per token (forward + backward), for MFU on GPUs; None: no MFU.
-    flops_per_token: Optional[Callable[[Any, int], float]] = None
+    flops_per_token: Callable[[Any, int], float] | None = None
     # (model, on_gpu, use_te) -> None, raising JobConfigError for settings the layer spec cannot run.
-    check_support: Optional[Callable[[Any, bool, bool], None]] = None
+    check_support: Callable[[Any, bool, bool], None] | None = None
     # model -> extra keyword arguments of parallel_state.initialize_model_parallel (a T5 pipeline split, once
     # megatron-core takes one again: 0.16 has none, so the T5 schema keeps PP at 1).
-    parallel_options: Optional[Callable[[Any], Dict[str, Any]]] = None
+    parallel_options: Callable[[Any], dict[str, Any]] | None = None
     # (cfg, TrainingOutcome) -> (key, value) lines added to the closing summary.
-    summary_items: Optional[Callable[[Any, Any], Iterable[Tuple[str, Any]]]] = None
+    summary_items: Callable[[Any, Any], Iterable[tuple[str, Any]]] | None = None
 
     def __post_init__(self):
         if not self.loss_names:

@@ -9,14 +9,15 @@ The position in the data is a function of the step (BatchSchedule.consumed_sampl
 starts, so a resumed run reads exactly the samples an uninterrupted run would have read next: no sampler
 state is saved.
 """
-from typing import Callable, Iterator, List, Optional
+
+from collections.abc import Callable, Iterator
 
 import torch
 
 from .schedule import BatchSchedule
 
 
-def _rank_slice(start: int, micro: int, dp_rank: int, dp_size: int, microbatches: int) -> List[int]:
+def _rank_slice(start: int, micro: int, dp_rank: int, dp_size: int, microbatches: int) -> list[int]:
     """Global sample numbers one rank takes from a global batch starting at `start`, Megatron's order:
     each microbatch slot holds micro x dp consecutive samples, rank r taking the r-th run of `micro`."""
     indices = []
@@ -30,7 +31,7 @@ class _Order:
     """Maps a global sample number to a dataset index: in order ("single"), or a fresh permutation of the
     dataset on every pass ("cyclic"), seeded by the pass number so any process can recompute it."""
 
-    def __init__(self, length: int, shuffle_seed: Optional[int]):
+    def __init__(self, length: int, shuffle_seed: int | None):
         self.length = length
         self.seed = shuffle_seed
         self._epoch = None
@@ -54,8 +55,15 @@ class StepBatchSampler(torch.utils.data.Sampler):
     restored batch count to what this sampler still yields, which then reaches max_steps exactly.
     """
 
-    def __init__(self, dataset_length: int, batches: BatchSchedule, max_steps: int, start_step: Callable[[], int],
-                 dp_rank: int, shuffle_seed: Optional[int] = None):
+    def __init__(
+        self,
+        dataset_length: int,
+        batches: BatchSchedule,
+        max_steps: int,
+        start_step: Callable[[], int],
+        dp_rank: int,
+        shuffle_seed: int | None = None,
+    ):
         super().__init__()
         self.batches = batches
         self.max_steps = max_steps
@@ -66,13 +74,14 @@ class StepBatchSampler(torch.utils.data.Sampler):
     def __len__(self) -> int:
         return self.max_steps
 
-    def __iter__(self) -> Iterator[List[int]]:
+    def __iter__(self) -> Iterator[list[int]]:
         step = self.start_step()
         consumed = self.batches.consumed_samples(step)
         while step < self.max_steps:
             microbatches = self.batches.microbatches(consumed)
-            numbers = _rank_slice(consumed, self.batches.micro_batch_size, self.dp_rank,
-                                  self.batches.data_parallel_size, microbatches)
+            numbers = _rank_slice(
+                consumed, self.batches.micro_batch_size, self.dp_rank, self.batches.data_parallel_size, microbatches
+            )
             yield [self._order(n) for n in numbers]
             consumed += self.batches.batch_size(consumed)
             step += 1
@@ -82,8 +91,9 @@ class EvalBatchSampler(torch.utils.data.Sampler):
     """`limit` global batches from the start of an evaluation split, the same ones at every evaluation,
     so validation losses of different steps compare like with like."""
 
-    def __init__(self, dataset_length: int, global_batch_size: int, micro_batch_size: int, dp_rank: int,
-                 dp_size: int, limit: int):
+    def __init__(
+        self, dataset_length: int, global_batch_size: int, micro_batch_size: int, dp_rank: int, dp_size: int, limit: int
+    ):
         super().__init__()
         self.global_batch_size = global_batch_size
         self.micro = micro_batch_size
@@ -93,19 +103,24 @@ class EvalBatchSampler(torch.utils.data.Sampler):
     def __len__(self) -> int:
         return self.count
 
-    def __iter__(self) -> Iterator[List[int]]:
+    def __iter__(self) -> Iterator[list[int]]:
         microbatches = self.global_batch_size // (self.micro * self.dp_size)
         for batch in range(self.count):
             yield _rank_slice(batch * self.global_batch_size, self.micro, self.dp_rank, self.dp_size, microbatches)
 
 
-def make_loader(dataset, batch_sampler, num_workers: int, pin_memory: bool, seed: int,
-                collate_fn: Optional[Callable] = None) -> torch.utils.data.DataLoader:
+def make_loader(
+    dataset, batch_sampler, num_workers: int, pin_memory: bool, seed: int, collate_fn: Callable | None = None
+) -> torch.utils.data.DataLoader:
     """collate_fn: None stacks fixed-shape samples (torch's default); tuning pads each batch to its longest sample."""
     from ..common.helper_processes import ignore_stop_signals
 
     return torch.utils.data.DataLoader(
-        dataset, batch_sampler=batch_sampler, num_workers=num_workers, pin_memory=pin_memory, collate_fn=collate_fn,
+        dataset,
+        batch_sampler=batch_sampler,
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        collate_fn=collate_fn,
         # scancel signals the workers too; they must outlive it until the rank has saved (helper_processes.py).
         worker_init_fn=ignore_stop_signals,
         # Workers outlive one pass, so each validation does not pay for starting them again.

@@ -4,9 +4,9 @@ Keeping these pure is what makes resuming exact: a restarted run recomputes the 
 global batch size and the number of samples already consumed from the step alone, so none of them
 needs to be saved, and they cannot drift from what an uninterrupted run would have used.
 """
+
 import dataclasses
 import math
-from typing import List, Optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,7 @@ class BatchSchedule:
     global_batch_size: int
     micro_batch_size: int
     data_parallel_size: int
-    rampup: Optional[List[int]] = None  # [start, increment, ramp-up samples]
+    rampup: list[int] | None = None  # [start, increment, ramp-up samples]
 
     def batch_size(self, consumed_samples: int) -> int:
         if self.rampup is None:

@@ -14,9 +14,11 @@ up rows], so gates and ups are gathered separately. Pipeline stages number their
 the embeddings, the last the family's final modules (with tied embeddings and PP > 1 also a copy of the word
 embeddings, which megatron keeps in sync). A parameter no rule names is refused rather than guessed.
 """
+
 import dataclasses
 import re
-from typing import Any, Dict, Mapping, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -30,10 +32,10 @@ class ShardRules:
     """One family's partitioning, by parameter-name suffix (and prefix, for pipeline placement)."""
 
     stack: str  # the module holding the numbered layers: "decoder" (GPT), "encoder" (BERT)
-    column: Tuple[str, ...]  # cut along dim 0
-    row: Tuple[str, ...]  # cut along dim 1
-    replicated: Tuple[str, ...]  # the same on every tensor-parallel rank
-    last_stage: Tuple[str, ...]  # prefixes of what the last pipeline stage holds besides its layers
+    column: tuple[str, ...]  # cut along dim 0
+    row: tuple[str, ...]  # cut along dim 1
+    replicated: tuple[str, ...]  # the same on every tensor-parallel rank
+    last_stage: tuple[str, ...]  # prefixes of what the last pipeline stage holds besides its layers
 
     def layer(self, key: str):
         return re.match(rf"^{re.escape(self.stack)}\.layers\.(\d+)\.(.+)$", key)
@@ -55,12 +57,14 @@ class ShardLayout:
         return self.num_layers // self.pipeline_parallel
 
 
-def merge_shards(shards: Mapping[Tuple[int, int], Mapping[str, Any]], layout: ShardLayout) -> Dict[str, torch.Tensor]:
+def merge_shards(shards: Mapping[tuple[int, int], Mapping[str, Any]], layout: ShardLayout) -> dict[str, torch.Tensor]:
     expected = {(t, p) for t in range(layout.tensor_parallel) for p in range(layout.pipeline_parallel)}
     if set(shards) != expected:
-        raise ValueError(f"shards for {sorted(shards)} given; TP({layout.tensor_parallel}) x PP({layout.pipeline_parallel}) "
-                         f"needs {sorted(expected)}")
-    merged: Dict[str, torch.Tensor] = {}
+        raise ValueError(
+            f"shards for {sorted(shards)} given; TP({layout.tensor_parallel}) x PP({layout.pipeline_parallel}) "
+            f"needs {sorted(expected)}"
+        )
+    merged: dict[str, torch.Tensor] = {}
     for pp_rank in range(layout.pipeline_parallel):
         stage = [shards[(t, pp_rank)] for t in range(layout.tensor_parallel)]
         for key in stage[0]:
@@ -71,11 +75,13 @@ def merge_shards(shards: Mapping[Tuple[int, int], Mapping[str, Any]], layout: Sh
     return merged
 
 
-def split_state_dict(full: Mapping[str, Any], layout: ShardLayout, tp_rank: int, pp_rank: int) -> Dict[str, torch.Tensor]:
+def split_state_dict(
+    full: Mapping[str, Any], layout: ShardLayout, tp_rank: int, pp_rank: int
+) -> dict[str, torch.Tensor]:
     """The state dict of rank (tp_rank, pp_rank): the inverse of merge_shards."""
     first, last = pp_rank == 0, pp_rank == layout.pipeline_parallel - 1
     lowest = pp_rank * layout.layers_per_stage
-    shard: Dict[str, torch.Tensor] = {}
+    shard: dict[str, torch.Tensor] = {}
     for key, value in full.items():
         match = layout.rules.layer(key)
         if match:
@@ -132,7 +138,9 @@ def _merge_tensor(key: str, parts, layout: ShardLayout) -> torch.Tensor:
 
 def _chunk(key: str, value: torch.Tensor, parts: int, dim: int):
     if value.shape[dim] % parts:
-        raise ValueError(f"{key}: dimension {dim} of size {value.shape[dim]} does not split into TP({parts}) equal parts")
+        raise ValueError(
+            f"{key}: dimension {dim} of size {value.shape[dim]} does not split into TP({parts}) equal parts"
+        )
     return value.chunk(parts, dim=dim)
 
 

@@ -9,6 +9,7 @@ no GPU, and initialise megatron's parallel state themselves. The layer spec is a
 local one: its parameter names are the canonical ones inside our `.nemo` files, and its
 sharded-state keys equal the Transformer Engine spec's, so it loads checkpoints trained with either.
 """
+
 import torch
 
 from ..common.config import JobConfigError
@@ -43,17 +44,25 @@ def start_model_parallel(tensor_parallel: int, pipeline_parallel: int, seed: int
         apply_cpu_shim()
     init_process_group(placement, "nccl" if gpu else "gloo")
     if parallel_state.model_parallel_is_initialized():
-        have = (parallel_state.get_tensor_model_parallel_world_size(), parallel_state.get_pipeline_model_parallel_world_size())
+        have = (
+            parallel_state.get_tensor_model_parallel_world_size(),
+            parallel_state.get_pipeline_model_parallel_world_size(),
+        )
         if have != (tensor_parallel, pipeline_parallel):
-            raise JobConfigError(f"this process already runs TP({have[0]}) x PP({have[1]}); "
-                                 f"cannot also run TP({tensor_parallel}) x PP({pipeline_parallel})")
+            raise JobConfigError(
+                f"this process already runs TP({have[0]}) x PP({have[1]}); "
+                f"cannot also run TP({tensor_parallel}) x PP({pipeline_parallel})"
+            )
         return placement
     world = placement.world_size
     if world % (tensor_parallel * pipeline_parallel):
-        raise JobConfigError(f"TP({tensor_parallel}) x PP({pipeline_parallel}) = {tensor_parallel * pipeline_parallel} "
-                             f"does not divide the {world} processes started")
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tensor_parallel,
-                                             pipeline_model_parallel_size=pipeline_parallel)
+        raise JobConfigError(
+            f"TP({tensor_parallel}) x PP({pipeline_parallel}) = {tensor_parallel * pipeline_parallel} "
+            f"does not divide the {world} processes started"
+        )
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=tensor_parallel, pipeline_model_parallel_size=pipeline_parallel
+    )
     torch.manual_seed(seed)
     model_parallel_cuda_manual_seed(seed)
     return placement
@@ -65,4 +74,3 @@ def precision_of(state_dict) -> str:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
             return next(name for name, dtype in PRECISIONS.items() if dtype == value.dtype)
     raise JobConfigError("the state dict holds no floating-point tensor")
-

@@ -9,10 +9,11 @@
 - NsysCapture (model.nsys_profile): on the listed ranks, cudaProfilerStart before step start_step and
   cudaProfilerStop after end_step; the launcher runs those ranks under `nsys profile --capture-range=cudaProfilerApi`.
 """
+
 import collections
 import gc
 import time
-from typing import Callable, List, Optional
+from collections.abc import Callable
 
 import pytorch_lightning as pl
 import torch
@@ -35,7 +36,7 @@ class StepTimer(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self.durations.append(self._now() - self._started)
 
-    def mean(self) -> Optional[float]:
+    def mean(self) -> float | None:
         return sum(self.durations) / len(self.durations) if self.durations else None
 
 
@@ -43,10 +44,10 @@ class GarbageCollection(pl.Callback):
     """At the end of training it says which steps it collected after and how many collections anything else
     started meanwhile (gc.callbacks sees every one): a stall a user blames on gc can be checked against that."""
 
-    def __init__(self, interval: int, say: Optional[Callable[[str], None]] = None):
+    def __init__(self, interval: int, say: Callable[[str], None] | None = None):
         self.interval = interval
         self.say = say
-        self.collected_after: List[int] = []  # global steps after which this hook collected
+        self.collected_after: list[int] = []  # global steps after which this hook collected
         self.other_collections = 0  # collections of any generation started elsewhere while training
         self._collecting = False
         self._was_enabled = True
@@ -82,8 +83,10 @@ class GarbageCollection(pl.Callback):
         steps = self.collected_after
         shown = steps if len(steps) <= 6 else [*steps[:3], "...", *steps[-2:]]
         where = f"after steps {', '.join(map(str, shown))}" if steps else "after no step"
-        return (f"gc: model.gc_interval={self.interval}: collected in the training loop {where} ({len(steps)} in all); "
-                f"automatic collection off, collections started elsewhere: {self.other_collections}")
+        return (
+            f"gc: model.gc_interval={self.interval}: collected in the training loop {where} ({len(steps)} in all); "
+            f"automatic collection off, collections started elsewhere: {self.other_collections}"
+        )
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
         if self._count in gc.callbacks:
@@ -120,12 +123,12 @@ class NsysCapture(pl.Callback):
         self.capturing = False
 
 
-def step_hooks(parts, say: Optional[Callable[[str], None]] = None) -> List[pl.Callback]:
+def step_hooks(parts, say: Callable[[str], None] | None = None) -> list[pl.Callback]:
     """The hooks the config asks for (a family schema without these keys gets the timer alone); `say` prints a
     line of the job's output (rank 0's)."""
     cfg = parts.cfg
     timing = getattr(cfg.exp_manager, "step_timing_kwargs", None)
-    hooks: List[pl.Callback] = [StepTimer(timing.sync_cuda, timing.buffer_size) if timing else StepTimer(False, 1)]
+    hooks: list[pl.Callback] = [StepTimer(timing.sync_cuda, timing.buffer_size) if timing else StepTimer(False, 1)]
     interval = getattr(cfg.model, "gc_interval", 0)
     if interval > 0:
         hooks.append(GarbageCollection(interval, say))

@@ -7,7 +7,8 @@
 with virtual stages) and the backward passes; megatron DDP's hooks reduce the gradients. The caller zeroes
 the gradient buffers before and steps the optimizer after.
 """
-from typing import Callable, Dict, List, Optional, Sequence
+
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -36,7 +37,7 @@ def context_parallel_size() -> int:
     return max(parallel_state.get_context_parallel_world_size(), 1)
 
 
-def this_context_rank(batch: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+def this_context_rank(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A microbatch's share of this context-parallel rank: two of 2 x CP equal chunks of every sequence (the first
     and the mirrored last, so causal attention's work is balanced), as megatron-core cuts it. Unchanged at CP 1."""
     from megatron.core.utils import get_batch_on_this_cp_rank
@@ -64,9 +65,15 @@ def context_parallel_token_loss(loss_mask: torch.Tensor, per_token_loss: torch.T
     return local_sum / count * cp, {"lm loss": (totals[0] / count).clone()}
 
 
-def run_microbatches(chunks: List[torch.nn.Module], microbatches: List[dict], forward_step: Callable,
-                     sequences: Sequences, micro_batch_size: int, forward_only: bool,
-                     loss_names: Sequence[str] = ("lm loss",)) -> Optional[Dict[str, torch.Tensor]]:
+def run_microbatches(
+    chunks: list[torch.nn.Module],
+    microbatches: list[dict],
+    forward_step: Callable,
+    sequences: Sequences,
+    micro_batch_size: int,
+    forward_only: bool,
+    loss_names: Sequence[str] = ("lm loss",),
+) -> dict[str, torch.Tensor] | None:
     """Forward (and backward) over the microbatches; on the last pipeline stage the mean of each reported loss
     over the microbatches, elsewhere None."""
     from megatron.core.pipeline_parallel import get_forward_backward_func

@@ -13,8 +13,9 @@ with three changes:
   writes one file from rank 0, which cannot hold tensor- or pipeline-parallel shards). What goes into
   them is the LightningModule's business (`sharded_*` methods); this class does the file I/O.
 """
+
 import logging
-from typing import Any, Dict, Optional
+from typing import Any
 
 from lightning_fabric.plugins.environments import ClusterEnvironment
 from pytorch_lightning.strategies import DDPStrategy
@@ -53,15 +54,19 @@ class PlacementEnvironment(ClusterEnvironment):
 
     def set_world_size(self, size: int) -> None:
         if size != self.placement.world_size:
-            raise RuntimeError(f"Lightning computed world size {size}, the launcher started {self.placement.world_size} processes")
+            raise RuntimeError(
+                f"Lightning computed world size {size}, the launcher started {self.placement.world_size} processes"
+            )
 
     def global_rank(self) -> int:
         return self.placement.rank
 
     def set_global_rank(self, rank: int) -> None:
         if rank != self.placement.rank:
-            raise RuntimeError(f"Lightning computed rank {rank} for the process the launcher started as rank "
-                               f"{self.placement.rank}; ranks must be placed node by node (block distribution)")
+            raise RuntimeError(
+                f"Lightning computed rank {rank} for the process the launcher started as rank "
+                f"{self.placement.rank}; ranks must be placed node by node (block distribution)"
+            )
 
     def local_rank(self) -> int:
         return self.placement.local_rank
@@ -90,10 +95,10 @@ class MegatronStrategy(DDPStrategy):
         return True
 
     # ---- what Lightning's dump_checkpoint / restore call ------------------------------------------------
-    def lightning_module_state_dict(self) -> Dict[str, Any]:
+    def lightning_module_state_dict(self) -> dict[str, Any]:
         return self.lightning_module.sharded_model_state()
 
-    def optimizer_state(self, optimizer) -> Dict[str, Any]:
+    def optimizer_state(self, optimizer) -> dict[str, Any]:
         return self.lightning_module.sharded_optimizer_state(is_loading=False)
 
     def load_model_state_dict(self, checkpoint, strict: bool = True) -> None:
@@ -103,7 +108,7 @@ class MegatronStrategy(DDPStrategy):
         self.lightning_module.load_optimizer_state(checkpoint["optimizer_states"][0])
 
     # ---- file I/O ------------------------------------------------------------------------------------
-    def save_checkpoint(self, checkpoint: Dict[str, Any], filepath, storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath, storage_options: Any | None = None) -> None:
         from megatron.core import dist_checkpointing
 
         from ..common.helper_processes import collect_write_results_here, stop_signals_held
@@ -117,7 +122,7 @@ class MegatronStrategy(DDPStrategy):
             collect_write_results_here()
             dist_checkpointing.save(checkpoint, str(filepath), sharded_strategy=self._save_strategy())
 
-    def load_checkpoint(self, checkpoint_path, weights_only: Optional[bool] = None) -> Dict[str, Any]:
+    def load_checkpoint(self, checkpoint_path, weights_only: bool | None = None) -> dict[str, Any]:
         from megatron.core import dist_checkpointing
 
         module = self.lightning_module
@@ -140,7 +145,9 @@ class MegatronStrategy(DDPStrategy):
 
         strategy = get_default_save_sharded_strategy()
         if self._save_parallel and parallel_state.get_data_parallel_world_size() > 1:
-            strategy = FullyParallelSaveStrategyWrapper(strategy, parallel_state.get_data_parallel_group(with_context_parallel=True))
+            strategy = FullyParallelSaveStrategyWrapper(
+                strategy, parallel_state.get_data_parallel_group(with_context_parallel=True)
+            )
         return strategy
 
     def teardown(self) -> None:

@@ -5,9 +5,11 @@
 
 Standard library only (it is imported by programs before torch).
 """
+
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,27 +19,30 @@ class TrainingOutcome:
     step: int  # the global step reached
     first_step: int  # the step this attempt resumed from (0: from scratch)
     tokens: int  # trained this attempt, all ranks together (T5: encoder and decoder tokens)
-    tokens_per_sec: Optional[float]  # over the training steps alone (validation and saving excluded)
+    tokens_per_sec: float | None  # over the training steps alone (validation and saving excluded)
     seconds: float  # this attempt's wall time, start-up included
-    train_loss: Optional[float]
+    train_loss: float | None
     train_loss_step: int
-    val_loss: Optional[float]
-    test_loss: Optional[float]
-    stop_reason: Optional[str]  # set when a signal or max_time stopped it before max_steps
-    newest_checkpoint: Optional[Path]
-    extra_train_losses: Dict[str, float] = dataclasses.field(default_factory=dict)  # the recipe's other losses
-    val_metrics: Dict[str, float] = dataclasses.field(default_factory=dict)  # the last validation's other scores
-    outputs: Dict[str, str] = dataclasses.field(default_factory=dict)  # what a completed run wrote: label -> path
+    val_loss: float | None
+    test_loss: float | None
+    stop_reason: str | None  # set when a signal or max_time stopped it before max_steps
+    newest_checkpoint: Path | None
+    extra_train_losses: dict[str, float] = dataclasses.field(default_factory=dict)  # the recipe's other losses
+    val_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # the last validation's other scores
+    outputs: dict[str, str] = dataclasses.field(default_factory=dict)  # what a completed run wrote: label -> path
 
 
-def training_summary(cfg, outcome: TrainingOutcome, extra: Iterable[Tuple[str, Any]] = ()):
+def training_summary(cfg, outcome: TrainingOutcome, extra: Iterable[tuple[str, Any]] = ()):
     from ..common.report import Summary, count, duration
 
     exp = cfg.exp_manager
     max_steps = cfg.trainer.max_steps
     if outcome.stop_reason:
-        follow_up = ("the next attempt resumes from its checkpoint" if exp.create_checkpoint_callback
-                     else "no checkpoint was saved (exp_manager.create_checkpoint_callback: false), so a rerun starts over")
+        follow_up = (
+            "the next attempt resumes from its checkpoint"
+            if exp.create_checkpoint_callback
+            else "no checkpoint was saved (exp_manager.create_checkpoint_callback: false), so a rerun starts over"
+        )
         title = f"training stopped at step={outcome.step} of {max_steps}: {outcome.stop_reason}; {follow_up}"
     else:
         title = f"training finished at step={outcome.step} of {max_steps}"
@@ -60,7 +65,10 @@ def training_summary(cfg, outcome: TrainingOutcome, extra: Iterable[Tuple[str, A
         summary.add(key, value)
     if exp.create_checkpoint_callback:
         newest = outcome.newest_checkpoint
-        summary.add("checkpoints", f"{Path(exp.explicit_log_dir) / 'checkpoints'}"
-                    + (f" (newest: {newest.name})" if newest is not None else " (none complete)"))
+        summary.add(
+            "checkpoints",
+            f"{Path(exp.explicit_log_dir) / 'checkpoints'}"
+            + (f" (newest: {newest.name})" if newest is not None else " (none complete)"),
+        )
     summary.add("TensorBoard", exp.explicit_log_dir if exp.create_tensorboard_logger else None)
     return summary

@@ -5,9 +5,10 @@ settings every family sets alike, and one chunk per virtual pipeline stage.
                                num_layers=..., activation_func=...)        # a family's own keys added
     chunks = build_chunks(recipe, model, config, vocab_size, use_te)   # recipe.build_chunk per stage
 """
+
 import contextlib
 import os
-from typing import Any, Dict, List
+from typing import Any
 
 import torch
 
@@ -45,13 +46,20 @@ def apex_available() -> bool:
     return bool(getattr(gpt_layer_specs, "HAVE_APEX", False))
 
 
-def _fusions(model, precision: str, on_gpu: bool, use_te: bool) -> Dict[str, Any]:
+def _fusions(model, precision: str, on_gpu: bool, use_te: bool) -> dict[str, Any]:
     """The fusion keys (the reference's defaults where a family has none) as megatron-core can honour them: each is
     a CUDA kernel, so none on a CPU; the local spec's LayerNorm and softmax kernels are Apex's, and Transformer
     Engine layers bring their own."""
-    asked = {name: getattr(model, name, default) for name, default in (
-        ("bias_dropout_add_fusion", True), ("masked_softmax_fusion", True), ("persist_layer_norm", True),
-        ("gradient_accumulation_fusion", True), ("apply_query_key_layer_scaling", False))}
+    asked = {
+        name: getattr(model, name, default)
+        for name, default in (
+            ("bias_dropout_add_fusion", True),
+            ("masked_softmax_fusion", True),
+            ("persist_layer_norm", True),
+            ("gradient_accumulation_fusion", True),
+            ("apply_query_key_layer_scaling", False),
+        )
+    }
     apex_kernels = on_gpu and not use_te and apex_available()
     return dict(
         bias_dropout_fusion=on_gpu and asked["bias_dropout_add_fusion"],
@@ -63,11 +71,13 @@ def _fusions(model, precision: str, on_gpu: bool, use_te: bool) -> Dict[str, Any
     )
 
 
-def _tp_overlap(model) -> Dict[str, Any]:
+def _tp_overlap(model) -> dict[str, Any]:
     """Transformer Engine userbuffers: TP communication overlapped with the GEMMs (the trainer initialises them)."""
     if not getattr(model, "ub_tp_comm_overlap", False):
         return {}
-    return dict(tp_comm_overlap=True, tp_comm_atomic_ag=model.tp_comm_atomic_ag, tp_comm_atomic_rs=model.tp_comm_atomic_rs)
+    return dict(
+        tp_comm_overlap=True, tp_comm_atomic_ag=model.tp_comm_atomic_ag, tp_comm_atomic_rs=model.tp_comm_atomic_rs
+    )
 
 
 def attention_backend(use_te: bool, environ=None):
@@ -92,7 +102,7 @@ def attention_backend(use_te: bool, environ=None):
     return AttnBackend.auto
 
 
-def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: bool) -> Dict[str, Any]:
+def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: bool) -> dict[str, Any]:
     """TransformerConfig keyword arguments read from the `model` keys every family has (widths, heads, dropout,
     initialisation, parallel layout, recompute), and the precision, fusion and pipeline settings that follow from
     where the run is. A family adds the layer count, activation, normalisation and anything else of its own."""
@@ -137,23 +147,27 @@ def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: boo
     )
 
 
-def userbuffer_settings(model, config) -> Dict[str, Any]:
+def userbuffer_settings(model, config) -> dict[str, Any]:
     """Transformer Engine's initialize_ub arguments: one [tokens of a microbatch on this rank, hidden] buffer shape,
     the TP size, FP8 or not, and the per-GEMM settings of model.ub_tp_comm_overlap_cfg (TE's defaults for the rest)."""
     overlap = getattr(model, "ub_tp_comm_overlap_cfg", None)
     tokens = model.encoder_seq_length * model.micro_batch_size // config.context_parallel_size
-    return dict(shape=[tokens, model.hidden_size], tp_size=config.tensor_model_parallel_size,
-                use_fp8=config.fp8 is not None, dtype=config.params_dtype,
-                ub_cfgs=overlap.ub_cfgs() if overlap is not None else None)
+    return dict(
+        shape=[tokens, model.hidden_size],
+        tp_size=config.tensor_model_parallel_size,
+        use_fp8=config.fp8 is not None,
+        dtype=config.params_dtype,
+        ub_cfgs=overlap.ub_cfgs() if overlap is not None else None,
+    )
 
 
-def initialize_userbuffers(settings: Dict[str, Any]) -> None:
+def initialize_userbuffers(settings: dict[str, Any]) -> None:
     from transformer_engine.pytorch.module.base import initialize_ub
 
     initialize_ub(**settings)
 
 
-def chunk_stages(config) -> List[ChunkStage]:
+def chunk_stages(config) -> list[ChunkStage]:
     """One entry per model chunk of this rank: one, or one per virtual stage with the interleaved schedule."""
     from megatron.core import parallel_state
 
@@ -161,11 +175,13 @@ def chunk_stages(config) -> List[ChunkStage]:
     stages = []
     for index in range(vpp or 1):
         stage = index if vpp else None
-        stages.append(ChunkStage(
-            vp_stage=stage,
-            pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
-            post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
-        ))
+        stages.append(
+            ChunkStage(
+                vp_stage=stage,
+                pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=stage),
+                post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=stage),
+            )
+        )
     return stages
 
 
@@ -178,7 +194,7 @@ def cpu_build_context():
     return tensor_cuda_is_noop()
 
 
-def build_chunks(build_chunk, model, config, vocab_size: int, use_te: bool) -> List[torch.nn.Module]:
+def build_chunks(build_chunk, model, config, vocab_size: int, use_te: bool) -> list[torch.nn.Module]:
     """Bare model chunks (no precision or DDP wrapper), one per virtual pipeline stage, from a recipe's
     build_chunk. The parallel state must be initialised."""
     with cpu_build_context():

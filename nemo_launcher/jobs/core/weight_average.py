@@ -15,9 +15,9 @@ Diffusion's VAE and text encoder) equal their own average, so they have none. It
 the chunk's own sharded tensors with the average as data under keys `ema.<name>`, so it reshards to any TP like the
 weights. The seed's rule (no EMA with AMP O2) is the schema's: the weights here are the fp32 ones the optimizer steps.
 """
+
 import contextlib
 import dataclasses
-from typing import Dict, List
 
 import torch
 
@@ -27,12 +27,16 @@ PREFIX = "ema."
 
 
 class WeightAverage:
-    def __init__(self, chunks: List[torch.nn.Module], decay: float, every_n_steps: int, offload: bool):
+    def __init__(self, chunks: list[torch.nn.Module], decay: float, every_n_steps: int, offload: bool):
         self.chunks, self.decay, self.every = chunks, decay, every_n_steps
-        self.shadow: List[Dict[str, torch.Tensor]] = [
-            {name: p.detach().float().to("cpu" if offload else p.device, copy=True)
-             for name, p in chunk.named_parameters() if p.requires_grad}
-            for chunk in chunks]
+        self.shadow: list[dict[str, torch.Tensor]] = [
+            {
+                name: p.detach().float().to("cpu" if offload else p.device, copy=True)
+                for name, p in chunk.named_parameters()
+                if p.requires_grad
+            }
+            for chunk in chunks
+        ]
 
     @torch.no_grad()
     def update(self, step: int) -> None:
@@ -45,27 +49,31 @@ class WeightAverage:
                     continue
                 average.mul_(self.decay).add_(p.detach().to(average.device, average.dtype), alpha=1.0 - self.decay)
 
-    def sharded_state(self) -> Dict[str, Dict]:
+    def sharded_state(self) -> dict[str, dict]:
         from megatron.core.dist_checkpointing.mapping import ShardedTensor
 
         state = {}
         for i, (chunk, shadow) in enumerate(zip(self.chunks, self.shadow)):
             entries = chunk.sharded_state_dict(prefix=PREFIX)
-            state[f"ema{i}"] = {key: dataclasses.replace(entry, data=shadow[key[len(PREFIX):]], dtype=torch.float32)
-                                for key, entry in entries.items()
-                                if isinstance(entry, ShardedTensor) and key[len(PREFIX):] in shadow}
+            state[f"ema{i}"] = {
+                key: dataclasses.replace(entry, data=shadow[key[len(PREFIX) :]], dtype=torch.float32)
+                for key, entry in entries.items()
+                if isinstance(entry, ShardedTensor) and key[len(PREFIX) :] in shadow
+            }
         return state
 
     @torch.no_grad()
-    def load(self, loaded: Dict[str, Dict]) -> None:
+    def load(self, loaded: dict[str, dict]) -> None:
         for i, shadow in enumerate(self.shadow):
             for key, tensor in loaded[f"ema{i}"].items():
-                shadow[key[len(PREFIX):]].copy_(tensor)
+                shadow[key[len(PREFIX) :]].copy_(tensor)
 
     @contextlib.contextmanager
     def swapped_in(self):
-        kept = [{name: p.detach().clone() for name, p in chunk.named_parameters() if name in shadow}
-                for chunk, shadow in zip(self.chunks, self.shadow)]
+        kept = [
+            {name: p.detach().clone() for name, p in chunk.named_parameters() if name in shadow}
+            for chunk, shadow in zip(self.chunks, self.shadow)
+        ]
         self._copy_into_chunks(self.shadow)
         try:
             yield
@@ -73,7 +81,7 @@ class WeightAverage:
             self._copy_into_chunks(kept)
 
     @torch.no_grad()
-    def _copy_into_chunks(self, values: List[Dict[str, torch.Tensor]]) -> None:
+    def _copy_into_chunks(self, values: list[dict[str, torch.Tensor]]) -> None:
         for chunk, source in zip(self.chunks, values):
             for name, p in chunk.named_parameters():
                 if name in source:
@@ -86,7 +94,9 @@ class AveragingModule(TrainingModule):
     def __init__(self, parts):
         super().__init__(parts)
         ema = parts.cfg.exp_manager.ema
-        self.average = WeightAverage(parts.bare_chunks, ema.decay, ema.every_n_steps, ema.cpu_offload) if ema.enable else None
+        self.average = (
+            WeightAverage(parts.bare_chunks, ema.decay, ema.every_n_steps, ema.cpu_offload) if ema.enable else None
+        )
         self._validate_average = self.average is not None and not ema.validate_original_weights
         self._swap = None
 

@@ -9,22 +9,22 @@ one writer process). With split_sentences each document becomes its sentences (s
 and chunk-<i>.sentences holds the number of items of each document (the layout BERT and T5 datasets read). The `.json` file is renamed into place last and marks the chunk as complete: a run that
 is killed leaves at most temporary files behind, and the next run redoes only chunks without a `.json`.
 """
+
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional, Tuple
 
 import numpy as np
 
 from ..common.errors import DataPrepError
-from .sentences import split_sentences
 from ..common.tokenizer import BatchTokenizer, TokenizerSpec, load_batch_tokenizer
+from .sentences import split_sentences
 
 _BATCH_DOCUMENTS = 512  # documents per encode_batch call: amortizes the call, bounds the memory of one batch
 _KEPT_REASONS = 100  # malformed lines described per chunk; further ones are only counted
 
-_tokenizer: Optional[BatchTokenizer] = None
+_tokenizer: BatchTokenizer | None = None
 
 
 class MalformedLine(DataPrepError):
@@ -52,7 +52,7 @@ class ChunkTask:
     on_malformed: str = "skip"  # skip: report and leave the line out; fail: stop at the first one
     append_eod: bool = True  # with split_sentences: EOD ends the last sentence of each document
     split_sentences: bool = False  # one item per sentence instead of one per document
-    max_sentence_tokens: Optional[int] = None  # longer sentences are cut into items of at most this many tokens
+    max_sentence_tokens: int | None = None  # longer sentences are cut into items of at most this many tokens
 
 
 @dataclass
@@ -66,11 +66,11 @@ class ChunkResult:
     empty: int = 0  # documents whose text encodes to no token, left out (an EOD alone carries nothing)
     sentences: int = 0  # items written (with split_sentences; else one per document)
     malformed: int = 0
-    reasons: List[Tuple[int, str]] = field(default_factory=list)  # (line within the chunk, what is wrong)
+    reasons: list[tuple[int, str]] = field(default_factory=list)  # (line within the chunk, what is wrong)
     seconds: float = 0.0
 
 
-def chunk_paths(parts_dir: str, index: int) -> Tuple[str, str, str]:
+def chunk_paths(parts_dir: str, index: int) -> tuple[str, str, str]:
     stem = os.path.join(parts_dir, f"chunk-{index:06d}")
     return stem + ".bin", stem + ".lengths", stem + ".json"
 
@@ -79,7 +79,7 @@ def sentence_counts_path(parts_dir: str, index: int) -> str:
     return os.path.join(parts_dir, f"chunk-{index:06d}.sentences")
 
 
-def read_result(parts_dir: str, index: int) -> Optional[ChunkResult]:
+def read_result(parts_dir: str, index: int) -> ChunkResult | None:
     """The result of a chunk a previous run completed, or None."""
     marker = chunk_paths(parts_dir, index)[2]
     try:
@@ -96,7 +96,7 @@ def init_worker(spec: TokenizerSpec) -> None:
     _tokenizer = load_batch_tokenizer(spec)
 
 
-def encode_chunk(task: ChunkTask, tokenizer: Optional[BatchTokenizer] = None) -> ChunkResult:
+def encode_chunk(task: ChunkTask, tokenizer: BatchTokenizer | None = None) -> ChunkResult:
     tokenizer = tokenizer or _tokenizer
     assert tokenizer is not None, "init_worker() must run in this process first"
     began = time.perf_counter()
@@ -121,7 +121,7 @@ def _encode_documents(texts, lines, task: ChunkTask, tokenizer: BatchTokenizer, 
     token_parts, length_parts = [], []
     rejected = 0
     for first in range(0, len(texts), _BATCH_DOCUMENTS):
-        tokens, lengths, errors = tokenizer.encode_batch(texts[first:first + _BATCH_DOCUMENTS])
+        tokens, lengths, errors = tokenizer.encode_batch(texts[first : first + _BATCH_DOCUMENTS])
         for position, reason in sorted(errors.items()):
             _malformed(result, task, lines[first + position], reason)
         rejected += len(errors)
@@ -149,7 +149,7 @@ def _encode_sentences(texts, lines, task: ChunkTask, tokenizer: BatchTokenizer, 
     """
     token_parts, length_parts, count_parts = [], [], []
     for first in range(0, len(texts), _BATCH_DOCUMENTS):
-        batch = texts[first:first + _BATCH_DOCUMENTS]
+        batch = texts[first : first + _BATCH_DOCUMENTS]
         sentences, owners = [], []
         for position, text in enumerate(batch):
             pieces = split_sentences(text)
@@ -184,7 +184,7 @@ def _encode_sentences(texts, lines, task: ChunkTask, tokenizer: BatchTokenizer, 
     return tokens, lengths, counts
 
 
-def _cap_items(lengths: np.ndarray, counts: np.ndarray, cap: int) -> Tuple[np.ndarray, np.ndarray]:
+def _cap_items(lengths: np.ndarray, counts: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
     """Cut every item longer than `cap` into items of `cap` tokens and a shorter last one; the tokens stay put.
 
     megatron-core's sample builder skips a whole multi-sentence document when any sentence exceeds 512 tokens
@@ -200,10 +200,10 @@ def _cap_items(lengths: np.ndarray, counts: np.ndarray, cap: int) -> Tuple[np.nd
     return capped, np.bincount(document, weights=pieces, minlength=counts.size).astype(np.int64)
 
 
-def _parse(data: bytes, task: ChunkTask, result: ChunkResult) -> Tuple[List[str], List[int]]:
+def _parse(data: bytes, task: ChunkTask, result: ChunkResult) -> tuple[list[str], list[int]]:
     """Texts of the chunk's well-formed lines, and the line number (within the chunk, from 1) of each."""
-    texts: List[str] = []
-    lines: List[int] = []
+    texts: list[str] = []
+    lines: list[int] = []
     rows = data.split(b"\n")
     if rows and rows[-1] == b"":
         rows.pop()  # the newline that ends the last line does not start another
@@ -239,8 +239,14 @@ def _malformed(result: ChunkResult, task: ChunkTask, line: int, reason: str) -> 
         result.reasons.append((line, reason))
 
 
-def _write(task: ChunkTask, tokens: np.ndarray, lengths: np.ndarray, counts: Optional[np.ndarray],
-           result: ChunkResult, began: float) -> None:
+def _write(
+    task: ChunkTask,
+    tokens: np.ndarray,
+    lengths: np.ndarray,
+    counts: np.ndarray | None,
+    result: ChunkResult,
+    began: float,
+) -> None:
     bin_path, lengths_path, marker = chunk_paths(task.parts_dir, task.index)
     suffix = f".tmp-{os.getpid()}"
     tokens.tofile(bin_path + suffix)

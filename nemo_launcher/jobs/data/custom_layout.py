@@ -7,11 +7,11 @@ node every worker shares every file chunk by chunk, so a node's workers stay bus
 Every array task computes the same assignment from the same config, so no mapping file has to be written
 before submission (the seed's preprocess_worker_mapping is still written, for people to read).
 """
+
 import gzip
 import json
 import os
 import shutil
-from typing import List
 
 import zstandard
 
@@ -20,19 +20,23 @@ from ..steps.config import DataConfigError, StepConfig
 _SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".jsonl", ".json")
 
 
-def raw_files(cfg: StepConfig) -> List[str]:
+def raw_files(cfg: StepConfig) -> list[str]:
     files = cfg.bound.files()
     if not files:
-        raise DataConfigError("data_preparation.raw_dataset_files is empty: list the jsonl, json or json.gz files, "
-                              "e.g. data_preparation.raw_dataset_files=[/data/a.jsonl,/data/b.jsonl]")
+        raise DataConfigError(
+            "data_preparation.raw_dataset_files is empty: list the jsonl, json or json.gz files, "
+            "e.g. data_preparation.raw_dataset_files=[/data/a.jsonl,/data/b.jsonl]"
+        )
     missing = [path for path in files if not os.path.isfile(path)]
     if missing:
         raise DataConfigError(f"data_preparation.raw_dataset_files: not found: {', '.join(missing)}")
     stems = [dataset_stem(path) for path in files]
     clashes = sorted({stem for stem in stems if stems.count(stem) > 1})
     if clashes:
-        raise DataConfigError(f"data_preparation.raw_dataset_files: several files would write the same dataset "
-                              f"{clashes}; rename them so their names differ")
+        raise DataConfigError(
+            f"data_preparation.raw_dataset_files: several files would write the same dataset "
+            f"{clashes}; rename them so their names differ"
+        )
     return files
 
 
@@ -40,13 +44,13 @@ def dataset_stem(path: str) -> str:
     name = os.path.basename(path)
     for suffix in _SUFFIXES:
         if name.endswith(suffix):
-            return name[:-len(suffix)]
+            return name[: -len(suffix)]
     return name
 
 
-def balance_by_size(files: List[str], nodes: int) -> List[List[str]]:
+def balance_by_size(files: list[str], nodes: int) -> list[list[str]]:
     loads = [0] * nodes
-    assignment: List[List[str]] = [[] for _ in range(nodes)]
+    assignment: list[list[str]] = [[] for _ in range(nodes)]
     # Largest first, ties by name, so every task derives the identical assignment.
     for path in sorted(files, key=lambda p: (-os.path.getsize(p), p)):
         node = min(range(nodes), key=lambda n: (loads[n], n))
@@ -55,7 +59,7 @@ def balance_by_size(files: List[str], nodes: int) -> List[List[str]]:
     return assignment
 
 
-def write_mapping(path: str, assignment: List[List[str]]) -> None:
+def write_mapping(path: str, assignment: list[list[str]]) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     temporary = f"{path}.tmp-{os.getpid()}"
     with open(temporary, "w") as handle:
@@ -69,6 +73,7 @@ def plain_jsonl(path: str, scratch_dir: str) -> str:
     if path.endswith(".gz"):
         opener = gzip.open
     elif path.endswith(".zst"):
+
         def opener(name, mode):
             return zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(open(name, "rb"))
     else:

@@ -10,14 +10,15 @@
 
 Transfers resume after an interruption (HTTP Range) and land under their final names only when verified.
 """
+
 import logging
 import os
 
 from ..steps.config import StepConfig, run_step, this_task_items
 from ..steps.fetch import fetch
+from ..steps.step_report import StepReport
 from .indexed_format import complete_dataset
 from .pile_layout import PileLayout, ensure_tokenizer_files, fetch_policy
-from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.download")
 
@@ -46,8 +47,12 @@ def download_mc4(cfg: StepConfig, report: StepReport) -> None:
 
     layout = Mc4Layout(cfg)
     policy = fetch_policy(cfg)
-    finished = {path for split in layout.splits() if complete_dataset(layout.split_prefix(split)) is not None
-                for path in split.files}
+    finished = {
+        path
+        for split in layout.splits()
+        if complete_dataset(layout.split_prefix(split)) is not None
+        for path in split.files
+    }
     for node in this_task_items(list(range(layout.nodes))):
         for item in layout.node_files(node):
             dest = layout.local_path(item)

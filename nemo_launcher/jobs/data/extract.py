@@ -5,16 +5,17 @@
 Memory stays flat whatever the shard size (zstandard's stream reader, 16 MB at a time). The output appears
 under its final name only when complete; with rm_downloaded the .zst is deleted afterwards.
 """
+
 import logging
 import os
 
 import zstandard
 from tqdm import tqdm
 
-from ..steps.config import StepConfig, run_step, this_task_items
 from ..common.errors import DataPrepError
-from .pile_layout import PileLayout
+from ..steps.config import StepConfig, run_step, this_task_items
 from ..steps.step_report import StepReport
+from .pile_layout import PileLayout
 
 log = logging.getLogger("data.extract")
 _BLOCK = 16 << 20
@@ -30,9 +31,19 @@ def decompress(source: str, dest: str, progress: bool = True) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     decompressor = zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW)
     try:
-        with open(source, "rb") as compressed, open(temporary, "wb") as out, \
-                tqdm(total=os.path.getsize(source), unit="B", unit_scale=True, desc=os.path.basename(source),
-                     disable=not progress, mininterval=2.0, dynamic_ncols=True) as bar:
+        with (
+            open(source, "rb") as compressed,
+            open(temporary, "wb") as out,
+            tqdm(
+                total=os.path.getsize(source),
+                unit="B",
+                unit_scale=True,
+                desc=os.path.basename(source),
+                disable=not progress,
+                mininterval=2.0,
+                dynamic_ncols=True,
+            ) as bar,
+        ):
             reader = decompressor.stream_reader(compressed, read_size=_BLOCK)
             while True:
                 block = reader.read(_BLOCK)
@@ -42,7 +53,9 @@ def decompress(source: str, dest: str, progress: bool = True) -> None:
                 bar.update(compressed.tell() - bar.n)  # progress in compressed bytes: the total is known
         os.replace(temporary, dest)
     except zstandard.ZstdError as error:
-        raise DataPrepError(f"{source}: not a valid zstd file ({error}); delete it so the download step fetches it again") from None
+        raise DataPrepError(
+            f"{source}: not a valid zstd file ({error}); delete it so the download step fetches it again"
+        ) from None
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
@@ -64,8 +77,10 @@ def main(argv=None) -> StepReport:
             log.info("shard %d: %s already extracted", number, shard.extracted)
             report.kept(number, output=shard.extracted)
         elif not os.path.isfile(shard.downloaded):
-            raise DataPrepError(f"shard {number}: {shard.downloaded} not found; run the download step "
-                                f"(data_preparation.download_the_pile=True)")
+            raise DataPrepError(
+                f"shard {number}: {shard.downloaded} not found; run the download step "
+                f"(data_preparation.download_the_pile=True)"
+            )
         else:
             log.info("shard %d: %s -> %s", number, shard.downloaded, shard.extracted)
             compressed = os.path.getsize(shard.downloaded)

@@ -17,26 +17,34 @@ tests check the result is byte-identical to IndexedDatasetBuilder's. A GPT docum
 Megatron-LM's tools/preprocess_data.py writes it without sentence splitting; BERT and T5 data has one sequence
 per sentence, and document_indices says where each document's sentences end (--split-sentences).
 """
+
 import contextlib
 import os
 import shutil
 import struct
-from typing import Iterable, List, Optional, Tuple
+from collections.abc import Iterable
 
 import numpy as np
 
 HEADER = b"MMIDIDX\x00\x00"
 _VERSION = 1
 _DTYPE_CODES = {
-    np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
-    np.dtype(np.int64): 5, np.dtype(np.float64): 6, np.dtype(np.float32): 7, np.dtype(np.uint16): 8,
+    np.dtype(np.uint8): 1,
+    np.dtype(np.int8): 2,
+    np.dtype(np.int16): 3,
+    np.dtype(np.int32): 4,
+    np.dtype(np.int64): 5,
+    np.dtype(np.float64): 6,
+    np.dtype(np.float32): 7,
+    np.dtype(np.uint16): 8,
 }
 _CODE_DTYPES = {code: dtype for dtype, code in _DTYPE_CODES.items()}
 _FIXED = len(HEADER) + 8 + 1 + 8 + 8
 
 
-def write_index(path: str, dtype: np.dtype, sequence_lengths: np.ndarray,
-                sequences_per_document: Optional[np.ndarray] = None) -> None:
+def write_index(
+    path: str, dtype: np.dtype, sequence_lengths: np.ndarray, sequences_per_document: np.ndarray | None = None
+) -> None:
     """Write the .idx for sequences of the given token counts; without `sequences_per_document` every sequence
     is a document of its own."""
     dtype = np.dtype(dtype)
@@ -63,13 +71,13 @@ def write_index(path: str, dtype: np.dtype, sequence_lengths: np.ndarray,
         out.write(document_indices.tobytes(order="C"))
 
 
-def read_index_header(path: str) -> Tuple[np.dtype, int, int]:
+def read_index_header(path: str) -> tuple[np.dtype, int, int]:
     """(token dtype, sequence count, document count) of an .idx file; ValueError if it is not one."""
     with open(path, "rb") as handle:
         head = handle.read(_FIXED)
     if len(head) < _FIXED or not head.startswith(HEADER):
         raise ValueError(f"{path}: not a Megatron .idx file")
-    version, code, sequences, documents = struct.unpack("<QBQQ", head[len(HEADER):])
+    version, code, sequences, documents = struct.unpack("<QBQQ", head[len(HEADER) :])
     if version != _VERSION or code not in _CODE_DTYPES:
         raise ValueError(f"{path}: unsupported .idx version {version} or dtype code {code}")
     return _CODE_DTYPES[code], sequences, documents - 1
@@ -86,7 +94,7 @@ def read_document_indices(path: str) -> np.ndarray:
     return np.fromfile(path, dtype=np.int64, count=documents + 1, offset=_FIXED + sequences * (4 + 8))
 
 
-def merge_datasets(prefixes: List[str], dest_prefix: str) -> Tuple[int, int]:
+def merge_datasets(prefixes: list[str], dest_prefix: str) -> tuple[int, int]:
     """Join datasets of one dtype, in order, into `dest_prefix` (.bin renamed before .idx); (documents, tokens)."""
     dtypes = {read_index_header(prefix + ".idx")[0] for prefix in prefixes}
     if len(dtypes) != 1:
@@ -101,7 +109,7 @@ def merge_datasets(prefixes: List[str], dest_prefix: str) -> Tuple[int, int]:
     return int(sum(part.size for part in per_document)), int(sum(int(part.sum(dtype=np.int64)) for part in lengths))
 
 
-def complete_dataset(prefix: str) -> Optional[Tuple[int, int]]:
+def complete_dataset(prefix: str) -> tuple[int, int] | None:
     """(documents, tokens) when `<prefix>.idx` and `<prefix>.bin` form a whole dataset, else None.
 
     The .idx is renamed into place after the .bin, so a valid .idx whose token total matches the .bin size

@@ -7,15 +7,15 @@
 Each step asks how far a shard already got, so a rerun after a failure (or after rm_downloaded/rm_extracted
 removed the intermediate files) skips what is done instead of failing for a missing input.
 """
+
 import os
 from dataclasses import dataclass
-from typing import Optional
 
+from ..common.tokenizer import TokenizerSpec
 from ..steps.config import DataConfigError, StepConfig
 from ..steps.fetch import FetchPolicy, fetch
 from .indexed_format import complete_dataset
 from .shard_builder import ShardJob
-from ..common.tokenizer import TokenizerSpec
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,12 @@ class PileLayout:
         except (KeyError, IndexError, ValueError) as error:
             raise DataConfigError(
                 f"data_preparation.{key}={template!r}: cannot format it ({error}); use {{file_number}}, "
-                f"e.g. \"{{file_number:02d}}.jsonl.zst\""
+                f'e.g. "{{file_number:02d}}.jsonl.zst"'
             ) from None
 
     def shard(self, number: int) -> PileShard:
         name = self._format("shard_name", self.name_format, number)
-        extracted_name = name[:-len(".zst")] if name.endswith(".zst") else name + ".jsonl"
+        extracted_name = name[: -len(".zst")] if name.endswith(".zst") else name + ".jsonl"
         prefix = self._format("output_prefix", self.prefix_format, number)
         base = self.url_base if self.url_base.endswith("/") else self.url_base + "/"
         return PileShard(
@@ -66,7 +66,7 @@ class PileLayout:
             output_prefix=os.path.join(self.preprocessed_dir, f"{prefix}_{self.json_key}_{self.level}"),
         )
 
-    def checksum(self, shard: PileShard) -> Optional[str]:
+    def checksum(self, shard: PileShard) -> str | None:
         return self.checksums.get(os.path.basename(shard.downloaded))
 
 
@@ -78,8 +78,12 @@ def dataset_level(cfg: StepConfig) -> str:
 
 def fetch_policy(cfg: StepConfig) -> FetchPolicy:
     download = cfg.bound.download
-    return FetchPolicy(retries=download.retries, timeout_s=download.timeout_s, backoff_s=download.backoff_s,
-                       progress=cfg.bound.progress)
+    return FetchPolicy(
+        retries=download.retries,
+        timeout_s=download.timeout_s,
+        backoff_s=download.backoff_s,
+        progress=cfg.bound.progress,
+    )
 
 
 def tokenizer_spec(cfg: StepConfig) -> TokenizerSpec:

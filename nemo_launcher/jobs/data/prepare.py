@@ -9,12 +9,13 @@ the files and which of the run.node_array_size download tasks fetches which (bal
 SentencePiece model and vocabulary when download_tokenizer_url / download_vocab_url name them. One job; a rerun
 reuses the clone, so it needs no network.
 """
+
 import logging
 from collections import Counter
 
 from ..steps.config import StepConfig, run_step
-from .mc4_layout import Mc4Layout, ensure_tokenizer_files
 from ..steps.step_report import StepReport
+from .mc4_layout import Mc4Layout, ensure_tokenizer_files
 
 log = logging.getLogger("data.prepare")
 

@@ -17,17 +17,18 @@ Pile and custom datasets: each process runs run.workers_per_node tokenizer worke
 processes on the node). mC4: each task runs one tokenizer worker per CPU it has (cpus_per_node / workers_per_node).
 With split_sentences, datasets hold one item per sentence and are named `..._sentence`.
 """
+
 import logging
 import os
 import shutil
 
-from ..steps.config import StepConfig, run_step, task_cpus, this_task_items, this_task_workers, worker_count
-from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
 from ..common.errors import DataPrepError
+from ..steps.config import StepConfig, run_step, task_cpus, this_task_items, this_task_workers, worker_count
+from ..steps.step_report import StepReport
+from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
 from .indexed_format import complete_dataset
 from .pile_layout import PileLayout, dataset_level, ensure_tokenizer_files, shard_job, tokenizer_spec
 from .shard_builder import ShardSummary, build_shard
-from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.preprocess")
 
@@ -36,8 +37,14 @@ def _record(report: StepReport, item, built: ShardSummary) -> None:
     if built.skipped:
         report.kept(item, output=built.output_prefix, documents=built.documents, tokens=built.tokens, items=built.items)
     else:
-        report.done(item, output=built.output_prefix, size_bytes=built.bytes, documents=built.documents,
-                    tokens=built.tokens, items=built.items)
+        report.done(
+            item,
+            output=built.output_prefix,
+            size_bytes=built.bytes,
+            documents=built.documents,
+            tokens=built.tokens,
+            items=built.items,
+        )
         if built.malformed:
             report.note("malformed lines", f"{built.malformed} skipped in {built.output_prefix}")
 
@@ -52,9 +59,13 @@ def preprocess_pile(cfg: StepConfig, report: StepReport) -> None:
     for number in this_task_items(cfg.bound.shard_numbers()):
         shard = layout.shard(number)
         if not shard.is_preprocessed() and not os.path.isfile(shard.extracted):
-            raise DataPrepError(f"shard {number}: {shard.extracted} not found; run the download and extract steps "
-                                f"(data_preparation.download_the_pile=True)")
-        _record(report, number, build_shard(shard_job(cfg, shard.extracted, shard.output_prefix), spec, workers, progress))
+            raise DataPrepError(
+                f"shard {number}: {shard.extracted} not found; run the download and extract steps "
+                f"(data_preparation.download_the_pile=True)"
+            )
+        _record(
+            report, number, build_shard(shard_job(cfg, shard.extracted, shard.output_prefix), spec, workers, progress)
+        )
         if remove_input and os.path.isfile(shard.extracted):
             os.remove(shard.extracted)
 
@@ -104,11 +115,15 @@ def preprocess_mc4(cfg: StepConfig, report: StepReport) -> None:
             if complete_dataset(prefix) is None:
                 folder = layout.split_links(split)
                 if not os.path.isdir(folder):
-                    raise DataPrepError(f"split {split.name}: {folder} not found; run the setup_preprocess step "
-                                        f"(data_preparation.preprocess_data=True)")
+                    raise DataPrepError(
+                        f"split {split.name}: {folder} not found; run the setup_preprocess step "
+                        f"(data_preparation.preprocess_data=True)"
+                    )
                 inputs = [os.path.join(folder, name) for name in sorted(os.listdir(folder))]
             log.info("worker %d: split %s (%d files)", worker, split.name, len(split.files))
-            _record(report, split.name, build_split(inputs, prefix, shard_job(cfg, "", prefix), spec, workers, progress))
+            _record(
+                report, split.name, build_split(inputs, prefix, shard_job(cfg, "", prefix), spec, workers, progress)
+            )
             if remove_input:
                 for path in split.files:
                     if os.path.isfile(layout.local_path(path)):

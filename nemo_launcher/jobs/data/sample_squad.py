@@ -12,31 +12,61 @@ SQuAD itself, whose files go to the same place for a real run.
 The questions are a function of the file name and the count only (a seeded generator), so reruns and the
 evaluation job see exactly the questions the fine-tuning job saw.
 """
+
 import json
 import os
 import random
 import zlib
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
-THINGS = ("river", "door", "ship", "house", "bird", "car", "lamp", "hat", "tree", "stone", "cup", "coat", "wall",
-          "boat", "book", "chair", "flag", "kite", "road", "fish")
+THINGS = (
+    "river",
+    "door",
+    "ship",
+    "house",
+    "bird",
+    "car",
+    "lamp",
+    "hat",
+    "tree",
+    "stone",
+    "cup",
+    "coat",
+    "wall",
+    "boat",
+    "book",
+    "chair",
+    "flag",
+    "kite",
+    "road",
+    "fish",
+)
 COLOURS = ("red", "green", "blue", "black", "white", "yellow", "brown", "grey")
 STATES = ("old", "new", "near", "far", "small", "large", "open", "closed")  # never an answer
 
 
-def sample_squad_document(questions: int, seed: int) -> Dict[str, Any]:
+def sample_squad_document(questions: int, seed: int) -> dict[str, Any]:
     generator = random.Random(seed)
-    paragraphs: List[Dict[str, Any]] = []
+    paragraphs: list[dict[str, Any]] = []
     for index in range(questions):
         before, asked, after = generator.sample(THINGS, 3)
         answer = generator.choice(COLOURS)
         lead = f"the {before} is {generator.choice(STATES)} . the {asked} is "
         context = f"{lead}{answer} . the {after} is {generator.choice(STATES)} ."
         start = len(lead)
-        paragraphs.append({"context": context, "qas": [{
-            "id": f"sample-{seed:08x}-{index}", "question": f"what colour is the {asked} ?",
-            "answers": [{"text": answer, "answer_start": start}]}]})
+        paragraphs.append(
+            {
+                "context": context,
+                "qas": [
+                    {
+                        "id": f"sample-{seed:08x}-{index}",
+                        "question": f"what colour is the {asked} ?",
+                        "answers": [{"text": answer, "answer_start": start}],
+                    }
+                ],
+            }
+        )
     return {"version": "1.1", "data": [{"title": "colours", "paragraphs": paragraphs}]}
 
 

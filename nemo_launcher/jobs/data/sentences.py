@@ -27,8 +27,8 @@ Sentences are the text between boundaries with surrounding whitespace stripped; 
 text inside a sentence is unchanged, so encoding the sentences one by one with a tokenizer that splits at
 whitespace gives the tokens of the document in order.
 """
+
 import re
-from typing import List
 
 _CLOSING = "\"'”’»)\\]}"
 _OPENING = "\"'“‘«([{¿¡"
@@ -42,18 +42,20 @@ _BOUNDARY = re.compile(
 )
 # Abbreviations that come before a name, a number or a reference and so never end a sentence (lower case,
 # without the final dot).
-_NEVER_FINAL = frozenset("""
+_NEVER_FINAL = frozenset(
+    """
     mr mrs ms dr prof rev hon gen col capt cpt lt sgt cmdr adm gov sen rep pres supt insp st mt ft messrs mme mlle
     no nos vol vols fig figs eq eqs ch chap sec sect art p pp para paras ref refs tab ex approx ca cf vs viz e.g i.e
     op cit ed eds trans dept univ assn est jan feb mar apr jun jul aug sep sept oct nov dec
-    """.split())
+    """.split()
+)
 # Abbreviations that may end a sentence: a boundary only before a capitalised word.
 _MAYBE_FINAL = frozenset("etc inc ltd co corp jr sr esq al bros llc plc".split())
 _LAST_WORD = re.compile(r"\S*$")
 _ACRONYM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")  # U.S, e.g, a.m (the final dot is the terminator)
 
 
-def split_sentences(text: str) -> List[str]:
+def split_sentences(text: str) -> list[str]:
     """The sentences of `text`, in order, stripped; [] for text with nothing but whitespace."""
     sentences = []
     start = 0

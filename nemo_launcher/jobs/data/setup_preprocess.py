@@ -8,14 +8,15 @@ that folder) and becomes one dataset. preprocess_worker_mapping says which of th
 run.workers_per_node preprocessing workers builds which splits (balanced by size). A split whose dataset is
 already complete needs no files (rm_downloaded may have removed them). One job.
 """
+
 import logging
 import os
 import shutil
 
 from ..steps.config import StepConfig, run_step
+from ..steps.step_report import StepReport
 from .indexed_format import complete_dataset
 from .mc4_layout import Mc4Error, Mc4Layout, ensure_tokenizer_files
-from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.setup_preprocess")
 
@@ -27,11 +28,18 @@ def main(argv=None) -> StepReport:
         ensure_tokenizer_files(cfg)
     splits = layout.splits()
     report = StepReport("setup_preprocess", unit="split")
-    missing = [layout.local_path(path) for split in splits if complete_dataset(layout.split_prefix(split)) is None
-               for path in split.files if not os.path.isfile(layout.local_path(path))]
+    missing = [
+        layout.local_path(path)
+        for split in splits
+        if complete_dataset(layout.split_prefix(split)) is None
+        for path in split.files
+        if not os.path.isfile(layout.local_path(path))
+    ]
     if missing:
-        raise Mc4Error(f"{len(missing)} files to preprocess are not downloaded (first: {missing[0]}); run the download "
-                       f"step (data_preparation.download_mc4=True)")
+        raise Mc4Error(
+            f"{len(missing)} files to preprocess are not downloaded (first: {missing[0]}); run the download "
+            f"step (data_preparation.download_mc4=True)"
+        )
     for split in splits:
         folder = layout.split_links(split)
         if complete_dataset(layout.split_prefix(split)) is not None:

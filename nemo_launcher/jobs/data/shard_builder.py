@@ -12,6 +12,7 @@ every document is a run of sentence items (what megatron-core's BERT and T5 data
 Resumable at every point: a complete dataset is skipped; chunks a killed run finished are kept (the chunk
 plan is stored and reused while the input is unchanged); temporary files are never mistaken for results.
 """
+
 import concurrent.futures
 import json
 import logging
@@ -20,16 +21,15 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from tqdm import tqdm
 
+from ..common.errors import DataPrepError
+from ..common.tokenizer import TokenizerSpec, load_batch_tokenizer
 from . import chunk_encoder
 from .chunk_encoder import ChunkResult, ChunkTask, MalformedLine
-from ..common.errors import DataPrepError
 from .indexed_format import complete_dataset, concatenate, read_index_header, write_index
-from ..common.tokenizer import TokenizerSpec, load_batch_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class ShardJob:
     append_eod: bool = True
     chunk_bytes: int = 32 << 20  # input bytes per chunk: the unit of work, of progress and of resumption
     split_sentences: bool = False  # one item per sentence (BERT, T5) instead of one per document (GPT)
-    max_sentence_tokens: Optional[int] = None  # longer sentences become several items of at most this many tokens
+    max_sentence_tokens: int | None = None  # longer sentences become several items of at most this many tokens
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,11 @@ class ShardSummary:
         if self.skipped:
             return f"{self.output_prefix}: already complete ({self.documents} documents, {self.tokens} tokens), skipped"
         rate = self.tokens / self.seconds if self.seconds > 0 else float("inf")
-        return (f"{self.output_prefix}: {self.documents} documents, {self.tokens} tokens, "
-                f"{self.bytes / 1e6:.1f} MB in {self.seconds:.1f} s ({rate / 1e6:.2f} M tokens/s, "
-                f"{self.bytes / 1e6 / max(self.seconds, 1e-9):.1f} MB/s), {self.malformed} malformed lines")
+        return (
+            f"{self.output_prefix}: {self.documents} documents, {self.tokens} tokens, "
+            f"{self.bytes / 1e6:.1f} MB in {self.seconds:.1f} s ({rate / 1e6:.2f} M tokens/s, "
+            f"{self.bytes / 1e6 / max(self.seconds, 1e-9):.1f} MB/s), {self.malformed} malformed lines"
+        )
 
 
 def parts_dir_for(prefix: str) -> str:
@@ -83,8 +85,15 @@ def build_shard(job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: 
         raise DataPrepError(f"on_malformed={job.on_malformed!r}: expected one of {', '.join(ON_MALFORMED)}")
     done = complete_dataset(job.output_prefix)
     if done is not None:
-        summary = ShardSummary(job.output_prefix, done[0], done[1], 0, 0.0, skipped=True,
-                               items=read_index_header(job.output_prefix + ".idx")[1])
+        summary = ShardSummary(
+            job.output_prefix,
+            done[0],
+            done[1],
+            0,
+            0.0,
+            skipped=True,
+            items=read_index_header(job.output_prefix + ".idx")[1],
+        )
         log.info(summary.line())
         return summary
     if not os.path.isfile(job.input_path):
@@ -92,9 +101,21 @@ def build_shard(job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: 
     began = time.perf_counter()
     parts_dir = parts_dir_for(job.output_prefix)
     bounds = _chunk_plan(job, parts_dir)
-    tasks = [ChunkTask(job.input_path, index, start, end, parts_dir, job.json_key, job.on_malformed, job.append_eod,
-                       job.split_sentences, job.max_sentence_tokens)
-             for index, (start, end) in enumerate(bounds)]
+    tasks = [
+        ChunkTask(
+            job.input_path,
+            index,
+            start,
+            end,
+            parts_dir,
+            job.json_key,
+            job.on_malformed,
+            job.append_eod,
+            job.split_sentences,
+            job.max_sentence_tokens,
+        )
+        for index, (start, end) in enumerate(bounds)
+    ]
     results = {task.index: chunk_encoder.read_result(parts_dir, task.index) for task in tasks}
     finished = {index: result for index, result in results.items() if result is not None}
     pending = [task for task in tasks if task.index not in finished]
@@ -110,18 +131,30 @@ def build_shard(job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: 
     _report_malformed(job.input_path, ordered)
     documents, tokens = _assemble(job, spec, parts_dir, ordered)
     shutil.rmtree(parts_dir, ignore_errors=True)
-    summary = ShardSummary(job.output_prefix, documents, tokens, total_bytes, time.perf_counter() - began,
-                           malformed=sum(result.malformed for result in ordered),
-                           items=read_index_header(job.output_prefix + ".idx")[1])
+    summary = ShardSummary(
+        job.output_prefix,
+        documents,
+        tokens,
+        total_bytes,
+        time.perf_counter() - began,
+        malformed=sum(result.malformed for result in ordered),
+        items=read_index_header(job.output_prefix + ".idx")[1],
+    )
     log.info(summary.line())
     return summary
 
 
-def _chunk_plan(job: ShardJob, parts_dir: str) -> List[Tuple[int, int]]:
+def _chunk_plan(job: ShardJob, parts_dir: str) -> list[tuple[int, int]]:
     """Line-aligned byte ranges of the input, reused from a previous run of the same input and settings."""
     stat = os.stat(job.input_path)
-    identity = {"input": os.path.abspath(job.input_path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                "chunk_bytes": job.chunk_bytes, "json_key": job.json_key, "append_eod": job.append_eod}
+    identity = {
+        "input": os.path.abspath(job.input_path),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "chunk_bytes": job.chunk_bytes,
+        "json_key": job.json_key,
+        "append_eod": job.append_eod,
+    }
     if job.split_sentences:  # (absent for documents, so plans of earlier runs stay valid)
         identity.update(split_sentences=True, max_sentence_tokens=job.max_sentence_tokens)
     plan_path = os.path.join(parts_dir, "plan.json")
@@ -140,7 +173,7 @@ def _chunk_plan(job: ShardJob, parts_dir: str) -> List[Tuple[int, int]]:
     return bounds
 
 
-def _stored_plan(plan_path: str) -> Optional[Dict]:
+def _stored_plan(plan_path: str) -> dict | None:
     """The plan an interrupted run wrote, or None when there is none or it cannot be read (then the work starts
     over: a half-written or foreign file must not decide which chunks are done)."""
     try:
@@ -153,7 +186,7 @@ def _stored_plan(plan_path: str) -> Optional[Dict]:
     return stored
 
 
-def _line_aligned_bounds(path: str, size: int, chunk_bytes: int) -> List[Tuple[int, int]]:
+def _line_aligned_bounds(path: str, size: int, chunk_bytes: int) -> list[tuple[int, int]]:
     bounds = []
     start = 0
     with open(path, "rb") as handle:
@@ -170,11 +203,26 @@ def _line_aligned_bounds(path: str, size: int, chunk_bytes: int) -> List[Tuple[i
     return bounds
 
 
-def _run_chunks(pending: List[ChunkTask], finished: dict, spec: TokenizerSpec, workers: int, progress: bool,
-                total_bytes: int, name: str) -> None:
+def _run_chunks(
+    pending: list[ChunkTask],
+    finished: dict,
+    spec: TokenizerSpec,
+    workers: int,
+    progress: bool,
+    total_bytes: int,
+    name: str,
+) -> None:
     done_bytes = sum(result.bytes for result in finished.values())
-    bar = tqdm(total=total_bytes, initial=done_bytes, unit="B", unit_scale=True, desc=name, disable=not progress,
-               mininterval=2.0, dynamic_ncols=True)
+    bar = tqdm(
+        total=total_bytes,
+        initial=done_bytes,
+        unit="B",
+        unit_scale=True,
+        desc=name,
+        disable=not progress,
+        mininterval=2.0,
+        dynamic_ncols=True,
+    )
     documents = sum(result.documents for result in finished.values())
     tokens = sum(result.tokens for result in finished.values())
     started = time.perf_counter()
@@ -185,8 +233,12 @@ def _run_chunks(pending: List[ChunkTask], finished: dict, spec: TokenizerSpec, w
         documents += result.documents
         tokens += result.tokens
         elapsed = max(time.perf_counter() - started, 1e-9)
-        bar.set_postfix(docs=documents, docs_per_s=f"{documents / elapsed:.0f}", tokens_per_s=f"{tokens / elapsed:.3g}",
-                        refresh=False)
+        bar.set_postfix(
+            docs=documents,
+            docs_per_s=f"{documents / elapsed:.0f}",
+            tokens_per_s=f"{tokens / elapsed:.3g}",
+            refresh=False,
+        )
         bar.update(result.bytes)
 
     try:
@@ -199,9 +251,9 @@ def _run_chunks(pending: List[ChunkTask], finished: dict, spec: TokenizerSpec, w
         # spawn, not fork: the parent may hold threads (tqdm's monitor, tokenizer pools) that fork would copy
         # in a locked state; workers import numpy and tokenizers only, so start-up stays well under a second.
         context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(min(workers, len(pending)), mp_context=context,
-                                                    initializer=chunk_encoder.init_worker,
-                                                    initargs=(spec,)) as pool:
+        with concurrent.futures.ProcessPoolExecutor(
+            min(workers, len(pending)), mp_context=context, initializer=chunk_encoder.init_worker, initargs=(spec,)
+        ) as pool:
             futures = [pool.submit(chunk_encoder.encode_chunk, task) for task in pending]
             try:
                 for future in concurrent.futures.as_completed(futures):
@@ -228,7 +280,7 @@ def _absolute_line(path: str, bounds, finished: dict, chunk: int, line: int) -> 
     return before + line
 
 
-def _report_malformed(path: str, ordered: List[ChunkResult]) -> None:
+def _report_malformed(path: str, ordered: list[ChunkResult]) -> None:
     total = sum(result.malformed for result in ordered)
     if not total:
         return
@@ -240,11 +292,12 @@ def _report_malformed(path: str, ordered: List[ChunkResult]) -> None:
                 log.warning("%s:%d: %s (skipped)", path, offset + line, reason)
                 reported += 1
         offset += result.lines
-    log.warning("%s: %d malformed lines skipped%s", path, total,
-                f" ({total - reported} not listed)" if total > reported else "")
+    log.warning(
+        "%s: %d malformed lines skipped%s", path, total, f" ({total - reported} not listed)" if total > reported else ""
+    )
 
 
-def _assemble(job: ShardJob, spec: TokenizerSpec, parts_dir: str, ordered: List[ChunkResult]) -> Tuple[int, int]:
+def _assemble(job: ShardJob, spec: TokenizerSpec, parts_dir: str, ordered: list[ChunkResult]) -> tuple[int, int]:
     """Join the chunk files into the dataset; .bin is renamed before .idx, so a present .idx means complete."""
     dtype = load_batch_tokenizer(spec).dtype
     bins, lengths, counts = [], [], []
@@ -255,15 +308,19 @@ def _assemble(job: ShardJob, spec: TokenizerSpec, parts_dir: str, ordered: List[
         if job.split_sentences:
             counts.append(np.fromfile(chunk_encoder.sentence_counts_path(parts_dir, result.index), dtype=np.int64))
     item_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.int32)
-    sentences_per_document = (np.concatenate(counts) if counts else np.zeros(0, np.int64)) if job.split_sentences else None
+    sentences_per_document = (
+        (np.concatenate(counts) if counts else np.zeros(0, np.int64)) if job.split_sentences else None
+    )
     tokens = int(item_lengths.sum(dtype=np.int64))
     os.makedirs(os.path.dirname(os.path.abspath(job.output_prefix)), exist_ok=True)
     suffix = ".tmp"  # fixed: a rerun after kill -9 overwrites the partial join instead of leaving it behind
     bin_temp, idx_temp = job.output_prefix + ".bin" + suffix, job.output_prefix + ".idx" + suffix
     concatenate(bins, bin_temp)
     if os.path.getsize(bin_temp) != tokens * dtype.itemsize:
-        raise DataPrepError(f"{job.output_prefix}: chunk files hold {os.path.getsize(bin_temp)} bytes, "
-                            f"the lengths say {tokens * dtype.itemsize}; delete {parts_dir} and rerun")
+        raise DataPrepError(
+            f"{job.output_prefix}: chunk files hold {os.path.getsize(bin_temp)} bytes, "
+            f"the lengths say {tokens * dtype.itemsize}; delete {parts_dir} and rerun"
+        )
     write_index(idx_temp, dtype, item_lengths, sentences_per_document)
     os.replace(bin_temp, job.output_prefix + ".bin")
     os.replace(idx_temp, job.output_prefix + ".idx")

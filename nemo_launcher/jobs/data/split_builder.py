@@ -9,28 +9,30 @@ as the file's own dataset is complete, so the scratch space needed is one file's
 keeps the files already done and the finished chunks of the one in progress. Joining copies the per-file .bin
 files (copy_file_range) and merges their indexes; .bin is renamed before .idx, as everywhere.
 """
+
 import dataclasses
 import logging
 import os
 import shutil
 import time
-from typing import List
 
+from ..common.tokenizer import TokenizerSpec
 from .custom_layout import plain_jsonl
 from .indexed_format import complete_dataset, merge_datasets, read_index_header
 from .shard_builder import ShardJob, ShardSummary, build_shard
-from ..common.tokenizer import TokenizerSpec
 
 log = logging.getLogger(__name__)
 
 
-def build_split(inputs: List[str], output_prefix: str, job: ShardJob, spec: TokenizerSpec, workers: int = 1,
-                progress: bool = True) -> ShardSummary:
+def build_split(
+    inputs: list[str], output_prefix: str, job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: bool = True
+) -> ShardSummary:
     """`job` gives the tokenizing settings; its input_path and output_prefix are replaced per file."""
     done = complete_dataset(output_prefix)
     if done is not None:
-        return ShardSummary(output_prefix, done[0], done[1], 0, 0.0, skipped=True,
-                            items=read_index_header(output_prefix + ".idx")[1])
+        return ShardSummary(
+            output_prefix, done[0], done[1], 0, 0.0, skipped=True, items=read_index_header(output_prefix + ".idx")[1]
+        )
     began = time.perf_counter()
     head, name = os.path.split(output_prefix)
     work = os.path.join(head, f".{name}.files")
@@ -39,14 +41,23 @@ def build_split(inputs: List[str], output_prefix: str, job: ShardJob, spec: Toke
         part = os.path.join(work, f"{index:05d}")
         if complete_dataset(part) is None:
             source = plain_jsonl(path, os.path.join(work, f"{index:05d}.input"))
-            built = build_shard(dataclasses.replace(job, input_path=source, output_prefix=part), spec, workers, progress)
+            built = build_shard(
+                dataclasses.replace(job, input_path=source, output_prefix=part), spec, workers, progress
+            )
             malformed += built.malformed
             if source != path:
                 shutil.rmtree(os.path.dirname(source), ignore_errors=True)
         parts.append(part)
     documents, tokens = merge_datasets(parts, output_prefix)
     shutil.rmtree(work, ignore_errors=True)
-    summary = ShardSummary(output_prefix, documents, tokens, sum(os.path.getsize(path) for path in inputs),
-                           time.perf_counter() - began, malformed=malformed, items=read_index_header(output_prefix + ".idx")[1])
+    summary = ShardSummary(
+        output_prefix,
+        documents,
+        tokens,
+        sum(os.path.getsize(path) for path in inputs),
+        time.perf_counter() - began,
+        malformed=malformed,
+        items=read_index_header(output_prefix + ".idx")[1],
+    )
     log.info(summary.line())
     return summary

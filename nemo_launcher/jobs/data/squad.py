@@ -22,13 +22,15 @@ An output that already exists is kept, so reruns and later jobs on the same data
 written under a temporary name and renamed when complete, so a killed job never leaves a half-written file
 that the next run would trust. Standard library only (plus the YAML reader): it runs before any GPU work.
 """
+
 import json
 import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
 from .sample_squad import write_sample_squad
@@ -38,12 +40,12 @@ SPLITS = ("train", "validation", "test")
 LAYOUTS = ("prompt_answer", "prompt_learning")
 
 
-def squad_questions(document: Dict[str, Any], source: str = "<json>") -> Iterator[Tuple[str, str, List[str]]]:
+def squad_questions(document: dict[str, Any], source: str = "<json>") -> Iterator[tuple[str, str, list[str]]]:
     """(paragraph, question, every answer) of each answerable question of a parsed SQuAD file, in file order,
     texts as published. Unanswerable questions (SQuAD 2.0's `is_impossible`) have no answer to learn and are skipped."""
     articles = document.get("data") if isinstance(document, dict) else None
     if not isinstance(articles, list):
-        raise JobConfigError(f"{source}: not a SQuAD file (expected {{\"version\": ..., \"data\": [articles]}})")
+        raise JobConfigError(f'{source}: not a SQuAD file (expected {{"version": ..., "data": [articles]}})')
     for a, article in enumerate(articles):
         for p, paragraph in enumerate(article.get("paragraphs", [])):
             where = f"{source}: data[{a}].paragraphs[{p}]"
@@ -62,7 +64,7 @@ def squad_questions(document: Dict[str, Any], source: str = "<json>") -> Iterato
                 yield context, question, answers
 
 
-def squad_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator[Dict[str, Any]]:
+def squad_examples(document: dict[str, Any], source: str = "<json>") -> Iterator[dict[str, Any]]:
     """Prompt/answer records of a parsed SQuAD file, in file order (see squad_questions)."""
     for context, question, answers in squad_questions(document, source):
         yield {
@@ -72,15 +74,20 @@ def squad_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator
         }
 
 
-def prompt_learning_examples(document: Dict[str, Any], source: str = "<json>") -> Iterator[Dict[str, Any]]:
+def prompt_learning_examples(document: dict[str, Any], source: str = "<json>") -> Iterator[dict[str, Any]]:
     """Records in the prompt-learning format (task `squad`), in file order (see squad_questions)."""
     for context, question, answers in squad_questions(document, source):
         texts = [text.strip() for text in answers]
-        yield {"taskname": "squad", "context": context.strip(), "question": question.strip(), "answer": texts[0],
-               "answers": texts}
+        yield {
+            "taskname": "squad",
+            "context": context.strip(),
+            "question": question.strip(),
+            "answer": texts[0],
+            "answers": texts,
+        }
 
 
-def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_questions: Optional[int] = None) -> int:
+def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_questions: int | None = None) -> int:
     """Writes `output` from `source` unless it exists; returns the number of lines it holds. With sample_questions,
     a missing `source` is first written with that many generated questions (the tiny pipelines' stand-in)."""
     if output.is_file():
@@ -91,8 +98,10 @@ def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_qu
     if sample_questions is not None:
         write_sample_squad(source, sample_questions)
     if not source.is_file():
-        raise JobConfigError(f"{source}: no such file. Nothing is downloaded here: copy SQuAD v1.1 "
-                             f"({source.name}, as published) there, or point squad_preparation at it")
+        raise JobConfigError(
+            f"{source}: no such file. Nothing is downloaded here: copy SQuAD v1.1 "
+            f"({source.name}, as published) there, or point squad_preparation at it"
+        )
     with open(source, encoding="utf-8") as handle:
         try:
             document = json.load(handle)
@@ -117,7 +126,7 @@ def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_qu
     return count
 
 
-def prepare(section: Optional[Dict[str, Any]], key: str = "squad_preparation") -> Dict[str, int]:
+def prepare(section: dict[str, Any] | None, key: str = "squad_preparation") -> dict[str, int]:
     """Converts every split the section names; returns {split: samples}."""
     if not isinstance(section, dict):
         raise JobConfigError(f"{key}: expected a section with train/validation {{source, output}}, got {section!r}")
@@ -138,7 +147,7 @@ def prepare(section: Optional[Dict[str, Any]], key: str = "squad_preparation") -
     return counts
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     from ..common.quiet import start_job
     from ..common.report import Summary, duration, print_error
 

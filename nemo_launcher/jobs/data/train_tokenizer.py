@@ -20,6 +20,7 @@ The text is the dataset's: raw_dataset_files (custom_dataset), the extracted sha
 downloaded files of the selected languages (mc4); a SentencePiece `input` file replaces it. The trained files
 appear under their final names only when training finished; an existing tokenizer is kept.
 """
+
 import gzip
 import io
 import json
@@ -27,14 +28,14 @@ import logging
 import os
 import shutil
 import tempfile
-from typing import Iterable, Iterator, List
+from collections.abc import Iterable, Iterator
 
 import zstandard
 
-from ..steps.config import DataConfigError, StepConfig, run_step
 from ..common.errors import DataPrepError
-from ..steps.step_report import StepReport
 from ..common.tokenizer import WORDPIECE_TYPES
+from ..steps.config import DataConfigError, StepConfig, run_step
+from ..steps.step_report import StepReport
 
 log = logging.getLogger("data.train_tokenizer")
 WORDPIECE_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[BOS]", "[EOS]"]
@@ -63,7 +64,7 @@ def iter_texts(files: Iterable[str], key: str) -> Iterator[str]:
                     yield text
 
 
-def dataset_text_files(cfg: StepConfig) -> List[str]:
+def dataset_text_files(cfg: StepConfig) -> list[str]:
     """The files whose text the tokenizer learns from, for the configured dataset."""
     dataset = cfg.bound.dataset
     if dataset == "custom_dataset":
@@ -84,8 +85,10 @@ def dataset_text_files(cfg: StepConfig) -> List[str]:
         step = "prepare and download steps (data_preparation.download_mc4=True)"
     missing = [path for path in files if not os.path.isfile(path)]
     if missing:
-        raise DataPrepError(f"the tokenizer learns from {len(files)} files and {len(missing)} are missing "
-                            f"(first: {missing[0]}); run the {step}")
+        raise DataPrepError(
+            f"the tokenizer learns from {len(files)} files and {len(missing)} are missing "
+            f"(first: {missing[0]}); run the {step}"
+        )
     return files
 
 
@@ -93,11 +96,13 @@ def train_sentencepiece(cfg: StepConfig, args: dict, model_path: str) -> None:
     import sentencepiece
 
     save_dir, name = os.path.split(os.path.abspath(model_path))
-    stem = name[:-len(".model")] if name.endswith(".model") else None
+    stem = name[: -len(".model")] if name.endswith(".model") else None
     prefix = args.get("model_prefix") or stem
     if stem is None or prefix != stem:
-        raise DataConfigError(f"data_preparation.tokenizer_model={model_path!r} must be <dir>/<model_prefix>.model "
-                              f"(model_prefix={prefix!r}) for SentencePiece, which names its output after model_prefix")
+        raise DataConfigError(
+            f"data_preparation.tokenizer_model={model_path!r} must be <dir>/<model_prefix>.model "
+            f"(model_prefix={prefix!r}) for SentencePiece, which names its output after model_prefix"
+        )
     os.makedirs(save_dir, exist_ok=True)
     options = {k: v for k, v in args.items() if v is not None and k not in ("model_prefix", "sentinel_tokens")}
     options.setdefault("minloglevel", 1)  # warnings and errors; its per-iteration lines would fill the job log
@@ -133,7 +138,7 @@ def _words_per_line(texts: Iterable[str], normalize, pre_tokenize, words: int = 
     for text in texts:
         pieces = [piece for piece, _ in pre_tokenize(normalize(text))]
         for first in range(0, len(pieces), words):
-            yield " ".join(pieces[first:first + words])
+            yield " ".join(pieces[first : first + words])
 
 
 def train_wordpiece(cfg: StepConfig, args: dict, vocab_path: str) -> None:
@@ -152,24 +157,42 @@ def train_wordpiece(cfg: StepConfig, args: dict, vocab_path: str) -> None:
         log.info("train_tokenizer_args %s do not apply to WordPiece; ignored", ignored)
     specials = WORDPIECE_SPECIALS + [f"<extra_id_{i}>" for i in range(int(args.get("sentinel_tokens") or 0))]
     vocab_size = int(args.get("vocab_size") or 30000)
-    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
-                                            lowercase=WORDPIECE_TYPES[cfg.bound.tokenizer_type])
+    normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=None,
+        lowercase=WORDPIECE_TYPES[cfg.bound.tokenizer_type],
+    )
     pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    lines = _words_per_line(iter_texts(dataset_text_files(cfg), cfg.bound.json_key), normalizer.normalize_str,
-                            pre_tokenizer.pre_tokenize_str)
+    lines = _words_per_line(
+        iter_texts(dataset_text_files(cfg), cfg.bound.json_key),
+        normalizer.normalize_str,
+        pre_tokenizer.pre_tokenize_str,
+    )
     model = io.BytesIO()
     sentencepiece.set_random_generator_seed(1234)  # sampling of input_sentence_size lines, if it happens
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=lines, model_writer=model, model_type="bpe", vocab_size=max(8, vocab_size - len(specials)),
-        character_coverage=1.0, normalization_rule_name="identity", split_digits=False, hard_vocab_limit=False,
-        input_sentence_size=int(args.get("input_sentence_size") or 2_000_000), minloglevel=2)
+        sentence_iterator=lines,
+        model_writer=model,
+        model_type="bpe",
+        vocab_size=max(8, vocab_size - len(specials)),
+        character_coverage=1.0,
+        normalization_rule_name="identity",
+        split_digits=False,
+        hard_vocab_limit=False,
+        input_sentence_size=int(args.get("input_sentence_size") or 2_000_000),
+        minloglevel=2,
+    )
     processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
-    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())
-              if not (processor.is_unknown(i) or processor.is_control(i))]
+    pieces = [
+        processor.id_to_piece(i)
+        for i in range(processor.get_piece_size())
+        if not (processor.is_unknown(i) or processor.is_control(i))
+    ]
     characters = [piece for piece in pieces if len(piece) == 1 and piece != "▁"]
     learned = [piece[1:] if piece.startswith("▁") else "##" + piece for piece in pieces if len(piece) > 1]
     vocabulary = list(dict.fromkeys(specials + [form for c in characters for form in (c, "##" + c)] + learned))
-    vocabulary = vocabulary[:max(vocab_size, len(specials) + 2 * len(characters))]  # the least frequent merges go
+    vocabulary = vocabulary[: max(vocab_size, len(specials) + 2 * len(characters))]  # the least frequent merges go
     os.makedirs(os.path.dirname(os.path.abspath(vocab_path)), exist_ok=True)
     temporary = f"{vocab_path}.tmp-{os.getpid()}"
     with open(temporary, "w", encoding="utf-8") as out:
@@ -184,7 +207,9 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str) -> None:
     if ignored:
         log.info("train_tokenizer_args %s are SentencePiece options; the byte-level BPE ignores them", ignored)
     if (args.get("input_format") or "text") != "text":
-        raise DataConfigError("data_preparation.train_tokenizer_args.input_format: the byte-level BPE reads text files only")
+        raise DataConfigError(
+            "data_preparation.train_tokenizer_args.input_format: the byte-level BPE reads text files only"
+        )
     eod = cfg.bound.eod_token or "<|endoftext|>"
     # Only custom_dataset names a folder for the trained files; pile and mc4 write them beside the model.
     save_dir = getattr(cfg.bound, "bpe_save_dir", None) or os.path.dirname(os.path.abspath(model_path))
@@ -192,10 +217,13 @@ def train_byte_level_bpe(cfg: StepConfig, args: dict, model_path: str) -> None:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=int(args.get("vocab_size") or 8000),
-                                  min_frequency=int(args.get("min_frequency") or 2),
-                                  special_tokens=[eod], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=cfg.bound.progress)
+    trainer = trainers.BpeTrainer(
+        vocab_size=int(args.get("vocab_size") or 8000),
+        min_frequency=int(args.get("min_frequency") or 2),
+        special_tokens=[eod],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=cfg.bound.progress,
+    )
     with tempfile.TemporaryDirectory(dir=save_dir) as work:
         if args.get("input"):
             tokenizer.train([args["input"]], trainer)

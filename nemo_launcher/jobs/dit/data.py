@@ -11,11 +11,13 @@ checkpoints.
   with the next unseen sample. Samples are `.pth` latents, `.pickle` text embeddings (a [tokens, width] array) and
   `.json` metadata, read as energon's CrudeWebdataset and cooked here.
 """
+
 import contextlib
 import dataclasses
 import random
 import warnings
-from typing import Any, Dict, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,12 +39,14 @@ class MockLatents(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         sample_id = self.first_id + index
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + sample_id)
-        return {"latents": torch.randn(self.latent_shape, generator=generator),
-                "text": torch.randn(self.text_shape, generator=generator),
-                "sample_id": torch.tensor(sample_id)}
+        return {
+            "latents": torch.randn(self.latent_shape, generator=generator),
+            "text": torch.randn(self.text_shape, generator=generator),
+            "sample_id": torch.tensor(sample_id),
+        }
 
 
 def dit_datasets(cfg, sizes, dp_rank: int, dp_size: int, step_samples: int):
@@ -51,8 +55,13 @@ def dit_datasets(cfg, sizes, dp_rank: int, dp_size: int, step_samples: int):
     m = cfg.model
     data = m.data
     if data.data_type == "mock":
+
         def mock(count, first_id):
-            return MockLatents(count, data.latent_shape, data.text_length, m.text_embedding_dim, m.seed, first_id) if count else None
+            return (
+                MockLatents(count, data.latent_shape, data.text_length, m.text_embedding_dim, m.seed, first_id)
+                if count
+                else None
+            )
 
         return mock(data.mock_samples, 0), mock(sizes[1], _VALIDATION_OFFSET), mock(sizes[2], 2 * _VALIDATION_OFFSET)
     return EnergonStream(cfg, dp_rank, dp_size, step_samples), None, None
@@ -77,8 +86,11 @@ def _cooker():
 
     @stateless
     def cook(crude: dict) -> DitSample:
-        return DitSample(**basic_sample_keys(crude), latents=torch.as_tensor(crude["pth"]).float(),
-                         text=torch.as_tensor(crude["pickle"]).float())
+        return DitSample(
+            **basic_sample_keys(crude),
+            latents=torch.as_tensor(crude["pth"]).float(),
+            text=torch.as_tensor(crude["pickle"]).float(),
+        )
 
     return Cooker(cook)
 
@@ -123,18 +135,24 @@ class EnergonStream:
 
         data, m = cfg.model.data, cfg.model
         self.expected = (tuple(data.latent_shape), m.text_embedding_dim)
-        worker_config = WorkerConfig(rank=dp_rank, world_size=dp_size, num_workers=data.num_workers,
-                                     seed_offset=m.seed)
+        worker_config = WorkerConfig(rank=dp_rank, world_size=dp_size, num_workers=data.num_workers, seed_offset=m.seed)
         try:
-            dataset = get_train_dataset(data.path, worker_config=worker_config, batch_size=step_samples,
-                                        shuffle_buffer_size=data.shuffle_buffer_size, max_samples_per_sequence=None,
-                                        task_encoder=_task_encoder(data.text_length))
+            dataset = get_train_dataset(
+                data.path,
+                worker_config=worker_config,
+                batch_size=step_samples,
+                shuffle_buffer_size=data.shuffle_buffer_size,
+                max_samples_per_sequence=None,
+                task_encoder=_task_encoder(data.text_length),
+            )
         except (FileNotFoundError, ValueError) as error:
-            raise JobConfigError(f"model.data.path: {data.path} is no Energon dataset ({error}); run `energon prepare` "
-                                 "on its shards (data_preparation=dit/tiny_energon writes a generated one)") from None
+            raise JobConfigError(
+                f"model.data.path: {data.path} is no Energon dataset ({error}); run `energon prepare` "
+                "on its shards (data_preparation=dit/tiny_energon writes a generated one)"
+            ) from None
         self.samples = len(dataset) * step_samples
         self.loader = get_savable_loader(dataset)
-        self._states: Dict[int, Any] = {}  # batches drawn -> the loader's state before the next one
+        self._states: dict[int, Any] = {}  # batches drawn -> the loader's state before the next one
         self._drawn = 0
 
     def __len__(self) -> int:
@@ -143,7 +161,7 @@ class EnergonStream:
     def restore(self, state) -> None:
         self.loader.restore_state_rank(state)
 
-    def __iter__(self) -> Iterator[Dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         batches = iter(self.loader)
         while True:
             self._states[self._drawn] = self.loader.save_state_rank()
@@ -157,7 +175,7 @@ class EnergonStream:
             self._check(batch)
             yield {"latents": batch.latents, "text": batch.text}
 
-    def state_after(self, batches: int) -> Optional[Any]:
+    def state_after(self, batches: int) -> Any | None:
         """The loader's state once `batches` step batches of this stream have been trained on: what a resumed run
         restores to read the next one. Lightning may have drawn one batch more already."""
         if batches in self._states:
@@ -169,6 +187,8 @@ class EnergonStream:
     def _check(self, batch) -> None:
         latents, text = tuple(batch.latents.shape[1:]), batch.text.shape[-1]
         if (latents, text) != self.expected:
-            raise JobConfigError(f"model.data.latent_shape: the Energon samples hold latents {list(latents)} and text "
-                                 f"{text} wide; the config says {list(self.expected[0])} and text_embedding_dim "
-                                 f"{self.expected[1]}: make them agree")
+            raise JobConfigError(
+                f"model.data.latent_shape: the Energon samples hold latents {list(latents)} and text "
+                f"{text} wide; the config says {list(self.expected[0])} and text_embedding_dim "
+                f"{self.expected[1]}: make them agree"
+            )

@@ -5,14 +5,18 @@
     noisy, timesteps, target = noised(schedule, latents, "epsilon", generator)
     sampler = sampling_scheduler(cfg.model.diffusion, "ddim")    # the same betas, for denoising in a few steps
 """
-from typing import Optional, Tuple
 
 import torch
 
 
 def _schedule_settings(diffusion) -> dict:
-    return dict(num_train_timesteps=diffusion.num_train_timesteps, beta_schedule=diffusion.beta_schedule,
-                beta_start=diffusion.beta_start, beta_end=diffusion.beta_end, prediction_type=diffusion.prediction_type)
+    return dict(
+        num_train_timesteps=diffusion.num_train_timesteps,
+        beta_schedule=diffusion.beta_schedule,
+        beta_start=diffusion.beta_start,
+        beta_end=diffusion.beta_end,
+        prediction_type=diffusion.prediction_type,
+    )
 
 
 def noise_schedule(diffusion):
@@ -29,8 +33,12 @@ def sampling_scheduler(diffusion, name: str):
     DPM-Solver++ (multistep)."""
     import diffusers
 
-    cls = {"ddim": diffusers.DDIMScheduler, "ddpm": diffusers.DDPMScheduler, "euler": diffusers.EulerDiscreteScheduler,
-           "dpm_solver": diffusers.DPMSolverMultistepScheduler}[name]
+    cls = {
+        "ddim": diffusers.DDIMScheduler,
+        "ddpm": diffusers.DDPMScheduler,
+        "euler": diffusers.EulerDiscreteScheduler,
+        "dpm_solver": diffusers.DPMSolverMultistepScheduler,
+    }[name]
     settings = _schedule_settings(diffusion)
     if name == "ddim":
         settings.update(clip_sample=False, set_alpha_to_one=False)
@@ -39,15 +47,25 @@ def sampling_scheduler(diffusion, name: str):
     return cls(**settings)
 
 
-def noised(schedule, latents: torch.Tensor, prediction_type: str,
-           generator: Optional[torch.Generator]) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def noised(
+    schedule, latents: torch.Tensor, prediction_type: str, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(noisy latents, timesteps [b], the network's target) for clean latents [b, ...]. The draws come from
     `generator`, or the default generator (whose state every checkpoint saves) when it is None."""
     b = latents.shape[0]
-    timesteps = torch.randint(0, schedule.config.num_train_timesteps, (b,), generator=generator,
-                              device=latents.device if generator is None else generator.device).to(latents.device)
-    noise = torch.randn(latents.shape, generator=generator, dtype=torch.float32,
-                        device=latents.device if generator is None else generator.device).to(latents.device)
+    timesteps = torch.randint(
+        0,
+        schedule.config.num_train_timesteps,
+        (b,),
+        generator=generator,
+        device=latents.device if generator is None else generator.device,
+    ).to(latents.device)
+    noise = torch.randn(
+        latents.shape,
+        generator=generator,
+        dtype=torch.float32,
+        device=latents.device if generator is None else generator.device,
+    ).to(latents.device)
     clean = latents.float()
     noisy = schedule.add_noise(clean, noise, timesteps)
     target = noise if prediction_type == "epsilon" else schedule.get_velocity(clean, noise, timesteps)

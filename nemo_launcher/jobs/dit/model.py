@@ -13,8 +13,8 @@ blocks also attend to the text tokens. Attention, cross-attention and MLP are me
 Transformer Engine's where installed), so tensor, sequence and context parallelism and the distributed optimizer
 apply as to GPT.
 """
+
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -61,7 +61,9 @@ def unpatchify(tokens: torch.Tensor, shape, pt: int, p: int) -> torch.Tensor:
 def timestep_features(timesteps: torch.Tensor, dim: int = FREQUENCY_DIM) -> torch.Tensor:
     """Sinusoidal features of (possibly fractional) timesteps, [b] -> [b, dim], as in DiT and DDPM."""
     half = dim // 2
-    frequencies = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=timesteps.device) / half)
+    frequencies = torch.exp(
+        -math.log(10000.0) * torch.arange(half, dtype=torch.float32, device=timesteps.device) / half
+    )
     angles = timesteps.float()[:, None] * frequencies[None]
     return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
 
@@ -99,16 +101,30 @@ def _dit_layer_class():
         tensor: `attention_mask`. DiT's attention is unmasked, so that slot carries the conditioning vector [b, h]
         (and activation recompute saves and replays it like any other input)."""
 
-        def __init__(self, config, submodules, layer_number: int = 1, hidden_dropout: Optional[float] = None,
-                     pg_collection=None, vp_stage: Optional[int] = None):
-            super().__init__(config, submodules, layer_number=layer_number, hidden_dropout=hidden_dropout,
-                             pg_collection=pg_collection, vp_stage=vp_stage)
+        def __init__(
+            self,
+            config,
+            submodules,
+            layer_number: int = 1,
+            hidden_dropout: float | None = None,
+            pg_collection=None,
+            vp_stage: int | None = None,
+        ):
+            super().__init__(
+                config,
+                submodules,
+                layer_number=layer_number,
+                hidden_dropout=hidden_dropout,
+                pg_collection=pg_collection,
+                vp_stage=vp_stage,
+            )
             from megatron.core.transformer.identity_op import IdentityOp
 
             self.has_cross_attention = submodules.cross_attention is not IdentityOp
             parts = 9 if self.has_cross_attention else 6  # shift, scale, gate per sub-layer
             self.adaLN_modulation = torch.nn.Sequential(
-                torch.nn.SiLU(), _replicated_linear(config, config.hidden_size, parts * config.hidden_size, init="zero"))
+                torch.nn.SiLU(), _replicated_linear(config, config.hidden_size, parts * config.hidden_size, init="zero")
+            )
 
         def _residual(self, x, gate, output_and_bias):
             output, bias = output_and_bias
@@ -120,13 +136,22 @@ def _dit_layer_class():
         def forward(self, hidden_states, attention_mask=None, context=None, context_mask=None, **unused):
             mods = self.adaLN_modulation(attention_mask).chunk(9 if self.has_cross_attention else 6, dim=-1)
             x = hidden_states
-            x = self._residual(x, mods[2], self.self_attention(
-                _modulate(self.input_layernorm(x), mods[0], mods[1]), attention_mask=None))
+            x = self._residual(
+                x,
+                mods[2],
+                self.self_attention(_modulate(self.input_layernorm(x), mods[0], mods[1]), attention_mask=None),
+            )
             rest = mods[3:]
             if self.has_cross_attention:
-                x = self._residual(x, rest[2], self.cross_attention(
-                    _modulate(self.pre_cross_attn_layernorm(x), rest[0], rest[1]), attention_mask=None,
-                    key_value_states=context))
+                x = self._residual(
+                    x,
+                    rest[2],
+                    self.cross_attention(
+                        _modulate(self.pre_cross_attn_layernorm(x), rest[0], rest[1]),
+                        attention_mask=None,
+                        key_value_states=context,
+                    ),
+                )
                 rest = rest[3:]
             x = self._residual(x, rest[2], self.mlp(_modulate(self.pre_mlp_layernorm(x), rest[0], rest[1])))
             return x, context
@@ -137,8 +162,12 @@ def _dit_layer_class():
 def layer_spec(cross_attention: bool, qk_layernorm: bool, use_te: bool):
     """ModuleSpec of one DiT layer: megatron-core attention, cross-attention and MLP from the local or TE backend."""
     from megatron.core.models.backends import LocalSpecProvider
-    from megatron.core.transformer.attention import (CrossAttention, CrossAttentionSubmodules, SelfAttention,
-                                                     SelfAttentionSubmodules)
+    from megatron.core.transformer.attention import (
+        CrossAttention,
+        CrossAttentionSubmodules,
+        SelfAttention,
+        SelfAttentionSubmodules,
+    )
     from megatron.core.transformer.enums import AttnMaskType
     from megatron.core.transformer.identity_op import IdentityOp
     from megatron.core.transformer.mlp import MLP, MLPSubmodules
@@ -156,17 +185,24 @@ def layer_spec(cross_attention: bool, qk_layernorm: bool, use_te: bool):
     column, row, core = backend.column_parallel_linear(), backend.row_parallel_linear(), backend.core_attention()
     cross = IdentityOp
     if cross_attention:
-        cross = ModuleSpec(module=CrossAttention, params={"attn_mask_type": AttnMaskType.no_mask},
-                           submodules=CrossAttentionSubmodules(linear_q=column, linear_kv=column, core_attention=core,
-                                                               linear_proj=row))
+        cross = ModuleSpec(
+            module=CrossAttention,
+            params={"attn_mask_type": AttnMaskType.no_mask},
+            submodules=CrossAttentionSubmodules(
+                linear_q=column, linear_kv=column, core_attention=core, linear_proj=row
+            ),
+        )
     return ModuleSpec(
         module=_dit_layer_class(),
         submodules=TransformerLayerSubmodules(
             input_layernorm=norm,
-            self_attention=ModuleSpec(module=SelfAttention, params={"attn_mask_type": AttnMaskType.no_mask},
-                                      submodules=SelfAttentionSubmodules(linear_qkv=column, core_attention=core,
-                                                                         linear_proj=row, q_layernorm=qk_norm,
-                                                                         k_layernorm=qk_norm)),
+            self_attention=ModuleSpec(
+                module=SelfAttention,
+                params={"attn_mask_type": AttnMaskType.no_mask},
+                submodules=SelfAttentionSubmodules(
+                    linear_qkv=column, core_attention=core, linear_proj=row, q_layernorm=qk_norm, k_layernorm=qk_norm
+                ),
+            ),
             pre_cross_attn_layernorm=norm if cross_attention else IdentityOp,
             cross_attention=cross,
             pre_mlp_layernorm=norm,
@@ -195,20 +231,32 @@ def _dit_class():
             patch = c * self.pt * self.p * self.p
             self.x_embedder = _replicated_linear(config, patch, h)
             # Learned per-axis positions, summed: emb_t[t] + emb_h[y] + emb_w[x] for the token at (t, y, x).
-            self.pos_embedder = torch.nn.ParameterDict({
-                name: torch.nn.Parameter(torch.empty(size, h, dtype=config.params_dtype))
-                for name, size in zip(("emb_t", "emb_h", "emb_w"), self.grid)})
+            self.pos_embedder = torch.nn.ParameterDict(
+                {
+                    name: torch.nn.Parameter(torch.empty(size, h, dtype=config.params_dtype))
+                    for name, size in zip(("emb_t", "emb_h", "emb_w"), self.grid)
+                }
+            )
             for table in self.pos_embedder.values():
                 torch.nn.init.normal_(table, std=0.02)
                 table.sequence_parallel = config.sequence_parallel
-            self.t_embedder = torch.nn.Sequential(_replicated_linear(config, FREQUENCY_DIM, h, init="fan_in"),
-                                                  torch.nn.SiLU(), _replicated_linear(config, h, h, init="fan_in"))
-            self.text_embedder = torch.nn.Sequential(_replicated_linear(config, model.text_embedding_dim, h, init="fan_in"),
-                                                     torch.nn.SiLU(), _replicated_linear(config, h, h, init="fan_in"))
-            self.decoder = TransformerBlock(config, layer_spec(model.cross_attention, model.qk_layernorm, use_te),
-                                            post_layer_norm=False)
+            self.t_embedder = torch.nn.Sequential(
+                _replicated_linear(config, FREQUENCY_DIM, h, init="fan_in"),
+                torch.nn.SiLU(),
+                _replicated_linear(config, h, h, init="fan_in"),
+            )
+            self.text_embedder = torch.nn.Sequential(
+                _replicated_linear(config, model.text_embedding_dim, h, init="fan_in"),
+                torch.nn.SiLU(),
+                _replicated_linear(config, h, h, init="fan_in"),
+            )
+            self.decoder = TransformerBlock(
+                config, layer_spec(model.cross_attention, model.qk_layernorm, use_te), post_layer_norm=False
+            )
             self.final_norm = torch.nn.LayerNorm(h, elementwise_affine=False, eps=config.layernorm_epsilon)
-            self.final_modulation = torch.nn.Sequential(torch.nn.SiLU(), _replicated_linear(config, h, 2 * h, init="zero"))
+            self.final_modulation = torch.nn.Sequential(
+                torch.nn.SiLU(), _replicated_linear(config, h, 2 * h, init="zero")
+            )
             self.final_linear = _replicated_linear(config, h, patch, init="zero")
 
         def set_input_tensor(self, input_tensor) -> None:

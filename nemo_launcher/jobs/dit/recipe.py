@@ -7,6 +7,7 @@ Training noise and timesteps come from the default random generators, whose stat
 resumed run draws what an uninterrupted one would; validation and test draw theirs from the samples' ids, so every
 evaluation scores the same noised samples. The core (nemo_launcher/jobs/core) does everything else.
 """
+
 import dataclasses
 from functools import partial
 
@@ -51,22 +52,33 @@ def check_support(model, on_gpu: bool, use_te: bool) -> None:
     from ..common.config import JobConfigError
 
     if model.context_parallel_size > 1 and not use_te:
-        raise JobConfigError(f"model.context_parallel_size: {model.context_parallel_size} needs Transformer Engine "
-                             "attention on GPUs (the local attention sees only its own tokens); use 1 here")
+        raise JobConfigError(
+            f"model.context_parallel_size: {model.context_parallel_size} needs Transformer Engine "
+            "attention on GPUs (the local attention sees only its own tokens); use 1 here"
+        )
 
 
 def _summary_items(cfg, outcome):
     m = cfg.model
     variant = "adaLN-Zero with cross-attention" if m.cross_attention else "adaLN-Zero (pooled text in the conditioning)"
-    return [("model", f"DiT {variant}, {m.data.seq_length} latent tokens per sample"),
-            ("objective", f"{m.diffusion.prediction_type} prediction, {m.diffusion.beta_schedule} schedule of "
-                          f"{m.diffusion.num_train_timesteps} steps")]
+    return [
+        ("model", f"DiT {variant}, {m.data.seq_length} latent tokens per sample"),
+        (
+            "objective",
+            f"{m.diffusion.prediction_type} prediction, {m.diffusion.beta_schedule} schedule of "
+            f"{m.diffusion.num_train_timesteps} steps",
+        ),
+    ]
 
 
 def dit_recipe(cfg) -> Recipe:
     return Recipe(
-        megatron_modules=("megatron.core.transformer.transformer_block", "megatron.core.transformer.transformer_layer",
-                          "megatron.core.transformer.attention", "megatron.core.transformer.mlp"),
+        megatron_modules=(
+            "megatron.core.transformer.transformer_block",
+            "megatron.core.transformer.transformer_layer",
+            "megatron.core.transformer.attention",
+            "megatron.core.transformer.mlp",
+        ),
         transformer_config=transformer_config,
         build_chunk=dit_chunk,
         build_datasets=None,
@@ -98,8 +110,9 @@ def build_dit_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
         dp_rank, dp_size = parallel_state.get_data_parallel_rank(), parallel_state.get_data_parallel_world_size()
         return dit_datasets(cfg, dataset_sizes(cfg, batches), dp_rank, dp_size, model.global_batch_size // dp_size)
 
-    return assemble_parts(recipe, cfg, placement, on_gpu, use_te, None, 0, config, chunks, datasets,
-                          data_description=describe(cfg))
+    return assemble_parts(
+        recipe, cfg, placement, on_gpu, use_te, None, 0, config, chunks, datasets, data_description=describe(cfg)
+    )
 
 
 class DitModule(TrainingModule):

@@ -6,11 +6,11 @@ schedule (classifier-free guidance against zeroed text when guidance_scale != 1)
 RGB images, every sample's latents, and samples.json; with reference_dir, each prompt's samples are scored by the
 nearest class-mean image of the labelled dataset (schema: contract/schemas/dit_inference.py).
 """
+
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
 
 from ..multimodal.latent_classes import nearest_class_scores
 
@@ -20,22 +20,29 @@ PROG = "python3 -m nemo_launcher.jobs.dit.sample"
 def _model(training, on_gpu: bool):
     import dataclasses
 
-    from ..core.transformer import cpu_build_context
     from ..core.standalone import start_model_parallel
+    from ..core.transformer import cpu_build_context
     from .model import dit_chunk, transformer_config
 
     start_model_parallel(1, 1, seed=training.model.seed)
-    model = dataclasses.replace(training.model, tensor_model_parallel_size=1, context_parallel_size=1,
-                                sequence_parallel=False, activations_checkpoint_granularity=None,
-                                activations_checkpoint_method=None, activations_checkpoint_num_layers=None,
-                                transformer_engine=False, use_cpu_initialization=True)
+    model = dataclasses.replace(
+        training.model,
+        tensor_model_parallel_size=1,
+        context_parallel_size=1,
+        sequence_parallel=False,
+        activations_checkpoint_granularity=None,
+        activations_checkpoint_method=None,
+        activations_checkpoint_num_layers=None,
+        transformer_engine=False,
+        use_cpu_initialization=True,
+    )
     config = transformer_config(model, "fp32", on_gpu, use_te=False)
     with cpu_build_context():
         network = dit_chunk(model, config, 0, False, None)
     return network, model
 
 
-def sample(cfg, training, log=print) -> Dict:
+def sample(cfg, training, log=print) -> dict:
     import torch
 
     from ..core.conversion import find_checkpoint, load_checkpoint_weights
@@ -76,7 +83,7 @@ def sample(cfg, training, log=print) -> Dict:
     return {"checkpoint": str(checkpoint), "latents": torch.stack(results)}
 
 
-def write_images(latents, output_dir: Path) -> List[str]:
+def write_images(latents, output_dir: Path) -> list[str]:
     """PNG files of RGB single-frame latents ([prompts, images, 3, 1, H, W] in [-1, 1]); none for other latents."""
     from PIL import Image
 
@@ -107,7 +114,9 @@ def class_means(reference_dir: str):
                 if not name.endswith(".json"):
                     continue
                 caption = json.loads(archive.extractfile(members[name]).read())["caption"]
-                latents = torch.load(io.BytesIO(archive.extractfile(members[name[:-5] + ".pth"]).read()), weights_only=True)
+                latents = torch.load(
+                    io.BytesIO(archive.extractfile(members[name[:-5] + ".pth"]).read()), weights_only=True
+                )
                 sums[caption] = sums.get(caption, 0) + latents.float()
                 counts[caption] = counts.get(caption, 0) + 1
     return {caption: sums[caption] / counts[caption] for caption in sums}
@@ -115,11 +124,11 @@ def class_means(reference_dir: str):
 
 def main(argv=None) -> int:
     started = time.monotonic()
+    from ...contract.schemas.dit_inference import RESULTS_FILE, DitSampleConfig
+    from ...contract.schemas.dit_training import DitTrainingConfig
     from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
     from ..common.quiet import start_job
     from ..common.report import Summary, duration, print_error
-    from ...contract.schemas.dit_inference import RESULTS_FILE, DitSampleConfig
-    from ...contract.schemas.dit_training import DitTrainingConfig
 
     try:
         path = config_path_from_argv(argv, prog=PROG)
@@ -139,18 +148,29 @@ def main(argv=None) -> int:
     latents = result["latents"]
     torch.save(latents, output / "latents.pth")
     images = write_images(latents, output)
-    report = {"checkpoint": result["checkpoint"], "prompts": cfg.prompts, "sampler": cfg.sampler,
-              "inference_steps": cfg.inference_steps, "guidance_scale": cfg.guidance_scale, "seed": cfg.seed,
-              "images": images}
+    report = {
+        "checkpoint": result["checkpoint"],
+        "prompts": cfg.prompts,
+        "sampler": cfg.sampler,
+        "inference_steps": cfg.inference_steps,
+        "guidance_scale": cfg.guidance_scale,
+        "seed": cfg.seed,
+        "images": images,
+    }
     if cfg.reference_dir:
         report["scores"] = nearest_class_scores(latents, cfg.prompts, class_means(cfg.reference_dir))
     (output / RESULTS_FILE).write_text(json.dumps(report, indent=1))
     summary = Summary(f"sampling finished: {latents.shape[0] * latents.shape[1]} samples of {len(cfg.prompts)} prompts")
-    summary.add("images", f"{output} ({len(images)} PNG)" if images else f"{output / 'latents.pth'} (latents; no RGB images)")
+    summary.add(
+        "images", f"{output} ({len(images)} PNG)" if images else f"{output / 'latents.pth'} (latents; no RGB images)"
+    )
     scores = report.get("scores")
     if scores and scores["accuracy"] is not None:
-        summary.add("nearest class", f"{100 * scores['accuracy']:.0f}% of samples closest to their prompt's class mean "
-                                     f"(chance {100 * scores['chance']:.0f}%)")
+        summary.add(
+            "nearest class",
+            f"{100 * scores['accuracy']:.0f}% of samples closest to their prompt's class mean "
+            f"(chance {100 * scores['chance']:.0f}%)",
+        )
     summary.add("results", output / RESULTS_FILE)
     summary.add("time", duration(time.monotonic() - started))
     summary.show(0)

@@ -9,19 +9,20 @@ and size) on a dark background, H x W RGB in [-1, 1], stored directly as the lat
 to train here). A caption's text embedding is a stand-in for T5's: one fixed pseudo-random vector per word (seeded
 by the word), rows padded with zeros to text_length. A rerun with the same settings leaves the dataset as it is.
 """
+
 import io
 import json
 import pickle
 import sys
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Tuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the annotation only: numpy is imported in the function that draws
     import numpy
 
 PROG = "python3 -m nemo_launcher.jobs.dit.shapes_data"
-CLASSES: Tuple[Tuple[str, str, Tuple[float, float, float]], ...] = (
+CLASSES: tuple[tuple[str, str, tuple[float, float, float]], ...] = (
     ("red", "circle", (1.0, -0.8, -0.8)),
     ("green", "square", (-0.8, 1.0, -0.8)),
     ("blue", "triangle", (-0.8, -0.8, 1.0)),
@@ -56,7 +57,7 @@ def draw(label: int, size: int, rng) -> "numpy.ndarray":
     r = size * rng.uniform(0.25, 0.35)
     dy, dx = y - cy, x - cx
     if shape == "circle":
-        mask = dy ** 2 + dx ** 2 <= r ** 2
+        mask = dy**2 + dx**2 <= r**2
     elif shape == "square":
         mask = (abs(dy) <= r * 0.85) & (abs(dx) <= r * 0.85)
     elif shape == "triangle":
@@ -69,17 +70,29 @@ def draw(label: int, size: int, rng) -> "numpy.ndarray":
     return image
 
 
-def write_shapes(path: Path, image_size: int, text_length: int, text_width: int, seed: int, samples: int,
-                 shard_size: int) -> bool:
+def write_shapes(
+    path: Path, image_size: int, text_length: int, text_width: int, seed: int, samples: int, shard_size: int
+) -> bool:
     """Writes and indexes the dataset; False when `path` already holds it with these settings."""
     import numpy as np
     import torch
     import webdataset as wds
 
-    settings = {"image_size": image_size, "text_length": text_length, "text_width": text_width,
-                "seed": seed, "samples": samples, "shard_size": shard_size, "classes": [caption(i) for i in range(len(CLASSES))]}
+    settings = {
+        "image_size": image_size,
+        "text_length": text_length,
+        "text_width": text_width,
+        "seed": seed,
+        "samples": samples,
+        "shard_size": shard_size,
+        "classes": [caption(i) for i in range(len(CLASSES))],
+    }
     marker = path / _SETTINGS_FILE
-    if marker.is_file() and json.loads(marker.read_text()) == settings and (path / ".nv-meta" / "dataset.yaml").is_file():
+    if (
+        marker.is_file()
+        and json.loads(marker.read_text()) == settings
+        and (path / ".nv-meta" / "dataset.yaml").is_file()
+    ):
         return False
     path.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)
@@ -95,19 +108,28 @@ def write_shapes(path: Path, image_size: int, text_length: int, text_width: int,
                 buffer = io.BytesIO()
                 torch.save(latents, buffer)
                 text = caption(label)
-                writer.write({
-                    "__key__": f"samples/sample_{n:04d}",
-                    "pth": buffer.getvalue(),
-                    "pickle": pickle.dumps(text_embedding(text, text_length, text_width)),
-                    "json": json.dumps({"caption": text, "label": label, "height": image_size, "width": image_size,
-                                        "aspect_ratio": 1.0}).encode(),
-                })
+                writer.write(
+                    {
+                        "__key__": f"samples/sample_{n:04d}",
+                        "pth": buffer.getvalue(),
+                        "pickle": pickle.dumps(text_embedding(text, text_length, text_width)),
+                        "json": json.dumps(
+                            {
+                                "caption": text,
+                                "label": label,
+                                "height": image_size,
+                                "width": image_size,
+                                "aspect_ratio": 1.0,
+                            }
+                        ).encode(),
+                    }
+                )
     energon_prepare(path, shards)
     marker.write_text(json.dumps(settings, indent=1))
     return True
 
 
-def energon_prepare(path: Path, shards: List[str]) -> None:
+def energon_prepare(path: Path, shards: list[str]) -> None:
     """What `energon prepare <path> --split-ratio 1,0,0 --sample-type CrudeWebdataset` writes: the shard index and
     .nv-meta/dataset.yaml naming energon's CrudeWebdataset (the trainer's task encoder cooks its samples)."""
     import contextlib
@@ -116,20 +138,26 @@ def energon_prepare(path: Path, shards: List[str]) -> None:
     from megatron.energon.flavors.webdataset.base_webdataset import BaseWebdatasetFactory
 
     with contextlib.redirect_stdout(sys.stderr):  # energon reports its progress on stdout
-        BaseWebdatasetFactory.prepare_dataset(EPath(path), shards, split_parts_ratio=[("train", 1.0), ("val", 0.0), ("test", 0.0)],
-                                              split_parts_patterns=None, progress_fn=lambda items, length=None: items, workers=1)
+        BaseWebdatasetFactory.prepare_dataset(
+            EPath(path),
+            shards,
+            split_parts_ratio=[("train", 1.0), ("val", 0.0), ("test", 0.0)],
+            split_parts_patterns=None,
+            progress_fn=lambda items, length=None: items,
+            workers=1,
+        )
     (path / ".nv-meta" / "dataset.yaml").write_text("__module__: megatron.energon\n__class__: CrudeWebdataset\n")
 
 
 def main(argv=None):
-    from ..steps.config import DataConfigError
-    from ..steps.step_report import StepReport
-    from ...contract.binding import JobConfigError
-    from ...contract.schemas.dit_data import DitShapesDataConfig
-
     import argparse
 
     import yaml
+
+    from ...contract.binding import JobConfigError
+    from ...contract.schemas.dit_data import DitShapesDataConfig
+    from ..steps.config import DataConfigError
+    from ..steps.step_report import StepReport
 
     parser = argparse.ArgumentParser(prog=PROG)
     parser.add_argument("--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)")
@@ -142,12 +170,15 @@ def main(argv=None):
         raise DataConfigError(str(error)) from None
     report = StepReport("shapes_data", unit="dataset")
     output = Path(cfg.output_dir)
-    if write_shapes(output, cfg.image_size, cfg.text_length, cfg.text_embedding_dim, cfg.seed, cfg.num_samples,
-                    cfg.shard_size):
+    if write_shapes(
+        output, cfg.image_size, cfg.text_length, cfg.text_embedding_dim, cfg.seed, cfg.num_samples, cfg.shard_size
+    ):
         report.done(str(output), output=str(output / ".nv-meta"))
     else:
         report.kept(str(output), output=str(output / ".nv-meta"))
-    report.note("samples", f"{cfg.num_samples} of {len(CLASSES)} classes ({', '.join(caption(i) for i in range(len(CLASSES)))})")
+    report.note(
+        "samples", f"{cfg.num_samples} of {len(CLASSES)} classes ({', '.join(caption(i) for i in range(len(CLASSES)))})"
+    )
     return report
 
 

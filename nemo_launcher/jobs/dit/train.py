@@ -4,13 +4,20 @@ Trains to trainer.max_steps on mock latents or an Energon dataset, writing Tenso
 exp_manager.explicit_log_dir; a rerun continues from the newest complete checkpoint, the Energon loader where it
 stopped. Signals, max_time, self-requeue, exit codes: the trainer core's (nemo_launcher/jobs/core/program.py).
 """
+
 import sys
 
 from ...contract.schemas.dit_training import DitTrainingConfig
 from ..core.entry import training_main
 
-main = training_main("python3 -m nemo_launcher.jobs.dit.train", DitTrainingConfig, f"{__package__}.recipe", recipe="dit_recipe",
-                     build="build_dit_parts", module="DitModule")
+main = training_main(
+    "python3 -m nemo_launcher.jobs.dit.train",
+    DitTrainingConfig,
+    f"{__package__}.recipe",
+    recipe="dit_recipe",
+    build="build_dit_parts",
+    module="DitModule",
+)
 
 if __name__ == "__main__":
     sys.exit(main())

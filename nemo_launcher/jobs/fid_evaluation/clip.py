@@ -1,7 +1,8 @@
 """clip: the mean CLIP score (image-caption cosine) of each guidance scale's images -> clip_scores.csv.
 
-    python3 -u -m nemo_launcher.jobs.fid_evaluation.clip --config <job dir>/<run.name>_hydra.yaml
+python3 -u -m nemo_launcher.jobs.fid_evaluation.clip --config <job dir>/<run.name>_hydra.yaml
 """
+
 import os
 
 from nemo_launcher.contract.schemas.sd_evaluation import CLIP_SCORES

@@ -7,8 +7,8 @@ The folder holds what `CLIPModel.save_pretrained`, the tokenizer's and the image
 write (Hugging Face's openai/clip-vit-large-patch14 is such a folder). The score is the raw cosine, as the MLPerf
 target `CLIP >= 0.15` reads it (no x100 or x2.5 rescaling, no clipping at 0).
 """
+
 import os
-from typing import List
 
 import numpy as np
 
@@ -27,21 +27,29 @@ class ClipScorer:
         self.device = device
         self.max_length = self.model.config.text_config.max_position_embeddings
 
-    def similarities(self, images: List, captions: List[str], batch_size: int = 32) -> np.ndarray:
+    def similarities(self, images: list, captions: list[str], batch_size: int = 32) -> np.ndarray:
         import torch
 
         if len(images) != len(captions):
             raise ValueError(f"{len(images)} images but {len(captions)} captions")
         scores = []
         for start in range(0, len(images), batch_size):
-            texts = self.tokenizer(captions[start:start + batch_size], padding=True, truncation=True,
-                                   max_length=self.max_length, return_tensors="pt")
-            pixels = self.processor(images=[image.convert("RGB") for image in images[start:start + batch_size]],
-                                    return_tensors="pt")["pixel_values"]
+            texts = self.tokenizer(
+                captions[start : start + batch_size],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            )
+            pixels = self.processor(
+                images=[image.convert("RGB") for image in images[start : start + batch_size]], return_tensors="pt"
+            )["pixel_values"]
             with torch.no_grad():
-                out = self.model(input_ids=texts["input_ids"].to(self.device),
-                                 attention_mask=texts["attention_mask"].to(self.device),
-                                 pixel_values=pixels.to(self.device))
+                out = self.model(
+                    input_ids=texts["input_ids"].to(self.device),
+                    attention_mask=texts["attention_mask"].to(self.device),
+                    pixel_values=pixels.to(self.device),
+                )
             image_embeds = torch.nn.functional.normalize(out.image_embeds.double(), dim=-1)
             text_embeds = torch.nn.functional.normalize(out.text_embeds.double(), dim=-1)
             scores.append((image_embeds * text_embeds).sum(-1).cpu().numpy())

@@ -6,10 +6,11 @@
     images, annotations = read_coco_captions(path)      # {image id: file name}, [(annotation id, image id, caption)]
     write_caption_files(cfg)                            # <captions_output_dir>/<stem>_<annotation id>.txt
 """
+
 import json
 import os
 import random
-from typing import Callable, Dict, List, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 from nemo_launcher.contract.schemas.fid_evaluation_data import CocoReferenceData, FidEvaluationDataConfig
 
@@ -34,7 +35,7 @@ def step_main(step: str, unit: str, write: Callable[[FidEvaluationDataConfig, St
     return main
 
 
-def read_coco_captions(path: str) -> Tuple[Dict[int, str], List[Tuple[int, int, str]]]:
+def read_coco_captions(path: str) -> tuple[dict[int, str], list[tuple[int, int, str]]]:
     key = "data_preparation.coco_captions_file"
     try:
         with open(path, encoding="utf-8") as handle:
@@ -42,14 +43,19 @@ def read_coco_captions(path: str) -> Tuple[Dict[int, str], List[Tuple[int, int, 
         images = {int(image["id"]): image["file_name"] for image in data["images"]}
         annotations = [(int(a["id"]), int(a["image_id"]), a["caption"]) for a in data["annotations"]]
     except FileNotFoundError:
-        raise DataPrepError(f"{key}={path!r}: no such file; put COCO's annotations/captions_val2014.json there") from None
+        raise DataPrepError(
+            f"{key}={path!r}: no such file; put COCO's annotations/captions_val2014.json there"
+        ) from None
     except (ValueError, KeyError, TypeError) as error:
-        raise DataPrepError(f"{key}={path!r}: not a COCO captions file ({type(error).__name__}: {error}); it needs "
-                            "'images' with id and file_name, 'annotations' with id, image_id and caption") from None
+        raise DataPrepError(
+            f"{key}={path!r}: not a COCO captions file ({type(error).__name__}: {error}); it needs "
+            "'images' with id and file_name, 'annotations' with id, image_id and caption"
+        ) from None
     unknown = [image for _, image, _ in annotations if image not in images]
     if unknown:
-        raise DataPrepError(f"{key}={path!r}: {len(unknown)} captions name images the file does not list "
-                            f"(first: image_id {unknown[0]})")
+        raise DataPrepError(
+            f"{key}={path!r}: {len(unknown)} captions name images the file does not list (first: image_id {unknown[0]})"
+        )
     return images, annotations
 
 
@@ -57,7 +63,7 @@ def stem(file_name: str) -> str:
     return os.path.splitext(os.path.basename(file_name))[0]
 
 
-def sample_captions(annotations: List[Tuple[int, int, str]], count: int, seed: int) -> List[Tuple[int, int, str]]:
+def sample_captions(annotations: list[tuple[int, int, str]], count: int, seed: int) -> list[tuple[int, int, str]]:
     """`count` annotations drawn without replacement (all of them when there are fewer), in annotation-id order, so
     the same file and seed always give the same sample."""
     ordered = sorted(annotations)
@@ -103,17 +109,19 @@ def square_image(source: str, target: str, size: int) -> None:
     os.replace(temporary, target)
 
 
-def _square_one(job: Tuple[str, str, int]) -> str:
+def _square_one(job: tuple[str, str, int]) -> str:
     square_image(*job)
     return job[1]
 
 
-def write_square_images(cfg: CocoReferenceData) -> Tuple[int, int]:
+def write_square_images(cfg: CocoReferenceData) -> tuple[int, int]:
     """(written, kept): every .jpg/.png of coco_images_dir as <stem>.png in images_output_dir; an output newer than
     its source is kept, so a rerun finishes an interrupted one."""
     source = cfg.coco_images_dir
     if not os.path.isdir(source):
-        raise DataPrepError(f"data_preparation.coco_images_dir={source!r}: no such folder; put COCO's val2014 images there")
+        raise DataPrepError(
+            f"data_preparation.coco_images_dir={source!r}: no such folder; put COCO's val2014 images there"
+        )
     names = sorted(n for n in os.listdir(source) if n.lower().endswith((".jpg", ".jpeg", ".png")))
     if not names:
         raise DataPrepError(f"data_preparation.coco_images_dir={source!r}: no .jpg or .png images")
@@ -154,6 +162,8 @@ def write_coco_shapes(images_dir: str, captions_file: str, count: int, size: int
         os.replace(f"{path}.tmp", path)
         images.append({"id": image_id, "file_name": name, "width": size, "height": size})
         _, other, _ = shape_example(index, seed + 1, size)  # the same class (label = index mod classes), other words
-        annotations += [{"id": 2 * image_id, "image_id": image_id, "caption": caption},
-                        {"id": 2 * image_id + 1, "image_id": image_id, "caption": other}]
+        annotations += [
+            {"id": 2 * image_id, "image_id": image_id, "caption": caption},
+            {"id": 2 * image_id + 1, "image_id": image_id, "caption": other},
+        ]
     _write_text(captions_file, json.dumps({"images": images, "annotations": annotations}))

@@ -5,12 +5,13 @@
 Both sets are read at fid.image_size square; the real statistics and their covariance's square root
 are computed once for every scale.
 """
+
 import os
 
 from nemo_launcher.contract.schemas.sd_evaluation import FID_SCORES
 
-from ..steps.config import run_step
 from ..common.errors import DataPrepError
+from ..steps.config import run_step
 from ..steps.step_report import StepReport
 from .evaluation import IMAGE_SUFFIXES, device, generated_images, load_config, load_images, read_captions, write_scores
 
@@ -23,10 +24,17 @@ def main(argv=None) -> StepReport:
     report = StepReport("fid", unit="guidance scale")
     names, _ = read_captions(cfg)
     real_folder = cfg.fid.coco_images_path
-    real = sorted(os.path.join(real_folder, name) for name in os.listdir(real_folder)
-                  if name.lower().endswith(IMAGE_SUFFIXES)) if os.path.isdir(real_folder) else []
+    real = (
+        sorted(
+            os.path.join(real_folder, name) for name in os.listdir(real_folder) if name.lower().endswith(IMAGE_SUFFIXES)
+        )
+        if os.path.isdir(real_folder)
+        else []
+    )
     if len(real) < 2:
-        raise DataPrepError(f"evaluation.fid.coco_images_path={real_folder!r}: FID needs at least 2 images, found {len(real)}")
+        raise DataPrepError(
+            f"evaluation.fid.coco_images_path={real_folder!r}: FID needs at least 2 images, found {len(real)}"
+        )
     network = load_inception(cfg.inception_weights_path, device())
     size = cfg.fid.image_size
     real_stats = statistics(inception_features(network, load_images(real, size)))

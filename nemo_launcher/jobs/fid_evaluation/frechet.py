@@ -10,12 +10,11 @@ roots of the eigenvalues of S_a^(1/2) S_b S_a^(1/2), a symmetric positive semi-d
 eigenvalues as S_a S_b: symmetric eigensolvers stay real where a general matrix square root of the product picks
 up imaginary round-off, which happens whenever there are fewer samples than dimensions (singular covariances).
 """
-from typing import Tuple
 
 import numpy as np
 
 
-def statistics(features) -> Tuple[np.ndarray, np.ndarray]:
+def statistics(features) -> tuple[np.ndarray, np.ndarray]:
     """(mean, covariance with the n - 1 denominator) of [samples, dims] features, in float64."""
     features = np.asarray(features, dtype=np.float64)
     if features.ndim != 2 or features.shape[0] < 2:

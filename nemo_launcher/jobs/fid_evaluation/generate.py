@@ -7,11 +7,12 @@ of its processes (SLURM_LOCALID or LOCAL_RANK of ntasks_per_node) takes a stride
 without an array, one process plays every task in turn. Caption k's starting noise comes from (infer.seed + k), so
 an image does not depend on how the captions were split. Images already written are kept (a rerun finishes a task).
 """
+
 import os
 
+from ..multimodal.config import local_process, share
 from ..steps.config import run_step
 from ..steps.step_report import StepReport
-from ..multimodal.config import local_process, share
 from .evaluation import load_config, read_captions, scale_folder
 
 
@@ -38,8 +39,10 @@ def main(argv=None) -> StepReport:
     if vae_factor(parts) != cfg.infer.down_factor:
         from ..common.errors import DataPrepError
 
-        raise DataPrepError(f"evaluation.infer.down_factor={cfg.infer.down_factor}: the model's VAE scales by "
-                            f"{vae_factor(parts)}; set that")
+        raise DataPrepError(
+            f"evaluation.infer.down_factor={cfg.infer.down_factor}: the model's VAE scales by "
+            f"{vae_factor(parts)}; set that"
+        )
     sampling = Sampling(cfg.infer.inference_steps, cfg.infer.sampler_type, cfg.infer.eta)
     for task in tasks_to_play(cfg):
         scale, part = cfg.task_scale(task)
@@ -49,8 +52,9 @@ def main(argv=None) -> StepReport:
         todo = [k for k in mine if not os.path.isfile(os.path.join(folder, names[k] + ".png"))]
         for k in todo:
             generator = torch.Generator().manual_seed(cfg.infer.seed + k)
-            image = text_to_images(parts, [captions[k]], sampling, scale, 1, cfg.infer.height, cfg.infer.width,
-                                   generator)[0]
+            image = text_to_images(
+                parts, [captions[k]], sampling, scale, 1, cfg.infer.height, cfg.infer.width, generator
+            )[0]
             path = os.path.join(folder, names[k] + ".png")
             save_png(image, path + ".tmp.png")
             os.replace(path + ".tmp.png", path)

@@ -1,7 +1,8 @@
 """generate_shapes: a COCO-2014-format stand-in of coloured shapes where the real val2014 files would go (tiny configs).
 
-    python3 -u -m nemo_launcher.jobs.fid_evaluation.generate_shapes --config <job dir>/<run.name>_hydra.yaml
+python3 -u -m nemo_launcher.jobs.fid_evaluation.generate_shapes --config <job dir>/<run.name>_hydra.yaml
 """
+
 from ..steps.config import run_step
 from ..steps.step_report import StepReport
 from .coco import step_main, write_coco_shapes

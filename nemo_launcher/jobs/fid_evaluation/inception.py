@@ -10,8 +10,8 @@ CLIP and DINOv2 extractors, which import torchvision, and torchvision's wheels d
 torchvision dependency, and the job package's import hook (jobs/common/import_hooks.py) loads the package without
 running that `__init__`, so the one module needed imports.
 """
+
 import os
-from typing import List
 
 # torch-fidelity's name for the 2048-wide pool features FID uses.
 POOL_FEATURES = "2048"
@@ -58,7 +58,7 @@ def write_random_inception(path: str, seed: int = 0) -> str:
     # of order one.
     for name, tensor in network.state_dict().items():
         if name.endswith("bn.weight"):
-            tensor.fill_(6 ** 0.5)
+            tensor.fill_(6**0.5)
     state = network.state_dict()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.save(state, path + ".tmp")
@@ -66,7 +66,7 @@ def write_random_inception(path: str, seed: int = 0) -> str:
     return path
 
 
-def inception_features(network, images: List, batch_size: int = 32):
+def inception_features(network, images: list, batch_size: int = 32):
     """[n, 2048] float64 NumPy features of PIL images (RGB); the network resizes to 299 pixels itself."""
     import numpy as np
     import torch
@@ -74,7 +74,9 @@ def inception_features(network, images: List, batch_size: int = 32):
     device = next(network.parameters()).device
     rows = []
     for start in range(0, len(images), batch_size):
-        batch = np.stack([np.asarray(image.convert("RGB"), dtype=np.uint8) for image in images[start:start + batch_size]])
+        batch = np.stack(
+            [np.asarray(image.convert("RGB"), dtype=np.uint8) for image in images[start : start + batch_size]]
+        )
         pixels = torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous().to(device)
         with torch.no_grad():
             (features,) = network(pixels)

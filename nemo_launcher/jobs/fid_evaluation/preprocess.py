@@ -4,6 +4,7 @@ PNG (preprocess_images) and num_captions captions sampled from captions_val2014.
 
     python3 -u -m nemo_launcher.jobs.fid_evaluation.preprocess --config <job dir>/<run.name>_hydra.yaml
 """
+
 from ..steps.config import run_step
 from ..steps.step_report import StepReport
 from .coco import step_main, write_caption_files, write_square_images

@@ -5,6 +5,7 @@ stand-in (a pipeline has one data_preparation stage).
 
     python3 -u -m nemo_launcher.jobs.fid_evaluation.reference_data --config <job dir>/<run.name>_hydra.yaml
 """
+
 from ..steps.config import run_step
 from ..steps.step_report import StepReport
 from . import generate_shapes, preprocess, standin_scorers

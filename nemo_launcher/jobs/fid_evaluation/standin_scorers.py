@@ -3,6 +3,7 @@ downloads here). See standins.py for what scores computed with them mean.
 
     python3 -u -m nemo_launcher.jobs.fid_evaluation.standin_scorers --config <job dir>/<run.name>_hydra.yaml
 """
+
 from ..steps.config import run_step
 from ..steps.step_report import StepReport
 from .coco import step_main

@@ -1,7 +1,8 @@
 """The GPT adapter_learning program (prompt_tuning.py has the methods and what they read and write).
 
-    python3 -u -m nemo_launcher.jobs.gpt.adapter_learning --config <job dir>/<run.name>_hydra.yaml
+python3 -u -m nemo_launcher.jobs.gpt.adapter_learning --config <job dir>/<run.name>_hydra.yaml
 """
+
 import sys
 
 

@@ -16,6 +16,7 @@ else a crash.
 Only the standard library is imported at module level, as in train.py: megatron's checkpoint code may
 spawn a helper process that re-imports this module.
 """
+
 import sys
 
 from ...contract.schemas.gpt_conversion import ConversionConfig

@@ -5,13 +5,12 @@
 A sample is {tokens, labels, loss_mask, position_ids} of model.encoder_seq_length tokens (and attention_mask
 with per-document masks). The blend, the split checks and the sizes are the trainer core's (core/datasets.py).
 """
-from typing import List
 
-from ..core.datasets import megatron_blend, megatron_split
 from ...contract.schemas.gpt_training import TrainingConfig
+from ..core.datasets import megatron_blend, megatron_split
 
 
-def gpt_dataset_settings(cfg: TrainingConfig, blend: List) -> dict:
+def gpt_dataset_settings(cfg: TrainingConfig, blend: list) -> dict:
     """GPTDatasetConfig's keyword arguments (all but the tokenizer) from the config."""
     data = cfg.model.data
     return dict(
@@ -30,7 +29,7 @@ def gpt_dataset_settings(cfg: TrainingConfig, blend: List) -> dict:
     )
 
 
-def build_gpt_datasets(cfg: TrainingConfig, tokenizer, sizes: List[int], blend: List):
+def build_gpt_datasets(cfg: TrainingConfig, tokenizer, sizes: list[int], blend: list):
     """(train, validation, test) megatron-core GPT datasets of `sizes` samples; a split of weight 0 is None."""
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig

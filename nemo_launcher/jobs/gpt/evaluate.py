@@ -11,12 +11,13 @@ run.results_dir's lock while it runs. Exit codes: 0 done, 2 configuration error,
 of space or permission, 75 run.results_dir is in use by another job (one `Error:` line on stderr for each),
 anything else a crash.
 """
+
 import importlib.metadata
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any
 
 from ...contract.schemas.gpt_evaluation import RESULTS_FILE, EvaluationConfig
 
@@ -35,7 +36,7 @@ def _job_environment(cfg: EvaluationConfig) -> None:
         os.environ["HF_DATASETS_CACHE"] = str(Path(cfg.run.results_dir) / "hf_datasets_cache")
 
 
-def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
+def evaluate(cfg: EvaluationConfig) -> dict[str, Any]:
     """Runs the tasks; rank 0 writes the results file and prints the table. Returns lm-eval's results."""
     _job_environment(cfg)
     import lm_eval
@@ -44,29 +45,40 @@ def evaluate(cfg: EvaluationConfig) -> Dict[str, Any]:
 
     from nemo_launcher.contract.eval_tasks import parse_tasks
 
-    from .lm_adapter import MegatronGPTLM
-    from .lm_eval_tasks import local_task_configs
     from ..core.nemo_archive import read_nemo_config
     from .inference import load_gpt_from_nemo
+    from .lm_adapter import MegatronGPTLM
+    from .lm_eval_tasks import local_task_configs
 
     names = parse_tasks(cfg.run.tasks)
     # num_fewshot goes into each task's config: passed to simple_evaluate, lm-eval warns that it overrides
     # the task's default on every task.
-    tasks = local_task_configs(names, cfg.run.task_data_dir, cfg.model.num_fewshot)  # files checked before the model loads
+    tasks = local_task_configs(
+        names, cfg.run.task_data_dir, cfg.model.num_fewshot
+    )  # files checked before the model loads
     _quiet_lm_eval()
-    model, tokenizer = load_gpt_from_nemo(cfg.model.nemo_model, cfg.model.tensor_model_parallel_size, 1,
-                                          cfg.model.precision_name())
+    model, tokenizer = load_gpt_from_nemo(
+        cfg.model.nemo_model, cfg.model.tensor_model_parallel_size, 1, cfg.model.precision_name()
+    )
     max_length = int(read_nemo_config(cfg.model.nemo_model)["encoder_seq_length"])
     lm = MegatronGPTLM(model, tokenizer, max_length=max_length, batch_size=cfg.model.eval_batch_size)
     results = lm_eval.simple_evaluate(
-        model=lm, tasks=tasks, task_manager=TaskManager(include_defaults=False),  # the default index costs ~5 s
-        limit=cfg.model.limit, bootstrap_iters=cfg.model.bootstrap_iters,
+        model=lm,
+        tasks=tasks,
+        task_manager=TaskManager(include_defaults=False),  # the default index costs ~5 s
+        limit=cfg.model.limit,
+        bootstrap_iters=cfg.model.bootstrap_iters,
         log_samples=False,
     )
     if _rank() == 0:
         record = {
-            "model": cfg.model.nemo_model, "tasks": names, "num_fewshot": cfg.model.num_fewshot, "limit": cfg.model.limit,
-            "results": results["results"], "n-samples": results.get("n-samples"), "versions": results.get("versions"),
+            "model": cfg.model.nemo_model,
+            "tasks": names,
+            "num_fewshot": cfg.model.num_fewshot,
+            "limit": cfg.model.limit,
+            "results": results["results"],
+            "n-samples": results.get("n-samples"),
+            "versions": results.get("versions"),
         }
         cfg.results_file.parent.mkdir(parents=True, exist_ok=True)
         temporary = cfg.results_file.with_name(f".{RESULTS_FILE}.tmp")
@@ -88,7 +100,7 @@ def _quiet_lm_eval() -> None:
     import datasets
     import lm_eval.evaluator
 
-    def git_commit() -> Optional[str]:
+    def git_commit() -> str | None:
         try:
             found = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.SubprocessError):
@@ -97,7 +109,7 @@ def _quiet_lm_eval() -> None:
             return None
         return found.stdout.strip() or None
 
-    def lm_eval_version(storage: Dict[str, Any]) -> None:
+    def lm_eval_version(storage: dict[str, Any]) -> None:
         storage["lm_eval_version"] = importlib.metadata.version("lm_eval")
 
     if hasattr(lm_eval.evaluator, "get_git_commit_hash"):
@@ -107,7 +119,7 @@ def _quiet_lm_eval() -> None:
     datasets.disable_progress_bars()
 
 
-def evaluation_summary(cfg: EvaluationConfig, results: Dict[str, Any], seconds: float):
+def evaluation_summary(cfg: EvaluationConfig, results: dict[str, Any], seconds: float):
     """One line per task with its metrics (value ± stderr), then the results file."""
     from ..common.report import Summary, duration
 

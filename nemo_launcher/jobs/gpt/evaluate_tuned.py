@@ -10,8 +10,9 @@ lines per forward pass) and writes <test file name>_predictions.jsonl and qa_met
 <run.results_dir>/results/, then prints a table. Exit codes: 0 done, 2 configuration error, 74 a result could not be written,
 75 run.results_dir is in use by another job, else a crash.
 """
+
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
@@ -26,7 +27,9 @@ class GptSide:
         from ..core.nemo_archive import read_nemo_config
         from .inference import load_gpt_from_nemo
 
-        model, tokenizer = load_gpt_from_nemo(m.language_model_path, m.tensor_model_parallel_size, 1, m.precision_name())
+        model, tokenizer = load_gpt_from_nemo(
+            m.language_model_path, m.tensor_model_parallel_size, 1, m.precision_name()
+        )
         base = read_nemo_config(m.language_model_path)
         return model, tokenizer, int(base.get("max_position_embeddings") or base["encoder_seq_length"])
 
@@ -46,33 +49,42 @@ class GptSide:
 
         for number, ids, _, _ in batch:
             if len(ids) + m.tokens_to_generate > max_length:
-                raise JobConfigError(f"{path}:{number + 1}: its prompt takes {len(ids)} tokens; with "
-                                     f"evaluation.model.tokens_to_generate {m.tokens_to_generate} that exceeds the "
-                                     f"model's {max_length} positions: lower tokens_to_generate, or give the task "
-                                     f"template a truncate_field")
+                raise JobConfigError(
+                    f"{path}:{number + 1}: its prompt takes {len(ids)} tokens; with "
+                    f"evaluation.model.tokens_to_generate {m.tokens_to_generate} that exceeds the "
+                    f"model's {max_length} positions: lower tokens_to_generate, or give the task "
+                    f"template a truncate_field"
+                )
 
     @staticmethod
-    def answer(model, tokenizer, batch, prompts, m) -> List[List[int]]:
+    def answer(model, tokenizer, batch, prompts, m) -> list[list[int]]:
+        from ..core.nemo_archive import read_nemo_config
         from ..tuning.tuned_evaluation import virtual_placement
         from .generate import greedy_generate_batch
-        from ..core.nemo_archive import read_nemo_config
 
         def place(tokens: torch.Tensor) -> None:  # before each forward: as wide as the tokens so far
             prompts.place(*virtual_placement(batch, tokens.shape[1], tokens.device))
 
         base = read_nemo_config(m.language_model_path)
         max_length = int(base.get("max_position_embeddings") or base["encoder_seq_length"])
-        return greedy_generate_batch(model, [ids for _, ids, _, _ in batch], m.tokens_to_generate, tokenizer.eod,
-                                     tokenizer.vocab_size, max_length, place if prompts is not None else None)
+        return greedy_generate_batch(
+            model,
+            [ids for _, ids, _, _ in batch],
+            m.tokens_to_generate,
+            tokenizer.eod,
+            tokenizer.vocab_size,
+            max_length,
+            place if prompts is not None else None,
+        )
 
 
-def evaluate(cfg, placement) -> Dict[str, dict]:
+def evaluate(cfg, placement) -> dict[str, dict]:
     from ..tuning.tuned_evaluation import evaluate_tuned
 
     return evaluate_tuned(cfg, placement, GptSide)
 
 
-def schema_for(section: Dict[str, Any]):
+def schema_for(section: dict[str, Any]):
     """The seed's two layouts: prompt_gpt3's nemo_model / prompt_dataset_paths, or the others' data.test_ds."""
     from ...contract.schemas.tuned_evaluation import PromptGptEvaluationConfig, TunedEvaluationConfig
 
@@ -80,11 +92,16 @@ def schema_for(section: Dict[str, Any]):
     return PromptGptEvaluationConfig if isinstance(model, dict) and "nemo_model" in model else TunedEvaluationConfig
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     from ..core.qa_results import run_evaluation
 
-    return run_evaluation(argv, PROG, lambda section: schema_for(section).from_dict(section), evaluate,
-                          lambda cfg: f"{cfg.model.method_file} on {cfg.model.language_model_path}")
+    return run_evaluation(
+        argv,
+        PROG,
+        lambda section: schema_for(section).from_dict(section),
+        evaluate,
+        lambda cfg: f"{cfg.model.method_file} on {cfg.model.language_model_path}",
+    )
 
 
 if __name__ == "__main__":

@@ -14,15 +14,16 @@ Holds run.results_dir's lock while it runs. Needs no GPU. Exit codes: 0 done, 2 
 write failed for lack of space or permission, 75 run.results_dir is in use by another job (one `Error:` line
 on stderr for each), anything else a crash.
 """
+
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from ...contract.schemas.gpt_export import ExportConfig
 from ..serving import triton_export
 
 
-def export(cfg: ExportConfig, load: Optional[Callable] = None, generator: Optional[str] = None) -> Path:
+def export(cfg: ExportConfig, load: Callable | None = None, generator: str | None = None) -> Path:
     """load: path -> (model config, full state dict); by default GPT's (any TP/PP, merged)."""
     return triton_export.export(cfg, load or _load_gpt_nemo, generator)
 

@@ -13,6 +13,7 @@ explicit_log_dir is in use by another job, else a crash.
 
 Only the standard library is imported at module level (dist_checkpointing's helper process re-imports it).
 """
+
 import sys
 
 PROG = "python3 -m nemo_launcher.jobs.gpt.finetune"

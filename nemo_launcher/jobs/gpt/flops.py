@@ -8,6 +8,7 @@ lookup), plus the attention scores and their weighted sum, 2 x 2 x seq x (heads 
 per layer and twice that backward (12 L s d per token, PaLM appendix B). Activation recomputation is
 not counted: MFU measures useful work, which is what makes it comparable across settings.
 """
+
 from ...contract.schemas.gpt_training import ModelSection
 
 

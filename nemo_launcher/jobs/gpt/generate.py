@@ -8,7 +8,8 @@ Each new token reruns the whole sequence (no key/value cache). That is exactly t
 was trained with, costs nothing extra to keep correct, and is quick for the short answers this serves;
 megatron-core's inference contexts (a KV cache) are the step to take for long outputs.
 """
-from typing import Callable, List, Optional, Sequence
+
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -24,8 +25,15 @@ def _full_vocab_logits(logits: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def greedy_generate(model: torch.nn.Module, prompt_ids: List[int], max_new_tokens: int, stop_id: Optional[int],
-                    vocab_size: int, max_length: int, prepare: Optional[Callable[[torch.Tensor], None]] = None) -> List[int]:
+def greedy_generate(
+    model: torch.nn.Module,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    stop_id: int | None,
+    vocab_size: int,
+    max_length: int,
+    prepare: Callable[[torch.Tensor], None] | None = None,
+) -> list[int]:
     """The new token ids (without the prompt), ending before `stop_id` or after max_new_tokens.
 
     vocab_size: the tokenizer's; the embedding's padding rows are never chosen.
@@ -39,7 +47,7 @@ def greedy_generate(model: torch.nn.Module, prompt_ids: List[int], max_new_token
     model.eval()
     device = next(model.parameters()).device
     sequence = torch.tensor([prompt_ids], dtype=torch.long, device=device)
-    generated: List[int] = []
+    generated: list[int] = []
     try:
         for _ in range(max_new_tokens):
             window = sequence[:, -max_length:]
@@ -58,9 +66,15 @@ def greedy_generate(model: torch.nn.Module, prompt_ids: List[int], max_new_token
 
 
 @torch.no_grad()
-def greedy_generate_batch(model: torch.nn.Module, prompts: Sequence[List[int]], max_new_tokens: int, stop_id: int,
-                          vocab_size: int, max_length: int,
-                          prepare: Optional[Callable[[torch.Tensor], None]] = None) -> List[List[int]]:
+def greedy_generate_batch(
+    model: torch.nn.Module,
+    prompts: Sequence[list[int]],
+    max_new_tokens: int,
+    stop_id: int,
+    vocab_size: int,
+    max_length: int,
+    prepare: Callable[[torch.Tensor], None] | None = None,
+) -> list[list[int]]:
     """greedy_generate for several prompts at once: each row's new token ids (without its prompt).
 
     Rows are padded at the end. Causal attention keeps every position from seeing the ones after it, so the padding
@@ -72,16 +86,18 @@ def greedy_generate_batch(model: torch.nn.Module, prompts: Sequence[List[int]], 
         raise ValueError("every prompt needs at least one token")
     longest = max(len(ids) for ids in prompts)
     if longest + max_new_tokens > max_length:
-        raise ValueError(f"a prompt of {longest} tokens and {max_new_tokens} new ones exceed the {max_length} positions")
+        raise ValueError(
+            f"a prompt of {longest} tokens and {max_new_tokens} new ones exceed the {max_length} positions"
+        )
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
     rows = len(prompts)
     tokens = torch.full((rows, longest), stop_id, dtype=torch.long, device=device)
     for row, ids in enumerate(prompts):
-        tokens[row, :len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
+        tokens[row, : len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
     lengths = [len(ids) for ids in prompts]
-    generated: List[List[int]] = [[] for _ in prompts]
+    generated: list[list[int]] = [[] for _ in prompts]
     running = set(range(rows))
     try:
         for _ in range(max_new_tokens):

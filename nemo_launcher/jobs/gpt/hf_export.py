@@ -18,10 +18,12 @@ layernorm1p stores gamma - 1, so GPT-2 gets gamma = stored + 1. Llama has RMSNor
 The vocabulary is cut back to the tokenizer's size (megatron pads it for TP alignment): the padding rows
 are never a target, and a generator must not sample them.
 """
+
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 import torch
 
@@ -38,36 +40,62 @@ def hf_architecture(model: Mapping[str, Any]) -> str:
     heads = int(get("num_attention_heads"))
     groups = get("num_query_groups") or heads
     head_dim = get("kv_channels") or int(get("hidden_size")) // heads
-    position, activation, norm = get("position_embedding_type", "learned_absolute"), get("activation", "gelu"), get("normalization", "layernorm")
-    gpt2_blockers = _blockers([
-        (position != "learned_absolute", f"position_embedding_type is {position} (GPT-2 learns absolute positions)"),
-        (activation != "gelu", f"activation is {activation} (GPT-2 uses gelu)"),
-        (norm not in ("layernorm", "layernorm1p"), f"normalization is {norm} (GPT-2 uses LayerNorm)"),
-        (groups != heads, f"num_query_groups is {groups} (GPT-2 has one key/value head per query head)"),
-        (head_dim * heads != int(get("hidden_size")), f"kv_channels({head_dim}) x heads({heads}) != hidden_size (GPT-2 ties them)"),
-    ])
+    position, activation, norm = (
+        get("position_embedding_type", "learned_absolute"),
+        get("activation", "gelu"),
+        get("normalization", "layernorm"),
+    )
+    gpt2_blockers = _blockers(
+        [
+            (
+                position != "learned_absolute",
+                f"position_embedding_type is {position} (GPT-2 learns absolute positions)",
+            ),
+            (activation != "gelu", f"activation is {activation} (GPT-2 uses gelu)"),
+            (norm not in ("layernorm", "layernorm1p"), f"normalization is {norm} (GPT-2 uses LayerNorm)"),
+            (groups != heads, f"num_query_groups is {groups} (GPT-2 has one key/value head per query head)"),
+            (
+                head_dim * heads != int(get("hidden_size")),
+                f"kv_channels({head_dim}) x heads({heads}) != hidden_size (GPT-2 ties them)",
+            ),
+        ]
+    )
     if not gpt2_blockers:
         return GPT2
-    llama_blockers = _blockers([
-        (position != "rope", f"position_embedding_type is {position} (Llama uses rope)"),
-        (position == "rope" and float(get("rotary_percentage", 1.0)) != 1.0,
-         f"rotary_percentage is {get('rotary_percentage')} (Llama rotates every channel)"),
-        (activation != "fast-swiglu", f"activation is {activation} (Llama uses SwiGLU: fast-swiglu)"),
-        (norm != "rmsnorm", f"normalization is {norm} (Llama has RMSNorm only; layernorm1p is a LayerNorm with "
-                            "mean subtraction and bias, which RMSNorm cannot express; train with normalization: rmsnorm)"),
-    ])
+    llama_blockers = _blockers(
+        [
+            (position != "rope", f"position_embedding_type is {position} (Llama uses rope)"),
+            (
+                position == "rope" and float(get("rotary_percentage", 1.0)) != 1.0,
+                f"rotary_percentage is {get('rotary_percentage')} (Llama rotates every channel)",
+            ),
+            (activation != "fast-swiglu", f"activation is {activation} (Llama uses SwiGLU: fast-swiglu)"),
+            (
+                norm != "rmsnorm",
+                f"normalization is {norm} (Llama has RMSNorm only; layernorm1p is a LayerNorm with "
+                "mean subtraction and bias, which RMSNorm cannot express; train with normalization: rmsnorm)",
+            ),
+        ]
+    )
     if not llama_blockers:
         return LLAMA
-    raise HFExportError(f"no Hugging Face architecture computes this model exactly. GPT-2: {gpt2_blockers}. "
-                        f"Llama: {llama_blockers}")
+    raise HFExportError(
+        f"no Hugging Face architecture computes this model exactly. GPT-2: {gpt2_blockers}. Llama: {llama_blockers}"
+    )
 
 
 def _blockers(checks) -> str:
     return "; ".join(reason for failed, reason in checks if failed)
 
 
-def export_hf(model: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor], out_dir, vocab_size: int,
-              eod: Optional[int], dtype: Optional[torch.dtype] = None) -> str:
+def export_hf(
+    model: Mapping[str, Any],
+    state_dict: Mapping[str, torch.Tensor],
+    out_dir,
+    vocab_size: int,
+    eod: int | None,
+    dtype: torch.dtype | None = None,
+) -> str:
     """Writes the checkpoint into out_dir (created; existing files of the same names replaced). Returns the class name.
 
     vocab_size: the tokenizer's vocabulary (rows kept of the padded tables); eod: its end-of-document id,
@@ -77,14 +105,20 @@ def export_hf(model: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor], 
     mapper = _gpt2 if architecture == GPT2 else _llama
     tensors, config = mapper(model, state_dict, vocab_size)
     dtype = dtype or state_dict["embedding.word_embeddings.weight"].dtype
-    config.update(architectures=[architecture], bos_token_id=eod, eos_token_id=eod, vocab_size=vocab_size,
-                  torch_dtype=str(dtype).replace("torch.", ""), initializer_range=float(model.get("init_method_std", 0.02)),
-                  use_cache=True)
+    config.update(
+        architectures=[architecture],
+        bos_token_id=eod,
+        eos_token_id=eod,
+        vocab_size=vocab_size,
+        torch_dtype=str(dtype).replace("torch.", ""),
+        initializer_range=float(model.get("init_method_std", 0.02)),
+        use_cache=True,
+    )
     save_hf_checkpoint(out_dir, tensors, config, dtype)
     return architecture
 
 
-def write_hf_tokenizer(tokenizer: Mapping[str, Any], out_dir, eod_token: Optional[str], max_length: int) -> List[str]:
+def write_hf_tokenizer(tokenizer: Mapping[str, Any], out_dir, eod_token: str | None, max_length: int) -> list[str]:
     """Copies the tokenizer files next to the weights in the names `AutoTokenizer` looks for; returns them."""
     out = Path(out_dir)
     library = tokenizer.get("library")
@@ -109,6 +143,7 @@ def write_hf_tokenizer(tokenizer: Mapping[str, Any], out_dir, eod_token: Optiona
 
 
 # ---- weight mappings ---------------------------------------------------------------------------------
+
 
 def _split_qkv(weight: torch.Tensor, heads: int, groups: int, head_dim: int):
     """megatron's linear_qkv rows are group-major: per query group, its query heads, then one key, one value."""
@@ -141,31 +176,41 @@ def _gpt2(model, sd, vocab: int):
         q, k, v = _split_qkv(sd[src + "self_attention.linear_qkv.weight"], heads, heads, hidden // heads)
         qkv_bias = _bias(sd, src + "self_attention.linear_qkv.bias", 3 * hidden, wte)
         bq, bk, bv = _split_qkv(qkv_bias, heads, heads, hidden // heads)
-        out.update({
-            # GPT-2's Conv1D stores weights as [in, out]: the transpose of torch.nn.Linear's.
-            dst + "ln_1.weight": _norm(sd, src + "input_layernorm.weight", one_p),
-            dst + "ln_1.bias": sd[src + "input_layernorm.bias"],
-            dst + "attn.c_attn.weight": torch.cat([q, k, v], 0).t(),
-            dst + "attn.c_attn.bias": torch.cat([bq, bk, bv], 0),
-            dst + "attn.c_proj.weight": sd[src + "self_attention.linear_proj.weight"].t(),
-            dst + "attn.c_proj.bias": _bias(sd, src + "self_attention.linear_proj.bias", hidden, wte),
-            dst + "ln_2.weight": _norm(sd, src + "pre_mlp_layernorm.weight", one_p),
-            dst + "ln_2.bias": sd[src + "pre_mlp_layernorm.bias"],
-            dst + "mlp.c_fc.weight": sd[src + "mlp.linear_fc1.weight"].t(),
-            dst + "mlp.c_fc.bias": _bias(sd, src + "mlp.linear_fc1.bias", ffn, wte),
-            dst + "mlp.c_proj.weight": sd[src + "mlp.linear_fc2.weight"].t(),
-            dst + "mlp.c_proj.bias": _bias(sd, src + "mlp.linear_fc2.bias", hidden, wte),
-        })
+        out.update(
+            {
+                # GPT-2's Conv1D stores weights as [in, out]: the transpose of torch.nn.Linear's.
+                dst + "ln_1.weight": _norm(sd, src + "input_layernorm.weight", one_p),
+                dst + "ln_1.bias": sd[src + "input_layernorm.bias"],
+                dst + "attn.c_attn.weight": torch.cat([q, k, v], 0).t(),
+                dst + "attn.c_attn.bias": torch.cat([bq, bk, bv], 0),
+                dst + "attn.c_proj.weight": sd[src + "self_attention.linear_proj.weight"].t(),
+                dst + "attn.c_proj.bias": _bias(sd, src + "self_attention.linear_proj.bias", hidden, wte),
+                dst + "ln_2.weight": _norm(sd, src + "pre_mlp_layernorm.weight", one_p),
+                dst + "ln_2.bias": sd[src + "pre_mlp_layernorm.bias"],
+                dst + "mlp.c_fc.weight": sd[src + "mlp.linear_fc1.weight"].t(),
+                dst + "mlp.c_fc.bias": _bias(sd, src + "mlp.linear_fc1.bias", ffn, wte),
+                dst + "mlp.c_proj.weight": sd[src + "mlp.linear_fc2.weight"].t(),
+                dst + "mlp.c_proj.bias": _bias(sd, src + "mlp.linear_fc2.bias", hidden, wte),
+            }
+        )
     out["transformer.ln_f.weight"] = _norm(sd, "decoder.final_layernorm.weight", one_p)
     out["transformer.ln_f.bias"] = sd["decoder.final_layernorm.bias"]
     if not tied:
         out["lm_head.weight"] = sd["output_layer.weight"][:vocab]
     config = {
-        "model_type": "gpt2", "n_embd": hidden, "n_layer": layers, "n_head": heads, "n_inner": ffn,
-        "n_positions": int(model["max_position_embeddings"]), "n_ctx": int(model["max_position_embeddings"]),
+        "model_type": "gpt2",
+        "n_embd": hidden,
+        "n_layer": layers,
+        "n_head": heads,
+        "n_inner": ffn,
+        "n_positions": int(model["max_position_embeddings"]),
+        "n_ctx": int(model["max_position_embeddings"]),
         "activation_function": "gelu",  # exact erf GELU, as megatron's F.gelu (GPT-2's own is gelu_new, tanh)
         "layer_norm_epsilon": float(model.get("layernorm_epsilon", 1e-5)),
-        "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0, "scale_attn_weights": True,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "scale_attn_weights": True,
         "tie_word_embeddings": tied,
     }
     return out, config
@@ -184,34 +229,54 @@ def _llama(model, sd, vocab: int):
         src, dst = f"decoder.layers.{i}.", f"model.layers.{i}."
         q, k, v = _split_qkv(sd[src + "self_attention.linear_qkv.weight"], heads, groups, head_dim)
         gate, up = sd[src + "mlp.linear_fc1.weight"].chunk(2, dim=0)  # megatron's SwiGLU: silu(first) * second
-        out.update({
-            dst + "input_layernorm.weight": sd[src + "input_layernorm.weight"],
-            dst + "self_attn.q_proj.weight": q, dst + "self_attn.k_proj.weight": k, dst + "self_attn.v_proj.weight": v,
-            dst + "self_attn.o_proj.weight": sd[src + "self_attention.linear_proj.weight"],
-            dst + "post_attention_layernorm.weight": sd[src + "pre_mlp_layernorm.weight"],
-            dst + "mlp.gate_proj.weight": gate, dst + "mlp.up_proj.weight": up,
-            dst + "mlp.down_proj.weight": sd[src + "mlp.linear_fc2.weight"],
-        })
+        out.update(
+            {
+                dst + "input_layernorm.weight": sd[src + "input_layernorm.weight"],
+                dst + "self_attn.q_proj.weight": q,
+                dst + "self_attn.k_proj.weight": k,
+                dst + "self_attn.v_proj.weight": v,
+                dst + "self_attn.o_proj.weight": sd[src + "self_attention.linear_proj.weight"],
+                dst + "post_attention_layernorm.weight": sd[src + "pre_mlp_layernorm.weight"],
+                dst + "mlp.gate_proj.weight": gate,
+                dst + "mlp.up_proj.weight": up,
+                dst + "mlp.down_proj.weight": sd[src + "mlp.linear_fc2.weight"],
+            }
+        )
         if bias:
             bq, bk, bv = _split_qkv(sd[src + "self_attention.linear_qkv.bias"], heads, groups, head_dim)
             bgate, bup = sd[src + "mlp.linear_fc1.bias"].chunk(2, dim=0)
-            out.update({
-                dst + "self_attn.q_proj.bias": bq, dst + "self_attn.k_proj.bias": bk, dst + "self_attn.v_proj.bias": bv,
-                dst + "self_attn.o_proj.bias": sd[src + "self_attention.linear_proj.bias"],
-                dst + "mlp.gate_proj.bias": bgate, dst + "mlp.up_proj.bias": bup,
-                dst + "mlp.down_proj.bias": sd[src + "mlp.linear_fc2.bias"],
-            })
+            out.update(
+                {
+                    dst + "self_attn.q_proj.bias": bq,
+                    dst + "self_attn.k_proj.bias": bk,
+                    dst + "self_attn.v_proj.bias": bv,
+                    dst + "self_attn.o_proj.bias": sd[src + "self_attention.linear_proj.bias"],
+                    dst + "mlp.gate_proj.bias": bgate,
+                    dst + "mlp.up_proj.bias": bup,
+                    dst + "mlp.down_proj.bias": sd[src + "mlp.linear_fc2.bias"],
+                }
+            )
     out["model.norm.weight"] = sd["decoder.final_layernorm.weight"]
     if not tied:
         out["lm_head.weight"] = sd["output_layer.weight"][:vocab]
-    config: Dict[str, Any] = {
-        "model_type": "llama", "hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers,
-        "num_attention_heads": heads, "num_key_value_heads": groups, "head_dim": head_dim, "hidden_act": "silu",
+    config: dict[str, Any] = {
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": ffn,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": groups,
+        "head_dim": head_dim,
+        "hidden_act": "silu",
         "max_position_embeddings": int(model["max_position_embeddings"]),
         "rms_norm_eps": float(model.get("layernorm_epsilon", 1e-5)),
         # transformers >= 5 reads rope_parameters, 4.x reads rope_theta; both say the same.
-        "rope_theta": ROPE_BASE, "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_BASE},
-        "attention_bias": bias, "mlp_bias": bias, "attention_dropout": 0.0, "pretraining_tp": 1,
+        "rope_theta": ROPE_BASE,
+        "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_BASE},
+        "attention_bias": bias,
+        "mlp_bias": bias,
+        "attention_dropout": 0.0,
+        "pretraining_tp": 1,
         "tie_word_embeddings": tied,
     }
     return out, config

@@ -7,8 +7,8 @@
 
 The layer spec is megatron-core's local one (see core/standalone.py for why).
 """
+
 import dataclasses
-from typing import Optional
 
 import torch
 
@@ -49,7 +49,9 @@ def inference_section(model: ModelSection, tensor_parallel: int, pipeline_parall
     )
 
 
-def build_inference_model(model: ModelSection, vocab_size: int, precision: str, initialize: bool = False) -> torch.nn.Module:
+def build_inference_model(
+    model: ModelSection, vocab_size: int, precision: str, initialize: bool = False
+) -> torch.nn.Module:
     """One GPTModel chunk for this rank (the parallel state must exist), in eval mode, on this rank's device.
 
     `vocab_size` is the padded size the weights were trained with (rows of the embedding table), not the
@@ -68,7 +70,7 @@ def build_inference_model(model: ModelSection, vocab_size: int, precision: str, 
     return chunk.eval()
 
 
-def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: Optional[str] = None):
+def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: str | None = None):
     """(GPTModel chunk of this rank in eval mode, tokenizer) from an archive.
 
     Starts the process group and megatron's parallel state when they are not running (one process for
@@ -86,11 +88,16 @@ def load_gpt_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 
         state_dict = load_nemo_shard(path, tp_rank, pp_rank)
     else:
         _, full = load_gpt_nemo(path)
-        state_dict = split_state_dict(full, gpt_shard_layout(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank)
+        state_dict = split_state_dict(
+            full, gpt_shard_layout(config, tensor_parallel, pipeline_parallel), tp_rank, pp_rank
+        )
     section = inference_section(bind(ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
     spec = section.tokenizer
     tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)
-    model = build_inference_model(section, padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
-                                  precision or precision_of(state_dict))
+    model = build_inference_model(
+        section,
+        padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
+        precision or precision_of(state_dict),
+    )
     load_weights(model, state_dict, str(path))
     return model, tokenizer

@@ -11,7 +11,8 @@ parallelism every rank runs every request (lm-eval sees one process) and the voc
 the logits are gathered, so all ranks compute the same numbers; only rank 0 should report them.
 Pipeline parallelism is not supported here: evaluate a PP=1 model (the .nemo loader reshards).
 """
-from typing import List, Sequence, Tuple
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -33,7 +34,7 @@ class MegatronGPTLM(TemplateLM):
     def eot_token_id(self) -> int:
         return self.tokenizer.eod
 
-    def tok_encode(self, string: str, add_special_tokens=None, **kwargs) -> List[int]:
+    def tok_encode(self, string: str, add_special_tokens=None, **kwargs) -> list[int]:
         # Our tokenizers add no special tokens of their own; the end-of-document token is added where needed.
         return self.tokenizer.encode(string)
 
@@ -56,7 +57,7 @@ class MegatronGPTLM(TemplateLM):
         torch.distributed.all_gather(pieces, local.contiguous(), group=parallel_state.get_tensor_model_parallel_group())
         return torch.cat(pieces, dim=-1)
 
-    def _score(self, pairs: List[Tuple[List[int], List[int]]]) -> List[Tuple[float, bool]]:
+    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
         """(context ids, continuation ids) -> (sum of the continuation's log-probabilities, greedy?) each.
 
         The sequence is cut on the left to max_length + 1 tokens; the continuation is scored at the last
@@ -64,46 +65,48 @@ class MegatronGPTLM(TemplateLM):
         because attention is causal: no scored position sees a padded one.
         """
         order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]) - len(pairs[i][1]))
-        results: List[Tuple[float, bool]] = [(0.0, False)] * len(pairs)
+        results: list[tuple[float, bool]] = [(0.0, False)] * len(pairs)
         for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
+            batch = order[start : start + self.batch_size]
             inputs, targets = [], []
             for i in batch:
                 context, continuation = pairs[i]
                 if not continuation:
                     raise ValueError("lm-eval asked to score an empty continuation")
-                sequence = (context + continuation)[-(self.max_length + 1):]
+                sequence = (context + continuation)[-(self.max_length + 1) :]
                 inputs.append(sequence[:-1])
-                targets.append(sequence[-len(continuation):])
+                targets.append(sequence[-len(continuation) :])
             width = max(len(ids) for ids in inputs)
             padded = torch.tensor([ids + [self.eot_token_id] * (width - len(ids)) for ids in inputs], dtype=torch.long)
             log_probs = F.log_softmax(self.logits(padded), dim=-1).cpu()
             for row, i in enumerate(batch):
                 length, target = len(inputs[row]), torch.tensor(targets[row], dtype=torch.long)
-                scored = log_probs[row, length - len(target):length]
+                scored = log_probs[row, length - len(target) : length]
                 total = scored.gather(-1, target.unsqueeze(-1)).sum().item()
                 results[i] = (total, bool((scored.argmax(dim=-1) == target).all()))
         return results
 
-    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> List[Tuple[float, bool]]:
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs) -> list[tuple[float, bool]]:
         return self._score([(context, continuation) for _, context, continuation in requests])
 
-    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> List[float]:
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """Whole-document log-likelihood in disjoint windows of max_length tokens (lm-eval's windowing)."""
         totals = []
         for (text,) in (request.args for request in requests):
             windows = [
                 utils.make_disjoint_window(window)
                 for window in utils.get_rolling_token_windows(
-                    token_list=self.tok_encode(text), prefix_token=self.eot_token_id,
-                    max_seq_len=self.max_length, context_len=1,
+                    token_list=self.tok_encode(text),
+                    prefix_token=self.eot_token_id,
+                    max_seq_len=self.max_length,
+                    context_len=1,
                 )
             ]
             totals.append(sum(log_prob for log_prob, _ in self._score(windows)))
         return totals
 
     # ---- generation ----------------------------------------------------------------------------------
-    def generate_until(self, requests, disable_tqdm: bool = False) -> List[str]:
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Greedy decoding until a stop string, the end-of-document token or max_gen_toks tokens."""
         outputs = []
         for context, settings in (request.args for request in requests):
@@ -113,13 +116,13 @@ class MegatronGPTLM(TemplateLM):
             until = settings.get("until") or []
             until = [until] if isinstance(until, str) else list(until)
             budget = int(settings.get("max_gen_toks", self.max_gen_toks))
-            tokens = (self.tok_encode(context) or [self.eot_token_id])[-max(self.max_length - budget, 1):]
-            generated: List[int] = []
+            tokens = (self.tok_encode(context) or [self.eot_token_id])[-max(self.max_length - budget, 1) :]
+            generated: list[int] = []
             text = ""
             for _ in range(budget):
-                window = (tokens + generated)[-self.max_length:]
+                window = (tokens + generated)[-self.max_length :]
                 # Padding rows of the vocabulary are no tokens: the tokenizer could not decode them.
-                next_id = int(self.logits(torch.tensor([window]))[0, -1, :self.tokenizer.vocab_size].argmax())
+                next_id = int(self.logits(torch.tensor([window]))[0, -1, : self.tokenizer.vocab_size].argmax())
                 if next_id == self.eot_token_id:
                     break
                 generated.append(next_id)

@@ -8,9 +8,10 @@ source is replaced: lm-eval does not merge a partial dict with a registered task
 just the task and the data would become a bare task with no prompts. `load_yaml` is a private
 module of lm-eval, hence the pinned version (lm-eval==0.4.13).
 """
+
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from nemo_launcher.contract.eval_tasks import EVAL_TASKS
 
@@ -19,11 +20,11 @@ from ..common.config import JobConfigError
 _SPLIT_KEYS = ("training_split", "validation_split", "test_split", "fewshot_split")
 
 
-def local_task_configs(names: List[str], data_dir: str, num_fewshot: Optional[int] = None) -> List[Dict[str, Any]]:
+def local_task_configs(names: list[str], data_dir: str, num_fewshot: int | None = None) -> list[dict[str, Any]]:
     return [local_task_config(name, Path(data_dir), num_fewshot) for name in names]
 
 
-def local_task_config(name: str, data_dir: Path, num_fewshot: Optional[int] = None) -> Dict[str, Any]:
+def local_task_config(name: str, data_dir: Path, num_fewshot: int | None = None) -> dict[str, Any]:
     """The task's built-in config reading `data_dir`; num_fewshot (None: the task's default) is set here,
     where lm-eval takes it silently, rather than passed to simple_evaluate, which warns for every task."""
     import lm_eval
@@ -35,8 +36,9 @@ def local_task_config(name: str, data_dir: Path, num_fewshot: Optional[int] = No
     config = load_yaml(Path(lm_eval.__file__).parent / "tasks" / task.lm_eval_yaml)
     for key in ("tag", "group"):  # groups would pull in sibling tasks from the hub
         config.pop(key, None)
-    config.update(task=name, dataset_path="json", dataset_name=None,
-                  dataset_kwargs={"data_files": {task.split: str(data_file)}})
+    config.update(
+        task=name, dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": {task.split: str(data_file)}}
+    )
     for key in _SPLIT_KEYS:
         config[key] = None
     config[f"{task.split}_split"] = task.split
@@ -49,7 +51,9 @@ def _check_data_file(name: str, path: Path, fields) -> None:
     """A missing file or a row without the task's fields fails here with the expected layout, not deep in lm-eval."""
     where = f"run.task_data_dir: task {name} reads {path}"
     if not path.is_file():
-        raise JobConfigError(f"{where}, which does not exist; write one JSON object per line with the fields {', '.join(fields)}")
+        raise JobConfigError(
+            f"{where}, which does not exist; write one JSON object per line with the fields {', '.join(fields)}"
+        )
     with open(path, encoding="utf-8") as handle:
         first = handle.readline()
     try:
@@ -58,4 +62,6 @@ def _check_data_file(name: str, path: Path, fields) -> None:
         raise JobConfigError(f"{where}: its first line is not JSON") from None
     missing = [field for field in fields if not isinstance(row, dict) or field not in row]
     if missing:
-        raise JobConfigError(f"{where}: its rows need the fields {', '.join(fields)}; the first lacks {', '.join(missing)}")
+        raise JobConfigError(
+            f"{where}: its rows need the fields {', '.join(fields)}; the first lacks {', '.join(missing)}"
+        )

@@ -6,13 +6,14 @@
 Works on state dicts on the CPU (no process group, no GPU); a TP-sharded base is merged into one TP=1
 model first. The PEFT job does the same merge in place at the end of training (model.peft.merge: true).
 """
+
 import argparse
 import sys
 
 
 def merge_files(base: str, adapter: str, output: str) -> str:
-    from ..tuning.lora_file import load_adapter_file, merge_into_state_dict
     from ..core.nemo_archive import save_nemo
+    from ..tuning.lora_file import load_adapter_file, merge_into_state_dict
     from .inference import load_gpt_nemo
 
     settings, state = load_adapter_file(adapter)
@@ -26,7 +27,9 @@ def main(argv=None) -> int:
     from ..common.quiet import start_job
     from ..common.report import print_error
 
-    parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher.jobs.gpt.lora_merge", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python3 -m nemo_launcher.jobs.gpt.lora_merge", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--base", required=True, help="the .nemo the adapters were trained on")
     parser.add_argument("--adapter", required=True, help="the adapter file the peft job wrote")
     parser.add_argument("--output", required=True, help="where to write the merged .nemo")

@@ -8,16 +8,16 @@ which is what the GPT recipe gives the trainer core. On a GPU with Transformer E
 otherwise megatron-core's local spec, which also runs on a CPU. The parallel state (TP, PP, VPP) must already be
 initialised.
 """
+
 import logging
-from typing import List, Optional
 
 import torch
 import torch.nn.functional as F
 
+from ...contract.schemas.gpt_training import ModelSection
 from ..common.config import JobConfigError
 from ..core.recipe import ChunkStage
 from ..core.transformer import build_chunks, shared_transformer_settings
-from ...contract.schemas.gpt_training import ModelSection
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,11 @@ def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te
     fp8 = {}
     if model.fp8:
         fp8 = dict(
-            fp8="e4m3" if model.fp8_e4m3 else "hybrid", fp8_margin=model.fp8_margin, fp8_interval=model.fp8_interval,
-            fp8_amax_history_len=model.fp8_amax_history_len, fp8_amax_compute_algo=model.fp8_amax_compute_algo,
+            fp8="e4m3" if model.fp8_e4m3 else "hybrid",
+            fp8_margin=model.fp8_margin,
+            fp8_interval=model.fp8_interval,
+            fp8_amax_history_len=model.fp8_amax_history_len,
+            fp8_amax_compute_algo=model.fp8_amax_compute_algo,
             fp8_wgrad=model.fp8_wgrad,
         )
     # Fusions are CUDA kernels; megatron's gelu fusion also needs a bias and only gelu/swiglu are fused.
@@ -79,8 +82,11 @@ def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te
     )
 
 
-def _layer_spec(model: ModelSection, config, use_te: bool, vp_stage: Optional[int]):
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec, get_gpt_layer_with_transformer_engine_spec
+def _layer_spec(model: ModelSection, config, use_te: bool, vp_stage: int | None):
+    from megatron.core.models.gpt.gpt_layer_specs import (
+        get_gpt_layer_local_spec,
+        get_gpt_layer_with_transformer_engine_spec,
+    )
 
     if use_te:
         return get_gpt_layer_with_transformer_engine_spec()
@@ -101,18 +107,24 @@ def check_model_support(model: ModelSection, on_gpu: bool, use_te: bool) -> None
     if model.fp8 and not use_te:
         raise JobConfigError("model.fp8: FP8 needs Transformer Engine on GPUs; install it or set fp8: false")
     if model.context_parallel_size > 1 and not use_te:
-        raise JobConfigError(f"model.context_parallel_size: {model.context_parallel_size} needs Transformer Engine's "
-                             "attention on GPUs (megatron-core's local attention holds whole sequences)")
-    for switch, what in (("ub_tp_comm_overlap", "userbuffers are Transformer Engine's"),
-                         ("fsdp", "megatron-core's FSDP wrapper imports Transformer Engine")):
+        raise JobConfigError(
+            f"model.context_parallel_size: {model.context_parallel_size} needs Transformer Engine's "
+            "attention on GPUs (megatron-core's local attention holds whole sequences)"
+        )
+    for switch, what in (
+        ("ub_tp_comm_overlap", "userbuffers are Transformer Engine's"),
+        ("fsdp", "megatron-core's FSDP wrapper imports Transformer Engine"),
+    ):
         if getattr(model, switch) and not use_te:
             raise JobConfigError(f"model.{switch}: {what}, which does not load here; install it or set {switch}: false")
     if model.data.reset_attention_mask and use_te:
-        raise JobConfigError("model.data.reset_attention_mask: the Transformer Engine spec applies a plain causal mask; "
-                             "set model.transformer_engine: false to use per-document masks")
+        raise JobConfigError(
+            "model.data.reset_attention_mask: the Transformer Engine spec applies a plain causal mask; "
+            "set model.transformer_engine: false to use per-document masks"
+        )
 
 
-def build_gpt_chunks(model: ModelSection, config, vocab_size: int, use_te: bool) -> List[torch.nn.Module]:
+def build_gpt_chunks(model: ModelSection, config, vocab_size: int, use_te: bool) -> list[torch.nn.Module]:
     """Bare GPTModel chunks (no precision or DDP wrapper), one per virtual pipeline stage."""
     return build_chunks(gpt_chunk, model, config, vocab_size, use_te)
 
@@ -134,5 +146,9 @@ def gpt_model_settings(model: ModelSection, stage: ChunkStage) -> dict:
 def gpt_chunk(model: ModelSection, config, vocab_size: int, use_te: bool, stage: ChunkStage):
     from megatron.core.models.gpt import GPTModel
 
-    return GPTModel(config=config, transformer_layer_spec=_layer_spec(model, config, use_te, stage.vp_stage),
-                    vocab_size=vocab_size, **gpt_model_settings(model, stage))
+    return GPTModel(
+        config=config,
+        transformer_layer_spec=_layer_spec(model, config, use_te, stage.vp_stage),
+        vocab_size=vocab_size,
+        **gpt_model_settings(model, stage),
+    )

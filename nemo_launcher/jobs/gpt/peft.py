@@ -12,6 +12,7 @@ checkpoints hold the adapters and their optimizer state only. At the last step i
 Exit codes: 0 done (or stopped and saved), 2 configuration error, 74 a file could not be saved (no space or
 permission), 75 explicit_log_dir is in use by another job, anything else a crash.
 """
+
 import sys
 
 PROG = "python3 -m nemo_launcher.jobs.gpt.peft"

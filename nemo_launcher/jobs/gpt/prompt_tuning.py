@@ -12,7 +12,10 @@ tensors and optimizer state), resuming, max_time, stop signals, TensorBoard/W&B 
 core's (core/program.py).
 """
 
-PROGRAMS = {stage: f"python3 -m nemo_launcher.jobs.gpt.{stage}" for stage in ("prompt_learning", "adapter_learning", "ia3_learning")}
+PROGRAMS = {
+    stage: f"python3 -m nemo_launcher.jobs.gpt.{stage}"
+    for stage in ("prompt_learning", "adapter_learning", "ia3_learning")
+}
 
 
 def run(argv, stage: str) -> int:
@@ -20,5 +23,11 @@ def run(argv, stage: str) -> int:
     from ..tuning.prompt_data import PromptLearningData
     from .tuning import GptTuning
 
-    return run_method(argv, stage, PROGRAMS[stage], lambda cfg: GptTuning(
-        cfg, stage, cfg.model.language_model_path, PromptLearningData(cfg.model), method_for(cfg, stage)))
+    return run_method(
+        argv,
+        stage,
+        PROGRAMS[stage],
+        lambda cfg: GptTuning(
+            cfg, stage, cfg.model.language_model_path, PromptLearningData(cfg.model), method_for(cfg, stage)
+        ),
+    )

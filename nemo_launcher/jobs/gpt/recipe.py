@@ -4,6 +4,7 @@
 
 The core (nemo_launcher/jobs/core) does everything else; see core/recipe.py for what a recipe provides.
 """
+
 from functools import partial
 
 from ..core.recipe import Recipe

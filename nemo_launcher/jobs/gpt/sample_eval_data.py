@@ -10,18 +10,19 @@ The text is Debian's /usr/share/common-licenses, as for the sample training corp
 where the real task data cannot be downloaded. These are smoke-test files: the numbers say nothing
 about the published benchmarks, whose data must be put in the same places for real evaluations.
 """
+
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, List
 
 from ..common.sample_data import LICENSES_DIR, license_documents
 
 PASSAGE_WORDS = 24  # lambada passages are a few sentences; ours stay within the tiny model's 128 tokens
 
 
-def lambada_rows(documents: Iterable[str], count: int) -> List[dict]:
+def lambada_rows(documents: Iterable[str], count: int) -> list[dict]:
     rows = []
     for text in documents:
         words = text.split()
@@ -32,13 +33,17 @@ def lambada_rows(documents: Iterable[str], count: int) -> List[dict]:
     return rows
 
 
-def wikitext_rows(folder: Path, count: int) -> List[dict]:
+def wikitext_rows(folder: Path, count: int) -> list[dict]:
     """Whole license files as documents, with wikitext's ` = Title = ` heading."""
     files = sorted(p for p in folder.iterdir() if p.is_file())[:count]
-    return [{"page": f" = {p.name} = \n " + " ".join(p.read_text(errors="replace").split()[:400]) + " \n"} for p in files]
+    return [
+        {"page": f" = {p.name} = \n " + " ".join(p.read_text(errors="replace").split()[:400]) + " \n"} for p in files
+    ]
 
 
-def write_sample_eval_data(data_dir: Path, lambada_count: int = 200, wikitext_count: int = 4, root: Path = None) -> Path:
+def write_sample_eval_data(
+    data_dir: Path, lambada_count: int = 200, wikitext_count: int = 4, root: Path = None
+) -> Path:
     """Writes the files under `root` (default: <data_dir>/eval_harness_data, where evaluation looks)."""
     root = Path(root) if root is not None else data_dir / "eval_harness_data"
     outputs = {
@@ -56,9 +61,13 @@ def write_sample_eval_data(data_dir: Path, lambada_count: int = 200, wikitext_co
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m nemo_launcher.jobs.gpt.sample_eval_data", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python3 -m nemo_launcher.jobs.gpt.sample_eval_data", description=__doc__.split("\n")[0]
+    )
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--data-dir", type=Path, help="the launcher's data_dir (files go to <data_dir>/eval_harness_data)")
+    where.add_argument(
+        "--data-dir", type=Path, help="the launcher's data_dir (files go to <data_dir>/eval_harness_data)"
+    )
     where.add_argument("--task-data-dir", type=Path, help="the evaluation's run.task_data_dir itself")
     args = parser.parse_args(argv)
     from ..common.quiet import start_job

@@ -7,7 +7,6 @@ that stops at the end-of-document token.
 A model repository whose config.pbtxt names no generator is served by this class (serving/text.py's
 DEFAULT_GENERATOR), so keep its module path and name.
 """
-from typing import List, Optional
 
 from ..common.config import JobConfigError
 from ..serving import text
@@ -30,9 +29,15 @@ class TextGenerator(text.TextGenerator):
             model = Float16Module(model.config, model)
         return cls(model, tokenizer, max_length, tokens_to_generate)
 
-    def generate(self, prompt: str, max_tokens: Optional[int] = None) -> List[int]:
+    def generate(self, prompt: str, max_tokens: int | None = None) -> list[int]:
         from .generate import greedy_generate  # deferred with megatron-core
 
         limit = self.tokens_to_generate if max_tokens is None else max_tokens
-        return greedy_generate(self.model, self.tokenizer.encode(prompt), limit, self.tokenizer.eod,
-                               self.tokenizer.vocab_size, self.max_length)
+        return greedy_generate(
+            self.model,
+            self.tokenizer.encode(prompt),
+            limit,
+            self.tokenizer.eod,
+            self.tokenizer.vocab_size,
+            self.max_length,
+        )

@@ -10,24 +10,45 @@ along its hidden units (SwiGLU's gate and up rows gathered separately); the row-
 along their input columns; norms, the learned position table and the row-parallel biases are replicated. The last
 pipeline stage holds the final norm and the output layer.
 """
-from typing import Any, Mapping
+
+from collections.abc import Mapping
+from typing import Any
 
 from ..core.shards import ShardLayout, ShardRules
 
 GPT_RULES = ShardRules(
     stack="decoder",
-    column=("embedding.word_embeddings.weight", "output_layer.weight", "self_attention.linear_qkv.weight",
-            "self_attention.linear_qkv.bias", "mlp.linear_fc1.weight", "mlp.linear_fc1.bias"),
+    column=(
+        "embedding.word_embeddings.weight",
+        "output_layer.weight",
+        "self_attention.linear_qkv.weight",
+        "self_attention.linear_qkv.bias",
+        "mlp.linear_fc1.weight",
+        "mlp.linear_fc1.bias",
+    ),
     row=("self_attention.linear_proj.weight", "mlp.linear_fc2.weight"),
-    replicated=("embedding.position_embeddings.weight", "input_layernorm.weight", "input_layernorm.bias",
-                "pre_mlp_layernorm.weight", "pre_mlp_layernorm.bias", "final_layernorm.weight", "final_layernorm.bias",
-                "self_attention.linear_proj.bias", "mlp.linear_fc2.bias"),
+    replicated=(
+        "embedding.position_embeddings.weight",
+        "input_layernorm.weight",
+        "input_layernorm.bias",
+        "pre_mlp_layernorm.weight",
+        "pre_mlp_layernorm.bias",
+        "final_layernorm.weight",
+        "final_layernorm.bias",
+        "self_attention.linear_proj.bias",
+        "mlp.linear_fc2.bias",
+    ),
     last_stage=("decoder.final_layernorm.", "output_layer."),
 )
 
 
 def gpt_shard_layout(model: Mapping[str, Any], tensor_parallel: int, pipeline_parallel: int) -> ShardLayout:
     """The layout of a GPT `model:` section split over TP x PP."""
-    return ShardLayout(GPT_RULES, tensor_parallel, pipeline_parallel, int(model["num_layers"]),
-                       gated_mlp=model.get("activation") == "fast-swiglu",
-                       tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)))
+    return ShardLayout(
+        GPT_RULES,
+        tensor_parallel,
+        pipeline_parallel,
+        int(model["num_layers"]),
+        gated_mlp=model.get("activation") == "fast-swiglu",
+        tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)),
+    )

@@ -9,6 +9,7 @@ What it reads and writes, resuming, stop signals and exit codes (0, 2, 74, 75): 
 Only the standard library and the contract are imported at module level: dist_checkpointing starts a helper
 process by spawning, which re-imports this module; it must not pay for torch and megatron a second time.
 """
+
 import sys
 
 from ...contract.schemas.gpt_training import TrainingConfig

@@ -4,9 +4,9 @@
     job = GptTuning(cfg, stage, base_path, data, method)        # data: tuning/answer_data.py; method: one of the methods
     return run_program(argv, prog, schema, job.recipe, build=job.build, module_class=job.module)
 """
+
 import dataclasses
 from functools import partial
-from typing import List
 
 import torch
 
@@ -22,10 +22,14 @@ class GptTuning(TuningJob):
         from .recipe import GPT
 
         self.method.base_step = GPT.forward_step
-        return dataclasses.replace(GPT, forward_step=self.method.forward_step,
-                                   sequences=lambda model: Sequences(self.data.max_seq_length), flops_per_token=None)
+        return dataclasses.replace(
+            GPT,
+            forward_step=self.method.forward_step,
+            sequences=lambda model: Sequences(self.data.max_seq_length),
+            flops_per_token=None,
+        )
 
-    def answer(self, prompt: List[int], tokens: int, sample=None) -> List[int]:
+    def answer(self, prompt: list[int], tokens: int, sample=None) -> list[int]:
         from .generate import greedy_generate  # deferred with megatron-core
 
         tokenizer = self.tokenizer
@@ -37,20 +41,23 @@ class GptTuning(TuningJob):
         """The `.nemo`'s GPTModel for this rank (its TP shard), with this run's dropout, in training mode."""
         from megatron.core import parallel_state
 
+        from ...contract.schemas.gpt_training import ModelSection
         from ..common.config import bind
         from ..common.tokenizer import load_tokenizer
-        from ...contract.schemas.gpt_training import ModelSection
         from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config
         from ..core.shards import split_state_dict
-        from .shards import gpt_shard_layout
         from .inference import build_inference_model, inference_section, load_gpt_nemo
+        from .shards import gpt_shard_layout
 
         cfg, path = self.cfg, self.base_path
         tp = cfg.model.tensor_model_parallel_size
         self.nemo_config = read_nemo_config(path)
         section = bind(ModelSection, self.nemo_config, "model")
-        section = dataclasses.replace(inference_section(section, tp, 1), hidden_dropout=cfg.model.hidden_dropout,
-                                      attention_dropout=cfg.model.attention_dropout)
+        section = dataclasses.replace(
+            inference_section(section, tp, 1),
+            hidden_dropout=cfg.model.hidden_dropout,
+            attention_dropout=cfg.model.attention_dropout,
+        )
         spec = section.tokenizer
         self.tokenizer = load_tokenizer(spec.library, spec.type, spec.model, spec.vocab_file, spec.merge_file)
         tp_rank = parallel_state.get_tensor_model_parallel_rank()
@@ -67,6 +74,11 @@ class GptTuning(TuningJob):
         return self.model
 
     def _check_lengths(self, section) -> None:
-        if section.position_embedding_type == "learned_absolute" and self.data.max_seq_length > section.max_position_embeddings:
-            raise JobConfigError(f"{self.data.length_key}: {self.data.max_seq_length} is longer than the model's "
-                                 f"max_position_embeddings ({section.max_position_embeddings})")
+        if (
+            section.position_embedding_type == "learned_absolute"
+            and self.data.max_seq_length > section.max_position_embeddings
+        ):
+            raise JobConfigError(
+                f"{self.data.length_key}: {self.data.max_seq_length} is longer than the model's "
+                f"max_position_embeddings ({section.max_position_embeddings})"
+            )

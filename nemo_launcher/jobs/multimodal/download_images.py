@@ -11,6 +11,7 @@ Shards are spread over download_num_processes processes, each downloading downlo
 An image that cannot be fetched (after `retries` further attempts on timeouts, resets, HTTP 429 and 5xx) or decoded
 is counted as failed in the record and left out; failures never stop the step.
 """
+
 import concurrent.futures
 import glob
 import io
@@ -24,12 +25,11 @@ import urllib.parse
 import urllib.request
 from collections import Counter
 from dataclasses import asdict
-from typing import Dict, List, Optional, Tuple
 
 from nemo_launcher.contract.schemas.multimodal_data import ImageDownloadArguments
 
-from ..steps.config import run_step
 from ..common.errors import DataPrepError
+from ..steps.config import run_step
 from ..steps.step_report import StepReport
 from .config import load_config, strided_share
 from .progress import Progress
@@ -78,7 +78,7 @@ def fetch_bytes(url: str, args: ImageDownloadArguments) -> bytes:
     raise _Failed("failed_to_download", last or "no answer")
 
 
-def prepare_image(raw: bytes, args: ImageDownloadArguments) -> Tuple[bytes, Dict[str, int]]:
+def prepare_image(raw: bytes, args: ImageDownloadArguments) -> tuple[bytes, dict[str, int]]:
     """The bytes to store and the sizes to record; raises _Failed for undecodable or too small images."""
     from PIL import Image
 
@@ -92,13 +92,22 @@ def prepare_image(raw: bytes, args: ImageDownloadArguments) -> Tuple[bytes, Dict
         raise _Failed("failed_to_resize", f"{original[0]}x{original[1]} is below min_image_size={args.min_image_size}")
     target_format = _PIL_FORMAT[args.encode_format]
     if args.resize_mode == "no" and image.format == target_format:
-        return raw, {"width": original[0], "height": original[1], "original_width": original[0], "original_height": original[1]}
+        return raw, {
+            "width": original[0],
+            "height": original[1],
+            "original_width": original[0],
+            "original_height": original[1],
+        }
     image = _resize(image.convert("RGB"), args)
     out = io.BytesIO()
     options = {"compress_level": args.encode_quality} if target_format == "PNG" else {"quality": args.encode_quality}
     image.save(out, format=target_format, **options)
-    return out.getvalue(), {"width": image.size[0], "height": image.size[1],
-                            "original_width": original[0], "original_height": original[1]}
+    return out.getvalue(), {
+        "width": image.size[0],
+        "height": image.size[1],
+        "original_width": original[0],
+        "original_height": original[1],
+    }
 
 
 def _resize(image, args: ImageDownloadArguments):
@@ -123,19 +132,22 @@ def _resize(image, args: ImageDownloadArguments):
 
 
 # ---- one shard --------------------------------------------------------------------------------------------------
-def shard_names(output_dir: str, parquet: str, rows: int, per_shard: int) -> List[Tuple[str, int, int]]:
+def shard_names(output_dir: str, parquet: str, rows: int, per_shard: int) -> list[tuple[str, int, int]]:
     """(tar path without .tar, first row, end row) of each shard of a parquet file."""
-    stem = os.path.basename(parquet)[:-len(".parquet")].replace(".", "_")
-    return [(os.path.join(output_dir, f"{stem}_{number:05d}"), first, min(rows, first + per_shard))
-            for number, first in enumerate(range(0, rows, per_shard))]
+    stem = os.path.basename(parquet)[: -len(".parquet")].replace(".", "_")
+    return [
+        (os.path.join(output_dir, f"{stem}_{number:05d}"), first, min(rows, first + per_shard))
+        for number, first in enumerate(range(0, rows, per_shard))
+    ]
 
 
 def stats_path(prefix: str) -> str:
     return f"{prefix}_stats.json"
 
 
-def download_shard(prefix: str, rows: List[Dict], args: ImageDownloadArguments, threads: int,
-                   progress: Optional[Progress] = None) -> Dict:
+def download_shard(
+    prefix: str, rows: list[dict], args: ImageDownloadArguments, threads: int, progress: Progress | None = None
+) -> dict:
     """Writes <prefix>.tar and then its record; returns the record."""
     started = time.monotonic()
     name = os.path.basename(prefix)
@@ -160,42 +172,67 @@ def download_shard(prefix: str, rows: List[Dict], args: ImageDownloadArguments, 
             statuses["success"] += 1
             key = f"{name}_{row['row']:07d}"
             meta = {"key": key, "url": row["url"], "caption": row["caption"], **sizes, **row["extra"]}
-            tar.write({"__key__": key, args.encode_format: data, "txt": row["caption"].encode("utf-8"),
-                       "json": json.dumps(meta, sort_keys=True).encode("utf-8")})
+            tar.write(
+                {
+                    "__key__": key,
+                    args.encode_format: data,
+                    "txt": row["caption"].encode("utf-8"),
+                    "json": json.dumps(meta, sort_keys=True).encode("utf-8"),
+                }
+            )
             if progress:
                 progress.advance(1, ok=1)
-    record = {"count": len(rows), "successes": statuses["success"],
-              "failed_to_download": statuses["failed_to_download"], "failed_to_resize": statuses["failed_to_resize"],
-              "status_dict": dict(errors.most_common()), "duration": round(time.monotonic() - started, 3),
-              "first_row": rows[0]["row"] if rows else 0}
+    record = {
+        "count": len(rows),
+        "successes": statuses["success"],
+        "failed_to_download": statuses["failed_to_download"],
+        "failed_to_resize": statuses["failed_to_resize"],
+        "status_dict": dict(errors.most_common()),
+        "duration": round(time.monotonic() - started, 3),
+        "first_row": rows[0]["row"] if rows else 0,
+    }
     _write_json(stats_path(prefix), record)
     return record
 
 
-def _write_json(path: str, values: Dict) -> None:
+def _write_json(path: str, values: dict) -> None:
     temporary = f"{path}.tmp-{os.getpid()}"
     with open(temporary, "w") as handle:
         json.dump(values, handle, indent=1, sort_keys=True)
     os.replace(temporary, path)
 
 
-def read_rows(parquet: str, args: ImageDownloadArguments) -> List[Dict]:
+def read_rows(parquet: str, args: ImageDownloadArguments) -> list[dict]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(parquet)
     columns = [args.url_col, args.caption_col, *args.save_additional_columns]
     missing = [name for name in columns if name not in table.column_names]
     if missing:
-        key = "url_col" if args.url_col in missing else "caption_col" if args.caption_col in missing else "save_additional_columns"
-        raise DataPrepError(f"data_preparation.download_images.img2dataset_additional_arguments.{key}: {parquet} has no "
-                            f"column {missing[0]!r} (it has {', '.join(table.column_names)})")
+        key = (
+            "url_col"
+            if args.url_col in missing
+            else "caption_col"
+            if args.caption_col in missing
+            else "save_additional_columns"
+        )
+        raise DataPrepError(
+            f"data_preparation.download_images.img2dataset_additional_arguments.{key}: {parquet} has no "
+            f"column {missing[0]!r} (it has {', '.join(table.column_names)})"
+        )
     data = table.select(columns).to_pydict()
-    return [{"row": index, "url": str(data[args.url_col][index]), "caption": str(data[args.caption_col][index] or ""),
-             "extra": {name: data[name][index] for name in args.save_additional_columns}}
-            for index in range(table.num_rows)]
+    return [
+        {
+            "row": index,
+            "url": str(data[args.url_col][index]),
+            "caption": str(data[args.caption_col][index] or ""),
+            "extra": {name: data[name][index] for name in args.save_additional_columns},
+        }
+        for index in range(table.num_rows)
+    ]
 
 
-def _shard_job(job: Tuple[str, List[Dict], Dict, int]) -> Tuple[str, Dict]:
+def _shard_job(job: tuple[str, list[dict], dict, int]) -> tuple[str, dict]:
     prefix, rows, args, threads = job
     return prefix, download_shard(prefix, rows, ImageDownloadArguments(**args), threads)
 
@@ -207,8 +244,10 @@ def main(argv=None) -> StepReport:
     report = StepReport("download_images", unit="shard", size_label="stored")
     files, who = strided_share(cfg.parquet_files())
     if not cfg.parquet_files():
-        raise DataPrepError(f"data_preparation.download_images.input_dir={step.input_dir!r}: no file matches "
-                            f"{step.parquet_pattern!r}; run download_parquet first")
+        raise DataPrepError(
+            f"data_preparation.download_images.input_dir={step.input_dir!r}: no file matches "
+            f"{step.parquet_pattern!r}; run download_parquet first"
+        )
     os.makedirs(step.output_dir, exist_ok=True)
     pending, totals = [], Counter()
     for parquet in files:
@@ -222,8 +261,13 @@ def main(argv=None) -> StepReport:
                 for stale in glob.glob(f"{glob.escape(prefix)}.tar.tmp-*"):  # left by a killed run
                     os.remove(stale)
                 pending.append((prefix, rows[first:end]))
-    log.info("%s: %d parquet files, %d shards to download, %d finished before", who, len(files), len(pending),
-             len(report.complete_before))
+    log.info(
+        "%s: %d parquet files, %d shards to download, %d finished before",
+        who,
+        len(files),
+        len(pending),
+        len(report.complete_before),
+    )
     processes = step.download_num_processes if step.download_num_processes > 0 else len(os.sched_getaffinity(0))
     progress = Progress("download_images", sum(len(rows) for _, rows in pending), "images", cfg.progress)
     if processes == 1 or len(pending) <= 1:
@@ -236,22 +280,30 @@ def main(argv=None) -> StepReport:
             for prefix, record in pool.map(_shard_job, jobs):
                 progress.advance(record["count"], ok=record["successes"], failed=record["count"] - record["successes"])
                 _finished(report, totals, prefix, record)
-    report.note("images", f"{totals['successes']} stored of {totals['count']} rows "
-                          f"({totals['failed_to_download']} failed to download, {totals['failed_to_resize']} not usable)")
+    report.note(
+        "images",
+        f"{totals['successes']} stored of {totals['count']} rows "
+        f"({totals['failed_to_download']} failed to download, {totals['failed_to_resize']} not usable)",
+    )
     return report
 
 
-def _counts(record: Dict) -> Counter:
+def _counts(record: dict) -> Counter:
     return Counter({name: record[name] for name in ("count", "successes", "failed_to_download", "failed_to_resize")})
 
 
-def _finished(report: StepReport, totals: Counter, prefix: str, record: Dict) -> None:
+def _finished(report: StepReport, totals: Counter, prefix: str, record: dict) -> None:
     totals.update(_counts(record))
     report.done(os.path.basename(prefix), output=f"{prefix}.tar", size_bytes=os.path.getsize(f"{prefix}.tar"))
     if record["successes"] < record["count"]:
         reasons = "; ".join(f"{text} x{number}" for text, number in list(record["status_dict"].items())[:3])
-        log.warning("%s: %d of %d images left out (%s)", os.path.basename(prefix), record["count"] - record["successes"],
-                    record["count"], reasons)
+        log.warning(
+            "%s: %d of %d images left out (%s)",
+            os.path.basename(prefix),
+            record["count"] - record["successes"],
+            record["count"],
+            reasons,
+        )
 
 
 if __name__ == "__main__":

@@ -7,14 +7,14 @@ from <dataset_repo_url>/resolve/main/<path> and checked against the pointer's si
 Files matching parquet_pattern become <output_dir>/<path with / as __>_part<k>.parquet, k < parquet_subpartitions,
 row ranges of equal size: download_images runs one array task per part. A file whose parts all exist is skipped.
 """
+
 import fnmatch
 import logging
 import os
 import shutil
-from typing import List, Optional, Tuple
 
-from ..steps.config import run_step
 from ..common.errors import DataPrepError
+from ..steps.config import run_step
 from ..steps.fetch import FetchPolicy, fetch
 from ..steps.git_lfs_listing import list_files
 from ..steps.step_report import StepReport
@@ -24,13 +24,14 @@ log = logging.getLogger("multimodal.download_parquet")
 _REVISION = "main"
 
 
-def repository_files(repo_url: str, pattern: str, clone: str) -> List[Tuple[str, int, Optional[str]]]:
+def repository_files(repo_url: str, pattern: str, clone: str) -> list[tuple[str, int, str | None]]:
     """(path in the repository, size, sha256 or None) of every file the pattern selects, sorted by path."""
+
     def wanted(path: str) -> bool:
         return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(os.path.basename(path), pattern)
 
     if repo_url.startswith("file://"):
-        root = repo_url[len("file://"):]
+        root = repo_url[len("file://") :]
         if not os.path.isdir(root):
             raise DataPrepError(f"data_preparation.dataset_repo_url={repo_url!r}: no such folder")
         found = []
@@ -45,13 +46,13 @@ def repository_files(repo_url: str, pattern: str, clone: str) -> List[Tuple[str,
     return sorted(found)
 
 
-def part_paths(output_dir: str, path: str, parts: int) -> List[str]:
-    stem = path[:-len(".parquet")] if path.endswith(".parquet") else path
+def part_paths(output_dir: str, path: str, parts: int) -> list[str]:
+    stem = path[: -len(".parquet")] if path.endswith(".parquet") else path
     flat = stem.replace("/", "__")
     return [os.path.join(output_dir, f"{flat}_part{k:02d}.parquet") for k in range(parts)]
 
 
-def split(source: str, targets: List[str]) -> int:
+def split(source: str, targets: list[str]) -> int:
     """Writes equal row ranges of `source` to `targets` (each under a temporary name first); returns the rows."""
     import pyarrow.parquet as pq
 
@@ -69,10 +70,14 @@ def main(argv=None) -> StepReport:
     step = cfg.download_parquet
     report = StepReport("download_parquet", unit="parquet file", size_label="fetched")
     sources = os.path.join(step.output_dir, ".source")
-    files = repository_files(cfg.dataset_repo_url, step.parquet_pattern, os.path.join(step.output_dir, ".repository.git"))
+    files = repository_files(
+        cfg.dataset_repo_url, step.parquet_pattern, os.path.join(step.output_dir, ".repository.git")
+    )
     if not files:
-        raise DataPrepError(f"data_preparation.download_parquet.parquet_pattern={step.parquet_pattern!r}: no file of "
-                            f"{cfg.dataset_repo_url} matches")
+        raise DataPrepError(
+            f"data_preparation.download_parquet.parquet_pattern={step.parquet_pattern!r}: no file of "
+            f"{cfg.dataset_repo_url} matches"
+        )
     total_rows = 0
     for path, size, sha256 in files:
         targets = part_paths(step.output_dir, path, step.parquet_subpartitions)
@@ -80,7 +85,7 @@ def main(argv=None) -> StepReport:
             report.kept(path, output=targets[0])
             continue
         if cfg.dataset_repo_url.startswith("file://"):
-            url = "file://" + os.path.join(cfg.dataset_repo_url[len("file://"):], path)
+            url = "file://" + os.path.join(cfg.dataset_repo_url[len("file://") :], path)
         else:
             url = f"{cfg.dataset_repo_url}/resolve/{_REVISION}/{path}"
         local = os.path.join(sources, path)
@@ -91,7 +96,10 @@ def main(argv=None) -> StepReport:
         report.done(path, output=targets[0], size_bytes=size)
     shutil.rmtree(sources, ignore_errors=True)
     if total_rows:
-        report.note("rows", f"{total_rows} (image URLs with captions) in {len(report.finished) * step.parquet_subpartitions} parts")
+        report.note(
+            "rows",
+            f"{total_rows} (image URLs with captions) in {len(report.finished) * step.parquet_subpartitions} parts",
+        )
     return report
 
 

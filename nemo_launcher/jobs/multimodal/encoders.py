@@ -8,8 +8,8 @@ With `pretrained` the weights (and the text tokenizer) come from that folder; no
 tower is built from the remaining arguments (transformers' CLIPVisionConfig / CLIPTextConfig keys) and initialised
 from `seed`, and text is tokenised as UTF-8 bytes: the tiny pipeline's deterministic stand-in for real weights.
 """
+
 import os
-from typing import List, Optional
 
 from ..common.errors import DataPrepError
 
@@ -24,24 +24,30 @@ def _device():
     import torch
 
     if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))) % torch.cuda.device_count())
+        return torch.device(
+            "cuda", int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0"))) % torch.cuda.device_count()
+        )
     return torch.device("cpu")
 
 
-def _pretrained(path: Optional[str]) -> Optional[str]:
+def _pretrained(path: str | None) -> str | None:
     if path is not None and not os.path.isfile(os.path.join(path, "config.json")):
-        raise DataPrepError(f"precache spec: encoder_config.pretrained={path!r} is not a transformers model folder (no "
-                            f"config.json); save the CLIP model there with save_pretrained, or give the tower's sizes instead")
+        raise DataPrepError(
+            f"precache spec: encoder_config.pretrained={path!r} is not a transformers model folder (no "
+            f"config.json); save the CLIP model there with save_pretrained, or give the tower's sizes instead"
+        )
     return path
 
 
 class ClipImageEncoder:
-    def __init__(self, pretrained: Optional[str] = None, output: str = "image_embeds", seed: int = 0, **config):
+    def __init__(self, pretrained: str | None = None, output: str = "image_embeds", seed: int = 0, **config):
         import torch
         from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
 
         if output not in ("image_embeds", "last_hidden_state"):
-            raise DataPrepError(f"precache spec: encoder_config.output={output!r}: choose image_embeds or last_hidden_state")
+            raise DataPrepError(
+                f"precache spec: encoder_config.output={output!r}: choose image_embeds or last_hidden_state"
+            )
         if _pretrained(pretrained):
             self.model = CLIPVisionModelWithProjection.from_pretrained(pretrained)
         else:
@@ -62,14 +68,16 @@ class ClipImageEncoder:
         for image in images:
             image = image.convert("RGB")
             scale = self.size / min(image.size)
-            image = image.resize((max(self.size, round(image.size[0] * scale)), max(self.size, round(image.size[1] * scale))),
-                                 Image.BICUBIC)
+            image = image.resize(
+                (max(self.size, round(image.size[0] * scale)), max(self.size, round(image.size[1] * scale))),
+                Image.BICUBIC,
+            )
             left, top = (image.size[0] - self.size) // 2, (image.size[1] - self.size) // 2
             array = np.asarray(image.crop((left, top, left + self.size, top + self.size)), dtype=np.float32) / 255.0
             arrays.append((array - np.array(_MEAN, dtype=np.float32)) / np.array(_STD, dtype=np.float32))
         return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
 
-    def encode(self, images: List):
+    def encode(self, images: list):
         import torch
 
         with torch.no_grad():
@@ -78,13 +86,21 @@ class ClipImageEncoder:
 
 
 class ClipTextEncoder:
-    def __init__(self, pretrained: Optional[str] = None, max_length: int = 77, output: str = "last_hidden_state",
-                 seed: int = 0, **config):
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        max_length: int = 77,
+        output: str = "last_hidden_state",
+        seed: int = 0,
+        **config,
+    ):
         import torch
         from transformers import CLIPTextConfig, CLIPTextModelWithProjection
 
         if output not in ("last_hidden_state", "text_embeds"):
-            raise DataPrepError(f"precache spec: encoder_config.output={output!r}: choose last_hidden_state or text_embeds")
+            raise DataPrepError(
+                f"precache spec: encoder_config.output={output!r}: choose last_hidden_state or text_embeds"
+            )
         self.max_length, self.output = max_length, output
         if _pretrained(pretrained):
             from transformers import CLIPTokenizer
@@ -94,19 +110,26 @@ class ClipTextEncoder:
         else:
             self.tokenizer = None
             torch.manual_seed(seed)
-            config = {"vocab_size": 256 + _BYTE_OFFSET, "max_position_embeddings": max_length, "pad_token_id": _PAD,
-                      "bos_token_id": _BOS, "eos_token_id": _EOS, **config}
+            config = {
+                "vocab_size": 256 + _BYTE_OFFSET,
+                "max_position_embeddings": max_length,
+                "pad_token_id": _PAD,
+                "bos_token_id": _BOS,
+                "eos_token_id": _EOS,
+                **config,
+            }
             self.model = CLIPTextModelWithProjection(CLIPTextConfig(**config))
         self.device = _device()
         self.model.eval().to(self.device)
 
-    def tokens(self, texts: List[str]):
+    def tokens(self, texts: list[str]):
         """(input ids, attention mask), both (batch, max_length)."""
         import torch
 
         if self.tokenizer is not None:
-            batch = self.tokenizer(texts, padding="max_length", truncation=True, max_length=self.max_length,
-                                   return_tensors="pt")
+            batch = self.tokenizer(
+                texts, padding="max_length", truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
             return batch["input_ids"], batch["attention_mask"]
         ids = torch.full((len(texts), self.max_length), _PAD, dtype=torch.long)
         for row, text in enumerate(texts):
@@ -115,7 +138,7 @@ class ClipTextEncoder:
             ids[row, : len(sequence)] = torch.tensor(sequence)
         return ids, (ids != _PAD).long()
 
-    def encode(self, texts: List[str]):
+    def encode(self, texts: list[str]):
         import torch
 
         ids, mask = self.tokens(texts)

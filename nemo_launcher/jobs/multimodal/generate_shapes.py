@@ -6,6 +6,7 @@ Writes <generate_shapes.output_dir>/data/*.parquet (URL = file:// image path, TE
 PNG images they point to; download_parquet then reads that folder as dataset_repo_url=file://<output_dir>. With
 class_folders, also the same examples and num_held_out further ones as ImageNet-style class folders.
 """
+
 import json
 import os
 
@@ -20,8 +21,13 @@ def main(argv=None) -> StepReport:
     spec = cfg.generate_shapes
     report = StepReport("generate_shapes", unit="corpus")
     marker = os.path.join(spec.output_dir, "corpus.json")
-    settings = {"num_examples": spec.num_examples, "num_parquet_files": spec.num_parquet_files,
-                "image_size": spec.image_size, "seed": spec.seed, "classes": CLASSES}
+    settings = {
+        "num_examples": spec.num_examples,
+        "num_parquet_files": spec.num_parquet_files,
+        "image_size": spec.image_size,
+        "seed": spec.seed,
+        "classes": CLASSES,
+    }
     if spec.class_folders:
         _class_folders(spec, report)
     if os.path.isfile(marker) and _read_json(marker) == settings:
@@ -43,9 +49,13 @@ def _class_folders(spec, report) -> None:
     try:
         write_shape_folders(spec.class_folders, spec.num_examples, spec.num_held_out, spec.image_size, spec.seed)
     except ForeignFolders as error:
-        raise DataConfigError(f"data_preparation.generate_shapes.class_folders={spec.class_folders!r}: {error} exists "
-                              "and was not written by this step; name an empty or new folder") from None
-    report.note("class folders", f"{spec.class_folders}/{{train,val}} ({spec.num_examples} + {spec.num_held_out} held out)")
+        raise DataConfigError(
+            f"data_preparation.generate_shapes.class_folders={spec.class_folders!r}: {error} exists "
+            "and was not written by this step; name an empty or new folder"
+        ) from None
+    report.note(
+        "class folders", f"{spec.class_folders}/{{train,val}} ({spec.num_examples} + {spec.num_held_out} held out)"
+    )
 
 
 def _read_json(path: str):

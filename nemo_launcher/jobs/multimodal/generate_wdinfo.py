@@ -7,11 +7,12 @@ wdinfo.pkl is a pickled dict: `tar_files` (paths relative to the folder of wdinf
 tars holding fewer examples (the last of each writer) are listed apart in `partial_tar_files` {path: examples}, so a
 sampler that assumes equal tars never meets them. An example counts when it has every member of file_ext_in_tar.
 """
+
 import os
 import pickle
 
-from ..steps.config import run_step
 from ..common.errors import DataPrepError
+from ..steps.config import run_step
 from ..steps.step_report import StepReport
 from .config import load_config
 from .tars import count_examples, tar_files
@@ -23,8 +24,10 @@ def wdinfo(input_dir: str, relative_to: str, chunk: int, extensions) -> dict:
         path = os.path.join(input_dir, name)
         examples = count_examples(path, extensions)
         if examples > chunk:
-            raise DataPrepError(f"data_preparation.generate_wdinfo.tar_chunk_size={chunk}: {path} holds {examples} "
-                                f"examples; set it to the chunk size the tars were written with")
+            raise DataPrepError(
+                f"data_preparation.generate_wdinfo.tar_chunk_size={chunk}: {path} holds {examples} "
+                f"examples; set it to the chunk size the tars were written with"
+            )
         shown = os.path.relpath(path, relative_to)
         if examples == chunk:
             full.append(shown)
@@ -47,10 +50,15 @@ def main(argv=None) -> StepReport:
         pickle.dump(info, handle)
     os.replace(temporary, target)
     report.done(os.path.basename(target), output=target)
-    report.note("shards", f"{len(info['tar_files'])} of {step.tar_chunk_size} examples ({info['total_key_count']} in all)")
+    report.note(
+        "shards", f"{len(info['tar_files'])} of {step.tar_chunk_size} examples ({info['total_key_count']} in all)"
+    )
     if info["partial_tar_files"]:
-        report.note("partial", f"{len(info['partial_tar_files'])} shorter tars with {sum(info['partial_tar_files'].values())} "
-                               f"examples, listed under partial_tar_files")
+        report.note(
+            "partial",
+            f"{len(info['partial_tar_files'])} shorter tars with {sum(info['partial_tar_files'].values())} "
+            f"examples, listed under partial_tar_files",
+        )
     return report
 
 

@@ -4,10 +4,9 @@ the mean latent of every class in the reference data. Used by DiT's and Stable D
     scores = nearest_class_scores(latents, prompts, means)   # latents: per prompt [images, C, ...]; means: caption -> mean
     scores["accuracy"], scores["chance"], scores["per_prompt"]["a red circle"]["nearest_is_own_class"]
 """
-from typing import Dict, List
 
 
-def nearest_class_scores(latents, prompts: List[str], means) -> Dict:
+def nearest_class_scores(latents, prompts: list[str], means) -> dict:
     """Per prompt whose caption the reference holds: the share of its samples whose nearest class mean (mean
     squared difference) is its own class's, and the mean distance to its own mean against the other means."""
     import torch
@@ -21,11 +20,17 @@ def nearest_class_scores(latents, prompts: List[str], means) -> Dict:
         distances = ((samples[:, None] - table[None]) ** 2).flatten(2).mean(-1)  # [images, classes]
         own = captions.index(prompt)
         nearest = distances.argmin(dim=1)
-        others = torch.cat([distances[:, :own], distances[:, own + 1:]], dim=1)
-        scores[prompt] = {"nearest_is_own_class": float((nearest == own).float().mean()),
-                          "distance_to_own_class": float(distances[:, own].mean()),
-                          "distance_to_other_classes": float(others.mean())}
+        others = torch.cat([distances[:, :own], distances[:, own + 1 :]], dim=1)
+        scores[prompt] = {
+            "nearest_is_own_class": float((nearest == own).float().mean()),
+            "distance_to_own_class": float(distances[:, own].mean()),
+            "distance_to_other_classes": float(others.mean()),
+        }
         hits += int((nearest == own).sum())
         total += samples.shape[0]
-    return {"per_prompt": scores, "accuracy": hits / total if total else None, "classes": len(captions),
-            "chance": 1 / len(captions) if captions else None}
+    return {
+        "per_prompt": scores,
+        "accuracy": hits / total if total else None,
+        "classes": len(captions),
+        "chance": 1 / len(captions) if captions else None,
+    }

@@ -11,21 +11,21 @@ with the same partition task t reads exactly what reorganize task t wrote); its 
 n-th of those. Process r of task t writes t<t>_r<r>_<n>.tar of tar_chunk_size examples each, and t<t>_r<r>.done when
 it has finished. A rerun skips finished processes and continues an unfinished one after its last complete tar.
 """
+
 import io
 import json
 import logging
 import os
 import pickle
 from importlib import import_module
-from typing import Dict, List
 
 import yaml
 
 from nemo_launcher.contract.binding import JobConfigError
 from nemo_launcher.contract.schemas.multimodal_data import PrecacheSpec
 
-from ..steps.config import DataConfigError, run_step
 from ..common.errors import DataPrepError
+from ..steps.config import DataConfigError, run_step
 from ..steps.step_report import StepReport
 from .config import array_tasks, load_config, local_process, share
 from .progress import Progress
@@ -46,7 +46,7 @@ def load_spec(path: str) -> PrecacheSpec:
         raise DataConfigError(str(error)) from None
 
 
-def build_encoders(spec: PrecacheSpec) -> List:
+def build_encoders(spec: PrecacheSpec) -> list:
     built = []
     for number, encoding in enumerate(spec.encodings):
         options = dict(encoding.encoder_config)
@@ -54,14 +54,15 @@ def build_encoders(spec: PrecacheSpec) -> List:
         try:
             cls = getattr(import_module(module), name)
         except (ImportError, AttributeError) as error:
-            raise DataPrepError(f"precache spec: encodings[{number}].encoder_config.cls={module}.{name}: cannot be "
-                                f"imported ({error})") from None
+            raise DataPrepError(
+                f"precache spec: encodings[{number}].encoder_config.cls={module}.{name}: cannot be imported ({error})"
+            ) from None
         encoder = cls(**options)
         built.append(getattr(encoder, "encode", encoder))
     return built
 
 
-def input_tars(folder: str) -> List[str]:
+def input_tars(folder: str) -> list[str]:
     """reorganize_tar's output order when it planned this folder (the tars may not all exist yet), else the tars here."""
     plan = os.path.join(folder, PLAN)
     if os.path.isfile(plan):
@@ -77,10 +78,10 @@ class Encoder:
         self.spec = spec
         self.functions = build_encoders(spec)
 
-    def encode(self, batch: List[Dict[str, bytes]]) -> List[Dict]:
+    def encode(self, batch: list[dict[str, bytes]]) -> list[dict]:
         from PIL import Image
 
-        results: List[Dict] = [{} for _ in batch]
+        results: list[dict] = [{} for _ in batch]
         for encoding, function in zip(self.spec.encodings, self.functions):
             member = "." + encoding.extension
             if encoding.modality == "image":
@@ -90,8 +91,10 @@ class Encoder:
             output = function(inputs)
             values, mask = output if isinstance(output, tuple) else (output, None)
             if encoding.modality == "text" and not encoding.store_pad_tokens and mask is None:
-                raise DataPrepError(f"precache spec: {encoding.key}: store_pad_tokens is false but the encoder returns "
-                                    f"no mask; set store_pad_tokens true or use an encoder that returns (tensor, mask)")
+                raise DataPrepError(
+                    f"precache spec: {encoding.key}: store_pad_tokens is false but the encoder returns "
+                    f"no mask; set store_pad_tokens true or use an encoder that returns (tensor, mask)"
+                )
             dtype = "float16" if encoding.precision == 16 else "float32"
             array = values.detach().float().cpu().numpy().astype(dtype)
             for row, result in enumerate(results):
@@ -102,20 +105,31 @@ class Encoder:
         return results
 
 
-def _originals(spec: PrecacheSpec) -> List[str]:
+def _originals(spec: PrecacheSpec) -> list[str]:
     return sorted({"." + e.extension for e in spec.encodings if e.modality in spec.save_original_in_tar})
 
 
-def precache_share(folder: str, names: List[str], out_dir: str, stem: str, chunk: int, spec: PrecacheSpec,
-                   encoder_of, progress: Progress, report: StepReport) -> None:
+def precache_share(
+    folder: str,
+    names: list[str],
+    out_dir: str,
+    stem: str,
+    chunk: int,
+    spec: PrecacheSpec,
+    encoder_of,
+    progress: Progress,
+    report: StepReport,
+) -> None:
     """Encodes the examples of tars `names` into <out_dir>/<stem>_<n>.tar; `encoder_of()` builds the encoders."""
     done, plan_path = os.path.join(out_dir, f"{stem}.done"), os.path.join(out_dir, f"{stem}.plan.json")
     plan = {"inputs": names, "tar_chunk_size": chunk, "spec": [e.key for e in spec.encodings]}
     if os.path.isfile(plan_path):
         with open(plan_path) as handle:
             if json.load(handle) != plan:
-                raise DataPrepError(f"data_preparation.precache_encodings.output_dir={out_dir!r}: {stem} was written for "
-                                    f"other inputs or settings; empty the folder, or choose another output_dir")
+                raise DataPrepError(
+                    f"data_preparation.precache_encodings.output_dir={out_dir!r}: {stem} was written for "
+                    f"other inputs or settings; empty the folder, or choose another output_dir"
+                )
     else:
         _write_json(plan_path, plan)
     if os.path.isfile(done):
@@ -128,7 +142,7 @@ def precache_share(folder: str, names: List[str], out_dir: str, stem: str, chunk
     required = sorted({"." + e.extension for e in spec.encodings})
     originals = _originals(spec)
     encoder = None
-    pending: List = []
+    pending: list = []
     written = 0
 
     def flush(final: bool) -> None:
@@ -136,7 +150,7 @@ def precache_share(folder: str, names: List[str], out_dir: str, stem: str, chunk
         while len(pending) >= chunk or (final and pending):
             part, pending = pending[:chunk], pending[chunk:]
             encoder = encoder or encoder_of()
-            batches = [part[i:i + spec.batch_size_per_GPU] for i in range(0, len(part), spec.batch_size_per_GPU)]
+            batches = [part[i : i + spec.batch_size_per_GPU] for i in range(0, len(part), spec.batch_size_per_GPU)]
             path = os.path.join(out_dir, f"{stem}_{number}.tar")
             with AtomicTar(path) as tar:
                 for batch in batches:
@@ -152,7 +166,9 @@ def precache_share(folder: str, names: List[str], out_dir: str, stem: str, chunk
     for name in names:
         path = os.path.join(folder, name)
         if not os.path.isfile(path):
-            raise DataPrepError(f"data_preparation.precache_encodings.input_dir: {path} is missing; run reorganize_tar first")
+            raise DataPrepError(
+                f"data_preparation.precache_encodings.input_dir: {path} is missing; run reorganize_tar first"
+            )
         for key, members in examples(path):
             if not all(ext in members for ext in required):
                 report.note("left out", f"{key} in {name}: no {', '.join(e for e in required if e not in members)}")
@@ -169,7 +185,7 @@ def precache_share(folder: str, names: List[str], out_dir: str, stem: str, chunk
     report.note(f"{stem}", f"{seen} examples ({written} encoded now, {skip} before) in {number} tars")
 
 
-def _write_json(path: str, values: Dict) -> None:
+def _write_json(path: str, values: dict) -> None:
     temporary = f"{path}.tmp-{os.getpid()}"
     with open(temporary, "w") as handle:
         json.dump(values, handle, indent=1)
@@ -183,12 +199,14 @@ def main(argv=None) -> StepReport:
     report = StepReport("precache_encodings", unit="process share")
     inputs = input_tars(step.input_dir)
     if not inputs:
-        raise DataPrepError(f"data_preparation.precache_encodings.input_dir={step.input_dir!r}: no .tar files; "
-                            f"run reorganize_tar (or download_images) first")
+        raise DataPrepError(
+            f"data_preparation.precache_encodings.input_dir={step.input_dir!r}: no .tar files; "
+            f"run reorganize_tar (or download_images) first"
+        )
     tasks, count = array_tasks(cfg, "precache_encodings")
     rank, ranks = local_process()
     os.makedirs(step.output_dir, exist_ok=True)
-    built: List[Encoder] = []
+    built: list[Encoder] = []
 
     def encoder_of() -> Encoder:
         if not built:
@@ -197,10 +215,21 @@ def main(argv=None) -> StepReport:
 
     shares = {task: share(inputs, task, count)[rank::ranks] for task in tasks}
     progress = Progress("precache_encodings", None, "examples", cfg.progress)
-    log.info("tasks %s of %d, process %d of %d: %d input tars", tasks, count, rank, ranks, sum(map(len, shares.values())))
+    log.info(
+        "tasks %s of %d, process %d of %d: %d input tars", tasks, count, rank, ranks, sum(map(len, shares.values()))
+    )
     for task, names in shares.items():
-        precache_share(step.input_dir, names, step.output_dir, f"t{task}_r{rank}", step.tar_chunk_size, spec,
-                       encoder_of, progress, report)
+        precache_share(
+            step.input_dir,
+            names,
+            step.output_dir,
+            f"t{task}_r{rank}",
+            step.tar_chunk_size,
+            spec,
+            encoder_of,
+            progress,
+            report,
+        )
     return report
 
 

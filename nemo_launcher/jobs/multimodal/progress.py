@@ -1,21 +1,22 @@
 """A progress line every few seconds while a step works: count, rate and ETA, plus the step's own counters.
 
-    progress = Progress("download_images", total=9600, unit="images", enabled=cfg.progress)
-    progress.advance(1, ok=1)            # thread-safe; prints at most every `interval_s` seconds
-    ->  download_images: 1200/9600 images (41.2/s, eta=3m24s) ok=1180 failed=20
+progress = Progress("download_images", total=9600, unit="images", enabled=cfg.progress)
+progress.advance(1, ok=1)            # thread-safe; prints at most every `interval_s` seconds
+->  download_images: 1200/9600 images (41.2/s, eta=3m24s) ok=1180 failed=20
 """
+
 import sys
 import threading
 import time
 from collections import Counter
-from typing import Optional
 
 from ..common.report import eta
 
 
 class Progress:
-    def __init__(self, what: str, total: Optional[int], unit: str, enabled: bool = True, interval_s: float = 5.0,
-                 stream=None):
+    def __init__(
+        self, what: str, total: int | None, unit: str, enabled: bool = True, interval_s: float = 5.0, stream=None
+    ):
         self.what, self.total, self.unit = what, total, unit
         self.enabled, self.interval_s = enabled, interval_s
         self.stream = stream or sys.stderr
@@ -33,11 +34,11 @@ class Progress:
                 self.last = now
                 print(self.line(now), file=self.stream, flush=True)
 
-    def rate(self, now: Optional[float] = None) -> float:
+    def rate(self, now: float | None = None) -> float:
         elapsed = (now or time.monotonic()) - self.started
         return self.done / elapsed if elapsed > 0 else 0.0
 
-    def line(self, now: Optional[float] = None) -> str:
+    def line(self, now: float | None = None) -> str:
         rate = self.rate(now)
         if self.total is None:
             text = f"{self.what}: {self.done} {self.unit} ({rate:.1f}/s)"

@@ -9,6 +9,7 @@ Validation images are other examples of the same generator (indices after the tr
 than memory. A rerun with the same settings leaves the folders as they are; one with other settings rewrites them
 whole, so that no image of the earlier settings stays behind to be read as a training example.
 """
+
 import json
 import os
 import shutil

@@ -8,13 +8,18 @@ Twelve classes (3 shapes x 4 colours) that a tiny model tells apart, drawn at ra
 backgrounds, so that held-out images test more than memory. Example i depends on (seed, i) only. Tests serve the
 same images over HTTP by passing `url_for`.
 """
+
 import os
 import random
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 SHAPES = ("circle", "square", "triangle")
-COLOURS: Dict[str, Tuple[int, int, int]] = {
-    "red": (215, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 215), "yellow": (230, 200, 30)}
+COLOURS: dict[str, tuple[int, int, int]] = {
+    "red": (215, 40, 40),
+    "green": (40, 170, 60),
+    "blue": (40, 80, 215),
+    "yellow": (230, 200, 30),
+}
 CLASSES = [f"{colour} {shape}" for shape in SHAPES for colour in COLOURS]
 _TEMPLATES = ("a photo of a {}", "a {}", "a {} on a plain background", "a drawing of a {}")
 
@@ -43,8 +48,9 @@ def shape_example(index: int, seed: int, size: int):
     return image, caption, label
 
 
-def write_repository(root: str, num_examples: int, num_files: int, size: int, seed: int,
-                     url_for: Optional[Callable[[int, str], str]] = None) -> List[str]:
+def write_repository(
+    root: str, num_examples: int, num_files: int, size: int, seed: int, url_for: Callable[[int, str], str] | None = None
+) -> list[str]:
     """Images under <root>/images and parquet files (URL, TEXT, LABEL) under <root>/data; returns the parquet paths.
     `url_for(index, image path)` gives each row's URL (default file://<image path>)."""
     import pyarrow as pa

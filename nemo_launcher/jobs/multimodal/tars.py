@@ -9,18 +9,19 @@
 A member's key is its name up to the first dot of the file name, its extension the rest, as WebDataset reads them;
 consecutive members with one key are one example.
 """
+
 import os
 import tarfile
-from typing import Dict, Iterator, List, Sequence, Tuple
+from collections.abc import Iterator, Sequence
 
 
-def split_name(name: str) -> Tuple[str, str]:
+def split_name(name: str) -> tuple[str, str]:
     folder, _, base = name.rpartition("/")
     stem, dot, rest = base.partition(".")
     return (f"{folder}/{stem}" if folder else stem), (dot + rest)
 
 
-def examples(path: str) -> Iterator[Tuple[str, Dict[str, bytes]]]:
+def examples(path: str) -> Iterator[tuple[str, dict[str, bytes]]]:
     """(key, {extension: bytes}) of each example, in the order of the tar."""
     key, members = None, {}
     with tarfile.open(path, "r|") as tar:
@@ -37,13 +38,13 @@ def examples(path: str) -> Iterator[Tuple[str, Dict[str, bytes]]]:
         yield key, members
 
 
-def complete(members: Dict[str, bytes], extensions: Sequence[str]) -> bool:
+def complete(members: dict[str, bytes], extensions: Sequence[str]) -> bool:
     return all(extension in members for extension in extensions)
 
 
 def count_examples(path: str, extensions: Sequence[str]) -> int:
     """Examples holding every one of `extensions`, from the tar's headers alone."""
-    keys: Dict[str, set] = {}
+    keys: dict[str, set] = {}
     with tarfile.open(path, "r:") as tar:
         for info in tar.getmembers():
             if info.isfile():
@@ -52,7 +53,7 @@ def count_examples(path: str, extensions: Sequence[str]) -> int:
     return sum(1 for found in keys.values() if all(extension in found for extension in extensions))
 
 
-def tar_files(folder: str) -> List[str]:
+def tar_files(folder: str) -> list[str]:
     """The complete tars of a folder (temporary names left by a killed task are not .tar), sorted by name."""
     if not os.path.isdir(folder):
         return []
@@ -74,7 +75,7 @@ class AtomicTar:
         self.writer = webdataset.TarWriter(self.temporary, encoder=False, mtime=0)
         return self
 
-    def write(self, sample: Dict[str, bytes]) -> None:
+    def write(self, sample: dict[str, bytes]) -> None:
         self.writer.write(sample)
         self.count += 1
 

@@ -15,10 +15,10 @@ The model's tensors, one definition for config.pbtxt and PyTriton alike:
 | output_ids | output    | INT32  | [-1]                        | the generated token ids, -1 after the end         |
 Generation is greedy and stops at the end-of-document token or after max_tokens.
 """
+
 import abc
 import dataclasses
 import importlib
-from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -29,7 +29,7 @@ PAD_ID = -1  # fills output_ids rows after a shorter answer ends; never a real t
 class TensorSpec:
     name: str
     triton_type: str  # as written in config.pbtxt
-    dims: Tuple[int, ...]  # without the batch dimension
+    dims: tuple[int, ...]  # without the batch dimension
     optional: bool = False
 
 
@@ -46,7 +46,7 @@ GENERATOR_PARAMETER = "generator"
 DEFAULT_GENERATOR = "nemo_launcher.jobs.gpt.serving:TextGenerator"
 
 
-def generator_from_parameters(parameters: Dict[str, str], weights: str):
+def generator_from_parameters(parameters: dict[str, str], weights: str):
     """The generator a model's config.pbtxt parameters describe, loaded from its weights: what the Python backend
     and deployment/serve_pytriton.py both serve."""
     module, _, name = parameters.get(GENERATOR_PARAMETER, DEFAULT_GENERATOR).partition(":")
@@ -69,13 +69,13 @@ class TextGenerator(abc.ABC):
         """The family's model and tokenizer from its `.nemo`, in data_type (one of DATA_TYPES)."""
 
     @abc.abstractmethod
-    def generate(self, prompt: str, max_tokens: Optional[int] = None) -> List[int]:
+    def generate(self, prompt: str, max_tokens: int | None = None) -> list[int]:
         """The token ids generated for one prompt (at most max_tokens, by default tokens_to_generate)."""
 
-    def answer(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    def answer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One request: prompt [batch, 1] bytes, optional max_tokens [batch, 1] -> the two outputs."""
         prompts = [_text(value) for value in np.asarray(inputs["prompt"]).reshape(-1)]
-        limits: List[Optional[int]] = [None] * len(prompts)
+        limits: list[int | None] = [None] * len(prompts)
         if inputs.get("max_tokens") is not None:
             limits = [int(value) for value in np.asarray(inputs["max_tokens"]).reshape(-1)]
             if len(limits) != len(prompts) or any(limit < 0 for limit in limits):
@@ -85,7 +85,7 @@ class TextGenerator(abc.ABC):
         width = max([len(ids) for ids in generated] + [1])
         output_ids = np.full((len(generated), width), PAD_ID, dtype=np.int32)
         for row, ids in enumerate(generated):
-            output_ids[row, :len(ids)] = ids
+            output_ids[row, : len(ids)] = ids
         completion = np.array([[self.tokenizer.decode(ids).encode("utf-8")] for ids in generated], dtype=np.object_)
         return {"completion": completion, "output_ids": output_ids}
 
@@ -94,6 +94,6 @@ def _text(value) -> str:
     return value.decode("utf-8") if isinstance(value, (bytes, np.bytes_)) else str(value)
 
 
-def strip_padding(output_ids: np.ndarray) -> List[int]:
+def strip_padding(output_ids: np.ndarray) -> list[int]:
     """The token ids of one output_ids row, without the -1 padding."""
     return [int(i) for i in np.asarray(output_ids).reshape(-1) if i != PAD_ID]

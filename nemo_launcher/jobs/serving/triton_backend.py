@@ -6,8 +6,9 @@ stable_diffusion/triton_model.py) share once their `initialize` has put the laun
 
 Imported only inside tritonserver's embedded Python, where `triton_python_backend_utils` exists.
 """
+
 import locale
-from typing import Callable, Dict, Iterable, List, Optional
+from collections.abc import Callable, Iterable
 
 
 class RequestFailed(Exception):
@@ -18,7 +19,7 @@ class RequestFailed(Exception):
         self.error = error
 
 
-def named_inputs(request, names: Iterable[str]) -> Dict[str, Optional[object]]:
+def named_inputs(request, names: Iterable[str]) -> dict[str, object | None]:
     """Each named input tensor of the request as a NumPy array (None where the request leaves an optional one out)."""
     import triton_python_backend_utils as pb_utils
 
@@ -29,7 +30,7 @@ def named_inputs(request, names: Iterable[str]) -> Dict[str, Optional[object]]:
     return inputs
 
 
-def respond(requests, answer: Callable[[object], Dict[str, object]]) -> List[object]:
+def respond(requests, answer: Callable[[object], dict[str, object]]) -> list[object]:
     """One response per request: `answer(request)`'s arrays as output tensors by name. A ValueError (bad input) or a
     RequestFailed fails that request alone, with its message; the model stays up for the next ones."""
     import triton_python_backend_utils as pb_utils
@@ -44,8 +45,9 @@ def respond(requests, answer: Callable[[object], Dict[str, object]]) -> List[obj
         except ValueError as error:
             responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(error))))
             continue
-        responses.append(pb_utils.InferenceResponse(
-            output_tensors=[pb_utils.Tensor(name, value) for name, value in outputs.items()]))
+        responses.append(
+            pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(name, value) for name, value in outputs.items()])
+        )
     return responses
 
 

@@ -13,10 +13,11 @@ The folder is built beside its final place and swapped in when complete, so a se
 Exit codes of run_export: 0 done, 2 configuration error, 74 a write failed for lack of space or permission, 75
 run.results_dir is in use by another job (one `Error:` line on stderr for each), anything else a crash.
 """
+
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from ...contract.schemas.gpt_export import ExportConfig, TritonDeployment
 from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
@@ -29,16 +30,23 @@ TEMPLATE = Path(__file__).with_name("triton_text_model.py")
 VERSION = "1"
 
 
-def config_pbtxt(name: str, deployment: TritonDeployment, launcher_path: str, generator: Optional[str] = None) -> str:
+def config_pbtxt(name: str, deployment: TritonDeployment, launcher_path: str, generator: str | None = None) -> str:
     """Triton's model configuration, in its protobuf text format. generator: "module:Class" of a family's own
     generator (text.py's GENERATOR_PARAMETER); None serves text.py's DEFAULT_GENERATOR."""
-    parameters = {"data_type": deployment.data_type, "tokens_to_generate": str(deployment.tokens_to_generate),
-                  "launcher_path": launcher_path}
+    parameters = {
+        "data_type": deployment.data_type,
+        "tokens_to_generate": str(deployment.tokens_to_generate),
+        "launcher_path": launcher_path,
+    }
     if generator is not None:
         parameters[GENERATOR_PARAMETER] = generator
-    lines = [f'name: "{name}"', 'backend: "python"', f"max_batch_size: {deployment.max_batch_size}",
-             *tensors_pbtxt(INPUTS, OUTPUTS),
-             f"instance_group [ {{ count: {deployment.instance_count} kind: {deployment.instance_kind} }} ]"]
+    lines = [
+        f'name: "{name}"',
+        'backend: "python"',
+        f"max_batch_size: {deployment.max_batch_size}",
+        *tensors_pbtxt(INPUTS, OUTPUTS),
+        f"instance_group [ {{ count: {deployment.instance_count} kind: {deployment.instance_kind} }} ]",
+    ]
     for key, value in parameters.items():
         lines.append(parameter_pbtxt(key, value))
     return "\n".join(lines) + "\n"
@@ -46,11 +54,19 @@ def config_pbtxt(name: str, deployment: TritonDeployment, launcher_path: str, ge
 
 def tensors_pbtxt(inputs, outputs) -> list:
     """config.pbtxt's input and output blocks for serving.TensorSpec entries (dims without the batch dimension)."""
+
     def tensor(spec) -> str:
         optional = " optional: true" if spec.optional else ""
         return f'  {{ name: "{spec.name}" data_type: {spec.triton_type} dims: [ {", ".join(map(str, spec.dims))} ]{optional} }}'
 
-    return ["input [", ",\n".join(tensor(s) for s in inputs), "]", "output [", ",\n".join(tensor(s) for s in outputs), "]"]
+    return [
+        "input [",
+        ",\n".join(tensor(s) for s in inputs),
+        "]",
+        "output [",
+        ",\n".join(tensor(s) for s in outputs),
+        "]",
+    ]
 
 
 def parameter_pbtxt(key: str, value: str) -> str:
@@ -58,7 +74,7 @@ def parameter_pbtxt(key: str, value: str) -> str:
     return f'parameters: {{ key: "{key}" value: {{ string_value: {quoted} }} }}'
 
 
-def export(cfg: ExportConfig, load: Callable, generator: Optional[str] = None) -> Path:
+def export(cfg: ExportConfig, load: Callable, generator: str | None = None) -> Path:
     """load: path -> (model config, full state dict), the family's rule for merging a sharded archive;
     generator: see config_pbtxt."""
     # Deferred: torch loads after run_export's start_job has put the warning filters in place.
@@ -101,8 +117,10 @@ def run_export(argv, prog: str, schema, **export_options) -> int:
 def export_summary(cfg: ExportConfig, target: Path, seconds: float):
     repository = target.parent
     summary = Summary(f"export finished: {cfg.model.checkpoint_path}")
-    summary.add("model repository", f"{repository} (model {target.name!r}, {size(size_of(target))}, "
-                                    f"{cfg.model.weight_data_type} weights)")
+    summary.add(
+        "model repository",
+        f"{repository} (model {target.name!r}, {size(size_of(target))}, {cfg.model.weight_data_type} weights)",
+    )
     summary.add("serve it with", f"tritonserver --model-repository {repository}")
     summary.add("or", f"python3 deployment/serve_pytriton.py --model-repository {repository}")
     return summary.add("time", duration(seconds))

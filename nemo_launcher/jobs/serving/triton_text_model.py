@@ -9,6 +9,7 @@ new tokens) and launcher_path (the repository whose
 `nemo_launcher` package does the work; it must be importable by the server's Python, with torch and
 megatron-core installed). The tensors are described in nemo_launcher/jobs/serving/text.py.
 """
+
 import json
 import os
 import sys

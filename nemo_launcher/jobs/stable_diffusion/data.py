@@ -8,16 +8,16 @@ of the run is the same example in any process and after any resume; no loader st
 Which form each takes follows model.first_stage_key / cond_stage_key: `images` and `captions` read the example's
 image and .txt, anything else the precache spec's key in its .pickle.
 """
+
 import pickle
-from typing import Dict
 
 import numpy as np
 import torch
 
+from ...contract.schemas.stable_diffusion_training import RAW_CAPTIONS, RAW_IMAGES
 from ..common.config import JobConfigError
 from ..vision.images import decode, sample_rng
 from ..vision.shards import IMAGE_MEMBERS, ShardExamples, list_shards, precached
-from ...contract.schemas.stable_diffusion_training import RAW_CAPTIONS, RAW_IMAGES
 
 
 def image_pixels(image, side: int, crop=None, flip: bool = False) -> np.ndarray:
@@ -43,14 +43,21 @@ class ExampleEncoder:
 
     def __init__(self, model, tokenizer, train: bool):
         self.image_key, self.text_key = model.first_stage_key, model.cond_stage_key
-        self.augmentations, self.length, self.seed = model.data.augmentations, model.cond_stage_config.max_length, model.seed
+        self.augmentations, self.length, self.seed = (
+            model.data.augmentations,
+            model.cond_stage_config.max_length,
+            model.seed,
+        )
         self.tokenizer, self.train = tokenizer, train
 
-    def __call__(self, members: Dict[str, bytes], sample: int) -> Dict[str, torch.Tensor]:
+    def __call__(self, members: dict[str, bytes], sample: int) -> dict[str, torch.Tensor]:
         lowered = {key.lower(): value for key, value in members.items()}
         encodings = pickle.loads(lowered["pickle"]) if "pickle" in lowered else {}
-        return {"image": self._image(lowered, encodings, sample), "text": self._text(lowered, encodings),
-                "sample": torch.tensor(sample)}
+        return {
+            "image": self._image(lowered, encodings, sample),
+            "text": self._text(lowered, encodings),
+            "sample": torch.tensor(sample),
+        }
 
     def _image(self, members, encodings, sample: int) -> torch.Tensor:
         if self.image_key != RAW_IMAGES:
@@ -69,8 +76,10 @@ class ExampleEncoder:
     @staticmethod
     def _precached(encodings, key: str):
         if key not in encodings:
-            raise JobConfigError(f"model.first_stage_key / cond_stage_key: {key!r} is not among the precached keys "
-                                 f"{sorted(encodings)}; name the precache spec's key, or images / captions to encode on the fly")
+            raise JobConfigError(
+                f"model.first_stage_key / cond_stage_key: {key!r} is not among the precached keys "
+                f"{sorted(encodings)}; name the precache spec's key, or images / captions to encode on the fly"
+            )
         return encodings[key]
 
 
@@ -100,16 +109,21 @@ def sd_datasets(cfg, tokenizer, sizes):
         shards = list_shards(data.validation.dataset_path, "model.data.validation.dataset_path", complete)
         total = sum(s.examples for s in shards)
         if total < m.global_batch_size:
-            raise JobConfigError(f"model.data.validation.dataset_path: {total} examples, fewer than one global batch "
-                                 f"({m.global_batch_size}); validation needs at least one")
+            raise JobConfigError(
+                f"model.data.validation.dataset_path: {total} examples, fewer than one global batch "
+                f"({m.global_batch_size}); validation needs at least one"
+            )
         valid = ShardExamples(shards, total, m.seed, False, ExampleEncoder(m, tokenizer, False), complete)
     return train, valid, None
 
 
 def describe(cfg, train, valid) -> str:
     m = cfg.model
-    what = ("images" if m.first_stage_key == RAW_IMAGES else f"precached {m.first_stage_key}") + " + " + \
-           ("captions" if m.cond_stage_key == RAW_CAPTIONS else f"precached {m.cond_stage_key}")
+    what = (
+        ("images" if m.first_stage_key == RAW_IMAGES else f"precached {m.first_stage_key}")
+        + " + "
+        + ("captions" if m.cond_stage_key == RAW_CAPTIONS else f"precached {m.cond_stage_key}")
+    )
     text = f"WebDataset shards: {len(train.shards)} tars, {train.total} examples ({what})"
     if valid is not None:
         text += f"; validation {len(valid.shards)} tars, {valid.total} examples"

@@ -10,9 +10,9 @@ recipe.py's forward step puts the class examples after the instance ones and add
 prior_loss_weight. Class image n is drawn from reg_generation.seed + its batch's first n, and written atomically, so
 an interrupted generation resumes with the same images.
 """
+
 import os
 from pathlib import Path
-from typing import List
 
 import numpy as np
 import torch
@@ -23,7 +23,7 @@ from .data import image_pixels
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
 
-def image_files(folder) -> List[Path]:
+def image_files(folder) -> list[Path]:
     """The image files directly in `folder`, sorted (hidden ones, e.g. half-written, left out)."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -53,8 +53,16 @@ def fill_regularization(cfg) -> int:
         for first in range(have, data.num_reg_images, data.num_images_per_prompt):
             count = min(data.num_images_per_prompt, data.num_reg_images - first)
             generator = torch.Generator().manual_seed(g.seed + first)
-            images = text_to_images(parts, [data.regularization_prompt], sampling, g.unconditional_guidance_scale,
-                                    count, data.resolution, data.resolution, generator)
+            images = text_to_images(
+                parts,
+                [data.regularization_prompt],
+                sampling,
+                g.unconditional_guidance_scale,
+                count,
+                data.resolution,
+                data.resolution,
+                generator,
+            )
             for offset, image in enumerate(images):
                 name = f"generated_{first + offset:05d}.png"
                 temporary = folder / f".{name}.{os.getpid()}.png"
@@ -83,24 +91,32 @@ class DreamBoothExamples(torch.utils.data.Dataset):
         self.length, self.side, self.crop = length, data.resolution, data.center_crop
         self.instances = image_files(data.instance_dir)
         if not self.instances:
-            raise JobConfigError(f"model.data.instance_dir={data.instance_dir!r}: no images in it; put the subject's "
-                                 f"photos there ({', '.join(IMAGE_SUFFIXES)})")
+            raise JobConfigError(
+                f"model.data.instance_dir={data.instance_dir!r}: no images in it; put the subject's "
+                f"photos there ({', '.join(IMAGE_SUFFIXES)})"
+            )
+
         def ids(text):
             return torch.tensor(tokenizer.encode(text, m.cond_stage_config.max_length), dtype=torch.long)
 
         self.instance_ids = ids(data.instance_prompt)
-        self.classes = image_files(data.regularization_dir)[:data.num_reg_images] if m.with_prior_preservation else []
+        self.classes = image_files(data.regularization_dir)[: data.num_reg_images] if m.with_prior_preservation else []
         self.class_ids = ids(data.regularization_prompt) if self.classes else None
 
     def __len__(self) -> int:
         return self.length
 
     def __getitem__(self, sample: int):
-        item = {"image": _pixels(self.instances[sample % len(self.instances)], self.side, self.crop),
-                "text": self.instance_ids, "sample": torch.tensor(sample)}
+        item = {
+            "image": _pixels(self.instances[sample % len(self.instances)], self.side, self.crop),
+            "text": self.instance_ids,
+            "sample": torch.tensor(sample),
+        }
         if self.classes:
-            item.update(prior_image=_pixels(self.classes[sample % len(self.classes)], self.side, self.crop),
-                        prior_text=self.class_ids)
+            item.update(
+                prior_image=_pixels(self.classes[sample % len(self.classes)], self.side, self.crop),
+                prior_text=self.class_ids,
+            )
         return item
 
 

@@ -6,6 +6,7 @@ captioned by instance_prompt) and, with prior preservation, on class images (reg
 num_reg_images by that .nemo's text-to-image first: dreambooth_data.py); writes checkpoints/nemo_dreambooth.nemo at
 the end, which fw_inference=dreambooth/text2img reads. The rest is the trainer core's and Stable Diffusion's.
 """
+
 import sys
 
 PROG = "python3 -m nemo_launcher.jobs.stable_diffusion.dreambooth_train"
@@ -13,8 +14,8 @@ PROG = "python3 -m nemo_launcher.jobs.stable_diffusion.dreambooth_train"
 
 def main(argv=None) -> int:
     # torch and the libraries load only once the core has installed its log filters.
-    from .finetune import run_finetune
     from ...contract.schemas.sd_finetuning import DreamBoothTrainingConfig
+    from .finetune import run_finetune
 
     return run_finetune(argv, PROG, DreamBoothTrainingConfig, "nemo_launcher.jobs.stable_diffusion.dreambooth_data")
 

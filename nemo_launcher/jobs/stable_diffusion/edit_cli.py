@@ -5,6 +5,7 @@ edit.num_images_per_prompt edits of edit.input by edit.prompt (schema: contract/
 input scaled so its longer side is edit.resolution: `<outpath>/edit_<n>.png`, with edit.combine_images [rows, cols]
 a `grid.png`, and `edit.json`.
 """
+
 import json
 import sys
 
@@ -22,9 +23,11 @@ def edit(cfg: EditConfig, parts):
 
     settings = cfg.edit
     if parts.unet.config.in_channels != 2 * parts.config.channels:
-        raise JobConfigError(f"fw_inference.model.restore_from_path={cfg.model.restore_from_path}: its UNet reads "
-                             f"{parts.unet.config.in_channels} channels, not an InstructPix2Pix UNet's "
-                             f"{2 * parts.config.channels}; give an instruct_pix2pix training's .nemo")
+        raise JobConfigError(
+            f"fw_inference.model.restore_from_path={cfg.model.restore_from_path}: its UNet reads "
+            f"{parts.unet.config.in_channels} channels, not an InstructPix2Pix UNet's "
+            f"{2 * parts.config.channels}; give an instruct_pix2pix training's .nemo"
+        )
     try:
         with Image.open(settings.input) as source:
             image = resize_for_edit(source, settings.resolution, size_multiple(parts))
@@ -32,8 +35,16 @@ def edit(cfg: EditConfig, parts):
         raise JobConfigError(f"fw_inference.edit.input={settings.input!r}: cannot read the image ({error})") from None
     output = output_folder(settings.outpath)
     generator = torch.Generator().manual_seed(settings.seed)
-    images = edit_image(parts, image_to_pixels(image), settings.prompt, settings.steps, settings.cfg_text,
-                        settings.cfg_image, settings.num_images_per_prompt, generator)
+    images = edit_image(
+        parts,
+        image_to_pixels(image),
+        settings.prompt,
+        settings.steps,
+        settings.cfg_text,
+        settings.cfg_image,
+        settings.num_images_per_prompt,
+        generator,
+    )
     files = []
     for n, picture in enumerate(images):
         save_png(picture, output / f"edit_{n:02d}.png")
@@ -41,9 +52,17 @@ def edit(cfg: EditConfig, parts):
     if settings.combine_images:
         save_png(tile(images, *settings.combine_images), output / "grid.png")
         files.append("grid.png")
-    report = {"model": cfg.model.restore_from_path, "input": settings.input, "prompt": settings.prompt,
-              "size": list(image.size), "steps": settings.steps, "cfg_text": settings.cfg_text,
-              "cfg_image": settings.cfg_image, "seed": settings.seed, "images": files}
+    report = {
+        "model": cfg.model.restore_from_path,
+        "input": settings.input,
+        "prompt": settings.prompt,
+        "size": list(image.size),
+        "steps": settings.steps,
+        "cfg_text": settings.cfg_text,
+        "cfg_image": settings.cfg_image,
+        "seed": settings.seed,
+        "images": files,
+    }
     (output / EDIT_RESULTS).write_text(json.dumps(report, indent=1))
     summary = Summary(f"edit finished: {len(images)} edits of {settings.input} by {settings.prompt!r}")
     summary.add("images", f"{output} ({len(files)} PNG)")

@@ -10,11 +10,11 @@ Layout (schema: contract/schemas/sd_finetuning.py EditData): <root>/seeds.json l
 the edited image. Sample n is example n mod count (the core's samplers order or reshuffle them), so it is the same
 example in any process and after any resume.
 """
+
 import json
 import os
 import random
 from pathlib import Path
-from typing import List, Tuple
 
 import torch
 
@@ -26,14 +26,16 @@ SEEDS_FILE = "seeds.json"
 _INSTRUCTIONS = ("make it {}", "turn it {}", "colour the {} {}", "paint the {} {}")
 
 
-def read_index(root: str) -> List[Tuple[str, int]]:
+def read_index(root: str) -> list[tuple[str, int]]:
     """(folder, seed) of every example, in the index's order."""
     path = Path(root) / SEEDS_FILE
     try:
         entries = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        raise JobConfigError(f"model.data.data_path={root!r}: cannot read {SEEDS_FILE} ({error}); point it at a "
-                             "clip-filtered-dataset folder") from None
+        raise JobConfigError(
+            f"model.data.data_path={root!r}: cannot read {SEEDS_FILE} ({error}); point it at a "
+            "clip-filtered-dataset folder"
+        ) from None
     examples = [(str(folder), int(seed)) for folder, seeds in entries for seed in seeds]
     if not examples:
         raise JobConfigError(f"model.data.data_path={root!r}: {SEEDS_FILE} lists no examples")
@@ -61,16 +63,25 @@ class EditExamples(torch.utils.data.Dataset):
         folder, seed = self.examples[sample % len(self.examples)]
         where = self.root / folder
         instruction = json.loads((where / "prompt.json").read_text())["edit"]
-        return {"image": self._pixels(where / f"{seed}_1.jpg"), "source": self._pixels(where / f"{seed}_0.jpg"),
-                "text": torch.tensor(self.tokenizer.encode(instruction, self.max_length), dtype=torch.long),
-                "sample": torch.tensor(sample)}
+        return {
+            "image": self._pixels(where / f"{seed}_1.jpg"),
+            "source": self._pixels(where / f"{seed}_0.jpg"),
+            "text": torch.tensor(self.tokenizer.encode(instruction, self.max_length), dtype=torch.long),
+            "sample": torch.tensor(sample),
+        }
 
 
 def datasets(cfg, tokenizer, sizes):
     """(train, None, None): the fine-tune has no held-out split."""
     m = cfg.model
-    train = EditExamples(read_index(m.data.data_path), m.data.data_path, sizes[0], m.data.resolution, tokenizer,
-                         m.cond_stage_config.max_length)
+    train = EditExamples(
+        read_index(m.data.data_path),
+        m.data.data_path,
+        sizes[0],
+        m.data.resolution,
+        tokenizer,
+        m.cond_stage_config.max_length,
+    )
     return train, None, None
 
 
@@ -79,6 +90,7 @@ def describe(cfg, train, valid) -> str:
 
 
 # ---- the tiny generated dataset ---------------------------------------------------------------------------
+
 
 def edit_shapes_example(index: int, seed: int, size: int):
     """(input image, instruction, edited image): one shape on a plain background, recoloured by the instruction."""
@@ -100,7 +112,9 @@ def edit_shapes_example(index: int, seed: int, size: int):
         elif shape == "square":
             draw.rectangle(box, fill=COLOURS[colour])
         else:
-            draw.polygon([(left + extent / 2, top), (left, top + extent), (left + extent, top + extent)], fill=COLOURS[colour])
+            draw.polygon(
+                [(left + extent / 2, top), (left, top + extent), (left + extent, top + extent)], fill=COLOURS[colour]
+            )
         pictures.append(image)
     template = rng.choice(_INSTRUCTIONS)
     instruction = template.format(shape, after) if template.count("{}") == 2 else template.format(after)

@@ -12,15 +12,22 @@ Every graph runs under onnxruntime on the same random inputs as its network; the
 the graphs and once on the networks from the same seed (the export's prompt, or instruction and example image).
 The largest difference of each is reported; above check_tolerance the job fails (exit 1) and serves nothing.
 """
+
 import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Dict, List
 
+from ...contract.schemas.sd_export import (
+    EDIT_MODEL,
+    EXPORT_REPORT_FILE,
+    INFER_CONFIG_FILE,
+    SD_MODEL,
+    STAGE,
+    EditExportConfig,
+    SdExportConfig,
+)
 from ..common.config import JobConfigError
-from ...contract.schemas.sd_export import (EDIT_MODEL, EXPORT_REPORT_FILE, INFER_CONFIG_FILE, SD_MODEL, STAGE,
-                                            EditExportConfig, SdExportConfig)
 
 PROG = "python3 -m nemo_launcher.jobs.stable_diffusion.export"
 CHECK_STEPS = 4  # denoising steps of the whole-pipeline check (each step runs every graph but the encoders)
@@ -35,7 +42,7 @@ class Task:
     height: int
     width: int
     prompt: str  # the whole-pipeline check's prompt or instruction
-    defaults: Dict  # the served defaults
+    defaults: dict  # the served defaults
 
 
 def _task(cfg, parts) -> Task:
@@ -45,8 +52,10 @@ def _task(cfg, parts) -> Task:
     if isinstance(cfg, EditExportConfig):
         e = cfg.edit
         if parts.unet.config.in_channels != 2 * parts.config.channels:
-            raise JobConfigError(f"{STAGE}.model.restore_from_path={cfg.model.restore_from_path!r}: a text-to-image model "
-                                 "(its UNet reads no input image); export it with export=stable_diffusion/export_stable_diffusion")
+            raise JobConfigError(
+                f"{STAGE}.model.restore_from_path={cfg.model.restore_from_path!r}: a text-to-image model "
+                "(its UNet reads no input image); export it with export=stable_diffusion/export_stable_diffusion"
+            )
         from PIL import Image
 
         try:
@@ -57,17 +66,28 @@ def _task(cfg, parts) -> Task:
         return Task(True, e.num_images_per_prompt, height, width, e.prompt or "make it blue", defaults)
     i = cfg.infer
     if parts.unet.config.in_channels != parts.config.channels:
-        raise JobConfigError(f"{STAGE}.model.restore_from_path={cfg.model.restore_from_path!r}: an InstructPix2Pix model; "
-                             "export it with export=instruct_pix2pix/export_instruct_pix2pix")
+        raise JobConfigError(
+            f"{STAGE}.model.restore_from_path={cfg.model.restore_from_path!r}: an InstructPix2Pix model; "
+            "export it with export=instruct_pix2pix/export_instruct_pix2pix"
+        )
     if i.down_factor != factor:
-        raise JobConfigError(f"{STAGE}.infer.down_factor={i.down_factor}: this model's VAE maps {factor} pixels to one "
-                             f"latent; set {factor}")
+        raise JobConfigError(
+            f"{STAGE}.infer.down_factor={i.down_factor}: this model's VAE maps {factor} pixels to one "
+            f"latent; set {factor}"
+        )
     for name in ("height", "width"):
         if getattr(i, name) % multiple:
-            raise JobConfigError(f"{STAGE}.infer.{name}={getattr(i, name)}: this model needs image sides that are "
-                                 f"multiples of {multiple}")
-    defaults = {"seed": i.seed, "unconditional_guidance_scale": i.unconditional_guidance_scale,
-                "inference_steps": i.inference_steps, "eta": i.eta, "sampler_type": i.sampler_type}
+            raise JobConfigError(
+                f"{STAGE}.infer.{name}={getattr(i, name)}: this model needs image sides that are "
+                f"multiples of {multiple}"
+            )
+    defaults = {
+        "seed": i.seed,
+        "unconditional_guidance_scale": i.unconditional_guidance_scale,
+        "inference_steps": i.inference_steps,
+        "eta": i.eta,
+        "sampler_type": i.sampler_type,
+    }
     return Task(False, i.num_images_per_prompt, i.height, i.width, (i.prompts or ["a photo"])[0], defaults)
 
 
@@ -83,8 +103,10 @@ def export(cfg):
     from .sampling import vae_factor
 
     if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
-        raise JobConfigError(f"{STAGE}.trainer.accelerator=gpu: CUDA is not available on this machine; set "
-                             f"{STAGE}.trainer.accelerator=cpu (TensorRT engines are then not built)")
+        raise JobConfigError(
+            f"{STAGE}.trainer.accelerator=gpu: CUDA is not available on this machine; set "
+            f"{STAGE}.trainer.accelerator=cpu (TensorRT engines are then not built)"
+        )
     parts = load_stable_diffusion(cfg.model.restore_from_path)  # fp32 graphs; engines take trainer.precision
     task = _task(cfg, parts)
     places = cfg.places
@@ -100,9 +122,11 @@ def export(cfg):
         export_fixed(graph, str(path))
         differences[graph.name] = check_graph(graph, str(path), [graph.batch])
         if differences[graph.name] > places.check_tolerance:
-            raise GraphMismatch(f"{path}: onnxruntime's output differs from the {GRAPH_FILES[graph.name]}'s by up to "
-                                f"{differences[graph.name]:.3g}, more than check_tolerance={places.check_tolerance}; "
-                                "nothing was served from it")
+            raise GraphMismatch(
+                f"{path}: onnxruntime's output differs from the {GRAPH_FILES[graph.name]}'s by up to "
+                f"{differences[graph.name]:.3g}, more than check_tolerance={places.check_tolerance}; "
+                "nothing was served from it"
+            )
     engines = _engines(cfg, graphs, onnx_dir, plan_dir)
     settings = _settings(cfg, parts, task, graphs, engines)
     (plan_dir / INFER_CONFIG_FILE).write_text(_yaml({k: v for k, v in settings.items() if k != "model"}))
@@ -110,29 +134,45 @@ def export(cfg):
     pipeline = _check_pipeline(parts, entry / "1", task)
     differences["pipeline"] = pipeline
     if pipeline > places.check_tolerance:
-        raise GraphMismatch(f"{entry}: the pipeline on the graphs draws images that differ from the framework's by up "
-                            f"to {pipeline:.3g} (of 1), more than check_tolerance={places.check_tolerance}")
+        raise GraphMismatch(
+            f"{entry}: the pipeline on the graphs draws images that differ from the framework's by up "
+            f"to {pipeline:.3g} (of 1), more than check_tolerance={places.check_tolerance}"
+        )
     entries = [entry] + ([copy_entry(entry, Path(places.deployment_dir))] if places.deployment_dir else [])
-    report = {"model": cfg.model.restore_from_path, "task": "edit" if task.edit else "text2img",
-              "onnx": {g.name: str(onnx_dir / f"{g.name}.onnx") for g in graphs},
-              "batch": {g.name: g.batch for g in graphs}, "max_abs_difference": differences,
-              "check_tolerance": places.check_tolerance, "tensorrt": engines, "model_repository": str(repository),
-              "entries": [str(e) for e in entries]}
+    report = {
+        "model": cfg.model.restore_from_path,
+        "task": "edit" if task.edit else "text2img",
+        "onnx": {g.name: str(onnx_dir / f"{g.name}.onnx") for g in graphs},
+        "batch": {g.name: g.batch for g in graphs},
+        "max_abs_difference": differences,
+        "check_tolerance": places.check_tolerance,
+        "tensorrt": engines,
+        "model_repository": str(repository),
+        "entries": [str(e) for e in entries],
+    }
     (out / EXPORT_REPORT_FILE).write_text(json.dumps(report, indent=1))
     summary = Summary(f"export finished: {cfg.model.restore_from_path}")
-    summary.add("onnx", f"{onnx_dir} ({', '.join(f'{g.name}.onnx [{g.batch}]' for g in graphs)}; "
-                        f"{task.images} images of {task.height}x{task.width} per request)")
-    summary.add("onnx check", ", ".join(f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in differences.items())
-                + f" (tolerance {places.check_tolerance:g}; pipeline: {CHECK_STEPS} steps, images in [0, 1])")
+    summary.add(
+        "onnx",
+        f"{onnx_dir} ({', '.join(f'{g.name}.onnx [{g.batch}]' for g in graphs)}; "
+        f"{task.images} images of {task.height}x{task.width} per request)",
+    )
+    summary.add(
+        "onnx check",
+        ", ".join(f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in differences.items())
+        + f" (tolerance {places.check_tolerance:g}; pipeline: {CHECK_STEPS} steps, images in [0, 1])",
+    )
     summary.add("tensorrt", ", ".join(engines["built"].values()) if engines["built"] else engines["reason"])
     summary.add("plan", plan_dir / INFER_CONFIG_FILE)
     summary.add("triton entries", ", ".join(str(e) for e in entries))
-    summary.add("serve it with", f"tritonserver --model-repository {repository} --model-control-mode=explicit "
-                                 f"--load-model {entry.name}")
+    summary.add(
+        "serve it with",
+        f"tritonserver --model-repository {repository} --model-control-mode=explicit --load-model {entry.name}",
+    )
     return summary.add("report", out / EXPORT_REPORT_FILE)
 
 
-def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path) -> Dict:
+def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path) -> dict:
     from ..vision.tensorrt_engines import build_engine, unavailable
 
     reason = unavailable()
@@ -143,8 +183,12 @@ def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path) -> Dict:
         path = plan_dir / f"{graph.name}.plan"
         generator = _generator()
         shapes = {name: tuple(make(graph.batch, generator).shape) for name, make in graph.inputs.items()}
-        build_engine(str(onnx_dir / f"{graph.name}.onnx"), str(path), {n: (s, s, s) for n, s in shapes.items()},
-                     fp16=cfg.trainer.dtype() == "fp16")
+        build_engine(
+            str(onnx_dir / f"{graph.name}.onnx"),
+            str(path),
+            {n: (s, s, s) for n, s in shapes.items()},
+            fp16=cfg.trainer.dtype() == "fp16",
+        )
         built[graph.name] = str(path)
     return {"built": built, "reason": None}
 
@@ -155,23 +199,31 @@ def _generator():
     return torch.Generator().manual_seed(0)
 
 
-def _settings(cfg, parts, task: Task, graphs, engines) -> Dict:
+def _settings(cfg, parts, task: Task, graphs, engines) -> dict:
     from .model import stored_config
     from .onnx_parts import network_settings
 
-    return {"task": "edit" if task.edit else "text2img", "num_images_per_prompt": task.images, "height": task.height,
-            "width": task.width, "precision": cfg.trainer.dtype() or "fp32", "defaults": task.defaults,
-            "onnx": [f"{g.name}.onnx" for g in graphs], "engines": sorted(Path(p).name for p in engines["built"].values()),
-            "model": stored_config(parts.config, parts.text_encoder), **network_settings(parts)}
+    return {
+        "task": "edit" if task.edit else "text2img",
+        "num_images_per_prompt": task.images,
+        "height": task.height,
+        "width": task.width,
+        "precision": cfg.trainer.dtype() or "fp32",
+        "defaults": task.defaults,
+        "onnx": [f"{g.name}.onnx" for g in graphs],
+        "engines": sorted(Path(p).name for p in engines["built"].values()),
+        "model": stored_config(parts.config, parts.text_encoder),
+        **network_settings(parts),
+    }
 
 
-def _yaml(settings: Dict) -> str:
+def _yaml(settings: dict) -> str:
     import yaml
 
     return yaml.safe_dump(settings, sort_keys=False)
 
 
-def _entry(repository: Path, name: str, parts, settings: Dict, graphs, onnx_dir: Path, plan_dir: Path) -> Path:
+def _entry(repository: Path, name: str, parts, settings: dict, graphs, onnx_dir: Path, plan_dir: Path) -> Path:
     """<repository>/<name>: config.pbtxt (backend python) and 1/ with model.py, the graphs, the engines, the
     settings and the tokenizer's files, swapped in when complete."""
     from ..serving.triton_export import parameter_pbtxt, tensors_pbtxt
@@ -187,9 +239,17 @@ def _entry(repository: Path, name: str, parts, settings: Dict, graphs, onnx_dir:
     inputs = EDIT_INPUTS if settings["task"] == "edit" else TEXT2IMG_INPUTS
     outputs = (output_spec(settings["num_images_per_prompt"], settings["height"], settings["width"]),)
     launcher_path = str(Path(__file__).resolve().parents[3])  # the folder holding the nemo_launcher package
-    lines = [f'name: "{name}"', 'backend: "python"', "max_batch_size: 0", *tensors_pbtxt(inputs, outputs),
-             "instance_group [ { count: 1 kind: KIND_CPU } ]", parameter_pbtxt("launcher_path", launcher_path)]
-    return swap_in_entry(repository / name, files, "\n".join(lines) + "\n", {SETTINGS_FILE: json.dumps(settings, indent=1)})
+    lines = [
+        f'name: "{name}"',
+        'backend: "python"',
+        "max_batch_size: 0",
+        *tensors_pbtxt(inputs, outputs),
+        "instance_group [ { count: 1 kind: KIND_CPU } ]",
+        parameter_pbtxt("launcher_path", launcher_path),
+    ]
+    return swap_in_entry(
+        repository / name, files, "\n".join(lines) + "\n", {SETTINGS_FILE: json.dumps(settings, indent=1)}
+    )
 
 
 def _check_pipeline(parts, version_dir: Path, task: Task) -> float:
@@ -200,17 +260,37 @@ def _check_pipeline(parts, version_dir: Path, task: Task) -> float:
     from .sampling import Sampling, edit_image, text_to_images
 
     served = onnx_parts(version_dir)
-    results: List[torch.Tensor] = []
+    results: list[torch.Tensor] = []
     for pipeline in (parts, served):
         generator = torch.Generator().manual_seed(task.defaults["seed"])
         if task.edit:
             pixels = torch.rand(1, 3, task.height, task.width, generator=torch.Generator().manual_seed(0)) * 2 - 1
-            results.append(edit_image(pipeline, pixels, task.prompt, CHECK_STEPS, task.defaults["cfg_text"],
-                                      task.defaults["cfg_image"], task.images, generator))
+            results.append(
+                edit_image(
+                    pipeline,
+                    pixels,
+                    task.prompt,
+                    CHECK_STEPS,
+                    task.defaults["cfg_text"],
+                    task.defaults["cfg_image"],
+                    task.images,
+                    generator,
+                )
+            )
         else:
             sampling = Sampling(CHECK_STEPS, task.defaults["sampler_type"], task.defaults["eta"])
-            results.append(text_to_images(pipeline, [task.prompt], sampling, task.defaults["unconditional_guidance_scale"],
-                                          task.images, task.height, task.width, generator))
+            results.append(
+                text_to_images(
+                    pipeline,
+                    [task.prompt],
+                    sampling,
+                    task.defaults["unconditional_guidance_scale"],
+                    task.images,
+                    task.height,
+                    task.width,
+                    generator,
+                )
+            )
     return float((results[0] - results[1]).abs().max())
 
 

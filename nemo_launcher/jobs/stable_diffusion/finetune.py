@@ -8,8 +8,8 @@ DreamBooth UNet that unet_config.from_pretrained names. A UNet reading more inpu
 (InstructPix2Pix: 8 from 4) gets the extra input weights of its first convolution at zero, so at step 0 it computes
 what the SD model computes whatever the input image. A resumed run then loads its own checkpoint over these.
 """
+
 import dataclasses
-from typing import Dict
 
 import torch
 
@@ -20,17 +20,19 @@ from .recipe import build_sd_parts, sd_chunk, sd_recipe
 FIRST_CONV = "conv_in.weight"  # the UNet's input convolution [out, in, k, k]
 
 
-def widened(state: Dict[str, torch.Tensor], unet, source: str, key: str) -> Dict[str, torch.Tensor]:
+def widened(state: dict[str, torch.Tensor], unet, source: str, key: str) -> dict[str, torch.Tensor]:
     """`state` with its first-convolution weight padded with zero input channels up to the UNet's."""
     ours, theirs = unet.state_dict()[FIRST_CONV], state.get(FIRST_CONV)
     if theirs is None or theirs.shape == ours.shape:
         return state
     if theirs.shape[:1] + theirs.shape[2:] != ours.shape[:1] + ours.shape[2:] or theirs.shape[1] > ours.shape[1]:
-        raise JobConfigError(f"{key}: the UNet in {source} reads {theirs.shape[1]} input channels with a first "
-                             f"convolution of {tuple(theirs.shape)}; this config's needs {tuple(ours.shape)}: check "
-                             "unet_config against the checkpoint's")
+        raise JobConfigError(
+            f"{key}: the UNet in {source} reads {theirs.shape[1]} input channels with a first "
+            f"convolution of {tuple(theirs.shape)}; this config's needs {tuple(ours.shape)}: check "
+            "unet_config against the checkpoint's"
+        )
     wide = torch.zeros(ours.shape, dtype=theirs.dtype)
-    wide[:, :theirs.shape[1]] = theirs
+    wide[:, : theirs.shape[1]] = theirs
     return {**state, FIRST_CONV: wide}
 
 
@@ -43,7 +45,7 @@ def load_starting_weights(chunk, model) -> None:
     if not model.unet_config.from_pretrained:
         networks.append((UNET, chunk.unet))
     for prefix, network in networks:
-        own = {name[len(prefix):]: value for name, value in state.items() if name.startswith(prefix)}
+        own = {name[len(prefix) :]: value for name, value in state.items() if name.startswith(prefix)}
         if network is chunk.unet:
             own = widened(own, network, source, key)
         with torch.no_grad():
@@ -77,4 +79,3 @@ def run_finetune(argv, prog: str, schema, data_module: str) -> int:
         return SdModule(parts)
 
     return run_program(argv, prog, schema, finetune_recipe, build=build, module_class=module)
-

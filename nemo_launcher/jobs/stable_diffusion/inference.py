@@ -1,4 +1,5 @@
 """What text2img and edit_cli share: the bound config, the model in the configured precision, the closing summary."""
+
 import time
 from pathlib import Path
 

@@ -22,15 +22,17 @@ posterior is made nearly deterministic, as a trained one's is (log-variance outp
 library's initialisation its standard deviation is 1 against a mean that varies by ~0.2 between images, so every
 sampled latent would be mostly noise and a tiny model would learn nothing of the images.
 """
+
 import contextlib
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 import torch
 
-from ..common.config import JobConfigError, bind
 from ...contract.schemas.stable_diffusion_model import LatentDiffusionModel
+from ..common.config import JobConfigError, bind
 
 NEMO_FILE_NAME = "nemo_stable_diffusion.nemo"
 SEEDED_VAE_LOGVAR = -10.0  # posterior standard deviation exp(-5) ~ 0.007
@@ -49,15 +51,15 @@ class StableDiffusionParts:
     noise_scheduler: Any  # diffusers DDPMScheduler: the training forward process
     config: LatentDiffusionModel
 
-    def token_ids(self, texts: List[str]) -> torch.Tensor:
+    def token_ids(self, texts: list[str]) -> torch.Tensor:
         length = self.config.cond_stage_config.max_length
         return torch.tensor([self.tokenizer.encode(text, length) for text in texts], dtype=torch.long)
 
-    def encode_text(self, texts: List[str]) -> torch.Tensor:
+    def encode_text(self, texts: list[str]) -> torch.Tensor:
         device = next(self.text_encoder.parameters()).device
         return text_context(self.text_encoder, self.token_ids(texts).to(device), self.config.cond_stage_config.layer)
 
-    def encode_images(self, pixels: torch.Tensor, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    def encode_images(self, pixels: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         """Scaled latents sampled from the autoencoder's posterior of images in [-1, 1]."""
         posterior = self.vae.encode(pixels.to(self.vae.dtype)).latent_dist
         return posterior.sample(generator) * self.config.scale_factor
@@ -66,7 +68,7 @@ class StableDiffusionParts:
         """Images in [-1, 1] (clamped) from scaled latents."""
         return self.vae.decode(latents.to(self.vae.dtype) / self.config.scale_factor).sample.clamp(-1.0, 1.0)
 
-    def state_dict(self) -> Dict[str, torch.Tensor]:
+    def state_dict(self) -> dict[str, torch.Tensor]:
         """All three networks' weights under the family's prefixes (what a .nemo stores)."""
         state = {}
         for prefix, network in ((UNET, self.unet), (VAE, self.vae), (TEXT_ENCODER, self.text_encoder)):
@@ -82,31 +84,43 @@ def model_section(data: Mapping[str, Any], key: str = "model") -> LatentDiffusio
 
 # ---- building ---------------------------------------------------------------------------------------
 
-def unet_settings(unet) -> Dict[str, Any]:
+
+def unet_settings(unet) -> dict[str, Any]:
     """UNet2DConditionModel's constructor arguments for a UnetConfig."""
     levels = range(len(unet.channel_mult))
-    attends = [2 ** i in unet.attention_resolutions for i in levels]
+    attends = [2**i in unet.attention_resolutions for i in levels]
     channels = unet.block_channels()
     heads = unet.num_heads if unet.num_heads is not None else [c // unet.num_head_channels for c in channels]
     return dict(
-        sample_size=unet.image_size, in_channels=unet.in_channels, out_channels=unet.out_channels,
+        sample_size=unet.image_size,
+        in_channels=unet.in_channels,
+        out_channels=unet.out_channels,
         down_block_types=tuple("CrossAttnDownBlock2D" if a else "DownBlock2D" for a in attends),
         up_block_types=tuple("CrossAttnUpBlock2D" if a else "UpBlock2D" for a in reversed(attends)),
-        block_out_channels=tuple(channels), layers_per_block=unet.num_res_blocks,
-        cross_attention_dim=unet.context_dim, attention_head_dim=heads,
-        transformer_layers_per_block=unet.transformer_depth, use_linear_projection=unet.use_linear_in_transformer,
+        block_out_channels=tuple(channels),
+        layers_per_block=unet.num_res_blocks,
+        cross_attention_dim=unet.context_dim,
+        attention_head_dim=heads,
+        transformer_layers_per_block=unet.transformer_depth,
+        use_linear_projection=unet.use_linear_in_transformer,
         norm_num_groups=unet.norm_num_groups,
     )
 
 
-def vae_settings(first_stage, scale_factor: float) -> Dict[str, Any]:
+def vae_settings(first_stage, scale_factor: float) -> dict[str, Any]:
     dd = first_stage.ddconfig
     levels = len(dd.ch_mult)
     return dict(
-        in_channels=dd.in_channels, out_channels=dd.out_ch, down_block_types=("DownEncoderBlock2D",) * levels,
-        up_block_types=("UpDecoderBlock2D",) * levels, block_out_channels=tuple(dd.ch * m for m in dd.ch_mult),
-        layers_per_block=dd.num_res_blocks, latent_channels=first_stage.embed_dim,
-        norm_num_groups=first_stage.norm_num_groups, sample_size=dd.resolution, scaling_factor=scale_factor,
+        in_channels=dd.in_channels,
+        out_channels=dd.out_ch,
+        down_block_types=("DownEncoderBlock2D",) * levels,
+        up_block_types=("UpDecoderBlock2D",) * levels,
+        block_out_channels=tuple(dd.ch * m for m in dd.ch_mult),
+        layers_per_block=dd.num_res_blocks,
+        latent_channels=first_stage.embed_dim,
+        norm_num_groups=first_stage.norm_num_groups,
+        sample_size=dd.resolution,
+        scaling_factor=scale_factor,
     )
 
 
@@ -142,7 +156,9 @@ def build_vae(first_stage, scale_factor: float, load_pretrained: bool = True):
             vae.quant_conv.weight[logvar].zero_()
             vae.quant_conv.bias[logvar].fill_(SEEDED_VAE_LOGVAR)
     if load_pretrained and first_stage.from_pretrained:
-        vae.load_state_dict(_diffusers_weights(first_stage.from_pretrained, "vae", "model.first_stage_config.from_pretrained"))
+        vae.load_state_dict(
+            _diffusers_weights(first_stage.from_pretrained, "vae", "model.first_stage_config.from_pretrained")
+        )
     return vae.requires_grad_(False).eval()
 
 
@@ -152,14 +168,24 @@ def build_text_encoder(text, tokenizer, trainable: bool = False, load_pretrained
 
     if text.pretrained is not None and load_pretrained:
         if not (Path(text.pretrained) / "config.json").is_file():
-            raise JobConfigError(f"model.cond_stage_config.pretrained: {text.pretrained} is not a transformers model "
-                                 "folder (no config.json); save the CLIP text model there with save_pretrained")
+            raise JobConfigError(
+                f"model.cond_stage_config.pretrained: {text.pretrained} is not a transformers model "
+                "folder (no config.json); save the CLIP text model there with save_pretrained"
+            )
         encoder = CLIPTextModel.from_pretrained(text.pretrained)
     else:
-        settings = dict(vocab_size=tokenizer.vocab_size, max_position_embeddings=text.max_length,
-                        hidden_size=text.hidden_size, intermediate_size=text.intermediate_size,
-                        num_hidden_layers=text.num_hidden_layers, num_attention_heads=text.num_attention_heads,
-                        hidden_act=text.hidden_act, pad_token_id=tokenizer.pad, bos_token_id=tokenizer.bos, eos_token_id=tokenizer.eos)
+        settings = dict(
+            vocab_size=tokenizer.vocab_size,
+            max_position_embeddings=text.max_length,
+            hidden_size=text.hidden_size,
+            intermediate_size=text.intermediate_size,
+            num_hidden_layers=text.num_hidden_layers,
+            num_attention_heads=text.num_attention_heads,
+            hidden_act=text.hidden_act,
+            pad_token_id=tokenizer.pad,
+            bos_token_id=tokenizer.bos,
+            eos_token_id=tokenizer.eos,
+        )
         with _seeded(text.seed):
             encoder = CLIPTextModel(CLIPTextConfig(**settings))
     return encoder.requires_grad_(trainable).train(trainable)
@@ -178,10 +204,14 @@ def noise_scheduler(model: LatentDiffusionModel):
     """The training forward process (diffusers' DDPMScheduler); samplers can be made from its config."""
     from diffusers import DDPMScheduler
 
-    return DDPMScheduler(num_train_timesteps=model.timesteps, beta_start=model.linear_start, beta_end=model.linear_end,
-                         beta_schedule={"linear": "scaled_linear", "cosine": "squaredcos_cap_v2"}[model.beta_schedule],
-                         prediction_type={"eps": "epsilon", "v": "v_prediction"}[model.parameterization],
-                         clip_sample=False)
+    return DDPMScheduler(
+        num_train_timesteps=model.timesteps,
+        beta_start=model.linear_start,
+        beta_end=model.linear_end,
+        beta_schedule={"linear": "scaled_linear", "cosine": "squaredcos_cap_v2"}[model.beta_schedule],
+        prediction_type={"eps": "epsilon", "v": "v_prediction"}[model.parameterization],
+        clip_sample=False,
+    )
 
 
 def build_stable_diffusion(model: LatentDiffusionModel, load_pretrained: bool = True) -> StableDiffusionParts:
@@ -190,15 +220,22 @@ def build_stable_diffusion(model: LatentDiffusionModel, load_pretrained: bool = 
     from ..multimodal.caption_tokenizer import load_clip_tokenizer
 
     tokenizer = load_clip_tokenizer(model.tokenizer)
-    return StableDiffusionParts(unet=build_unet(model, load_pretrained), vae=build_vae(model.first_stage_config, model.scale_factor, load_pretrained),
-                                text_encoder=build_text_encoder(model.cond_stage_config, tokenizer, model.cond_stage_trainable,
-                                                                load_pretrained), tokenizer=tokenizer,
-                                noise_scheduler=noise_scheduler(model), config=model)
+    return StableDiffusionParts(
+        unet=build_unet(model, load_pretrained),
+        vae=build_vae(model.first_stage_config, model.scale_factor, load_pretrained),
+        text_encoder=build_text_encoder(
+            model.cond_stage_config, tokenizer, model.cond_stage_trainable, load_pretrained
+        ),
+        tokenizer=tokenizer,
+        noise_scheduler=noise_scheduler(model),
+        config=model,
+    )
 
 
 # ---- weights from elsewhere -------------------------------------------------------------------------
 
-def _diffusers_weights(path: str, subfolder: str, key: str) -> Dict[str, torch.Tensor]:
+
+def _diffusers_weights(path: str, subfolder: str, key: str) -> dict[str, torch.Tensor]:
     """A diffusers model folder's state dict: <path> or <path>/<subfolder> (a pipeline folder), safetensors or .bin."""
     for folder in (Path(path), Path(path) / subfolder):
         for name in ("diffusion_pytorch_model.safetensors", "diffusion_pytorch_model.bin"):
@@ -208,8 +245,10 @@ def _diffusers_weights(path: str, subfolder: str, key: str) -> Dict[str, torch.T
 
                     return load_file(str(folder / name))
                 return torch.load(folder / name, map_location="cpu", weights_only=True)
-    raise JobConfigError(f"{key}: {path} holds no diffusers weights (diffusion_pytorch_model.safetensors or .bin, "
-                         f"directly or under {subfolder}/); save the model there with save_pretrained")
+    raise JobConfigError(
+        f"{key}: {path} holds no diffusers weights (diffusion_pytorch_model.safetensors or .bin, "
+        f"directly or under {subfolder}/); save the model there with save_pretrained"
+    )
 
 
 def load_unet_weights(unet, source: str, from_nemo: bool) -> None:
@@ -218,7 +257,7 @@ def load_unet_weights(unet, source: str, from_nemo: bool) -> None:
     key = "model.unet_config.from_pretrained"
     if from_nemo:
         state = _our_weights(source, key)
-        state = {name[len(UNET):]: value for name, value in state.items() if name.startswith(UNET)}
+        state = {name[len(UNET) :]: value for name, value in state.items() if name.startswith(UNET)}
     else:
         state = _diffusers_weights(source, "unet", key)
     _load_strict(unet, state, source, key)
@@ -227,14 +266,16 @@ def load_unet_weights(unet, source: str, from_nemo: bool) -> None:
 def _load_strict(network, state: Mapping[str, torch.Tensor], source: str, key: str) -> None:
     result = network.load_state_dict(dict(state), strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise JobConfigError(f"{key}: the weights in {source} do not fit the network the config describes (missing: "
-                             f"{result.missing_keys[:3]}, unexpected: {result.unexpected_keys[:3]}); check its sizes")
+        raise JobConfigError(
+            f"{key}: the weights in {source} do not fit the network the config describes (missing: "
+            f"{result.missing_keys[:3]}, unexpected: {result.unexpected_keys[:3]}); check its sizes"
+        )
     mismatched = [name for name, value in state.items() if network.state_dict()[name].shape != value.shape]
     if mismatched:
         raise JobConfigError(f"{key}: {source} has other shapes for {mismatched[:3]}")
 
 
-def _our_weights(source: str, key: str) -> Dict[str, torch.Tensor]:
+def _our_weights(source: str, key: str) -> dict[str, torch.Tensor]:
     path = Path(source)
     if path.is_file():
         from ..core.nemo_archive import load_nemo
@@ -262,8 +303,10 @@ def _checkpoint_tensors(folder: Path):
     wanted = {name: entry for name, entry in metadata.items() if name.startswith((UNET, VAE, TEXT_ENCODER))}
     loaded = dist_checkpointing.load(wanted, str(checkpoint), validate_access_integrity=False)
     # The metadata lists the sharded objects (e.g. Transformer Engine's extra states) beside the tensors; weights only.
-    return ({name: tensor.cpu() for name, tensor in loaded.items() if isinstance(tensor, torch.Tensor)},
-            common[CONFIG_STATE_KEY])
+    return (
+        {name: tensor.cpu() for name, tensor in loaded.items() if isinstance(tensor, torch.Tensor)},
+        common[CONFIG_STATE_KEY],
+    )
 
 
 def load_stable_diffusion(path, device: str = "cpu") -> StableDiffusionParts:
@@ -281,26 +324,37 @@ def load_stable_diffusion(path, device: str = "cpu") -> StableDiffusionParts:
     model = model_section(config, "model")
     parts = build_stable_diffusion(dataclasses.replace(model, cond_stage_trainable=False), load_pretrained=False)
     for prefix, network in ((UNET, parts.unet), (VAE, parts.vae), (TEXT_ENCODER, parts.text_encoder)):
-        _load_strict(network, {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}, str(path),
-                     "model.restore_from_path")
+        _load_strict(
+            network,
+            {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)},
+            str(path),
+            "model.restore_from_path",
+        )
         network.to(device).eval().requires_grad_(False)
     return parts
 
 
-def stored_config(model: LatentDiffusionModel, text_encoder) -> Dict[str, Any]:
+def stored_config(model: LatentDiffusionModel, text_encoder) -> dict[str, Any]:
     """The section a .nemo or checkpoint keeps: the weights travel with it, so nothing is read from the pretrained
     folders again (they need not exist where the file is used) and the text encoder is described by its sizes."""
     section = {f.name: dataclasses.asdict(model)[f.name] for f in dataclasses.fields(LatentDiffusionModel)}
     section["unet_config"]["from_pretrained"] = None
     section["first_stage_config"]["from_pretrained"] = None
     text = text_encoder.config
-    section["cond_stage_config"].update(pretrained=None, hidden_size=text.hidden_size, hidden_act=text.hidden_act,
-                                        intermediate_size=text.intermediate_size, num_hidden_layers=text.num_hidden_layers,
-                                        num_attention_heads=text.num_attention_heads)
+    section["cond_stage_config"].update(
+        pretrained=None,
+        hidden_size=text.hidden_size,
+        hidden_act=text.hidden_act,
+        intermediate_size=text.intermediate_size,
+        num_hidden_layers=text.num_hidden_layers,
+        num_attention_heads=text.num_attention_heads,
+    )
     return section
 
 
-def save_stable_diffusion(path, parts: StableDiffusionParts, replaced: Optional[Mapping[str, torch.Tensor]] = None) -> Path:
+def save_stable_diffusion(
+    path, parts: StableDiffusionParts, replaced: Mapping[str, torch.Tensor] | None = None
+) -> Path:
     """Writes the .nemo that load_stable_diffusion (and every later stage) reads: the model section, the weights of
     the three networks (those named in `replaced`, e.g. an average of the trained ones, from there), the tokenizer's
     files."""

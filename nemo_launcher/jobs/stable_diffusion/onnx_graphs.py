@@ -16,9 +16,9 @@ G is 2 for text to image (each prompt beside the empty prompt, for classifier-fr
 InstructPix2Pix (text and image, image alone, neither). Each graph computes exactly the library call the framework
 pipeline (sampling.py) makes, so the pipeline runs unchanged on either (onnx_parts.py).
 """
+
 import dataclasses
 import warnings
-from typing import List, Tuple
 
 import torch
 
@@ -78,9 +78,7 @@ def _timestep(steps: int):
     return lambda batch, generator: torch.randint(0, steps, (), generator=generator).float()
 
 
-
-
-def pipeline_graphs(parts, images: int, latent_size: Tuple[int, int], edit: bool) -> List[FixedGraph]:
+def pipeline_graphs(parts, images: int, latent_size: tuple[int, int], edit: bool) -> list[FixedGraph]:
     """The graphs of a text-to-image (edit false) or InstructPix2Pix pipeline denoising `images` latents of
     latent_size = (h, w) at once."""
     model = parts.config
@@ -89,17 +87,32 @@ def pipeline_graphs(parts, images: int, latent_size: Tuple[int, int], edit: bool
     guided = 3 if edit else 2
     in_channels = parts.unet.config.in_channels
     factor = 2 ** (len(parts.vae.config.block_out_channels) - 1)
-    unet_inputs = {"latents": _normal(in_channels, h, w), "timestep": _timestep(model.timesteps),
-                   "context": _normal(length, width)}
+    unet_inputs = {
+        "latents": _normal(in_channels, h, w),
+        "timestep": _timestep(model.timesteps),
+        "context": _normal(length, width),
+    }
     graphs = [
         FixedGraph("vae", _VaeDecoder(parts.vae).eval(), {"latents": _normal(model.channels, h, w)}, "images", images),
         FixedGraph("unet", _Unet(parts.unet).eval(), unet_inputs, "noise", guided * images),
-        FixedGraph("clip", _TextEncoder(parts.text_encoder, model.cond_stage_config.layer).eval(),
-                   {"input_ids": _token_ids(length, parts.tokenizer.vocab_size)}, "context", images),
+        FixedGraph(
+            "clip",
+            _TextEncoder(parts.text_encoder, model.cond_stage_config.layer).eval(),
+            {"input_ids": _token_ids(length, parts.tokenizer.vocab_size)},
+            "context",
+            images,
+        ),
     ]
     if edit:
-        graphs.append(FixedGraph("vae_encoder", _VaeEncoder(parts.vae).eval(),
-                                 {"images": _normal(3, h * factor, w * factor)}, "latents", 1))
+        graphs.append(
+            FixedGraph(
+                "vae_encoder",
+                _VaeEncoder(parts.vae).eval(),
+                {"images": _normal(3, h * factor, w * factor)},
+                "latents",
+                1,
+            )
+        )
     return graphs
 
 
@@ -114,5 +127,12 @@ def export_fixed(graph: FixedGraph, path: str) -> None:
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX export", DeprecationWarning)
         warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning)
-        torch.onnx.export(graph.module, example, path, input_names=list(graph.inputs), output_names=[graph.output],
-                          opset_version=OPSET, dynamo=False)
+        torch.onnx.export(
+            graph.module,
+            example,
+            path,
+            input_names=list(graph.inputs),
+            output_names=[graph.output],
+            opset_version=OPSET,
+            dynamo=False,
+        )

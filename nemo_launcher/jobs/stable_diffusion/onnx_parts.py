@@ -8,10 +8,10 @@ Each graph has the fixed batch it was exported at. A call with a batch that divi
 guidance sends half the UNet's batch) is repeated up to it and the first rows kept; any other batch is refused
 with the exported size named.
 """
+
 import json
 import types
 from pathlib import Path
-from typing import Dict
 
 import numpy as np
 import torch
@@ -46,7 +46,7 @@ class _Network:
 
     dtype = torch.float32
 
-    def __init__(self, config: Dict):
+    def __init__(self, config: dict):
         self.config = types.SimpleNamespace(**config)
 
     def parameters(self):
@@ -54,7 +54,7 @@ class _Network:
 
 
 class OnnxUnet(_Network):
-    def __init__(self, session: _Session, config: Dict):
+    def __init__(self, session: _Session, config: dict):
         super().__init__(config)
         self.session = session
 
@@ -64,7 +64,7 @@ class OnnxUnet(_Network):
 
 
 class OnnxVae(_Network):
-    def __init__(self, decoder: _Session, encoder, config: Dict):
+    def __init__(self, decoder: _Session, encoder, config: dict):
         super().__init__(config)
         self.decoder, self.encoder = decoder, encoder
 
@@ -97,12 +97,17 @@ def onnx_parts(folder):
     session = {name: _Session(folder / f"{name}.onnx") for name in ("unet", "vae", "clip")}
     encoder = _Session(folder / "vae_encoder.onnx") if (folder / "vae_encoder.onnx").is_file() else None
     parts_class = type("OnnxStableDiffusion", (_OnnxStableDiffusion, StableDiffusionParts), {})
-    return parts_class(unet=OnnxUnet(session["unet"], settings["unet"]),
-                       vae=OnnxVae(session["vae"], encoder, settings["vae"]), text_encoder=session["clip"],
-                       tokenizer=load_clip_tokenizer(model.tokenizer), noise_scheduler=noise_scheduler(model), config=model)
+    return parts_class(
+        unet=OnnxUnet(session["unet"], settings["unet"]),
+        vae=OnnxVae(session["vae"], encoder, settings["vae"]),
+        text_encoder=session["clip"],
+        tokenizer=load_clip_tokenizer(model.tokenizer),
+        noise_scheduler=noise_scheduler(model),
+        config=model,
+    )
 
 
-def tokenizer_in(section: Dict, folder: Path) -> Dict:
+def tokenizer_in(section: dict, folder: Path) -> dict:
     """The stored model section with its tokenizer files named inside `folder`, where the export copied them."""
     tokenizer = dict(section["tokenizer"])
     for key in ("vocab_file", "merge_file"):
@@ -111,11 +116,15 @@ def tokenizer_in(section: Dict, folder: Path) -> Dict:
     return {**section, "tokenizer": tokenizer}
 
 
-def network_settings(parts) -> Dict[str, Dict]:
+def network_settings(parts) -> dict[str, dict]:
     """The config values of the real networks the sampling code reads, for SETTINGS_FILE."""
-    return {"unet": {"in_channels": parts.unet.config.in_channels,
-                     "block_out_channels": list(parts.unet.config.block_out_channels)},
-            "vae": {"block_out_channels": list(parts.vae.config.block_out_channels)}}
+    return {
+        "unet": {
+            "in_channels": parts.unet.config.in_channels,
+            "block_out_channels": list(parts.unet.config.block_out_channels),
+        },
+        "vae": {"block_out_channels": list(parts.vae.config.block_out_channels)},
+    }
 
 
 def to_uint8(images: torch.Tensor) -> np.ndarray:

@@ -12,13 +12,14 @@ Noise, timesteps and dropped captions come from the default random generators, w
 so a resumed run draws what an uninterrupted one would; validation draws them from the samples' numbers, so every
 validation scores the same noised samples. Sample n of the run is the same example in any process (data.py).
 """
+
 import dataclasses
 import functools
 
 import torch
 
-from ..core.weight_average import AveragingModule
 from ..core.recipe import Recipe, Sequences
+from ..core.weight_average import AveragingModule
 from .data import describe, sd_datasets
 from .model import CONFIG_STATE_KEY, build_stable_diffusion, stored_config, text_context
 
@@ -33,9 +34,16 @@ def transformer_config(model, precision: str, on_gpu: bool, use_te: bool):
     from ..core.transformer import DTYPES
 
     dtype = DTYPES[precision]
-    return TransformerConfig(num_layers=1, hidden_size=model.unet_config.model_channels, num_attention_heads=1,
-                             params_dtype=dtype, pipeline_dtype=dtype, bf16=precision == "bf16", fp16=precision == "fp16",
-                             use_cpu_initialization=model.use_cpu_initialization)
+    return TransformerConfig(
+        num_layers=1,
+        hidden_size=model.unet_config.model_channels,
+        num_attention_heads=1,
+        params_dtype=dtype,
+        pipeline_dtype=dtype,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        use_cpu_initialization=model.use_cpu_initialization,
+    )
 
 
 def _latent_diffusion_class():
@@ -112,8 +120,11 @@ def sd_forward_step(data_iterator, model, model_cfg):
     prior_weight = None
     if "prior_image" in batch:  # DreamBooth's class examples, after the instance ones
         prior_weight = model_cfg.prior_loss_weight
-        batch = {"image": torch.cat([batch["image"], batch["prior_image"]]),
-                 "text": torch.cat([batch["text"], batch["prior_text"]]), "sample": torch.cat([batch["sample"]] * 2)}
+        batch = {
+            "image": torch.cat([batch["image"], batch["prior_image"]]),
+            "text": torch.cat([batch["text"], batch["prior_text"]]),
+            "sample": torch.cat([batch["sample"]] * 2),
+        }
     image = batch["image"]
     b, side = image.shape[0], model_cfg.image_size
     generator = None
@@ -156,10 +167,15 @@ def _sequences(model) -> Sequences:
 def _summary_items(cfg, outcome):
     m, ema = cfg.model, cfg.exp_manager.ema
     u = m.unet_config
-    return [("model", f"latent diffusion: UNet {u.model_channels} x {u.channel_mult} channels on {m.channels}x"
-                      f"{m.image_size}x{m.image_size} latents, {m.parameterization} prediction, text dropout "
-                      f"{m.text_embedding_dropout_rate}"),
-            ("EMA", f"decay {ema.decay} every {ema.every_n_steps} steps (written into the .nemo)" if ema.enable else None)]
+    return [
+        (
+            "model",
+            f"latent diffusion: UNet {u.model_channels} x {u.channel_mult} channels on {m.channels}x"
+            f"{m.image_size}x{m.image_size} latents, {m.parameterization} prediction, text dropout "
+            f"{m.text_embedding_dropout_rate}",
+        ),
+        ("EMA", f"decay {ema.decay} every {ema.every_n_steps} steps (written into the .nemo)" if ema.enable else None),
+    ]
 
 
 def sd_recipe(cfg) -> Recipe:
@@ -175,8 +191,9 @@ def sd_recipe(cfg) -> Recipe:
     )
 
 
-def build_sd_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None, datasets_for=sd_datasets,
-                   description=describe):
+def build_sd_parts(
+    recipe: Recipe, cfg, placement, on_gpu: bool, resume=None, datasets_for=sd_datasets, description=describe
+):
     """The core's parts around the networks (UNet from model.seed or unet_config.from_pretrained; a checkpoint's
     weights are loaded later by the strategy) over the WebDataset shards, or what datasets_for(cfg, tokenizer,
     [train, validation, test] sizes) gives (the fine-tunes' data), described by description(cfg, train, valid)."""

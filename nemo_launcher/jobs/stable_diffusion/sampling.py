@@ -13,9 +13,9 @@ whatever tokenizer and text encoder a checkpoint carries. The sampler names are 
 guidance pairs each prompt with the empty prompt: out = uncond + scale x (cond - uncond); a scale of 1 skips the
 unconditional pass. InstructPix2Pix guides by text and by image at once, as its authors' CFGDenoiser does.
 """
+
 import dataclasses
 import inspect
-from typing import List, Optional
 
 import torch
 
@@ -31,8 +31,13 @@ class Sampling:
 
 def make_scheduler(training_scheduler, sampler: str):
     """A sampling scheduler over the training forward process (same betas, prediction type, timestep count)."""
-    from diffusers import (DDIMScheduler, DPMSolverMultistepScheduler, EulerAncestralDiscreteScheduler,
-                           EulerDiscreteScheduler, PNDMScheduler)
+    from diffusers import (
+        DDIMScheduler,
+        DPMSolverMultistepScheduler,
+        EulerAncestralDiscreteScheduler,
+        EulerDiscreteScheduler,
+        PNDMScheduler,
+    )
 
     config = training_scheduler.config
     if sampler == "PLMS":
@@ -87,8 +92,16 @@ def decode_to_unit(parts, latents) -> torch.Tensor:
 
 
 @torch.no_grad()
-def text_to_latents(parts, prompts: List[str], sampling: Sampling, guidance_scale: float, images_per_prompt: int,
-                    height: int, width: int, generator: torch.Generator) -> torch.Tensor:
+def text_to_latents(
+    parts,
+    prompts: list[str],
+    sampling: Sampling,
+    guidance_scale: float,
+    images_per_prompt: int,
+    height: int,
+    width: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
     """[len(prompts) x images_per_prompt, channels, height / f, width / f] scaled latents, prompt-major. The
     starting noise is drawn on the CPU from `generator`, so a seed gives the same images on any device."""
     factor = vae_factor(parts)
@@ -104,7 +117,9 @@ def text_to_latents(parts, prompts: List[str], sampling: Sampling, guidance_scal
     def predict(inputs, t):
         if not guided:
             return parts.unet(inputs, t, encoder_hidden_states=context).sample
-        unconditional, conditional = parts.unet(torch.cat([inputs, inputs]), t, encoder_hidden_states=context).sample.chunk(2)
+        unconditional, conditional = parts.unet(
+            torch.cat([inputs, inputs]), t, encoder_hidden_states=context
+        ).sample.chunk(2)
         return unconditional + guidance_scale * (conditional - unconditional)
 
     scheduler = make_scheduler(parts.noise_scheduler, sampling.sampler)
@@ -112,11 +127,20 @@ def text_to_latents(parts, prompts: List[str], sampling: Sampling, guidance_scal
 
 
 @torch.no_grad()
-def text_to_images(parts, prompts: List[str], sampling: Sampling, guidance_scale: float, images_per_prompt: int,
-                   height: int, width: int, generator: torch.Generator) -> torch.Tensor:
+def text_to_images(
+    parts,
+    prompts: list[str],
+    sampling: Sampling,
+    guidance_scale: float,
+    images_per_prompt: int,
+    height: int,
+    width: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
     """[len(prompts) x images_per_prompt, 3, height, width] images in [0, 1], prompt-major (text_to_latents decoded)."""
-    return decode_to_unit(parts, text_to_latents(parts, prompts, sampling, guidance_scale, images_per_prompt, height,
-                                                 width, generator))
+    return decode_to_unit(
+        parts, text_to_latents(parts, prompts, sampling, guidance_scale, images_per_prompt, height, width, generator)
+    )
 
 
 def resize_for_edit(image, resolution: int, multiple: int):
@@ -139,8 +163,17 @@ def image_to_pixels(image) -> torch.Tensor:
 
 
 @torch.no_grad()
-def edit_image(parts, pixels: torch.Tensor, prompt: str, steps: int, cfg_text: float, cfg_image: float, images: int,
-               generator: torch.Generator, image_latents: Optional[torch.Tensor] = None) -> torch.Tensor:
+def edit_image(
+    parts,
+    pixels: torch.Tensor,
+    prompt: str,
+    steps: int,
+    cfg_text: float,
+    cfg_image: float,
+    images: int,
+    generator: torch.Generator,
+    image_latents: torch.Tensor | None = None,
+) -> torch.Tensor:
     """InstructPix2Pix: `images` edits of one input image ([1, 3, H, W] in [-1, 1]) by the instruction `prompt`,
     [images, 3, H, W] in [0, 1]. The UNet reads [noisy latents, the input's latents] (8 channels); guidance mixes
     three passes: text and image, image alone, neither:
@@ -154,8 +187,9 @@ def edit_image(parts, pixels: torch.Tensor, prompt: str, steps: int, cfg_text: f
     empty = parts.encode_text([""] * images)
     context = torch.cat([text, empty, empty])
     concat = torch.cat([condition, condition, torch.zeros_like(condition)])
-    latents = torch.randn(condition.shape[:1] + (parts.config.channels,) + condition.shape[2:],
-                          generator=generator).to(device, dtype)
+    latents = torch.randn(condition.shape[:1] + (parts.config.channels,) + condition.shape[2:], generator=generator).to(
+        device, dtype
+    )
 
     def predict(inputs, t):
         batch = torch.cat([torch.cat([inputs] * 3), concat], dim=1)
@@ -170,7 +204,11 @@ def tile(images: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     """[rows x cols, 3, H, W] -> one [3, rows x H, cols x W] grid, row by row."""
     count, channels, height, width = images.shape
     assert count == rows * cols, (count, rows, cols)
-    return images.reshape(rows, cols, channels, height, width).permute(2, 0, 3, 1, 4).reshape(channels, rows * height, cols * width)
+    return (
+        images.reshape(rows, cols, channels, height, width)
+        .permute(2, 0, 3, 1, 4)
+        .reshape(channels, rows * height, cols * width)
+    )
 
 
 def save_png(image: torch.Tensor, path) -> None:

@@ -19,37 +19,49 @@ The seed's query inputs; any left out takes the export-time value saved in SETTI
 |                  | text_cfg_scale, image_cfg_scale | FP32 | [1], opt. | guidance towards instruction / image    |
 | both             | images (output)              | UINT8  | [N, H, W, 3] | N = num_images_per_prompt               |
 """
+
 import json
 from pathlib import Path
-from typing import Dict, Optional
 
 import numpy as np
 
 from ..serving.text import TensorSpec
 from .onnx_parts import SETTINGS_FILE
 
-TEXT2IMG_INPUTS = (TensorSpec("prompt", "TYPE_STRING", (1,)), TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
-                   TensorSpec("unconditional_guidance_scale", "TYPE_FP32", (1,), optional=True),
-                   TensorSpec("inference_steps", "TYPE_INT32", (1,), optional=True),
-                   TensorSpec("eta", "TYPE_FP32", (1,), optional=True))
-EDIT_INPUTS = (TensorSpec("image", "TYPE_UINT8", (-1, -1, 3)), TensorSpec("prompt", "TYPE_STRING", (1,)),
-               TensorSpec("seed", "TYPE_INT64", (1,), optional=True), TensorSpec("steps", "TYPE_INT32", (1,), optional=True),
-               TensorSpec("text_cfg_scale", "TYPE_FP32", (1,), optional=True),
-               TensorSpec("image_cfg_scale", "TYPE_FP32", (1,), optional=True))
-NUMPY_TYPES = {"TYPE_STRING": np.object_, "TYPE_INT64": np.int64, "TYPE_INT32": np.int32, "TYPE_FP32": np.float32,
-               "TYPE_UINT8": np.uint8}
+TEXT2IMG_INPUTS = (
+    TensorSpec("prompt", "TYPE_STRING", (1,)),
+    TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
+    TensorSpec("unconditional_guidance_scale", "TYPE_FP32", (1,), optional=True),
+    TensorSpec("inference_steps", "TYPE_INT32", (1,), optional=True),
+    TensorSpec("eta", "TYPE_FP32", (1,), optional=True),
+)
+EDIT_INPUTS = (
+    TensorSpec("image", "TYPE_UINT8", (-1, -1, 3)),
+    TensorSpec("prompt", "TYPE_STRING", (1,)),
+    TensorSpec("seed", "TYPE_INT64", (1,), optional=True),
+    TensorSpec("steps", "TYPE_INT32", (1,), optional=True),
+    TensorSpec("text_cfg_scale", "TYPE_FP32", (1,), optional=True),
+    TensorSpec("image_cfg_scale", "TYPE_FP32", (1,), optional=True),
+)
+NUMPY_TYPES = {
+    "TYPE_STRING": np.object_,
+    "TYPE_INT64": np.int64,
+    "TYPE_INT32": np.int32,
+    "TYPE_FP32": np.float32,
+    "TYPE_UINT8": np.uint8,
+}
 
 
 def output_spec(images: int, height: int, width: int) -> TensorSpec:
     return TensorSpec("images", "TYPE_UINT8", (images, height, width, 3))
 
 
-def _scalar(inputs: Dict, name: str, default, kind):
+def _scalar(inputs: dict, name: str, default, kind):
     value = inputs.get(name)
     return default if value is None else kind(np.asarray(value).reshape(-1)[0])
 
 
-def _text(inputs: Dict, name: str) -> str:
+def _text(inputs: dict, name: str) -> str:
     value = inputs.get(name)
     if value is None:
         raise ValueError(f"the request has no {name!r} input")
@@ -58,7 +70,7 @@ def _text(inputs: Dict, name: str) -> str:
 
 
 class DiffusionServer:
-    def __init__(self, parts, settings: Dict):
+    def __init__(self, parts, settings: dict):
         self.parts = parts
         self.settings = settings  # SETTINGS_FILE: the task, image size and the served defaults
 
@@ -77,7 +89,7 @@ class DiffusionServer:
         s = self.settings
         return (output_spec(s["num_images_per_prompt"], s["height"], s["width"]),)
 
-    def answer(self, inputs: Dict[str, Optional[np.ndarray]]) -> Dict[str, np.ndarray]:
+    def answer(self, inputs: dict[str, np.ndarray | None]) -> dict[str, np.ndarray]:
         """One request's images; a ValueError names what is wrong with the request."""
         import torch
 
@@ -94,21 +106,37 @@ class DiffusionServer:
             if image.ndim != 3 or image.shape[-1] != 3:
                 raise ValueError(f"image: expected an [H, W, 3] uint8 array, got shape {image.shape}")
             resized = Image.fromarray(image).convert("RGB").resize((s["width"], s["height"]), Image.LANCZOS)
-            images = edit_image(self.parts, image_to_pixels(resized), prompt,
-                                steps=_positive(_scalar(inputs, "steps", defaults["steps"], int), "steps"),
-                                cfg_text=_scalar(inputs, "text_cfg_scale", defaults["cfg_text"], float),
-                                cfg_image=_scalar(inputs, "image_cfg_scale", defaults["cfg_image"], float),
-                                images=s["num_images_per_prompt"], generator=generator)
+            images = edit_image(
+                self.parts,
+                image_to_pixels(resized),
+                prompt,
+                steps=_positive(_scalar(inputs, "steps", defaults["steps"], int), "steps"),
+                cfg_text=_scalar(inputs, "text_cfg_scale", defaults["cfg_text"], float),
+                cfg_image=_scalar(inputs, "image_cfg_scale", defaults["cfg_image"], float),
+                images=s["num_images_per_prompt"],
+                generator=generator,
+            )
         else:
             eta = _scalar(inputs, "eta", defaults["eta"], float)
             if eta and defaults["sampler_type"] != "DDIM":
-                raise ValueError(f"eta={eta}: only DDIM adds noise by eta; this model samples with {defaults['sampler_type']}")
-            sampling = Sampling(_positive(_scalar(inputs, "inference_steps", defaults["inference_steps"], int),
-                                          "inference_steps"), defaults["sampler_type"], eta)
-            images = text_to_images(self.parts, [prompt], sampling,
-                                    _scalar(inputs, "unconditional_guidance_scale",
-                                            defaults["unconditional_guidance_scale"], float),
-                                    s["num_images_per_prompt"], s["height"], s["width"], generator)
+                raise ValueError(
+                    f"eta={eta}: only DDIM adds noise by eta; this model samples with {defaults['sampler_type']}"
+                )
+            sampling = Sampling(
+                _positive(_scalar(inputs, "inference_steps", defaults["inference_steps"], int), "inference_steps"),
+                defaults["sampler_type"],
+                eta,
+            )
+            images = text_to_images(
+                self.parts,
+                [prompt],
+                sampling,
+                _scalar(inputs, "unconditional_guidance_scale", defaults["unconditional_guidance_scale"], float),
+                s["num_images_per_prompt"],
+                s["height"],
+                s["width"],
+                generator,
+            )
         return {"images": to_uint8(images)}
 
 

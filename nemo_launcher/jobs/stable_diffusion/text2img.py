@@ -9,16 +9,16 @@ against the mean VAE latent of each class's reference images: what the UNet lear
 (the decoded images against each class's mean image: meaningful only with a trained VAE; the tiny configs' VAE is
 random, so its decoder draws no shapes).
 """
+
 import json
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
 
 from ...contract.schemas.sd_inference import TEXT2IMG_RESULTS, Text2ImgConfig
 from .inference import output_folder, run_program
 
 
-def class_folder_means(root: str, height: int, width: int, encode=None) -> Dict[str, object]:
+def class_folder_means(root: str, height: int, width: int, encode=None) -> dict[str, object]:
     """{class name: mean image [3, H, W] in [0, 1]} of the class folders under root (<class>/*.png|jpg); with
     `encode` (pixels [n, 3, H, W] in [-1, 1] -> latents), the mean of the encoded images instead."""
     import numpy as np
@@ -30,8 +30,10 @@ def class_folder_means(root: str, height: int, width: int, encode=None) -> Dict[
         files = sorted(f for f in folder.iterdir() if f.suffix.lower() in (".png", ".jpg", ".jpeg"))
         if not files:
             continue
-        stack = [np.asarray(Image.open(f).convert("RGB").resize((width, height), Image.BICUBIC), dtype=np.float32) / 255
-                 for f in files]
+        stack = [
+            np.asarray(Image.open(f).convert("RGB").resize((width, height), Image.BICUBIC), dtype=np.float32) / 255
+            for f in files
+        ]
         pixels = torch.from_numpy(np.stack(stack)).permute(0, 3, 1, 2)
         means[folder.name.replace("_", " ")] = (pixels if encode is None else encode(pixels * 2 - 1)).mean(0)
     return means
@@ -49,7 +51,7 @@ def reference_latents(parts):
     return encode
 
 
-def class_scores(root: str, height: int, width: int, parts, prompts: List[str], latents, images) -> Dict:
+def class_scores(root: str, height: int, width: int, parts, prompts: list[str], latents, images) -> dict:
     """Nearest-class-mean scores of each prompt naming a class, in latent space and in pixels."""
     import torch
 
@@ -60,15 +62,18 @@ def class_scores(root: str, height: int, width: int, parts, prompts: List[str], 
         means = class_folder_means(root, height, width, encode)
         classes = [named_class(prompt, list(means)) for prompt in prompts]
         scored = [(c, s.float().cpu()) for c, s in zip(classes, samples) if c is not None]
-        scores[space] = nearest_class_scores(torch.stack([s for _, s in scored]) if scored else torch.zeros(0),
-                                             [c for c, _ in scored], means)
-    scores["latent"]["metric"] = ("mean squared difference of each sampled latent to the mean VAE latent (posterior "
-                                  "mode) of each class's reference images; the nearest mean is the predicted class")
+        scores[space] = nearest_class_scores(
+            torch.stack([s for _, s in scored]) if scored else torch.zeros(0), [c for c, _ in scored], means
+        )
+    scores["latent"]["metric"] = (
+        "mean squared difference of each sampled latent to the mean VAE latent (posterior "
+        "mode) of each class's reference images; the nearest mean is the predicted class"
+    )
     scores["pixel"]["metric"] = "mean squared pixel difference of each decoded image to each class's mean image"
     return scores
 
 
-def named_class(prompt: str, classes: List[str]) -> Optional[str]:
+def named_class(prompt: str, classes: list[str]) -> str | None:
     """The one class a prompt names (the longest match), or None."""
     found = sorted((c for c in classes if c in prompt.lower()), key=len, reverse=True)
     return found[0] if found else None
@@ -83,16 +88,26 @@ def generate(cfg: Text2ImgConfig, parts):
 
     infer = cfg.infer
     if vae_factor(parts) != infer.down_factor:
-        raise JobConfigError(f"fw_inference.infer.down_factor={infer.down_factor}: the model's VAE scales by "
-                             f"{vae_factor(parts)}; set {vae_factor(parts)}")
+        raise JobConfigError(
+            f"fw_inference.infer.down_factor={infer.down_factor}: the model's VAE scales by "
+            f"{vae_factor(parts)}; set {vae_factor(parts)}"
+        )
     output = output_folder(infer.out_path)
     images_dir = output_folder(str(output / "images"))
     sampling = Sampling(infer.inference_steps, infer.sampler_type, infer.eta)
     files, samples, sampled_latents = [], [], []
     for p, prompt in enumerate(infer.prompts):
         generator = torch.Generator().manual_seed(infer.seed + p)
-        latents = text_to_latents(parts, [prompt], sampling, infer.unconditional_guidance_scale,
-                                  infer.num_images_per_prompt, infer.height, infer.width, generator)
+        latents = text_to_latents(
+            parts,
+            [prompt],
+            sampling,
+            infer.unconditional_guidance_scale,
+            infer.num_images_per_prompt,
+            infer.height,
+            infer.width,
+            generator,
+        )
         images = decode_to_unit(parts, latents)
         samples.append(images)
         sampled_latents.append(latents)
@@ -102,20 +117,34 @@ def generate(cfg: Text2ImgConfig, parts):
         if infer.combine_images:
             save_png(tile(images, *infer.combine_images), output / f"grid_{p:02d}.png")
             files.append(f"grid_{p:02d}.png")
-    report = {"model": cfg.model.restore_from_path, "prompts": infer.prompts, "sampler_type": infer.sampler_type,
-              "inference_steps": infer.inference_steps, "unconditional_guidance_scale": infer.unconditional_guidance_scale,
-              "seed": infer.seed, "height": infer.height, "width": infer.width, "images": files}
-    summary = Summary(f"text2img finished: {len(infer.prompts) * infer.num_images_per_prompt} images of "
-                      f"{len(infer.prompts)} prompts")
+    report = {
+        "model": cfg.model.restore_from_path,
+        "prompts": infer.prompts,
+        "sampler_type": infer.sampler_type,
+        "inference_steps": infer.inference_steps,
+        "unconditional_guidance_scale": infer.unconditional_guidance_scale,
+        "seed": infer.seed,
+        "height": infer.height,
+        "width": infer.width,
+        "images": files,
+    }
+    summary = Summary(
+        f"text2img finished: {len(infer.prompts) * infer.num_images_per_prompt} images of {len(infer.prompts)} prompts"
+    )
     if cfg.class_reference_dir:
-        scores = class_scores(cfg.class_reference_dir, infer.height, infer.width, parts, infer.prompts,
-                              sampled_latents, samples)
+        scores = class_scores(
+            cfg.class_reference_dir, infer.height, infer.width, parts, infer.prompts, sampled_latents, samples
+        )
         report["class_scores"] = scores
-        for space, what in (("latent", "latents nearest their prompt's class mean latent"),
-                            ("pixel", "images nearest their prompt's class mean image")):
+        for space, what in (
+            ("latent", "latents nearest their prompt's class mean latent"),
+            ("pixel", "images nearest their prompt's class mean image"),
+        ):
             if scores[space]["accuracy"] is not None:
-                summary.add(f"nearest class ({space})", f"{100 * scores[space]['accuracy']:.0f}% of {what} (chance "
-                                                       f"{100 * scores[space]['chance']:.0f}%)")
+                summary.add(
+                    f"nearest class ({space})",
+                    f"{100 * scores[space]['accuracy']:.0f}% of {what} (chance {100 * scores[space]['chance']:.0f}%)",
+                )
     (output / TEXT2IMG_RESULTS).write_text(json.dumps(report, indent=1))
     summary.add("images", f"{images_dir} ({len(infer.prompts) * infer.num_images_per_prompt} PNG)")
     summary.add("results", output / TEXT2IMG_RESULTS)

@@ -5,13 +5,20 @@ captions), writing TensorBoard events and checkpoints under exp_manager.explicit
 checkpoints/nemo_stable_diffusion.nemo; a rerun continues from the newest complete checkpoint. Signals, max_time,
 self-requeue, exit codes: the trainer core's (nemo_launcher/jobs/core/program.py).
 """
+
 import sys
 
 from ...contract.schemas.stable_diffusion_training import StableDiffusionTrainingConfig
 from ..core.entry import training_main
 
-main = training_main("python3 -m nemo_launcher.jobs.stable_diffusion.train", StableDiffusionTrainingConfig, f"{__package__}.recipe", recipe="sd_recipe",
-                     build="build_sd_parts", module="SdModule")
+main = training_main(
+    "python3 -m nemo_launcher.jobs.stable_diffusion.train",
+    StableDiffusionTrainingConfig,
+    f"{__package__}.recipe",
+    recipe="sd_recipe",
+    build="build_sd_parts",
+    module="SdModule",
+)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,6 +5,7 @@ onnxruntime, through serving.py's DiffusionServer. config.pbtxt's parameter laun
 
     tritonserver --model-repository <out_path>/model_repo --model-control-mode=explicit --load-model stable_diffusion
 """
+
 import json
 import os
 import sys

@@ -9,11 +9,13 @@ Every data step starts the same way:
 The launcher resolved every interpolation before writing the file, so this module only reads plain YAML.
 Errors name the key as the user writes it on the command line (`data_preparation.<key>`).
 """
+
 import argparse
 import os
 import sys
 import time
-from typing import Any, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import yaml
 
@@ -58,7 +60,9 @@ class StepConfig:
     @classmethod
     def from_argv(cls, step: str, argv: Sequence[str] = None) -> "StepConfig":
         parser = argparse.ArgumentParser(prog=f"python3 -m nemo_launcher.jobs.data.{step}")
-        parser.add_argument("--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)")
+        parser.add_argument(
+            "--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)"
+        )
         args = parser.parse_args(argv)
         return cls.from_file(args.config)
 
@@ -97,7 +101,7 @@ class StepConfig:
             raise DataConfigError(f"data_preparation.{key}={value!r}: expected one of {', '.join(choices)}")
         return value
 
-    def file_numbers(self) -> List[int]:
+    def file_numbers(self) -> list[int]:
         try:
             return parse_file_numbers(self.get("file_numbers"), key="data_preparation.file_numbers")
         except FileNumbersError as error:
@@ -132,7 +136,7 @@ def load_bound(schema, program: str, argv: Sequence[str] = None):
         raise DataConfigError(str(error)) from None
 
 
-def this_task_items(items: List[int], env=None) -> List[int]:
+def this_task_items(items: list[int], env=None) -> list[int]:
     """The part of `items` this process handles.
 
     - Slurm array task: SLURM_ARRAY_TASK_ID is the item itself (a file number, or a node index for
@@ -160,7 +164,7 @@ def this_task_items(items: List[int], env=None) -> List[int]:
     return list(items)
 
 
-def this_task_workers(nodes: int, per_node: int, env=None) -> List[int]:
+def this_task_workers(nodes: int, per_node: int, env=None) -> list[int]:
     """The worker slots (0 .. nodes x per_node - 1) this process handles, for steps run as several tasks per node.
 
     - Slurm array task: node SLURM_ARRAY_TASK_ID's slots node*per_node .. node*per_node+per_node-1, dealt over the
@@ -172,7 +176,7 @@ def this_task_workers(nodes: int, per_node: int, env=None) -> List[int]:
     slots = list(range(nodes * per_node))
     if env.get("SLURM_ARRAY_TASK_ID") is not None:
         (node,) = this_task_items(list(range(nodes)), env)
-        mine = slots[node * per_node:(node + 1) * per_node]
+        mine = slots[node * per_node : (node + 1) * per_node]
         local = int(env.get("SLURM_LOCALID", "0"))
         tasks = int(env.get("SLURM_NTASKS_PER_NODE", env.get("SLURM_STEP_NUM_TASKS", "1")) or 1)
         return mine[local::tasks] if 0 <= local < tasks else []
@@ -207,7 +211,9 @@ def worker_count(cfg: StepConfig, env=None) -> int:
         available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     else:
         if isinstance(configured, bool) or not isinstance(configured, int) or configured < 1:
-            raise DataConfigError(f"data_preparation.run.workers_per_node={configured!r}: expected a positive integer or null")
+            raise DataConfigError(
+                f"data_preparation.run.workers_per_node={configured!r}: expected a positive integer or null"
+            )
         available = configured
     return max(1, available // processes_on_this_node(env))
 

@@ -11,6 +11,7 @@ existing always means a whole file. When the transfer breaks (timeout, reset, a 
 stays and the next attempt asks the server for the remaining bytes with an HTTP Range request, so a 40 GB
 shard is not fetched again from the start after an interrupt.
 """
+
 import hashlib
 import importlib.util
 import logging
@@ -20,7 +21,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Optional
 
 from tqdm import tqdm
 
@@ -51,8 +51,15 @@ class FetchPolicy:
     progress: bool = True  # a tqdm bar (MB/s, ETA) on stderr
 
 
-def fetch(url: str, dest: str, *, size: Optional[int] = None, sha256: Optional[str] = None,
-          policy: FetchPolicy = FetchPolicy(), resume: bool = True) -> str:
+def fetch(
+    url: str,
+    dest: str,
+    *,
+    size: int | None = None,
+    sha256: str | None = None,
+    policy: FetchPolicy = FetchPolicy(),
+    resume: bool = True,
+) -> str:
     """Make `dest` a complete, verified copy of `url` and return `dest`; an existing verified `dest` is kept.
 
     `size` (bytes) and `sha256` (hex) are checked when given; otherwise the size the server announces is.
@@ -95,7 +102,7 @@ class _Permanent(Exception):
     """An error that retrying cannot fix (missing file, 404, a server that refuses ranges of a finished file)."""
 
 
-def _verify(path: str, size: Optional[int], sha256: Optional[str]) -> Optional[str]:
+def _verify(path: str, size: int | None, sha256: str | None) -> str | None:
     """None when the file matches what is known about it, else what is wrong, in words."""
     actual = os.path.getsize(path)
     if size is not None and actual != size:
@@ -110,7 +117,7 @@ def _verify(path: str, size: Optional[int], sha256: Optional[str]) -> Optional[s
     return None
 
 
-def _download_http(url: str, part: str, policy: FetchPolicy) -> Optional[int]:
+def _download_http(url: str, part: str, policy: FetchPolicy) -> int | None:
     """Append the missing bytes of `url` to `part`; returns the full size the server announced, if any."""
     have = os.path.getsize(part) if os.path.exists(part) else 0
     request = urllib.request.Request(url, headers={"User-Agent": "nemo-launcher-data/1"})
@@ -147,7 +154,7 @@ def _download_http(url: str, part: str, policy: FetchPolicy) -> Optional[int]:
     return total
 
 
-def _announced_total(response, have: int) -> Optional[int]:
+def _announced_total(response, have: int) -> int | None:
     content_range = response.headers.get("Content-Range")
     if content_range:  # "bytes 100-999/1000"
         total = content_range.rpartition("/")[2]
@@ -172,7 +179,7 @@ def _local_path(url: str) -> str:
     raise _Permanent(f"unsupported URL scheme {parts.scheme!r}; use http(s)://, file://, package:// or a path")
 
 
-def _copy_local(url: str, part: str, policy: FetchPolicy) -> Optional[int]:
+def _copy_local(url: str, part: str, policy: FetchPolicy) -> int | None:
     """Copy a local file into `part`, continuing after the bytes a previous attempt already copied."""
     source = _local_path(url)
     if not os.path.isfile(source):
@@ -181,8 +188,11 @@ def _copy_local(url: str, part: str, policy: FetchPolicy) -> Optional[int]:
     have = os.path.getsize(part) if os.path.exists(part) else 0
     if have > total:
         have = 0
-    with open(source, "rb") as src, open(part, "ab" if have else "wb") as out, \
-            _bar(os.path.basename(part), total, have, policy) as bar:
+    with (
+        open(source, "rb") as src,
+        open(part, "ab" if have else "wb") as out,
+        _bar(os.path.basename(part), total, have, policy) as bar,
+    ):
         src.seek(have)
         while True:
             block = src.read(_BLOCK * 8)
@@ -193,7 +203,15 @@ def _copy_local(url: str, part: str, policy: FetchPolicy) -> Optional[int]:
     return total
 
 
-def _bar(name: str, total: Optional[int], initial: int, policy: FetchPolicy):
-    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, unit_divisor=1024, desc=name,
-                disable=not policy.progress, mininterval=2.0, dynamic_ncols=True)
-
+def _bar(name: str, total: int | None, initial: int, policy: FetchPolicy):
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=name,
+        disable=not policy.progress,
+        mininterval=2.0,
+        dynamic_ncols=True,
+    )

@@ -7,24 +7,28 @@
 A bare clone of the newest commit holds the git-lfs pointers (a few lines each), so it is small whatever the data's
 size, and the pointers give each file's size and sha256 for checking the download (<url>/resolve/main/<path>).
 """
+
 import hashlib
 import os
 import re
 import shutil
 import subprocess
-from typing import Callable, List, Optional, Tuple
+from collections.abc import Callable
 
 from ..common.errors import DataPrepError
 
-_LFS_POINTER = re.compile(rb"^version https://git-lfs\.github\.com/spec/v1\n(?:.*\n)*?oid sha256:(?P<oid>[0-9a-f]{64})\n"
-                          rb"size (?P<size>\d+)\n?", re.MULTILINE)
+_LFS_POINTER = re.compile(
+    rb"^version https://git-lfs\.github\.com/spec/v1\n(?:.*\n)*?oid sha256:(?P<oid>[0-9a-f]{64})\n"
+    rb"size (?P<size>\d+)\n?",
+    re.MULTILINE,
+)
 
 
 class RepositoryError(DataPrepError):
     """git is missing, or the repository cannot be cloned or read; the message names the key to change."""
 
 
-def list_files(url: str, clone: str, keep: Callable[[str], bool], key: str) -> List[Tuple[str, int, Optional[str]]]:
+def list_files(url: str, clone: str, keep: Callable[[str], bool], key: str) -> list[tuple[str, int, str | None]]:
     """(path, size, sha256) of every file `keep` accepts; `clone` is where the bare clone is kept between steps."""
     if not os.path.isdir(clone):
         _clone(url, clone, key)
@@ -43,17 +47,21 @@ def list_files(url: str, clone: str, keep: Callable[[str], bool], key: str) -> L
 
 
 def _missing_git(key: str) -> RepositoryError:
-    return RepositoryError(f"git is not installed on this node; the file list comes from the repository's git "
-                           f"history (install git, or point {key} at a local folder)")
+    return RepositoryError(
+        f"git is not installed on this node; the file list comes from the repository's git "
+        f"history (install git, or point {key} at a local folder)"
+    )
 
 
-def _git(clone: str, key: str, *args: str, stdin: Optional[bytes] = None) -> subprocess.CompletedProcess:
+def _git(clone: str, key: str, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(["git", f"--git-dir={clone}", *args], input=stdin, capture_output=True, check=True)
     except FileNotFoundError:
         raise _missing_git(key) from None
     except subprocess.CalledProcessError as error:
-        raise RepositoryError(f"git {' '.join(args[:2])} in {clone} failed: {error.stderr.decode(errors='replace').strip()}") from None
+        raise RepositoryError(
+            f"git {' '.join(args[:2])} in {clone} failed: {error.stderr.decode(errors='replace').strip()}"
+        ) from None
 
 
 def _clone(url: str, clone: str, key: str) -> None:
@@ -66,8 +74,9 @@ def _clone(url: str, clone: str, key: str) -> None:
     for depth in (["--depth", "1"], []):
         shutil.rmtree(temporary, ignore_errors=True)  # a clone a killed run left half-done
         try:
-            subprocess.run(["git", "clone", "--bare", "--quiet", *depth, url, temporary], env=env,
-                           capture_output=True, check=True)
+            subprocess.run(
+                ["git", "clone", "--bare", "--quiet", *depth, url, temporary], env=env, capture_output=True, check=True
+            )
         except FileNotFoundError:
             raise _missing_git(key) from None
         except subprocess.CalledProcessError as error:
@@ -78,7 +87,7 @@ def _clone(url: str, clone: str, key: str) -> None:
     raise RepositoryError(f"{key}: git clone {url} failed: {errors[-1]}")
 
 
-def _pointer_facts(clone: str, key: str, oids: List[str]) -> List[Tuple[int, Optional[str]]]:
+def _pointer_facts(clone: str, key: str, oids: list[str]) -> list[tuple[int, str | None]]:
     """(size, sha256) of each blob: read from its git-lfs pointer, or the blob's own size for a plain file."""
     if not oids:
         return []
@@ -87,7 +96,7 @@ def _pointer_facts(clone: str, key: str, oids: List[str]) -> List[Tuple[int, Opt
     for _ in oids:
         newline = out.index(b"\n", position)
         _, _, size = out[position:newline].split()
-        body = out[newline + 1:newline + 1 + int(size)]
+        body = out[newline + 1 : newline + 1 + int(size)]
         position = newline + 1 + int(size) + 1
         pointer = _LFS_POINTER.match(body)
         if pointer:

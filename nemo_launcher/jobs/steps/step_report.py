@@ -12,8 +12,8 @@
       output     /data/preprocessed
       time       0:00:03
 """
+
 import os
-from typing import List, Optional
 
 from ..common.report import Summary, count, duration, size
 
@@ -23,23 +23,24 @@ class StepReport:
         self.step = step
         self.unit = unit  # what one item is: a shard, a file, a tokenizer
         self.size_label = size_label  # what the counted bytes are: the input read, the bytes fetched
-        self.finished: List[str] = []
-        self.complete_before: List[str] = []
-        self.outputs: List[str] = []
+        self.finished: list[str] = []
+        self.complete_before: list[str] = []
+        self.outputs: list[str] = []
         self.size_bytes = 0  # input bytes this run processed
         self.documents = 0
         self.tokens = 0
         self.items = 0  # indexed items; more than documents when documents were split into sentences
-        self.notes: List[tuple] = []  # extra (key, value) lines
+        self.notes: list[tuple] = []  # extra (key, value) lines
 
-    def done(self, item, output: Optional[str] = None, size_bytes: int = 0, documents: int = 0, tokens: int = 0,
-             items: int = 0) -> None:
+    def done(
+        self, item, output: str | None = None, size_bytes: int = 0, documents: int = 0, tokens: int = 0, items: int = 0
+    ) -> None:
         """An item this run worked on."""
         self.finished.append(str(item))
         self.size_bytes += size_bytes
         self._count(output, documents, tokens, items)
 
-    def kept(self, item, output: Optional[str] = None, documents: int = 0, tokens: int = 0, items: int = 0) -> None:
+    def kept(self, item, output: str | None = None, documents: int = 0, tokens: int = 0, items: int = 0) -> None:
         """An item an earlier run had finished."""
         self.complete_before.append(str(item))
         self._count(output, documents, tokens, items)
@@ -47,7 +48,7 @@ class StepReport:
     def note(self, key: str, value) -> None:
         self.notes.append((key, value))
 
-    def _count(self, output: Optional[str], documents: int, tokens: int, items: int = 0) -> None:
+    def _count(self, output: str | None, documents: int, tokens: int, items: int = 0) -> None:
         self.documents += documents
         self.tokens += tokens
         self.items += items

@@ -9,25 +9,25 @@ have their own sequences, each up to max_seq_length: a long prompt loses its sta
 a long answer its end, whatever truncation_field says (it decides between the two only where they share one
 sequence, in a GPT). The loss is on the answer alone: a T5 never predicts its input.
 """
+
 from functools import partial
-from typing import List, Tuple
 
 from ..common.config import JobConfigError
-from ..tuning.sft_data import SampleEncoder
 from ..tuning.answer_data import PromptAnswerData
+from ..tuning.sft_data import SampleEncoder
 
 
 class T5SampleEncoder(SampleEncoder):
-    def prompt_ids(self, text: str) -> List[int]:
+    def prompt_ids(self, text: str) -> list[int]:
         """The encoder's input (ending with eos, as every T5 source does) at training and generation time."""
         limit = self.max_ids - 1
         ids = self.tokenizer.encode(self.prompt_part.replace("{input}", text).strip())
-        return ids[max(0, len(ids) + 1 - limit):] + [self.tokenizer.eos]
+        return ids[max(0, len(ids) + 1 - limit) :] + [self.tokenizer.eos]
 
-    def encode(self, example) -> Tuple[List[int], List[bool], List[int], int]:
+    def encode(self, example) -> tuple[list[int], list[bool], list[int], int]:
         source = self.prompt_ids(example["input"])
         # Room for the decoder's bos (inputs) or eos (labels) beside the answer.
-        answer = self.tokenizer.encode((self.answer_lead + example["output"]).strip())[:self.max_ids - 2]
+        answer = self.tokenizer.encode((self.answer_lead + example["output"]).strip())[: self.max_ids - 2]
         if not answer:
             raise JobConfigError(f"a sample has an empty answer once tokenized: {example['input'][:60]!r}...")
         return source, [False] * len(source), answer, -1
@@ -45,7 +45,7 @@ class T5AnswerData(PromptAnswerData):
         return partial(collate, tokenizer=tokenizer, add_eos=self.train.add_eos)
 
     @staticmethod
-    def answer(job, prompt: List[int], tokens: int) -> List[int]:
+    def answer(job, prompt: list[int], tokens: int) -> list[int]:
         """Greedy answer ids to one encoder input (exact_match_share's `answer`)."""
         from .generate import greedy_answers
 

@@ -8,7 +8,6 @@ tensor-parallel ranks and passes it to every self-attention layer; Transformer E
 positions cannot run on a CPU. This subclass keeps megatron's attention as it is and adds the bias to the
 scaled scores just before the masked softmax, which is where Transformer Engine adds it too.
 """
-from typing import Optional
 
 import torch
 from megatron.core.transformer.dot_product_attention import DotProductAttention
@@ -20,7 +19,7 @@ class _ScoresPlusBias(torch.nn.Module):
     def __init__(self, softmax: torch.nn.Module):
         super().__init__()
         self.softmax = softmax
-        self.pending_bias: Optional[torch.Tensor] = None  # [1, heads of this rank, sq, sk]; set per call
+        self.pending_bias: torch.Tensor | None = None  # [1, heads of this rank, sq, sk]; set per call
 
     def forward(self, scores, mask, *rest):
         if self.pending_bias is not None:
@@ -35,11 +34,19 @@ class BiasedDotProductAttention(DotProductAttention):
         super().__init__(*args, **kwargs)
         self.scale_mask_softmax = _ScoresPlusBias(self.scale_mask_softmax)
 
-    def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
-                packed_seq_params=None):
+    def forward(
+        self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None, packed_seq_params=None
+    ):
         self.scale_mask_softmax.pending_bias = attention_bias
         try:
-            return super().forward(query, key, value, attention_mask, attn_mask_type=attn_mask_type,
-                                   attention_bias=None, packed_seq_params=packed_seq_params)
+            return super().forward(
+                query,
+                key,
+                value,
+                attention_mask,
+                attn_mask_type=attn_mask_type,
+                attention_bias=None,
+                packed_seq_params=packed_seq_params,
+            )
         finally:
             self.scale_mask_softmax.pending_bias = None

@@ -18,6 +18,7 @@ another job (one `Error:` line each), anything else a crash.
 Only the standard library is imported at module level: megatron's checkpoint code may spawn a helper process that
 re-imports this module.
 """
+
 import sys
 
 from ...contract.schemas.t5_conversion import T5ConversionConfig

@@ -8,17 +8,17 @@ bos + `<sentinel> span ...` (text_dec, dec_mask) and predicts `<sentinel> span .
 Padding is id 0 with mask 0. Whole-word masking follows WordPiece's `##` continuation pieces; a SentencePiece
 vocabulary (mT5) has none, so there every piece is a word of its own (megatron-core's rule).
 """
-from typing import List
 
-from ..core.datasets import masked_word_piece_settings
 from ...contract.schemas.t5_training import T5TrainingConfig
+from ..core.datasets import masked_word_piece_settings
 
 
-def build_t5_datasets(cfg: T5TrainingConfig, tokenizer, sizes: List[int], blend: List):
+def build_t5_datasets(cfg: T5TrainingConfig, tokenizer, sizes: list[int], blend: list):
     """(train, validation, test) datasets of `sizes` samples; a split of weight 0 is None."""
     from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
     from megatron.core.datasets.t5_dataset import T5MaskedWordPieceDataset, T5MaskedWordPieceDatasetConfig
 
-    dataset_config = T5MaskedWordPieceDatasetConfig(**masked_word_piece_settings(cfg, tokenizer, blend),
-                                                    sequence_length_decoder=cfg.model.data.seq_length_dec)
+    dataset_config = T5MaskedWordPieceDatasetConfig(
+        **masked_word_piece_settings(cfg, tokenizer, blend), sequence_length_decoder=cfg.model.data.seq_length_dec
+    )
     return BlendedMegatronDatasetBuilder(T5MaskedWordPieceDataset, sizes, lambda: True, dataset_config).build()

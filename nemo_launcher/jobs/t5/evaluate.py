@@ -15,32 +15,33 @@ and prints a table. The task files are local (nemo_launcher.jobs.t5.squad_data w
 first, as a separate command). Holds run.results_dir's lock. Exit codes: 0 done, 2 configuration error, 74 a
 result could not be written (space, permission), 75 run.results_dir is in use by another job, else a crash.
 """
+
 import sys
 from pathlib import Path
-from typing import Dict, List
 
 PROG = "python3 -m nemo_launcher.jobs.t5.evaluate"
 
 
-def evaluate(cfg, placement) -> Dict[str, dict]:
+def evaluate(cfg, placement) -> dict[str, dict]:
     """{file pair name: scores}, plus "average" for several pairs; every rank returns it."""
     import torch
     from megatron.core import parallel_state
 
     from ..core.qa_results import gathered, with_average, write_json
-    from .scoring import SCORE_NAMES, score_answers
     from .generate import inference_ready
+    from .scoring import SCORE_NAMES, score_answers
     from .standalone import load_t5_from_nemo
     from .text_pairs import PairEncoder, read_pairs
     from .tuning import answer_pairs
 
     model_section, section = cfg.model, cfg.model.data.validation_ds
-    model, tokenizer = load_t5_from_nemo(model_section.restore_from_path, model_section.tensor_model_parallel_size, 1,
-                                         model_section.precision_name())
+    model, tokenizer = load_t5_from_nemo(
+        model_section.restore_from_path, model_section.tensor_model_parallel_size, 1, model_section.precision_name()
+    )
     model = inference_ready(model)
     encoder = PairEncoder(tokenizer, section.max_src_seq_length, section.max_tgt_seq_length)
     dp_rank, dp_size = parallel_state.get_data_parallel_rank(), parallel_state.get_data_parallel_world_size()
-    results: Dict[str, dict] = {}
+    results: dict[str, dict] = {}
     for index, (source, target, answers) in enumerate(zip(section.sources(), section.targets(), section.answers())):
         name = section.names[index] if section.names else Path(source).stem
         pairs = read_pairs(source, target, answers, key="evaluation.model.data.validation_ds")
@@ -60,16 +61,22 @@ def evaluate(cfg, placement) -> Dict[str, dict]:
     return results
 
 
-def _write_predictions(path: Path, pairs: List[dict], predictions: List[str]) -> None:
+def _write_predictions(path: Path, pairs: list[dict], predictions: list[str]) -> None:
     from ..core.qa_results import write_jsonl
 
-    write_jsonl(path, ({"source": pair["source"], "prediction": text, "target": pair["target"], "answers": pair["answers"]}
-                       for pair, text in zip(pairs, predictions)), "evaluation")
+    write_jsonl(
+        path,
+        (
+            {"source": pair["source"], "prediction": text, "target": pair["target"], "answers": pair["answers"]}
+            for pair, text in zip(pairs, predictions)
+        ),
+        "evaluation",
+    )
 
 
 def main(argv=None) -> int:
-    from ..core.qa_results import run_evaluation
     from ...contract.schemas.t5_evaluation import QaEvaluationConfig
+    from ..core.qa_results import run_evaluation
 
     return run_evaluation(argv, PROG, QaEvaluationConfig.from_dict, evaluate, lambda cfg: cfg.model.restore_from_path)
 

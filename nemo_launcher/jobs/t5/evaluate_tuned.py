@@ -11,8 +11,8 @@ eos) as the encoder's input, the answer decoded greedily (generate.py). It write
 and qa_metrics.json under <run.results_dir>/results/ and prints a table. Exit codes: 0 done, 2 configuration error,
 74 a result could not be written, 75 run.results_dir is in use by another job, else a crash.
 """
+
 import sys
-from typing import Dict, List, Optional
 
 PROG = "python3 -m nemo_launcher.jobs.t5.evaluate_tuned"
 
@@ -47,10 +47,12 @@ class T5Side:
         from ..common.config import JobConfigError
 
         if self.learned_positions and m.tokens_to_generate + 1 > max_length:
-            raise JobConfigError(f"evaluation.model.tokens_to_generate: {m.tokens_to_generate} (after bos) exceeds the "
-                                 f"model's {max_length} decoder positions; lower it")
+            raise JobConfigError(
+                f"evaluation.model.tokens_to_generate: {m.tokens_to_generate} (after bos) exceeds the "
+                f"model's {max_length} decoder positions; lower it"
+            )
 
-    def answer(self, model, tokenizer, batch, prompts, m) -> List[List[int]]:
+    def answer(self, model, tokenizer, batch, prompts, m) -> list[list[int]]:
         from ..tuning.tuned_evaluation import virtual_placement
         from .generate import greedy_answers, inference_ready
 
@@ -62,18 +64,23 @@ class T5Side:
         return greedy_answers(self._ready, sources, tokenizer, m.tokens_to_generate)
 
 
-def evaluate(cfg, placement) -> Dict[str, dict]:
+def evaluate(cfg, placement) -> dict[str, dict]:
     from ..tuning.tuned_evaluation import evaluate_tuned
 
     return evaluate_tuned(cfg, placement, T5Side())
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    from ..core.qa_results import run_evaluation
+def main(argv: list[str] | None = None) -> int:
     from ...contract.schemas.tuned_evaluation import TunedEvaluationConfig
+    from ..core.qa_results import run_evaluation
 
-    return run_evaluation(argv, PROG, TunedEvaluationConfig.from_dict, evaluate,
-                          lambda cfg: f"{cfg.model.method_file} on {cfg.model.language_model_path}")
+    return run_evaluation(
+        argv,
+        PROG,
+        TunedEvaluationConfig.from_dict,
+        evaluate,
+        lambda cfg: f"{cfg.model.method_file} on {cfg.model.language_model_path}",
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ The text families' export (serving/triton_export.py: config.pbtxt, 1/model.py, 1
 for merging a TP-sharded archive and config.pbtxt naming T5's generator (serving.py), so the same backend file and
 deployment/serve_pytriton.py answer with T5's decoding. Needs no GPU. Exit codes as GPT's: 0, 2, 74, 75.
 """
+
 import sys
 
 
@@ -13,8 +14,13 @@ def main(argv=None) -> int:
     from ...contract.schemas.t5_export import T5ExportConfig
     from ..serving.triton_export import run_export
 
-    return run_export(argv, "python3 -m nemo_launcher.jobs.t5.export", T5ExportConfig, load=_load_t5_nemo,
-                      generator="nemo_launcher.jobs.t5.serving:T5Generator")
+    return run_export(
+        argv,
+        "python3 -m nemo_launcher.jobs.t5.export",
+        T5ExportConfig,
+        load=_load_t5_nemo,
+        generator="nemo_launcher.jobs.t5.serving:T5Generator",
+    )
 
 
 def _load_t5_nemo(path):

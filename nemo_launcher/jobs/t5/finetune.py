@@ -15,14 +15,15 @@ the launcher runs first). Exit codes as every trainer's (core/program.py): 0, 2,
 Only the standard library is imported at module level: dist_checkpointing starts a helper process by spawning,
 which re-imports this module.
 """
+
 import sys
 
 PROG = "python3 -m nemo_launcher.jobs.t5.finetune"
 
 
 def main(argv=None) -> int:
-    from ..core.program import run_program
     from ...contract.schemas.t5_finetuning import T5FinetuneConfig
+    from ..core.program import run_program
 
     return run_program(argv, PROG, T5FinetuneConfig, _recipe, build=_build_parts, module_class=_module)
 

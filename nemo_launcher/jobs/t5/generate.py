@@ -8,7 +8,8 @@ which is exactly the computation the model was trained with and is quick for sho
 to the batch's longest with the pad id and hidden from every attention by the padding mask, so an answer does
 not depend on the other sources of its batch. A row stops at eos; the batch stops when every row has.
 """
-from typing import List, Sequence
+
+from collections.abc import Sequence
 
 import torch
 
@@ -39,13 +40,15 @@ def encoder_batch(sources: Sequence[Sequence[int]], pad_id: int, device) -> tupl
     ids = torch.full((len(sources), longest), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros((len(sources), longest), dtype=torch.long, device=device)
     for row, source in enumerate(sources):
-        ids[row, :len(source)] = torch.tensor(list(source), dtype=torch.long, device=device)
-        mask[row, :len(source)] = 1
+        ids[row, : len(source)] = torch.tensor(list(source), dtype=torch.long, device=device)
+        mask[row, : len(source)] = 1
     return ids, mask
 
 
 @torch.no_grad()
-def greedy_answers(model: torch.nn.Module, sources: Sequence[Sequence[int]], tokenizer, max_new_tokens: int) -> List[List[int]]:
+def greedy_answers(
+    model: torch.nn.Module, sources: Sequence[Sequence[int]], tokenizer, max_new_tokens: int
+) -> list[list[int]]:
     """The generated token ids of each source (without bos and eos), at most max_new_tokens each.
 
     tokenizer: T5's (bos starts the decoder, eos ends an answer, pad fills; vocab_size: padding rows of the
@@ -71,7 +74,7 @@ def greedy_answers(model: torch.nn.Module, sources: Sequence[Sequence[int]], tok
         for _ in range(max_new_tokens):
             masks = attention_masks({"enc_mask": encoder_mask, "dec_mask": torch.ones_like(decoder_ids)}, te_masks)
             logits = _full_vocab_logits(model(encoder_ids, decoder_ids, *masks, encoder_hidden_states=hidden))
-            token = logits[:, -1, :tokenizer.vocab_size].float().argmax(dim=-1)
+            token = logits[:, -1, : tokenizer.vocab_size].float().argmax(dim=-1)
             token = torch.where(finished, torch.full_like(token, tokenizer.pad), token)
             finished |= token == tokenizer.eos
             decoder_ids = torch.cat([decoder_ids, token[:, None]], dim=1)
@@ -81,5 +84,5 @@ def greedy_answers(model: torch.nn.Module, sources: Sequence[Sequence[int]], tok
         model.train(was_training)
     answers = []
     for row in decoder_ids[:, 1:].tolist():
-        answers.append(row[:row.index(tokenizer.eos)] if tokenizer.eos in row else row)
+        answers.append(row[: row.index(tokenizer.eos)] if tokenizer.eos in row else row)
     return answers

@@ -13,14 +13,15 @@ the self-attention takes the position bias (attention_bias.py). Pipeline paralle
 geglu's GELU is the tanh approximation: T5 v1.1's and mT5's function, Hugging Face's `gated-gelu`, and what
 megatron-core's fused geglu kernel computes on GPUs, so CPU and GPU runs compute the same function.
 """
+
 import dataclasses
 
 import torch
 import torch.nn.functional as F
 
+from ...contract.schemas.t5_training import T5ModelSection
 from ..core.recipe import ChunkStage
 from ..core.transformer import shared_transformer_settings
-from ...contract.schemas.t5_training import T5ModelSection
 
 GATED = ("geglu", "swiglu", "reglu")
 
@@ -69,8 +70,10 @@ def _block_specs(model: T5ModelSection, use_te: bool):
     from megatron.core.transformer.transformer_block import TransformerBlockSubmodules
 
     if use_te:
-        return (t5_spec.get_t5_encoder_with_transformer_engine_block_spec(model.encoder_num_layers),
-                t5_spec.get_t5_decoder_with_transformer_engine_block_spec(model.decoder_num_layers))
+        return (
+            t5_spec.get_t5_encoder_with_transformer_engine_block_spec(model.encoder_num_layers),
+            t5_spec.get_t5_decoder_with_transformer_engine_block_spec(model.decoder_num_layers),
+        )
     encoder_layer, decoder_layer = t5_spec.encoder_model_with_local_spec(), t5_spec.decoder_model_with_local_spec()
     norm = encoder_layer.submodules.input_layernorm
     if model.normalization == "rmsnorm":
@@ -86,8 +89,10 @@ def _block_specs(model: T5ModelSection, use_te: bool):
 
         for layer in (encoder_layer, decoder_layer):
             layer.submodules.self_attention.submodules.core_attention = BiasedDotProductAttention
-    return (TransformerBlockSubmodules([encoder_layer] * model.encoder_num_layers, layer_norm=norm),
-            TransformerBlockSubmodules([decoder_layer] * model.decoder_num_layers, layer_norm=norm))
+    return (
+        TransformerBlockSubmodules([encoder_layer] * model.encoder_num_layers, layer_norm=norm),
+        TransformerBlockSubmodules([decoder_layer] * model.decoder_num_layers, layer_norm=norm),
+    )
 
 
 def t5_chunk(model: T5ModelSection, config, vocab_size: int, use_te: bool, stage: ChunkStage):
@@ -129,7 +134,9 @@ def model_flops_per_token(model: T5ModelSection, vocab_size: int) -> float:
     self_attention = lambda keys: 2 * h * 3 * q + 2 * q * h + 4 * q * keys  # noqa: E731
     encoder = se * model.encoder_num_layers * (self_attention(se) + mlp)
     cross = 2 * h * q + 2 * q * h + 4 * q * se
-    decoder = sd * model.decoder_num_layers * (self_attention(sd) + cross + mlp) + se * model.decoder_num_layers * 2 * h * 2 * q
+    decoder = (
+        sd * model.decoder_num_layers * (self_attention(sd) + cross + mlp)
+        + se * model.decoder_num_layers * 2 * h * 2 * q
+    )
     output = sd * 2 * h * vocab_size
     return 3.0 * (encoder + decoder + output) / (se + sd)
-

@@ -13,6 +13,7 @@ prompt/answer jsonl laid out for an encoder and a decoder (answer_data.py). At t
 Exit codes: 0 done (or stopped and saved), 2 configuration error, 74 a file could not be saved (no space or
 permission), 75 explicit_log_dir is in use by another job, anything else a crash.
 """
+
 import sys
 
 PROG = "python3 -m nemo_launcher.jobs.t5.peft"
@@ -23,7 +24,9 @@ def tuning_job(cfg, stage: str):
     from .answer_data import T5AnswerData
     from .prompt_tuning import T5Tuning
 
-    method = LoraMethod(cfg.model.peft, cfg.model.seed, cfg.exp_manager.nemo_path(), cfg.exp_manager.nemo_path("_merged"))
+    method = LoraMethod(
+        cfg.model.peft, cfg.model.seed, cfg.exp_manager.nemo_path(), cfg.exp_manager.nemo_path("_merged")
+    )
     job = T5Tuning(cfg, stage, cfg.model.restore_from_path, T5AnswerData(cfg.model.data), method)
     job.base_key = "model.restore_from_path"
     return job

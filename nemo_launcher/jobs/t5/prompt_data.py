@@ -11,19 +11,20 @@ eos included, and the answer. The decoder reads bos + answer and learns answer +
 alone, whatever answer_only_loss says: a T5 never predicts its input). A batch is padded to its longest source and
 its longest answer.
 """
+
+from collections.abc import Sequence
 from functools import partial
-from typing import Dict, List, Sequence, Tuple
 
 import torch
 
 from ..common.config import JobConfigError
 from ..tuning.prompt_data import PromptLearningData, TemplateEncoder
 
-Sample = Tuple[List[int], List[bool], List[int], int]  # source ids, virtual flags, answer ids, task number
+Sample = tuple[list[int], list[bool], list[int], int]  # source ids, virtual flags, answer ids, task number
 
 
 class T5TemplateEncoder(TemplateEncoder):
-    def prompt(self, line, room: int = 0) -> Tuple[List[int], List[bool]]:
+    def prompt(self, line, room: int = 0) -> tuple[list[int], list[bool]]:
         """(encoder ids ending with eos, virtual flags) of a line's prompt: what training and evaluation feed."""
         # TemplateEncoder leaves `room` below encoder_seq_length + 1: 2 more keep the prompt and its eos within it.
         ids, virtual = super().prompt(line, room + 2)
@@ -32,7 +33,7 @@ class T5TemplateEncoder(TemplateEncoder):
     def encode(self, line) -> Sample:
         ids, virtual = self.prompt(line)
         template = self.templates[line["taskname"]]
-        answer = self.tokenizer.encode(line[template.answer_field])[:self.max_ids - 2]
+        answer = self.tokenizer.encode(line[template.answer_field])[: self.max_ids - 2]
         if not answer:
             raise JobConfigError(f"a {line['taskname']} line has an empty {template.answer_field!r} once tokenized")
         return ids, virtual, answer, self.task_numbers.get(line["taskname"], -1)
@@ -42,7 +43,7 @@ def _padded(length: int, multiple: int = 8) -> int:
     return -(-length // multiple) * multiple
 
 
-def collate(samples: Sequence[Sample], tokenizer, add_eos: bool) -> Dict[str, torch.Tensor]:
+def collate(samples: Sequence[Sample], tokenizer, add_eos: bool) -> dict[str, torch.Tensor]:
     """One batch in the T5 recipe's layout (text_enc, enc_mask, text_dec, dec_mask, labels, loss_mask), plus the
     prompt methods' virtual_mask [batch, encoder tokens] and task_ids [batch]."""
     rows = len(samples)
@@ -61,13 +62,13 @@ def collate(samples: Sequence[Sample], tokenizer, add_eos: bool) -> Dict[str, to
     }
     for row, ((ids, virtual, _, _), target) in enumerate(zip(samples, targets)):
         decoder = [tokenizer.bos] + target[:-1]
-        batch["text_enc"][row, :len(ids)] = torch.tensor(ids)
-        batch["enc_mask"][row, :len(ids)] = 1
-        batch["virtual_mask"][row, :len(ids)] = torch.tensor(virtual)
-        batch["text_dec"][row, :len(decoder)] = torch.tensor(decoder)
-        batch["dec_mask"][row, :len(decoder)] = 1
-        batch["labels"][row, :len(target)] = torch.tensor(target)
-        batch["loss_mask"][row, :len(target)] = 1.0
+        batch["text_enc"][row, : len(ids)] = torch.tensor(ids)
+        batch["enc_mask"][row, : len(ids)] = 1
+        batch["virtual_mask"][row, : len(ids)] = torch.tensor(virtual)
+        batch["text_dec"][row, : len(decoder)] = torch.tensor(decoder)
+        batch["dec_mask"][row, : len(decoder)] = 1
+        batch["labels"][row, : len(target)] = torch.tensor(target)
+        batch["loss_mask"][row, : len(target)] = 1.0
     return batch
 
 

@@ -1,7 +1,8 @@
 """The T5/mT5 prompt_learning program (prompt_tuning.py has the job; tuning/peft_methods.py the methods).
 
-    python3 -u -m nemo_launcher.jobs.t5.prompt_learning --config <job dir>/<run.name>_hydra.yaml
+python3 -u -m nemo_launcher.jobs.t5.prompt_learning --config <job dir>/<run.name>_hydra.yaml
 """
+
 import sys
 
 

@@ -12,6 +12,7 @@ the encoder's and the decoder's layers (IA3 scales the cross-attention's keys an
 model.nemo_path gets the method's tensors (megatron_t5_prompt.nemo, megatron_mt5_prompt.nemo,
 megatron_t5_adapter.nemo, megatron_t5_ia3.nemo), which evaluation=prompt_t5/squad (...) reads beside the base.
 """
+
 import dataclasses
 
 import torch
@@ -20,7 +21,10 @@ from ..common.config import JobConfigError
 from ..core.recipe import Sequences
 from ..tuning.job import TuningJob
 
-PROGRAMS = {stage: f"python3 -m nemo_launcher.jobs.t5.{stage}" for stage in ("prompt_learning", "adapter_learning", "ia3_learning")}
+PROGRAMS = {
+    stage: f"python3 -m nemo_launcher.jobs.t5.{stage}"
+    for stage in ("prompt_learning", "adapter_learning", "ia3_learning")
+}
 
 
 class T5Tuning(TuningJob):
@@ -33,8 +37,13 @@ class T5Tuning(TuningJob):
 
         self.method.base_step = T5.forward_step
         length = self.data.max_seq_length
-        return dataclasses.replace(T5, forward_step=self.method.forward_step, sequences=lambda model: Sequences(length, length),
-                                   flops_per_token=None, summary_items=lambda cfg, outcome: [("base model", self.base_path)])
+        return dataclasses.replace(
+            T5,
+            forward_step=self.method.forward_step,
+            sequences=lambda model: Sequences(length, length),
+            flops_per_token=None,
+            summary_items=lambda cfg, outcome: [("base model", self.base_path)],
+        )
 
     def _load_base(self, on_gpu: bool) -> torch.nn.Module:
         from .tuning import check_cpu_precision, load_base_model
@@ -43,14 +52,22 @@ class T5Tuning(TuningJob):
         m = cfg.model
         check_cpu_precision(cfg.trainer)
         model, self.nemo_config, self.tokenizer = load_base_model(
-            self.base_path, m.tensor_model_parallel_size, (m.hidden_dropout, m.attention_dropout),
-            cfg.trainer.precision_name(), key=f"{self.stage}.{self.base_key}")
+            self.base_path,
+            m.tensor_model_parallel_size,
+            (m.hidden_dropout, m.attention_dropout),
+            cfg.trainer.precision_name(),
+            key=f"{self.stage}.{self.base_key}",
+        )
         self._vocab_rows = model.embedding.word_embeddings.weight.shape[0] * m.tensor_model_parallel_size
         positions = self.nemo_config.get("max_position_embeddings")
-        if (self.nemo_config.get("position_embedding_type", "learned_absolute") == "learned_absolute"
-                and self.data.max_seq_length > positions):
-            raise JobConfigError(f"{self.data.length_key}: {self.data.max_seq_length} is longer than the model's "
-                                 f"max_position_embeddings ({positions}); lower it")
+        if (
+            self.nemo_config.get("position_embedding_type", "learned_absolute") == "learned_absolute"
+            and self.data.max_seq_length > positions
+        ):
+            raise JobConfigError(
+                f"{self.data.length_key}: {self.data.max_seq_length} is longer than the model's "
+                f"max_position_embeddings ({positions}); lower it"
+            )
         self.model = model
         return model
 
@@ -59,5 +76,11 @@ def run(argv, stage: str) -> int:
     from ..tuning.peft_methods import method_for, run_method
     from .prompt_data import T5PromptData
 
-    return run_method(argv, stage, PROGRAMS[stage], lambda cfg: T5Tuning(
-        cfg, stage, cfg.model.language_model_path, T5PromptData(cfg.model), method_for(cfg, stage)))
+    return run_method(
+        argv,
+        stage,
+        PROGRAMS[stage],
+        lambda cfg: T5Tuning(
+            cfg, stage, cfg.model.language_model_path, T5PromptData(cfg.model), method_for(cfg, stage)
+        ),
+    )

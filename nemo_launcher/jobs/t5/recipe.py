@@ -6,6 +6,7 @@ decoder's targets.
 Tokens per sample are the encoder's plus the decoder's (Sequences), so tokens/s and the summary count both
 stacks. The core (nemo_launcher/jobs/core) does everything else; see core/recipe.py for what a recipe provides.
 """
+
 from functools import partial
 
 from ..core.recipe import Recipe, Sequences
@@ -42,9 +43,14 @@ def t5_sequences(model) -> Sequences:
 
 def _summary_items(cfg, outcome):
     m = cfg.model
-    return [("model", f"T5 {m.encoder_num_layers}+{m.decoder_num_layers} layers, hidden {m.hidden_size}, "
-                      f"{m.activation}, {m.position_embedding_type} positions; tokens count encoder "
-                      f"{m.encoder_seq_length} + decoder {m.data.seq_length_dec} per sample")]
+    return [
+        (
+            "model",
+            f"T5 {m.encoder_num_layers}+{m.decoder_num_layers} layers, hidden {m.hidden_size}, "
+            f"{m.activation}, {m.position_embedding_type} positions; tokens count encoder "
+            f"{m.encoder_seq_length} + decoder {m.data.seq_length_dec} per sample",
+        )
+    ]
 
 
 T5 = Recipe(

@@ -6,21 +6,26 @@
 `pairs` are text_pairs records (each with its accepted "answers" and its "target"); `sum_over_ranks` adds a list of
 per-rank totals over the data-parallel ranks (the identity in one process).
 """
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from collections.abc import Callable, Sequence
 
 from ..common.qa_metrics import exact_string_match, squad_scores
 
 SCORE_NAMES = {"squad": ("exact_match", "f1"), "exact_string_match": ("exact_string_match",)}
 
 
-def per_rank_scores(metric: str, predictions: Sequence[str], pairs: Sequence[dict]) -> Dict[str, float]:
+def per_rank_scores(metric: str, predictions: Sequence[str], pairs: Sequence[dict]) -> dict[str, float]:
     if metric == "squad":
         return squad_scores(predictions, [pair["answers"] for pair in pairs])
     return {"exact_string_match": exact_string_match(predictions, [pair["target"] for pair in pairs])}
 
 
-def score_answers(metric: str, predictions: Sequence[str], pairs: Sequence[dict],
-                  sum_over_ranks: Optional[Callable[[List[float]], List[float]]] = None) -> Tuple[int, Dict[str, float]]:
+def score_answers(
+    metric: str,
+    predictions: Sequence[str],
+    pairs: Sequence[dict],
+    sum_over_ranks: Callable[[list[float]], list[float]] | None = None,
+) -> tuple[int, dict[str, float]]:
     """(questions scored over all ranks, {score name: %})."""
     names = SCORE_NAMES[metric]
     local = per_rank_scores(metric, predictions, pairs)

@@ -5,9 +5,9 @@ text, encoded as fine-tuning encodes sources (eos appended); the completion is t
     generator = T5Generator.load("<model dir>/1/model.nemo", data_type="bf16", tokens_to_generate=32)
     generator.answer({"prompt": np.array([[b"question: ... context: ..."]], dtype=object)})
 """
-from typing import List, Optional
 
 from ..serving.text import DATA_TYPES, TextGenerator
+
 
 class T5Generator(TextGenerator):
     @classmethod
@@ -22,9 +22,9 @@ class T5Generator(TextGenerator):
         model, tokenizer = load_t5_from_nemo(nemo_path, precision=data_type)
         return cls(inference_ready(model), tokenizer, model.max_sequence_length, tokens_to_generate)
 
-    def generate(self, prompt: str, max_tokens: Optional[int] = None) -> List[int]:
+    def generate(self, prompt: str, max_tokens: int | None = None) -> list[int]:
         from .generate import greedy_answers
 
         limit = self.tokens_to_generate if max_tokens is None else max_tokens
-        source = self.tokenizer.encode(prompt)[:self.max_length - 1] + [self.tokenizer.eos]
+        source = self.tokenizer.encode(prompt)[: self.max_length - 1] + [self.tokenizer.eos]
         return greedy_answers(self.model, [source], self.tokenizer, limit)[0] if limit else []

@@ -13,27 +13,55 @@ position_embeddings, the output layer as lm_head.output_layer and output_layer. 
 its one pipeline stage holds everything: the decoder's layers are the numbered stack, and the encoder, the final
 norms, the bias tables and the output layer are named as what that (last) stage holds besides.
 """
-import dataclasses
-from typing import Any, Mapping
 
-from ..core.shards import ShardLayout, ShardRules
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
 from ...contract.schemas.t5_training import T5ModelSection
+from ..core.shards import ShardLayout, ShardRules
 from .model import GATED
 
 T5_RULES = ShardRules(
     stack="decoder",
-    column=("embedding.word_embeddings.weight", "output_layer.weight", "output_layer.bias",
-            "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias", "cross_attention.linear_q.weight",
-            "cross_attention.linear_q.bias", "cross_attention.linear_kv.weight", "cross_attention.linear_kv.bias",
-            "mlp.linear_fc1.weight", "mlp.linear_fc1.bias"),
+    column=(
+        "embedding.word_embeddings.weight",
+        "output_layer.weight",
+        "output_layer.bias",
+        "self_attention.linear_qkv.weight",
+        "self_attention.linear_qkv.bias",
+        "cross_attention.linear_q.weight",
+        "cross_attention.linear_q.bias",
+        "cross_attention.linear_kv.weight",
+        "cross_attention.linear_kv.bias",
+        "mlp.linear_fc1.weight",
+        "mlp.linear_fc1.bias",
+    ),
     row=("self_attention.linear_proj.weight", "cross_attention.linear_proj.weight", "mlp.linear_fc2.weight"),
-    replicated=("position_embeddings.weight", "input_layernorm.weight", "input_layernorm.bias",
-                "pre_cross_attn_layernorm.weight", "pre_cross_attn_layernorm.bias", "pre_mlp_layernorm.weight",
-                "pre_mlp_layernorm.bias", "final_layernorm.weight", "final_layernorm.bias",
-                "self_attention.linear_proj.bias", "cross_attention.linear_proj.bias", "mlp.linear_fc2.bias",
-                "relative_pos_emb.relative_attention_bias.weight"),
-    last_stage=("encoder.", "encoder_relative_pos_emb.", "decoder_relative_pos_emb.", "decoder.final_layernorm.",
-                "lm_head.", "output_layer.", "position_embeddings."),
+    replicated=(
+        "position_embeddings.weight",
+        "input_layernorm.weight",
+        "input_layernorm.bias",
+        "pre_cross_attn_layernorm.weight",
+        "pre_cross_attn_layernorm.bias",
+        "pre_mlp_layernorm.weight",
+        "pre_mlp_layernorm.bias",
+        "final_layernorm.weight",
+        "final_layernorm.bias",
+        "self_attention.linear_proj.bias",
+        "cross_attention.linear_proj.bias",
+        "mlp.linear_fc2.bias",
+        "relative_pos_emb.relative_attention_bias.weight",
+    ),
+    last_stage=(
+        "encoder.",
+        "encoder_relative_pos_emb.",
+        "decoder_relative_pos_emb.",
+        "decoder.final_layernorm.",
+        "lm_head.",
+        "output_layer.",
+        "position_embeddings.",
+    ),
 )
 
 
@@ -44,7 +72,13 @@ def t5_shard_layout(model: Mapping[str, Any], tensor_parallel: int, pipeline_par
     # A key the config leaves out takes the schema's default, as the model built from the config does (a .nemo
     # without `activation` holds a GeGLU model, whose linear_fc1 splits gate and up rows apart).
     defaults = {f.name: f.default for f in dataclasses.fields(T5ModelSection)}
-    return ShardLayout(T5_RULES, tensor_parallel, 1, int(model["decoder_num_layers"]),
-                       gated_mlp=model.get("activation", defaults["activation"]) in GATED,
-                       tied_embeddings=bool(model.get("share_embeddings_and_output_weights",
-                                                      defaults["share_embeddings_and_output_weights"])))
+    return ShardLayout(
+        T5_RULES,
+        tensor_parallel,
+        1,
+        int(model["decoder_num_layers"]),
+        gated_mlp=model.get("activation", defaults["activation"]) in GATED,
+        tied_embeddings=bool(
+            model.get("share_embeddings_and_output_weights", defaults["share_embeddings_and_output_weights"])
+        ),
+    )

@@ -19,17 +19,19 @@ already exists is kept (reruns and later jobs reuse it); the files of one entry 
 names and renamed once all are complete, so a killed job leaves nothing a rerun would trust half-written.
 Standard library only (plus the YAML reader): it runs before any GPU work.
 """
+
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
+from ...contract.schemas.t5_finetuning import QaToText
 from ..common.config import JobConfigError, bind, config_path_from_argv, load_resolved_config
 from ..data.sample_squad import write_sample_squad
 from ..data.squad import squad_questions
-from ...contract.schemas.t5_finetuning import QaToText
 
 KEY = "squad_preparation"
 
@@ -38,18 +40,18 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def text_pairs(document: Dict[str, Any], source: str) -> Iterator[Tuple[str, str, List[str]]]:
+def text_pairs(document: dict[str, Any], source: str) -> Iterator[tuple[str, str, list[str]]]:
     """(source line, target line, every answer) per answerable question of a parsed SQuAD file."""
     for context, question, answers in squad_questions(document, source):
         answers = [one_line(answer) for answer in answers]
         yield f"question: {one_line(question)} context: {one_line(context)}", answers[0], answers
 
 
-def _outputs(item: QaToText) -> List[Path]:
+def _outputs(item: QaToText) -> list[Path]:
     return [Path(p) for p in (item.src_file_name, item.tgt_file_name, item.answers_file_name) if p is not None]
 
 
-def convert(item: QaToText) -> Tuple[int, bool]:
+def convert(item: QaToText) -> tuple[int, bool]:
     """Writes the entry's files unless they all exist; returns (questions, written now)."""
     outputs = _outputs(item)
     if all(path.is_file() for path in outputs):
@@ -59,8 +61,10 @@ def convert(item: QaToText) -> Tuple[int, bool]:
     if item.sample_questions is not None:
         write_sample_squad(source, item.sample_questions)
     if not source.is_file():
-        raise JobConfigError(f"{source}: no such file. Nothing is downloaded here: copy the SQuAD-format JSON "
-                             f"({source.name}, as published) there, or point {KEY} at it")
+        raise JobConfigError(
+            f"{source}: no such file. Nothing is downloaded here: copy the SQuAD-format JSON "
+            f"({source.name}, as published) there, or point {KEY} at it"
+        )
     with open(source, encoding="utf-8") as handle:
         try:
             document = json.load(handle)
@@ -74,7 +78,7 @@ def convert(item: QaToText) -> Tuple[int, bool]:
         handles = [open(path, "w", encoding="utf-8") for path in partials]
         try:
             for src, tgt, answers in text_pairs(document, str(source)):
-                lines = [src, tgt, json.dumps(answers, ensure_ascii=False)][:len(handles)]
+                lines = [src, tgt, json.dumps(answers, ensure_ascii=False)][: len(handles)]
                 for handle, line in zip(handles, lines):
                     handle.write(line + "\n")
                 count += 1
@@ -91,27 +95,33 @@ def convert(item: QaToText) -> Tuple[int, bool]:
     return count, True
 
 
-def prepare(config: Dict[str, Any]) -> List[Tuple[QaToText, int, bool]]:
+def prepare(config: dict[str, Any]) -> list[tuple[QaToText, int, bool]]:
     entries = config.get(KEY)
     if not isinstance(entries, list) or not entries:
-        raise JobConfigError(f"{KEY}: expected a list of {{source, src_file_name, tgt_file_name}} entries, got {entries!r}")
+        raise JobConfigError(
+            f"{KEY}: expected a list of {{source, src_file_name, tgt_file_name}} entries, got {entries!r}"
+        )
     items = [bind(QaToText, entry, f"{KEY}[{index}]") for index, entry in enumerate(entries)]
     return [(item, *convert(item)) for item in items]
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     from ..common.quiet import start_job
     from ..common.report import Summary, duration, print_error
 
     started = time.monotonic()
     start_job(accelerators=False)
     try:
-        done = prepare(load_resolved_config(config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.t5.squad_data")))
+        done = prepare(
+            load_resolved_config(config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.t5.squad_data"))
+        )
     except JobConfigError as error:
         return print_error(error)
     summary = Summary(f"squad preparation finished: {len(done)} files")
     for item, count, written in done:
-        summary.add(Path(item.source).name, f"{count} questions -> {item.src_file_name} ({'written' if written else 'kept'})")
+        summary.add(
+            Path(item.source).name, f"{count} questions -> {item.src_file_name} ({'written' if written else 'kept'})"
+        )
     summary.add("time", duration(time.monotonic() - started)).show(rank=None)
     return 0
 

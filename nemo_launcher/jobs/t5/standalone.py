@@ -14,18 +14,20 @@ spec is always megatron-core's local one: its names are the canonical ones in ou
 archives, and its sharded-state keys equal the Transformer Engine spec's, so it reads checkpoints trained with
 either.
 """
+
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any
 
 import torch
 
-from ..common.config import JobConfigError, bind
-from ..core.shards import merge_shards, split_state_dict
-from ..core.transformer import build_chunks
-from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
-from ..core.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
 from ...contract.schemas.t5_training import T5ModelSection
+from ..common.config import JobConfigError, bind
+from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
+from ..core.shards import merge_shards, split_state_dict
+from ..core.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
+from ..core.transformer import build_chunks
 from .model import t5_chunk, transformer_config
 from .shards import t5_shard_layout
 
@@ -36,7 +38,9 @@ def start_t5_model_parallel(tensor_parallel: int, pipeline_parallel: int = 1, se
     import megatron.core.models.T5.t5_model  # noqa: F401
 
     if pipeline_parallel != 1:
-        raise JobConfigError(f"pipeline_model_parallel_size: {pipeline_parallel}: a T5 runs with PP 1 in megatron-core 0.16")
+        raise JobConfigError(
+            f"pipeline_model_parallel_size: {pipeline_parallel}: a T5 runs with PP 1 in megatron-core 0.16"
+        )
     return start_model_parallel(tensor_parallel, pipeline_parallel, seed)
 
 
@@ -71,20 +75,21 @@ def build_inference_model(model: T5ModelSection, vocab_size: int, precision: str
     return chunk.eval()
 
 
-def host_state_dict(model: torch.nn.Module) -> Dict[str, torch.Tensor]:
+def host_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The model's weights on the host, without the `_extra_state` entries (the local spec keeps nothing there):
     a .nemo is read on machines without this GPU."""
     return {key: value.detach().cpu() for key, value in model.state_dict().items() if not key.endswith("._extra_state")}
 
 
-def save_t5_nemo(path, model_config: Mapping[str, Any], model: torch.nn.Module,
-                 tokenizer_files: Optional[Mapping[str, str]] = None) -> Path:
+def save_t5_nemo(
+    path, model_config: Mapping[str, Any], model: torch.nn.Module, tokenizer_files: Mapping[str, str] | None = None
+) -> Path:
     """Writes a TP=1 model (the whole T5Model of a one-process run) as a .nemo with the tokenizer files the
     config names (vocab.txt for T5, the SentencePiece .model for mT5) packed in."""
     return save_nemo(path, model_config, host_state_dict(model), tokenizer_files)
 
 
-def load_t5_nemo(path) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+def load_t5_nemo(path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """(model config, full state dict on the CPU): the shards of a TP > 1 archive merged into TP=1's. The returned
     config still names the archive's layout; its tokenizer keys point at extracted copies of the packed files."""
     config = read_nemo_config(path)
@@ -95,7 +100,7 @@ def load_t5_nemo(path) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
     return config, merge_shards(shards, t5_shard_layout(config, tensor_parallel))
 
 
-def load_t5_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: Optional[str] = None):
+def load_t5_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: str | None = None):
     """(T5Model of this rank in eval mode, tokenizer with T5's sentinels) from an archive, at the TP asked for.
 
     Starts the process group and megatron's parallel state when they are not running (one process for TP=1).
@@ -116,7 +121,10 @@ def load_t5_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1
         state_dict = split_state_dict(full, t5_shard_layout(config, tensor_parallel), tp_rank, 0)
     section = inference_section(bind(T5ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
     tokenizer = load_tokenizer(**dataclasses.asdict(section.tokenizer))
-    model = build_inference_model(section, padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
-                                  precision or precision_of(state_dict))
+    model = build_inference_model(
+        section,
+        padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
+        precision or precision_of(state_dict),
+    )
     load_weights(model, state_dict, str(path))
     return model, tokenizer

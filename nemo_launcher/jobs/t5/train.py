@@ -7,6 +7,7 @@ What it reads and writes, resuming, stop signals and exit codes (0, 2, 74, 75): 
 
 Nothing heavy is imported at module level (core/entry.py says why).
 """
+
 import sys
 
 from ...contract.schemas.t5_training import T5TrainingConfig

@@ -7,9 +7,9 @@
 Prompt learning, adapters and IA3 read the prompt-learning jsonl format instead (prompt_data.py), with the same
 interface.
 """
+
 from functools import partial
 from pathlib import Path
-from typing import Dict, List, Tuple
 
 import torch
 
@@ -37,7 +37,7 @@ class PromptAnswerData:
         mixed = MixedDataset(sources, section.concat_sampling_probabilities, size, seed)
         return EncodedDataset(mixed, self.sample_encoder(tokenizer, section))
 
-    def validation_sets(self, tokenizer) -> List[Tuple[str, torch.utils.data.Dataset]]:
+    def validation_sets(self, tokenizer) -> list[tuple[str, torch.utils.data.Dataset]]:
         section = self.validation
         encoder = self.sample_encoder(tokenizer, section)
         sets = []
@@ -49,7 +49,7 @@ class PromptAnswerData:
     def describe(self) -> str:
         return ", ".join(self.train.file_names)
 
-    def validation_metrics(self, job, module) -> Dict[str, float]:
+    def validation_metrics(self, job, module) -> dict[str, float]:
         """With metric exact_string_match: per validation file, the share of greedy answers equal to a reference."""
         metric = self.validation.metric
         if metric.name != "exact_string_match":
@@ -60,17 +60,20 @@ class PromptAnswerData:
             examples = dataset.examples
             count = min(len(examples), max(1, job.cfg.trainer.limit_val_batches) * job.cfg.model.global_batch_size)
             prompts = [encoder.prompt_ids(examples[i]["input"]) for i in range(count)]
-            references = [[a.strip() for a in examples[i].get("answers", [examples[i]["output"]])] for i in range(count)]
-            scores[f"exact_string_match_{label}"] = exact_match_share(job, module.parts, prompts, references,
-                                                                      metric.tokens_to_generate, answer=self.answer)
+            references = [
+                [a.strip() for a in examples[i].get("answers", [examples[i]["output"]])] for i in range(count)
+            ]
+            scores[f"exact_string_match_{label}"] = exact_match_share(
+                job, module.parts, prompts, references, metric.tokens_to_generate, answer=self.answer
+            )
         return scores
-
 
     answer = None  # (job, prompt ids, tokens) -> answer ids, for data that answers otherwise than job.answer()
 
 
-def exact_match_share(job, parts, prompts: List[List[int]], references: List[List[str]], tokens: int,
-                      samples=None, answer=None) -> float:
+def exact_match_share(
+    job, parts, prompts: list[list[int]], references: list[list[str]], tokens: int, samples=None, answer=None
+) -> float:
     """Share of greedy answers (stripped) equal to one of their references, the prompts split over data-parallel
     ranks; the job's answer() generates them unless `answer` (a data's own) is given. A collective: every rank
     calls it."""

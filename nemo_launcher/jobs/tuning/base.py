@@ -10,7 +10,9 @@
   bit-identical. Fine-tuning, which trains every weight, checkpoints the whole model as pre-training does.
 - Once max_steps is reached, `write_outputs` writes the tuned model (a `.nemo`, an adapter file, ...).
 """
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -23,21 +25,21 @@ class Tuning:
 
     collate: Any = None  # samples -> one padded batch dict
     num_workers: int = 0  # DataLoader worker processes per rank
-    validation_sets: Sequence[Tuple[str, Any]] = ()  # (name, dataset) per validation file
+    validation_sets: Sequence[tuple[str, Any]] = ()  # (name, dataset) per validation file
     freezes_base: bool = False  # only the method's tensors train, and only they are checkpointed
 
-    def sharded_state(self) -> Dict[str, Any]:
+    def sharded_state(self) -> dict[str, Any]:
         """The method's trainable tensors as megatron ShardedTensors (a TP-split tensor says its axis)."""
         return {}
 
-    def load_state(self, state: Dict[str, Any]) -> None:
+    def load_state(self, state: dict[str, Any]) -> None:
         """Copies a checkpoint's tensors (as sharded_state named them) into the method's parameters."""
 
-    def validation_metrics(self, module: "TuningModule") -> Dict[str, float]:
+    def validation_metrics(self, module: "TuningModule") -> dict[str, float]:
         """Further scores at each validation (exact match of generated answers); every rank calls it."""
         return {}
 
-    def write_outputs(self, module: "TuningModule") -> Dict[str, str]:
+    def write_outputs(self, module: "TuningModule") -> dict[str, str]:
         """Every rank, once max_steps is reached: writes the results, returns {summary label: path}."""
         return {}
 
@@ -53,20 +55,20 @@ class Method:
         """Freezes what stays fixed and adds the method's parameters to `model` (before DDP wraps it)."""
         raise NotImplementedError
 
-    def sharded_state(self) -> Dict[str, Any]:
+    def sharded_state(self) -> dict[str, Any]:
         return {}
 
-    def load_state(self, state: Dict[str, Any]) -> None:
+    def load_state(self, state: dict[str, Any]) -> None:
         """Loads what sharded_state saved."""
 
     def forward_step(self, data_iterator, model):
         """megatron-core's forward_step_func: the family's own unless the method feeds the model differently."""
         return self.base_step(data_iterator, model)
 
-    def before_generation(self, tokens: torch.Tensor, sample: Dict[str, Any]) -> None:
+    def before_generation(self, tokens: torch.Tensor, sample: dict[str, Any]) -> None:
         """Called with each generation window; prompt learning places its virtual tokens here."""
 
-    def write(self, module: "TuningModule", job: "Tuning") -> Dict[str, str]:
+    def write(self, module: "TuningModule", job: "Tuning") -> dict[str, str]:
         """Every rank, once max_steps is reached: writes the results; {summary label: path}."""
         raise NotImplementedError
 
@@ -80,24 +82,38 @@ class TuningModule(TrainingModule):
     def __init__(self, parts, tuning: Tuning):
         super().__init__(parts)
         self.tuning = tuning
-        self._file_losses: List[List[Dict[str, torch.Tensor]]] = []
+        self._file_losses: list[list[dict[str, torch.Tensor]]] = []
 
     # ---- data ----------------------------------------------------------------------------------------
     def train_dataloader(self):
         p = self.parts
         # The tuning's datasets shuffle themselves (a pure function of the seed), so the step order stays exact.
-        sampler = StepBatchSampler(len(p.train_dataset), p.batches, p.cfg.trainer.max_steps,
-                                   start_step=lambda: self.trainer.global_step, dp_rank=p.dp_rank)
-        return make_loader(p.train_dataset, sampler, self.tuning.num_workers, p.on_gpu, p.cfg.model.seed, self.tuning.collate)
+        sampler = StepBatchSampler(
+            len(p.train_dataset),
+            p.batches,
+            p.cfg.trainer.max_steps,
+            start_step=lambda: self.trainer.global_step,
+            dp_rank=p.dp_rank,
+        )
+        return make_loader(
+            p.train_dataset, sampler, self.tuning.num_workers, p.on_gpu, p.cfg.model.seed, self.tuning.collate
+        )
 
     def val_dataloader(self):
         p = self.parts
         loaders = []
         for _, dataset in self.tuning.validation_sets:
-            sampler = EvalBatchSampler(len(dataset), p.cfg.model.global_batch_size, p.cfg.model.micro_batch_size,
-                                       p.dp_rank, p.dp_size, p.cfg.trainer.limit_val_batches)
-            loaders.append(make_loader(dataset, sampler, self.tuning.num_workers, p.on_gpu, p.cfg.model.seed,
-                                       self.tuning.collate))
+            sampler = EvalBatchSampler(
+                len(dataset),
+                p.cfg.model.global_batch_size,
+                p.cfg.model.micro_batch_size,
+                p.dp_rank,
+                p.dp_size,
+                p.cfg.trainer.limit_val_batches,
+            )
+            loaders.append(
+                make_loader(dataset, sampler, self.tuning.num_workers, p.on_gpu, p.cfg.model.seed, self.tuning.collate)
+            )
         return loaders
 
     # ---- evaluation ----------------------------------------------------------------------------------
@@ -123,24 +139,24 @@ class TuningModule(TrainingModule):
         self.last_val_metrics = metrics
 
     # ---- checkpoint contents -------------------------------------------------------------------------
-    def sharded_model_state(self) -> Dict[str, Any]:
+    def sharded_model_state(self) -> dict[str, Any]:
         if self.tuning.freezes_base:
             return {"tuned": self.tuning.sharded_state()}
         return super().sharded_model_state()
 
-    def load_model_state(self, state: Dict[str, Any]) -> None:
+    def load_model_state(self, state: dict[str, Any]) -> None:
         if self.tuning.freezes_base:
             self.tuning.load_state(state["tuned"])
         else:
             super().load_model_state(state)
 
-    def write_outputs(self) -> Dict[str, str]:
+    def write_outputs(self) -> dict[str, str]:
         return self.tuning.write_outputs(self)
 
 
-def flatten(state: Dict[str, Any], prefix: str = "") -> Dict[str, Any]:
+def flatten(state: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """{"a": {"b": x}} -> {"a.b": x}: a loaded checkpoint's nested dicts as the flat names sharded_state used."""
-    flat: Dict[str, Any] = {}
+    flat: dict[str, Any] = {}
     for key, value in state.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
@@ -164,7 +180,7 @@ def split(tensor: torch.Tensor, key: str, axis: int):
     return make_tp_sharded_tensor_for_checkpoint(tensor, key, tp_axis=axis)
 
 
-def copy_into(params: Dict[str, torch.nn.Parameter], loaded: Dict[str, Any], source: Optional[str] = None) -> None:
+def copy_into(params: dict[str, torch.nn.Parameter], loaded: dict[str, Any], source: str | None = None) -> None:
     """Copies loaded tensors into parameters by name; a missing name is a corrupt checkpoint."""
     missing = sorted(set(params) - set(loaded))
     if missing:

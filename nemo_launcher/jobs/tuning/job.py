@@ -10,9 +10,10 @@ parameters), and hands the chunk to the core's assemble_parts (megatron DDP, opt
 the Lightning loop: checkpoints of what trains, exact resume after kill -9, max_time, stop signals, self-requeue,
 TensorBoard/W&B. The method writes its results once max_steps is reached (tuning/base.py's write_outputs).
 """
+
 import logging
 from types import SimpleNamespace
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
@@ -34,9 +35,9 @@ class TuningJob(Tuning):
         self.cfg, self.stage, self.base_path, self.data, self.method = cfg, stage, base_path, data, method
         self.freezes_base = method.freezes_base
         self.num_workers = data.num_workers
-        self.nemo_config: Dict[str, Any] = {}
+        self.nemo_config: dict[str, Any] = {}
         self.tokenizer = None
-        self.model: Optional[torch.nn.Module] = None  # the bare base model (state dicts, generation)
+        self.model: torch.nn.Module | None = None  # the bare base model (state dicts, generation)
 
     # ---- what the core calls --------------------------------------------------------------------------
     def recipe(self, cfg):
@@ -45,7 +46,7 @@ class TuningJob(Tuning):
     def _load_base(self, on_gpu: bool) -> torch.nn.Module:
         raise NotImplementedError(f"{type(self).__name__} loads no base model")
 
-    def answer(self, prompt: List[int], tokens: int, sample=None) -> List[int]:
+    def answer(self, prompt: list[int], tokens: int, sample=None) -> list[int]:
         """Greedy answer ids (at most `tokens`) to one prompt; `sample`: the method's view of it, if any."""
         raise NotImplementedError(f"{type(self).__name__} generates no answers")
 
@@ -62,23 +63,34 @@ class TuningJob(Tuning):
             # The validation files go to the module through validation_sets; the core only asks whether there are any.
             return self.data.train_dataset(self.tokenizer, size, cfg.model.seed), self.validation_sets or None, None
 
-        return assemble_parts(recipe, cfg, placement, on_gpu, False, self.tokenizer, self._vocab_rows, model.config, [model],
-                              datasets, data_description=self.data.describe())
+        return assemble_parts(
+            recipe,
+            cfg,
+            placement,
+            on_gpu,
+            False,
+            self.tokenizer,
+            self._vocab_rows,
+            model.config,
+            [model],
+            datasets,
+            data_description=self.data.describe(),
+        )
 
     def module(self, parts) -> TuningModule:
         return TuningModule(parts, self)
 
     # ---- Tuning ---------------------------------------------------------------------------------------
-    def sharded_state(self) -> Dict[str, Any]:
+    def sharded_state(self) -> dict[str, Any]:
         return self.method.sharded_state()
 
-    def load_state(self, state: Dict[str, Any]) -> None:
+    def load_state(self, state: dict[str, Any]) -> None:
         self.method.load_state(state)
 
-    def validation_metrics(self, module: TuningModule) -> Dict[str, float]:
+    def validation_metrics(self, module: TuningModule) -> dict[str, float]:
         return self.data.validation_metrics(self, module)
 
-    def write_outputs(self, module: TuningModule) -> Dict[str, str]:
+    def write_outputs(self, module: TuningModule) -> dict[str, str]:
         self.model.eval()
         return self.method.write(module, self)
 
@@ -95,7 +107,7 @@ class AllWeights(Method):
     def attach(self, model: torch.nn.Module, job: "TuningJob") -> None:
         """Nothing to freeze and nothing to add: every weight of the loaded model trains as it is."""
 
-    def write(self, module: TuningModule, job: "TuningJob") -> Dict[str, str]:
+    def write(self, module: TuningModule, job: "TuningJob") -> dict[str, str]:
         save_model(job.model, job.nemo_config, self.output, job.stage, module.parts.placement)
         return {"fine-tuned model": self.output}
 
@@ -112,5 +124,11 @@ def run_sft(argv, stage: str, prog: str, make_job) -> int:
         jobs["job"] = make_job(cfg, stage)
         return cfg
 
-    return run_program(argv, prog, SimpleNamespace(from_dict=bind), lambda cfg: jobs["job"].recipe(cfg),
-                       build=lambda *args: jobs["job"].build(*args), module_class=lambda parts: jobs["job"].module(parts))
+    return run_program(
+        argv,
+        prog,
+        SimpleNamespace(from_dict=bind),
+        lambda cfg: jobs["job"].recipe(cfg),
+        build=lambda *args: jobs["job"].build(*args),
+        module_class=lambda parts: jobs["job"].module(parts),
+    )

@@ -14,8 +14,8 @@ after the linear they sit on (decoder.layers.0.mlp.linear_fc2.ia3_ffn, encoder.l
   a T5 decoder layer, the encoder-side keys and values of the cross-attention's linear_kv) and the activations that
   enter linear_fc2. They follow the TP split of what they scale (query groups, heads, FFN columns).
 """
+
 import math
-from typing import Dict
 
 import torch
 
@@ -57,7 +57,7 @@ def _add_adapter(linear, args, kwargs, output):
     return result + linear.houlsby(result).to(result.dtype), bias
 
 
-def add_houlsby(model: torch.nn.Module, section, seed: int) -> Dict[str, torch.nn.Parameter]:
+def add_houlsby(model: torch.nn.Module, section, seed: int) -> dict[str, torch.nn.Parameter]:
     """Freezes `model` and adds an adapter after every layer's attention and MLP; returns {name: parameter}."""
     for param in model.parameters():
         param.requires_grad_(False)
@@ -83,7 +83,7 @@ def transformer_layers(model: torch.nn.Module):
                 yield f"{stack}.layers.{index}", layer
 
 
-def houlsby_sharded_state(params: Dict[str, torch.nn.Parameter]) -> Dict[str, object]:
+def houlsby_sharded_state(params: dict[str, torch.nn.Parameter]) -> dict[str, object]:
     return {name: replicated(param, name) for name, param in params.items()}
 
 
@@ -117,7 +117,7 @@ class KeyValueScales(torch.nn.Module):
         return torch.cat(parts, dim=1).reshape(-1)
 
 
-def add_ia3(model: torch.nn.Module) -> Dict[str, torch.nn.Parameter]:
+def add_ia3(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
     """Freezes `model` and adds IA3 vectors to every layer; returns {name: parameter} (this TP rank's slices)."""
     from megatron.core import parallel_state
     from megatron.core.tensor_parallel.layers import set_tensor_model_parallel_attributes
@@ -151,11 +151,11 @@ def add_ia3(model: torch.nn.Module) -> Dict[str, torch.nn.Parameter]:
     return params
 
 
-def ia3_sharded_state(params: Dict[str, torch.nn.Parameter]) -> Dict[str, object]:
+def ia3_sharded_state(params: dict[str, torch.nn.Parameter]) -> dict[str, object]:
     return {name: split(param, name, 0) for name, param in params.items()}
 
 
-def gather_whole(params: Dict[str, torch.nn.Parameter]) -> Dict[str, torch.Tensor]:
+def gather_whole(params: dict[str, torch.nn.Parameter]) -> dict[str, torch.Tensor]:
     """Every IA3 vector whole (TP ranks' slices in rank order): a TP collective."""
     from megatron.core import parallel_state
 
@@ -171,17 +171,23 @@ def gather_whole(params: Dict[str, torch.nn.Parameter]) -> Dict[str, torch.Tenso
     return whole
 
 
-def load_whole(params: Dict[str, torch.nn.Parameter], state: Dict[str, torch.Tensor], split_vectors: bool, source: str) -> None:
+def load_whole(
+    params: dict[str, torch.nn.Parameter], state: dict[str, torch.Tensor], split_vectors: bool, source: str
+) -> None:
     """Loads a result file's tensors; IA3 vectors (split_vectors) are cut to this TP rank's slice."""
     from megatron.core import parallel_state
 
     rank, tp = parallel_state.get_tensor_model_parallel_rank(), parallel_state.get_tensor_model_parallel_world_size()
     if set(state) != set(params):
-        raise JobConfigError(f"{source}: its tensors do not fit this model (missing: {sorted(set(params) - set(state))[:3]}, "
-                             f"unexpected: {sorted(set(state) - set(params))[:3]}); another base model?")
+        raise JobConfigError(
+            f"{source}: its tensors do not fit this model (missing: {sorted(set(params) - set(state))[:3]}, "
+            f"unexpected: {sorted(set(state) - set(params))[:3]}); another base model?"
+        )
     with torch.no_grad():
         for name, param in params.items():
             value = state[name].chunk(tp)[rank] if split_vectors else state[name]
             if tuple(value.shape) != tuple(param.shape):
-                raise JobConfigError(f"{source}: {name} has shape {tuple(value.shape)}, this model needs {tuple(param.shape)}")
+                raise JobConfigError(
+                    f"{source}: {name} has shape {tuple(value.shape)}, this model needs {tuple(param.shape)}"
+                )
             param.copy_(value)

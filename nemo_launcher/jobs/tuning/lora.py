@@ -24,14 +24,14 @@ Tensor parallelism follows the layer it adapts, so the update lands where the ba
 Initial values are drawn for the whole matrix from a generator seeded per adapter and then cut to this
 rank's part, so TP=1 and TP=2 runs start from the same adapters.
 """
+
 import dataclasses
 import math
-from typing import Dict, List, Optional
 
 import torch
 
-from ..common.config import JobConfigError
 from ...contract.schemas.gpt_sft import LoraSection
+from ..common.config import JobConfigError
 from .base import Method, copy_into, replicated, split
 from .layer_adapters import transformer_layers
 from .lora_file import load_adapter_file, save_adapter_file
@@ -40,8 +40,11 @@ from .tuned_files import save_model, saving, tensor_bytes
 # target name -> ((attribute path inside a transformer layer, parallel kind), ...); a layer without a path (the
 # cross-attention outside a T5 decoder) skips it
 TARGETS = {
-    "attention_qkv": (("self_attention.linear_qkv", "column"), ("cross_attention.linear_q", "column"),
-                      ("cross_attention.linear_kv", "column")),
+    "attention_qkv": (
+        ("self_attention.linear_qkv", "column"),
+        ("cross_attention.linear_q", "column"),
+        ("cross_attention.linear_kv", "column"),
+    ),
     "attention_dense": (("self_attention.linear_proj", "row"), ("cross_attention.linear_proj", "row")),
     "mlp_fc1": (("mlp.linear_fc1", "column"),),
     "mlp_fc2": (("mlp.linear_fc2", "row"),),
@@ -93,8 +96,17 @@ def _initial(shape, method: str, generator: torch.Generator) -> torch.Tensor:
 class LoraAdapter(torch.nn.Module):
     """The update of one linear layer: scale * B A dropout(x), shaped like that layer's (local) output."""
 
-    def __init__(self, kind: str, in_features: int, out_features: int, section: LoraSection, gated: bool,
-                 seed: int, dtype: torch.dtype, device: torch.device):
+    def __init__(
+        self,
+        kind: str,
+        in_features: int,
+        out_features: int,
+        section: LoraSection,
+        gated: bool,
+        seed: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ):
         super().__init__()
         from megatron.core.tensor_parallel.layers import set_tensor_model_parallel_attributes
 
@@ -133,26 +145,28 @@ class LoraAdapter(torch.nn.Module):
         """scale * B A for this rank's part of the base weight."""
         return (self.b.float() @ self.a.float()) * self.scale
 
-    def full_state(self) -> Dict[str, torch.Tensor]:
+    def full_state(self) -> dict[str, torch.Tensor]:
         """A and B whole, whatever the TP size (a TP collective)."""
         a = _gather(self.a.detach(), 1, False) if self.kind == "row" else self.a.detach()
         b = _gather(self.b.detach(), 0, self.gated) if self.kind == "column" else self.b.detach()
         return {"a": a.cpu(), "b": b.cpu()}
 
-    def sharded_state(self, name: str) -> Dict[str, object]:
+    def sharded_state(self, name: str) -> dict[str, object]:
         """This rank's A and B as checkpoint entries: the split one with its TP axis, the whole one replicated."""
         if self.kind == "row":
             return {f"{name}.a": split(self.a, f"{name}.a", 1), f"{name}.b": replicated(self.b, f"{name}.b")}
         return {f"{name}.a": replicated(self.a, f"{name}.a"), f"{name}.b": split(self.b, f"{name}.b", 0)}
 
-    def load_full_state(self, state: Dict[str, torch.Tensor], key: str) -> None:
+    def load_full_state(self, state: dict[str, torch.Tensor], key: str) -> None:
         a = _rows_of_rank(state["a"], 1, False) if self.kind == "row" else state["a"]
         b = _rows_of_rank(state["b"], 0, self.gated) if self.kind == "column" else state["b"]
         for name, value in (("a", a), ("b", b)):
             param = getattr(self, name)
             if tuple(value.shape) != tuple(param.shape):
-                raise JobConfigError(f"{key}.{name}: adapter file has shape {tuple(value.shape)}, this model "
-                                     f"needs {tuple(param.shape)} (a different base model, adapter_dim or TP?)")
+                raise JobConfigError(
+                    f"{key}.{name}: adapter file has shape {tuple(value.shape)}, this model "
+                    f"needs {tuple(param.shape)} (a different base model, adapter_dim or TP?)"
+                )
             with torch.no_grad():
                 param.copy_(value)
 
@@ -169,14 +183,14 @@ class Adapters:
     """The adapters attached to one model, by the name of the linear they adapt."""
 
     model: torch.nn.Module
-    modules: Dict[str, LoraAdapter]
-    hooks: List
+    modules: dict[str, LoraAdapter]
+    hooks: list
     section: LoraSection
 
-    def parameters(self) -> List[torch.nn.Parameter]:
+    def parameters(self) -> list[torch.nn.Parameter]:
         return [p for adapter in self.modules.values() for p in adapter.parameters()]
 
-    def state_dict(self) -> Dict[str, torch.Tensor]:
+    def state_dict(self) -> dict[str, torch.Tensor]:
         """{"<linear>.lora.a": A, "<linear>.lora.b": B} with whole tensors (a TP collective)."""
         state = {}
         for name, adapter in self.modules.items():
@@ -184,22 +198,26 @@ class Adapters:
                 state[f"{name}.lora.{key}"] = value
         return state
 
-    def sharded_state(self) -> Dict[str, object]:
+    def sharded_state(self) -> dict[str, object]:
         state = {}
         for name, adapter in self.modules.items():
             state.update(adapter.sharded_state(f"{name}.lora"))
         return state
 
-    def load_sharded_state(self, loaded: Dict[str, torch.Tensor]) -> None:
-        copy_into({f"{name}.lora.{k}": getattr(adapter, k) for name, adapter in self.modules.items() for k in ("a", "b")},
-                  loaded)
+    def load_sharded_state(self, loaded: dict[str, torch.Tensor]) -> None:
+        copy_into(
+            {f"{name}.lora.{k}": getattr(adapter, k) for name, adapter in self.modules.items() for k in ("a", "b")},
+            loaded,
+        )
 
-    def load_state_dict(self, state: Dict[str, torch.Tensor], source: str) -> None:
+    def load_state_dict(self, state: dict[str, torch.Tensor], source: str) -> None:
         expected = {f"{name}.lora.{k}" for name in self.modules for k in ("a", "b")}
         if set(state) != expected:
             missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
-            raise JobConfigError(f"{source}: the adapter file does not match the adapters configured "
-                                 f"(missing: {missing[:3]}, unexpected: {extra[:3]}); check target_modules and layer_selection")
+            raise JobConfigError(
+                f"{source}: the adapter file does not match the adapters configured "
+                f"(missing: {missing[:3]}, unexpected: {extra[:3]}); check target_modules and layer_selection"
+            )
         for name, adapter in self.modules.items():
             adapter.load_full_state({"a": state[f"{name}.lora.a"], "b": state[f"{name}.lora.b"]}, f"{name}.lora")
 
@@ -239,15 +257,24 @@ def add_lora(model: torch.nn.Module, section: LoraSection, seed: int) -> Adapter
                     out_local, in_local = linear.weight.shape
                     in_features = in_local * tp if kind == "row" else in_local
                     out_features = out_local * tp if kind == "column" else out_local
-                    adapter = LoraAdapter(kind, in_features, out_features, section, gated and target == "mlp_fc1",
-                                          seed=_adapter_seed(seed, first + offset + index, target, position),
-                                          dtype=linear.weight.dtype, device=linear.weight.device)
+                    adapter = LoraAdapter(
+                        kind,
+                        in_features,
+                        out_features,
+                        section,
+                        gated and target == "mlp_fc1",
+                        seed=_adapter_seed(seed, first + offset + index, target, position),
+                        dtype=linear.weight.dtype,
+                        device=linear.weight.device,
+                    )
                     linear.lora = adapter
                     hooks.append(linear.register_forward_hook(_add_update, with_kwargs=True))
                     modules[f"{stack}.layers.{index}.{path}"] = adapter
     if not modules:
-        raise JobConfigError(f"peft.model.peft.lora_tuning.layer_selection: {section.layer_selection} selects none of "
-                             f"layers {' or '.join(ranges)}")
+        raise JobConfigError(
+            f"peft.model.peft.lora_tuning.layer_selection: {section.layer_selection} selects none of "
+            f"layers {' or '.join(ranges)}"
+        )
     return Adapters(model, modules, hooks, section)
 
 
@@ -277,7 +304,7 @@ def _first_layer_number(layers) -> int:
     return int(getattr(layers[0], "layer_number", 1)) - 1 if len(layers) else 0
 
 
-def _selected_layers(selection: Optional[List[int]], offset: int, count: int):
+def _selected_layers(selection: list[int] | None, offset: int, count: int):
     if selection is None:
         return set(range(offset + 1, offset + count + 1))
     return set(selection)
@@ -299,7 +326,7 @@ class LoraMethod(Method):
     def __init__(self, peft, seed: int, adapter_path: str, merged_path: str):
         self.peft, self.seed = peft, seed
         self.adapter_path, self.merged_path = adapter_path, merged_path
-        self.adapters: Optional[Adapters] = None
+        self.adapters: Adapters | None = None
 
     def attach(self, model: torch.nn.Module, job) -> None:
         self.adapters = add_lora(model, self.peft.lora_tuning, seed=self.seed)
@@ -317,10 +344,12 @@ class LoraMethod(Method):
         section = self.peft.lora_tuning
         count = sum(p.numel() for p in self.adapters.parameters())
         total = sum(p.numel() for p in model.parameters())
-        return (f"LoRA r={section.adapter_dim} alpha={section.alpha} on {', '.join(section.targets())}: "
-                f"{len(self.adapters.modules)} adapters, {count:,} trainable of {total:,} parameters on this rank")
+        return (
+            f"LoRA r={section.adapter_dim} alpha={section.alpha} on {', '.join(section.targets())}: "
+            f"{len(self.adapters.modules)} adapters, {count:,} trainable of {total:,} parameters on this rank"
+        )
 
-    def write(self, module, job) -> Dict[str, str]:
+    def write(self, module, job) -> dict[str, str]:
         placement = module.parts.placement
         state = self.adapters.state_dict()  # a TP collective: every rank takes part
         if placement.rank == 0:

@@ -10,7 +10,8 @@ last step writes model.nemo_path: a `.nemo` holding only the method's tensors an
 beside the base model. The result of prompt learning is a table of virtual tokens per task: restore_path names an
 earlier one, whose existing_tasks are copied into the new file bit for bit while new_tasks train.
 """
-from typing import Any, Dict, Tuple
+
+from typing import Any
 
 import torch
 
@@ -24,12 +25,14 @@ from .tuned_files import saving, tensor_bytes
 from .virtual_prompts import VirtualPrompts
 
 
-def save_method_file(path: str, settings: Dict[str, Any], state: Dict[str, torch.Tensor], base_model: str, stage: str) -> None:
+def save_method_file(
+    path: str, settings: dict[str, Any], state: dict[str, torch.Tensor], base_model: str, stage: str
+) -> None:
     with saving(path, 2 * tensor_bytes(state), stage):
         save_nemo(path, {"tuning": settings, "base_model": str(base_model)}, state, tokenizer_files={})
 
 
-def load_method_file(path: str, *methods: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+def load_method_file(path: str, *methods: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """(settings, tensors) of a result file of one of `methods` (prompt, adapter, ia3); refuses any other .nemo."""
     config, state = load_nemo(path)
     settings = config.get("tuning")
@@ -39,7 +42,7 @@ def load_method_file(path: str, *methods: str) -> Tuple[Dict[str, Any], Dict[str
     return settings, state
 
 
-def templates_of(model, tasks) -> Dict[str, Dict[str, Any]]:
+def templates_of(model, tasks) -> dict[str, dict[str, Any]]:
     """The task templates a result file records, so that its evaluation lays out test lines as training did."""
     import dataclasses
 
@@ -60,16 +63,27 @@ class PromptMethod(Method):
             settings, state = load_method_file(m.restore_path, "prompt")
             missing = [t for t in m.existing_tasks if f"prompt_table.{t}" not in state]
             if missing:
-                raise JobConfigError(f"model.existing_tasks: {missing[0]!r} is not in {m.restore_path} "
-                                     f"(it holds {', '.join(settings.get('tasks', {}))})")
+                raise JobConfigError(
+                    f"model.existing_tasks: {missing[0]!r} is not in {m.restore_path} "
+                    f"(it holds {', '.join(settings.get('tasks', {}))})"
+                )
             existing = {t: state[f"prompt_table.{t}"] for t in m.existing_tasks}
         for param in model.parameters():
             param.requires_grad_(False)
         tokens = {t: m.template(t).total_virtual_tokens for t in m.new_tasks}
         model.virtual_prompts = VirtualPrompts(
-            model, list(m.existing_tasks) + list(m.new_tasks), m.new_tasks, tokens, m.virtual_prompt_style, existing,
-            m.p_tuning, m.prompt_tuning.new_prompt_init_methods, m.prompt_tuning.new_prompt_init_text, job.tokenizer,
-            m.seed).to(next(model.parameters()).device)
+            model,
+            list(m.existing_tasks) + list(m.new_tasks),
+            m.new_tasks,
+            tokens,
+            m.virtual_prompt_style,
+            existing,
+            m.p_tuning,
+            m.prompt_tuning.new_prompt_init_methods,
+            m.prompt_tuning.new_prompt_init_text,
+            job.tokenizer,
+            m.seed,
+        ).to(next(model.parameters()).device)
         self.prompts = model.virtual_prompts
         self.name = f"{m.virtual_prompt_style} ({', '.join(m.new_tasks)})"
 
@@ -87,16 +101,21 @@ class PromptMethod(Method):
     def before_generation(self, tokens, sample) -> None:
         ids, virtual, task = sample
         mask = torch.zeros_like(tokens, dtype=torch.bool)
-        mask[0, :len(virtual)] = torch.tensor(virtual, dtype=torch.bool)
+        mask[0, : len(virtual)] = torch.tensor(virtual, dtype=torch.bool)
         self.prompts.place(mask, torch.tensor([task]))
 
-    def write(self, module, job) -> Dict[str, str]:
+    def write(self, module, job) -> dict[str, str]:
         m = self.cfg.model
         if module.parts.placement.rank == 0:
             table = self.prompts.table()
-            settings = {"method": "prompt", "virtual_prompt_style": m.virtual_prompt_style, "tasks": templates_of(m, table)}
-            save_method_file(m.nemo_path, settings, {f"prompt_table.{t}": v for t, v in table.items()},
-                             job.base_path, job.stage)
+            settings = {
+                "method": "prompt",
+                "virtual_prompt_style": m.virtual_prompt_style,
+                "tasks": templates_of(m, table),
+            }
+            save_method_file(
+                m.nemo_path, settings, {f"prompt_table.{t}": v for t, v in table.items()}, job.base_path, job.stage
+            )
         return {"virtual prompts": m.nemo_path}
 
 
@@ -106,7 +125,7 @@ class LayerMethod(Method):
     def __init__(self, cfg, kind: str):
         self.cfg, self.kind = cfg, kind
         self.name = "Houlsby adapters" if kind == "adapter" else "IA3 (keys, values, FFN activations)"
-        self.params: Dict[str, torch.nn.Parameter] = {}
+        self.params: dict[str, torch.nn.Parameter] = {}
 
     def attach(self, model, job) -> None:
         if self.kind == "adapter":
@@ -120,12 +139,12 @@ class LayerMethod(Method):
     def load_state(self, state) -> None:
         copy_into(self.params, state)
 
-    def whole_state(self) -> Dict[str, torch.Tensor]:
+    def whole_state(self) -> dict[str, torch.Tensor]:
         if self.kind == "ia3":
             return gather_whole(self.params)  # a TP collective
         return {name: p.detach().float().cpu() for name, p in self.params.items()}
 
-    def write(self, module, job) -> Dict[str, str]:
+    def write(self, module, job) -> dict[str, str]:
         import dataclasses
 
         m = self.cfg.model
@@ -156,11 +175,17 @@ def run_method(argv, stage: str, prog: str, make_job) -> int:
         jobs["job"] = make_job(cfg)
         return cfg
 
-    return run_program(argv, prog, SimpleNamespace(from_dict=bind), lambda cfg: jobs["job"].recipe(cfg),
-                       build=lambda *args: jobs["job"].build(*args), module_class=lambda parts: jobs["job"].module(parts))
+    return run_program(
+        argv,
+        prog,
+        SimpleNamespace(from_dict=bind),
+        lambda cfg: jobs["job"].recipe(cfg),
+        build=lambda *args: jobs["job"].build(*args),
+        module_class=lambda parts: jobs["job"].module(parts),
+    )
 
 
-def restore_result(model: torch.nn.Module, path: str, methods: Tuple[str, ...]):
+def restore_result(model: torch.nn.Module, path: str, methods: tuple[str, ...]):
     """Puts a result file's tensors into `model` (the frozen base, this TP rank's shard) for inference.
 
     Returns (settings, prompts): `prompts` is the table of virtual tokens for a prompt file (place them before

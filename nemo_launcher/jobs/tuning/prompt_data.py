@@ -10,21 +10,22 @@ replaces by the task's virtual token embeddings (`virtual` marks them). Each lit
 tokenized on its own, so truncation can drop tokens from the start of truncate_field's value exactly; the answer
 gets the spaces that end the prompt, as in sft_data.py (GPT-2 BPE glues a space to the word after it).
 """
+
 import json
 from functools import partial
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import torch
 
-from ..common.config import JobConfigError
 from ...contract.schemas.gpt_prompt_learning import FIELD, VIRTUAL_MARKER
+from ..common.config import JobConfigError
 from .sft_data import MixedDataset, collate
 
-Line = Dict[str, Any]
+Line = dict[str, Any]
 
 
-def read_prompt_jsonl(path: str, tasks: Dict[str, Any]) -> List[Line]:
+def read_prompt_jsonl(path: str, tasks: dict[str, Any]) -> list[Line]:
     """Every line of a prompt-learning file, checked for a known taskname and the fields its template needs."""
     if not Path(path).is_file():
         raise JobConfigError(f"{path}: no such jsonl file")
@@ -39,11 +40,15 @@ def read_prompt_jsonl(path: str, tasks: Dict[str, Any]) -> List[Line]:
                 raise JobConfigError(f"{path}:{number}: not a JSON object ({error.msg})") from None
             template = tasks.get(line.get("taskname")) if isinstance(line, dict) else None
             if template is None:
-                raise JobConfigError(f"{path}:{number}: taskname {line.get('taskname') if isinstance(line, dict) else None!r} "
-                                     f"has no task template (model.task_templates: {', '.join(tasks)})")
+                raise JobConfigError(
+                    f"{path}:{number}: taskname {line.get('taskname') if isinstance(line, dict) else None!r} "
+                    f"has no task template (model.task_templates: {', '.join(tasks)})"
+                )
             missing = [f for f in template.fields() + [template.answer_field] if not isinstance(line.get(f), str)]
             if missing:
-                raise JobConfigError(f"{path}:{number}: needs text under {missing[0]!r} (the {line['taskname']} template's field)")
+                raise JobConfigError(
+                    f"{path}:{number}: needs text under {missing[0]!r} (the {line['taskname']} template's field)"
+                )
             lines.append(line)
     if not lines:
         raise JobConfigError(f"{path}: holds no line")
@@ -59,13 +64,13 @@ class TemplateEncoder:
         self.max_ids = model.encoder_seq_length + 1  # the model sees encoder_seq_length tokens and predicts one more
         self.add_eos = add_eos
 
-    def _pieces(self, line: Line) -> Tuple[List[Tuple[str, List[int]]], str]:
+    def _pieces(self, line: Line) -> tuple[list[tuple[str, list[int]]], str]:
         """The prompt as (kind, ids) pieces, kind "virtual", "text" or a field name; and the answer's leading text."""
         template = self.templates[line["taskname"]]
         text = template.prompt_template.rstrip()
         prefix = text[: -len("{" + template.answer_field + "}")]
         prompt = prefix.rstrip(" ")
-        pieces: List[Tuple[str, List[int]]] = []
+        pieces: list[tuple[str, list[int]]] = []
         splits = iter(template.virtual_token_splits)
         for index, part in enumerate(VIRTUAL_MARKER.split(prompt)):
             if index % 2:  # a marker's number: its virtual tokens
@@ -75,14 +80,14 @@ class TemplateEncoder:
                 value = line[chunk] if position % 2 else chunk
                 if value:
                     pieces.append((chunk if position % 2 else "text", self.tokenizer.encode(value)))
-        return pieces, prefix[len(prompt):]
+        return pieces, prefix[len(prompt) :]
 
-    def prompt(self, line: Line, room: int = 0) -> Tuple[List[int], List[bool]]:
+    def prompt(self, line: Line, room: int = 0) -> tuple[list[int], list[bool]]:
         """(ids, virtual) of the prompt, cut to leave `room` tokens within the length limit (truncate_field first)."""
         pieces, _ = self._pieces(line)
         return self._flatten(pieces, line, room)
 
-    def _flatten(self, pieces, line: Line, room: int) -> Tuple[List[int], List[bool]]:
+    def _flatten(self, pieces, line: Line, room: int) -> tuple[list[int], list[bool]]:
         template = self.templates[line["taskname"]]
         excess = sum(len(ids) for _, ids in pieces) + room - self.max_ids
         if excess > 0:
@@ -98,7 +103,7 @@ class TemplateEncoder:
             virtual += [kind == "virtual"] * len(piece)
         return ids, virtual
 
-    def encode(self, line: Line) -> Tuple[List[int], List[bool], List[bool], int]:
+    def encode(self, line: Line) -> tuple[list[int], list[bool], list[bool], int]:
         pieces, lead = self._pieces(line)
         template = self.templates[line["taskname"]]
         answer = self.tokenizer.encode(lead + line[template.answer_field])
@@ -107,8 +112,10 @@ class TemplateEncoder:
         ids, virtual = self._flatten(pieces, line, len(answer))
         answer = answer[: max(0, self.max_ids - len(ids))]
         if not answer:
-            raise JobConfigError(f"a {line['taskname']} line keeps no answer token within model.encoder_seq_length "
-                                 f"{self.max_ids - 1}; raise it, or set the template's truncate_field")
+            raise JobConfigError(
+                f"a {line['taskname']} line keeps no answer token within model.encoder_seq_length "
+                f"{self.max_ids - 1}; raise it, or set the template's truncate_field"
+            )
         mask = [False] * len(ids) + [True] * len(answer)
         if not template.answer_only_loss:
             mask = [not v for v in virtual] + [True] * len(answer)
@@ -144,7 +151,7 @@ class PromptLearningData:
     def encoder(self, tokenizer) -> TemplateEncoder:
         return TemplateEncoder(tokenizer, self.model, self.model.data.add_eos)
 
-    def _trained_lines(self, path: str) -> List[Line]:
+    def _trained_lines(self, path: str) -> list[Line]:
         lines = read_prompt_jsonl(path, self.tasks)
         kept = [line for line in lines if line["taskname"] in self.model.new_tasks]
         if not kept:
@@ -159,10 +166,13 @@ class PromptLearningData:
 
     def validation_sets(self, tokenizer):
         encoder = self.encoder(tokenizer)
-        return [(Path(path).stem, EncodedLines(self._trained_lines(path), encoder)) for path in self.model.data.validation_ds]
+        return [
+            (Path(path).stem, EncodedLines(self._trained_lines(path), encoder))
+            for path in self.model.data.validation_ds
+        ]
 
     def describe(self) -> str:
         return f"{', '.join(self.model.data.train_ds)} (tasks {', '.join(self.model.new_tasks)})"
 
-    def validation_metrics(self, job, module) -> Dict[str, float]:
+    def validation_metrics(self, job, module) -> dict[str, float]:
         return {}

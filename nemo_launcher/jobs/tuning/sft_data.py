@@ -18,20 +18,21 @@ when ids[j + 1] is an answer token (or any real token with answer_only_loss fals
 end-of-document id) goes at the end and never counts. Attention stays plainly causal: right padding
 cannot influence earlier positions.
 """
+
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
-from ..common.config import JobConfigError
 from ...contract.schemas.gpt_sft import DatasetSection
+from ..common.config import JobConfigError
 
-Example = Dict[str, str]
+Example = dict[str, str]
 
 
-def read_jsonl(path: str, context_key: str = "input", label_key: str = "output") -> List[Example]:
+def read_jsonl(path: str, context_key: str = "input", label_key: str = "output") -> list[Example]:
     """Every line as {"input": ..., "output": ...} (plus "answers" when the line has them)."""
     examples = []
     if not Path(path).is_file():
@@ -44,9 +45,15 @@ def read_jsonl(path: str, context_key: str = "input", label_key: str = "output")
                 record = json.loads(line)
             except json.JSONDecodeError as error:
                 raise JobConfigError(f"{path}:{number}: not a JSON object ({error.msg})") from None
-            if not isinstance(record, dict) or not isinstance(record.get(context_key), str) or not isinstance(record.get(label_key), str):
-                raise JobConfigError(f"{path}:{number}: needs text under {context_key!r} and {label_key!r} "
-                                     "(set context_key / label_key to the keys your file uses)")
+            if (
+                not isinstance(record, dict)
+                or not isinstance(record.get(context_key), str)
+                or not isinstance(record.get(label_key), str)
+            ):
+                raise JobConfigError(
+                    f"{path}:{number}: needs text under {context_key!r} and {label_key!r} "
+                    "(set context_key / label_key to the keys your file uses)"
+                )
             example = {"input": record[context_key], "output": record[label_key]}
             if isinstance(record.get("answers"), list):
                 example["answers"] = [str(a) for a in record["answers"]]
@@ -56,12 +63,12 @@ def read_jsonl(path: str, context_key: str = "input", label_key: str = "output")
     return examples
 
 
-def split_template(template: str) -> Tuple[str, str]:
+def split_template(template: str) -> tuple[str, str]:
     """(prompt part with {input}, text between the prompt and the answer): "Q: {input}\\nA: {output}" ->
     ("Q: {input}\\nA:", " "). Trailing spaces of the prompt become the answer's leading text."""
     prefix = template.rstrip()[: -len("{output}")]
     prompt = prefix.rstrip(" ")
-    return prompt, prefix[len(prompt):]
+    return prompt, prefix[len(prompt) :]
 
 
 class SampleEncoder:
@@ -75,11 +82,11 @@ class SampleEncoder:
         self.truncation_field = section.truncation_field
         self.add_eos = section.add_eos
 
-    def prompt_ids(self, text: str) -> List[int]:
+    def prompt_ids(self, text: str) -> list[int]:
         """What a user sends at generation time, tokenized as in training."""
         return self.tokenizer.encode(self.prompt_part.replace("{input}", text))
 
-    def encode(self, example: Example) -> Tuple[List[int], List[bool]]:
+    def encode(self, example: Example) -> tuple[list[int], list[bool]]:
         prompt = self.prompt_ids(example["input"])
         answer = self.tokenizer.encode(self.answer_lead + example["output"])
         if self.add_eos:
@@ -93,8 +100,10 @@ class SampleEncoder:
             if excess > 0:
                 answer = answer[: len(answer) - excess]
         if not answer:
-            raise JobConfigError(f"a sample keeps no answer token within max_seq_length {self.max_ids - 1}: "
-                                 f"{example['input'][:60]!r}...; raise max_seq_length")
+            raise JobConfigError(
+                f"a sample keeps no answer token within max_seq_length {self.max_ids - 1}: "
+                f"{example['input'][:60]!r}...; raise max_seq_length"
+            )
         return prompt + answer, [False] * len(prompt) + [True] * len(answer)
 
 
@@ -107,8 +116,14 @@ class MixedDataset(torch.utils.data.Dataset):
     pass is a fresh permutation seeded by (seed, list, pass).
     """
 
-    def __init__(self, sources: Sequence[List[Example]], probabilities: Optional[Sequence[float]], size: int, seed: int,
-                 shuffle: bool = True):
+    def __init__(
+        self,
+        sources: Sequence[list[Example]],
+        probabilities: Sequence[float] | None,
+        size: int,
+        seed: int,
+        shuffle: bool = True,
+    ):
         self.sources = [list(s) for s in sources]
         weights = np.asarray(probabilities if probabilities is not None else [1.0] * len(sources), dtype=np.float64)
         weights = weights / weights.sum()
@@ -121,7 +136,7 @@ class MixedDataset(torch.utils.data.Dataset):
                 source = int(np.argmax(weights * (n + 1) - taken))
                 self.which[n], self.draw[n] = source, taken[source]
                 taken[source] += 1
-        self._orders: Dict[int, Tuple[int, np.ndarray]] = {}  # source -> (pass, permutation)
+        self._orders: dict[int, tuple[int, np.ndarray]] = {}  # source -> (pass, permutation)
 
     def __len__(self) -> int:
         return len(self.which)
@@ -135,7 +150,10 @@ class MixedDataset(torch.utils.data.Dataset):
         cached = self._orders.get(source)
         if cached is None or cached[0] != epoch:
             # Loaders read in order, so one pass per source is all that is ever needed at once.
-            cached = self._orders[source] = (epoch, np.random.default_rng([self.seed, source, epoch]).permutation(length))
+            cached = self._orders[source] = (
+                epoch,
+                np.random.default_rng([self.seed, source, epoch]).permutation(length),
+            )
         return self.sources[source][int(cached[1][offset])]
 
 
@@ -148,12 +166,13 @@ class EncodedDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.examples)
 
-    def __getitem__(self, n: int) -> Tuple[List[int], List[bool]]:
+    def __getitem__(self, n: int) -> tuple[list[int], list[bool]]:
         return self.encoder.encode(self.examples[n])
 
 
-def collate(samples: Sequence[Tuple], pad_id: int, answer_only_loss: bool,
-            pad_to_multiple_of: int = 8) -> Dict[str, torch.Tensor]:
+def collate(
+    samples: Sequence[tuple], pad_id: int, answer_only_loss: bool, pad_to_multiple_of: int = 8
+) -> dict[str, torch.Tensor]:
     """One padded batch: tokens, labels, loss_mask, position_ids, all [batch, length].
 
     Every sample of a step is padded to the same length (the step's microbatches are cut from one
@@ -177,7 +196,7 @@ def collate(samples: Sequence[Tuple], pad_id: int, answer_only_loss: bool,
     if len(samples[0]) == 4:
         virtual = torch.zeros((len(samples), length), dtype=torch.bool)
         for row, (ids, _, marks, _) in enumerate(samples):
-            virtual[row, :len(ids) - 1] = torch.tensor(marks[:-1], dtype=torch.bool)
+            virtual[row, : len(ids) - 1] = torch.tensor(marks[:-1], dtype=torch.bool)
         batch["virtual_mask"] = virtual
         batch["task_ids"] = torch.tensor([sample[3] for sample in samples], dtype=torch.long)
     return batch

@@ -4,6 +4,7 @@ method's own tensors (an adapter file), each with its room checked first and a f
     save_model(model, nemo_config, path, stage, placement)      # collective: every rank calls it
     with saving(path, needed_bytes, stage): save_nemo(path, config, state)
 """
+
 import shutil
 from pathlib import Path
 
@@ -52,9 +53,11 @@ def saving(path: str, needed: int, stage: str):
     from ..common.storage import guarded_write, with_margin
 
     folder = Path(path).parent
-    advice = (f"Nothing was written to {path} (an earlier file there is unchanged). Free space there, or point "
-              f"exp_manager.explicit_log_dir (or base_results_dir) at a larger file system, then run the {stage} job "
-              "again: it resumes from its last checkpoint and writes the result.")
+    advice = (
+        f"Nothing was written to {path} (an earlier file there is unchanged). Free space there, or point "
+        f"exp_manager.explicit_log_dir (or base_results_dir) at a larger file system, then run the {stage} job "
+        "again: it resumes from its last checkpoint and writes the result."
+    )
     return guarded_write(folder, with_margin(needed) if needed else 0, f"the {stage} result {Path(path).name}", advice)
 
 

@@ -16,19 +16,29 @@ the encoder's input, so there a placement serves the first embedding call after 
   with an MLP head) turns into its tokens; at the end the encoder's output is stored, so inference needs no encoder.
 Existing tasks (from an earlier result) are frozen buffers, copied unchanged into the new result.
 """
+
 import math
-from typing import Dict, List, Optional
 
 import torch
 
 
 class PromptEncoder(torch.nn.Module):
-    def __init__(self, kind: str, hidden: int, encoder_hidden: int, layers: int, dropout: float, init_std: float,
-                 generator: torch.Generator):
+    def __init__(
+        self,
+        kind: str,
+        hidden: int,
+        encoder_hidden: int,
+        layers: int,
+        dropout: float,
+        init_std: float,
+        generator: torch.Generator,
+    ):
         super().__init__()
         self.kind = kind
         if kind == "lstm":
-            self.lstm = torch.nn.LSTM(hidden, encoder_hidden // 2, num_layers=layers, bidirectional=True, batch_first=True)
+            self.lstm = torch.nn.LSTM(
+                hidden, encoder_hidden // 2, num_layers=layers, bidirectional=True, batch_first=True
+            )
             head_in = 2 * (encoder_hidden // 2)
             widths = [head_in, head_in, hidden]
         else:
@@ -59,9 +69,20 @@ class PromptEncoder(torch.nn.Module):
 class VirtualPrompts(torch.nn.Module):
     """A child module of the model (so DDP and the optimizer see its parameters)."""
 
-    def __init__(self, model, tasks: List[str], new_tasks: List[str], tokens: Dict[str, int], style: str,
-                 existing: Dict[str, torch.Tensor], p_tuning, init_methods: Optional[List[str]],
-                 init_texts: Optional[List[Optional[str]]], tokenizer, seed: int):
+    def __init__(
+        self,
+        model,
+        tasks: list[str],
+        new_tasks: list[str],
+        tokens: dict[str, int],
+        style: str,
+        existing: dict[str, torch.Tensor],
+        p_tuning,
+        init_methods: list[str] | None,
+        init_texts: list[str | None] | None,
+        tokenizer,
+        seed: int,
+    ):
         super().__init__()
         embedding = model.embedding.word_embeddings
         hidden = model.config.hidden_size
@@ -73,10 +94,24 @@ class VirtualPrompts(torch.nn.Module):
         for index, name in enumerate(new_tasks):
             method = (init_methods or ["random"] * len(new_tasks))[index] if style == "prompt-tuning" else "random"
             text = (init_texts or [None] * len(new_tasks))[index]
-            self.inputs[name] = torch.nn.Parameter(_initial(embedding, tokens[name], hidden, method, text, tokenizer,
-                                                            model.config.init_method_std, generator))
-        self.encoder = (PromptEncoder(p_tuning.encoder_type, hidden, p_tuning.encoder_hidden, p_tuning.num_layers,
-                                      p_tuning.dropout, p_tuning.init_std, generator) if style == "p-tuning" else None)
+            self.inputs[name] = torch.nn.Parameter(
+                _initial(
+                    embedding, tokens[name], hidden, method, text, tokenizer, model.config.init_method_std, generator
+                )
+            )
+        self.encoder = (
+            PromptEncoder(
+                p_tuning.encoder_type,
+                hidden,
+                p_tuning.encoder_hidden,
+                p_tuning.num_layers,
+                p_tuning.dropout,
+                p_tuning.init_std,
+                generator,
+            )
+            if style == "p-tuning"
+            else None
+        )
         self._placement = None
         self._encoder_only = getattr(model, "encoder", None) is not None  # an encoder-decoder (T5)
         self._hook = embedding.register_forward_hook(self._replace)
@@ -87,7 +122,7 @@ class VirtualPrompts(torch.nn.Module):
             return self.encoder(inputs) if self.encoder is not None else inputs
         return getattr(self, _buffer(task))
 
-    def place(self, virtual_mask: Optional[torch.Tensor], task_ids: Optional[torch.Tensor]) -> None:
+    def place(self, virtual_mask: torch.Tensor | None, task_ids: torch.Tensor | None) -> None:
         self._placement = None if virtual_mask is None or not bool(virtual_mask.any()) else (virtual_mask, task_ids)
 
     def _replace(self, module, args, output):
@@ -101,7 +136,7 @@ class VirtualPrompts(torch.nn.Module):
         return output.masked_scatter(mask.unsqueeze(-1).expand_as(output), values)
 
     @torch.no_grad()
-    def table(self) -> Dict[str, torch.Tensor]:
+    def table(self) -> dict[str, torch.Tensor]:
         """Every task's virtual tokens: existing ones exactly as loaded, new ones as trained (encoder in eval mode)."""
         was_training = self.training
         self.eval()
@@ -110,7 +145,7 @@ class VirtualPrompts(torch.nn.Module):
         finally:
             self.train(was_training)
 
-    def trainable(self) -> Dict[str, torch.nn.Parameter]:
+    def trainable(self) -> dict[str, torch.nn.Parameter]:
         return {name: p for name, p in self.named_parameters() if p.requires_grad}
 
 
@@ -118,8 +153,9 @@ def _buffer(task: str) -> str:
     return "table_" + "".join(c if c.isalnum() else "_" for c in task)
 
 
-def _initial(embedding, count: int, hidden: int, method: str, text: Optional[str], tokenizer, std: float,
-             generator: torch.Generator) -> torch.Tensor:
+def _initial(
+    embedding, count: int, hidden: int, method: str, text: str | None, tokenizer, std: float, generator: torch.Generator
+) -> torch.Tensor:
     """Starting virtual tokens: the embeddings of `text`'s tokens (repeated to `count`), or normal(0, std) draws."""
     if method == "text":
         ids = tokenizer.encode(text)

@@ -9,14 +9,15 @@ valprep.sh) read directly.
 A training dataset is sized for the whole run: sample n is image n mod (images in the folders), with its own
 random crop drawn from (seed, n). A validation dataset (augment None) holds each image once, centre-cropped.
 """
+
 import dataclasses
 import os
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
-from ..common.config import JobConfigError
 from ...contract.schemas.vision_training import IMAGE_EXTENSIONS
+from ..common.config import JobConfigError
 from .images import decode, evaluation_pixels, sample_rng, training_pixels
 
 
@@ -24,21 +25,24 @@ class ClassFolders:
     """The images of <root>/<class>/ and their class index; `classes` fixes the classes (a validation folder
     must use the training folder's)."""
 
-    def __init__(self, root: str, classes: Optional[Sequence[str]] = None, key: str = "model.data.data_path"):
+    def __init__(self, root: str, classes: Sequence[str] | None = None, key: str = "model.data.data_path"):
         if not os.path.isdir(root):
             raise JobConfigError(f"{key}: {root} is no folder; ImageNet's layout is <folder>/<class name>/<image file>")
         found = sorted(name for name in os.listdir(root) if os.path.isdir(os.path.join(root, name)))
-        self.classes: List[str] = list(classes) if classes is not None else found
+        self.classes: list[str] = list(classes) if classes is not None else found
         unknown = sorted(set(found) - set(self.classes))
         if unknown:
-            raise JobConfigError(f"{key}: {root} holds classes the training folder has not ({', '.join(unknown[:5])}); "
-                                 "both folders must hold the same class sub-folders")
-        self.items: List[Tuple[str, int]] = []
+            raise JobConfigError(
+                f"{key}: {root} holds classes the training folder has not ({', '.join(unknown[:5])}); "
+                "both folders must hold the same class sub-folders"
+            )
+        self.items: list[tuple[str, int]] = []
         for label, name in enumerate(self.classes):
             folder = os.path.join(root, name)
             if os.path.isdir(folder):
-                self.items += [(os.path.join(folder, f), label) for f in sorted(os.listdir(folder))
-                               if f.endswith(IMAGE_EXTENSIONS)]
+                self.items += [
+                    (os.path.join(folder, f), label) for f in sorted(os.listdir(folder)) if f.endswith(IMAGE_EXTENSIONS)
+                ]
         if not self.items:
             raise JobConfigError(f"{key}: {root} holds no images in class sub-folders ({', '.join(IMAGE_EXTENSIONS)})")
         self.root = root
@@ -49,13 +53,14 @@ class ClassFolders:
 
 @dataclasses.dataclass(frozen=True)
 class Augment:
-    scale: Tuple[float, float]  # share of the image area a training crop keeps
+    scale: tuple[float, float]  # share of the image area a training crop keeps
     flip: bool  # mirror half of the crops
 
 
 class ClassFolderImages(torch.utils.data.Dataset):
-    def __init__(self, folders: ClassFolders, length: int, size: Tuple[int, int], mean, std, seed: int,
-                 augment: Optional[Augment]):
+    def __init__(
+        self, folders: ClassFolders, length: int, size: tuple[int, int], mean, std, seed: int, augment: Augment | None
+    ):
         self.folders, self.length, self.size = folders, length, size
         self.mean, self.std, self.seed, self.augment = mean, std, seed, augment
 
@@ -69,6 +74,14 @@ class ClassFolderImages(torch.utils.data.Dataset):
         if self.augment is None:
             pixels = evaluation_pixels(image, height, width, self.mean, self.std)
         else:
-            pixels = training_pixels(image, height, width, sample_rng(self.seed, sample), self.augment.scale,
-                                     self.augment.flip, self.mean, self.std)
+            pixels = training_pixels(
+                image,
+                height,
+                width,
+                sample_rng(self.seed, sample),
+                self.augment.scale,
+                self.augment.flip,
+                self.mean,
+                self.std,
+            )
         return {"images": torch.from_numpy(pixels), "labels": torch.tensor(label, dtype=torch.long)}

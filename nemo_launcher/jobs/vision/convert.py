@@ -14,6 +14,7 @@ space or permission, 75 run.results_dir is in use by another job.
 Only the standard library is imported at module level: megatron's checkpoint code may spawn a helper process that
 re-imports this module.
 """
+
 import sys
 
 PROGRAM = "nemo_launcher.jobs.vision.convert"
@@ -30,8 +31,8 @@ def _model_type(argv) -> str:
 
 
 def main(argv=None) -> int:
-    from ..core.conversion import run_conversion
     from ...contract.schemas import vision_conversion
+    from ..core.conversion import run_conversion
     from .family import FAMILY_PACKAGES, family_for_model_type, family_record
 
     # A model_type of no family binds to the last family's schema (CLIP's), whose check names the key and its choices.

@@ -5,8 +5,10 @@ vision_saved_model entry, and the Hugging Face export where the family has one (
 
     family = vision_family("clip")      # a ConversionFamily
 """
+
 import dataclasses
-from typing import Any, Dict, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -17,16 +19,24 @@ from ..core.conversion import ConversionFamily, HFExportError
 from ..core.shards import merge_shards
 from ..multimodal.caption_tokenizer import load_clip_tokenizer
 from .family import VisionFamily, family_record
-from .saved_models import (SAVED_KEY, build_vision_model, inference_section, saved_config, start_vision_parallel,
-                           vision_shard_layout)
+from .saved_models import (
+    SAVED_KEY,
+    build_vision_model,
+    inference_section,
+    saved_config,
+    start_vision_parallel,
+    vision_shard_layout,
+)
 
 
 def _check_layout(family: VisionFamily, section, tp: int, pp: int) -> None:
     for prefix, tower in family.towers(section):
         for name in ("num_attention_heads", "ffn_hidden_size"):
             if getattr(tower, name) % tp:
-                raise JobConfigError(f"model.tensor_model_parallel_size: TP({tp}) must divide {prefix}{name}"
-                                     f"({getattr(tower, name)}) of the trained model; pick a TP that divides it")
+                raise JobConfigError(
+                    f"model.tensor_model_parallel_size: TP({tp}) must divide {prefix}{name}"
+                    f"({getattr(tower, name)}) of the trained model; pick a TP that divides it"
+                )
 
 
 def _inference_section(family: VisionFamily, section, tp: int, pp: int):
@@ -38,7 +48,7 @@ def _build(family: VisionFamily, section, vocab_size: int, precision: str) -> to
     return build_vision_model(family.name, section, precision, vocab_size, tokenizer)
 
 
-def _nemo_config(family: VisionFamily, model_config: Mapping[str, Any], training: Mapping[str, Any]) -> Dict[str, Any]:
+def _nemo_config(family: VisionFamily, model_config: Mapping[str, Any], training: Mapping[str, Any]) -> dict[str, Any]:
     names = family.class_names(model_config) if family.class_names else None
     if names is not None and len(names) != int(model_config.get("num_classes", len(names))):
         names = None  # the folder changed since training: better no names than wrong ones

@@ -11,13 +11,13 @@ Every graph is run under onnxruntime at batch 1 and at max_batch_size on the sam
 model (fp32); the largest difference is reported, and above infer.check_tolerance the job fails (exit 1) before
 anything is served from it. Triton serves an engine where one was built, else the ONNX graph.
 """
+
 import json
 from pathlib import Path
-from typing import Dict, List
 
+from ...contract.schemas.vision_export import EXPORT_REPORT_FILE, INFER_CONFIG_FILE, STAGE
 from ..common.config import JobConfigError
 from ..common.report import JobFault
-from ...contract.schemas.vision_export import EXPORT_REPORT_FILE, INFER_CONFIG_FILE, STAGE
 
 
 class GraphMismatch(JobFault):
@@ -28,13 +28,17 @@ def _check_sizes(cfg, saved) -> None:
     height, width = saved.image_size
     if not cfg.infer.max_dim == height == width:
         shape = f"{height} x {width}" + ("" if height == width else " (not square: max_dim cannot name it)")
-        raise JobConfigError(f"{STAGE}.infer.max_dim={cfg.infer.max_dim}: the model takes {shape} pixel images (its "
-                             f"position table is fixed); set {STAGE}.infer.max_dim={height}")
+        raise JobConfigError(
+            f"{STAGE}.infer.max_dim={cfg.infer.max_dim}: the model takes {shape} pixel images (its "
+            f"position table is fixed); set {STAGE}.infer.max_dim={height}"
+        )
     if saved.record.reads_text:
         limit = saved.model_config.text.max_position_embeddings
         if cfg.infer.max_text > limit:
-            raise JobConfigError(f"{STAGE}.infer.max_text={cfg.infer.max_text}: the text tower has {limit} positions; "
-                                 f"set at most {limit}")
+            raise JobConfigError(
+                f"{STAGE}.infer.max_text={cfg.infer.max_text}: the text tower has {limit} positions; "
+                f"set at most {limit}"
+            )
 
 
 def tensor_specs(saved, graph) -> tuple:
@@ -50,7 +54,7 @@ def tensor_specs(saved, graph) -> tuple:
     return inputs, (TensorSpec(graph.output, "TYPE_FP32", (width_out,)),)
 
 
-def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path, input_shapes) -> Dict:
+def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path, input_shapes) -> dict:
     from .tensorrt_engines import build_engine, unavailable
 
     reason = unavailable()
@@ -59,8 +63,10 @@ def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path, input_shapes) -> Dict:
     built = {}
     for graph in graphs:
         path = plan_dir / f"{graph.name}.plan"
-        profiles = {name: ((1, *shape), (cfg.infer.max_batch_size, *shape), (cfg.infer.max_batch_size, *shape))
-                    for name, shape in input_shapes[graph.name].items()}
+        profiles = {
+            name: ((1, *shape), (cfg.infer.max_batch_size, *shape), (cfg.infer.max_batch_size, *shape))
+            for name, shape in input_shapes[graph.name].items()
+        }
         build_engine(str(onnx_dir / f"{graph.name}.onnx"), str(path), profiles, fp16=cfg.trainer.dtype() == "fp16")
         built[graph.name] = str(path)
     return {"built": built, "reason": None}
@@ -85,22 +91,36 @@ def export(cfg, family: str):
         worst = check_graph(graph, str(path), sorted({1, cfg.infer.max_batch_size}))
         differences[graph.name] = worst
         if worst > cfg.infer.check_tolerance:
-            raise GraphMismatch(f"{path}: onnxruntime's output differs from the model's by up to {worst:.3g}, more "
-                                f"than {STAGE}.infer.check_tolerance={cfg.infer.check_tolerance}; nothing was served from it")
+            raise GraphMismatch(
+                f"{path}: onnxruntime's output differs from the model's by up to {worst:.3g}, more "
+                f"than {STAGE}.infer.check_tolerance={cfg.infer.check_tolerance}; nothing was served from it"
+            )
         input_shapes[graph.name] = {name: tuple(make(1, _generator()).shape[1:]) for name, make in graph.inputs.items()}
     engines = _engines(cfg, graphs, onnx_dir, plan_dir, input_shapes)
     settings = _infer_settings(cfg, saved, graphs, engines)
     (plan_dir / INFER_CONFIG_FILE).write_text(_yaml(settings))
     entries = _repository(cfg, saved, graphs, engines, onnx_dir, repository, settings)
-    report = {"model": cfg.model.restore_from_path, "family": family, "onnx": {g.name: str(onnx_dir / f"{g.name}.onnx") for g in graphs},
-              "max_abs_difference": differences, "check_tolerance": cfg.infer.check_tolerance,
-              "checked_batch_sizes": sorted({1, cfg.infer.max_batch_size}), "tensorrt": engines,
-              "model_repository": str(repository), "entries": [str(e) for e in entries]}
+    report = {
+        "model": cfg.model.restore_from_path,
+        "family": family,
+        "onnx": {g.name: str(onnx_dir / f"{g.name}.onnx") for g in graphs},
+        "max_abs_difference": differences,
+        "check_tolerance": cfg.infer.check_tolerance,
+        "checked_batch_sizes": sorted({1, cfg.infer.max_batch_size}),
+        "tensorrt": engines,
+        "model_repository": str(repository),
+        "entries": [str(e) for e in entries],
+    }
     (out / EXPORT_REPORT_FILE).write_text(json.dumps(report, indent=1))
     summary = Summary(f"export finished: {cfg.model.restore_from_path}")
-    summary.add("onnx", f"{onnx_dir} ({', '.join(f'{g.name}.onnx' for g in graphs)}; batch 1..{cfg.infer.max_batch_size})")
-    summary.add("onnx check", ", ".join(f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in differences.items())
-                + f" (tolerance {cfg.infer.check_tolerance:g})")
+    summary.add(
+        "onnx", f"{onnx_dir} ({', '.join(f'{g.name}.onnx' for g in graphs)}; batch 1..{cfg.infer.max_batch_size})"
+    )
+    summary.add(
+        "onnx check",
+        ", ".join(f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in differences.items())
+        + f" (tolerance {cfg.infer.check_tolerance:g})",
+    )
     summary.add("tensorrt", ", ".join(engines["built"].values()) if engines["built"] else engines["reason"])
     summary.add("plan", plan_dir / INFER_CONFIG_FILE)
     summary.add("triton entries", ", ".join(str(e) for e in entries))
@@ -113,25 +133,34 @@ def _generator():
     return torch.Generator().manual_seed(0)
 
 
-def _infer_settings(cfg, saved, graphs, engines) -> Dict:
-    settings = {"family": saved.family, "max_batch_size": cfg.infer.max_batch_size, "max_dim": cfg.infer.max_dim,
-                "precision": cfg.trainer.dtype() or "fp32", "image_mean": saved.mean, "image_std": saved.std,
-                "onnx": [f"{g.name}.onnx" for g in graphs], "engines": sorted(Path(p).name for p in engines["built"].values())}
+def _infer_settings(cfg, saved, graphs, engines) -> dict:
+    settings = {
+        "family": saved.family,
+        "max_batch_size": cfg.infer.max_batch_size,
+        "max_dim": cfg.infer.max_dim,
+        "precision": cfg.trainer.dtype() or "fp32",
+        "image_mean": saved.mean,
+        "image_std": saved.std,
+        "onnx": [f"{g.name}.onnx" for g in graphs],
+        "engines": sorted(Path(p).name for p in engines["built"].values()),
+    }
     if saved.record.classifies:
         settings["class_names"] = saved.class_names
     if saved.record.reads_text:
         tokenizer = saved.model_config.tokenizer
-        settings.update(max_text=cfg.infer.max_text, logit_scale=saved.logit_scale(), tokenizer_library=tokenizer.library)
+        settings.update(
+            max_text=cfg.infer.max_text, logit_scale=saved.logit_scale(), tokenizer_library=tokenizer.library
+        )
     return settings
 
 
-def _yaml(settings: Dict) -> str:
+def _yaml(settings: dict) -> str:
     import yaml
 
     return yaml.safe_dump(settings, sort_keys=False)
 
 
-def _repository(cfg, saved, graphs, engines, onnx_dir: Path, repository: Path, settings: Dict) -> List[Path]:
+def _repository(cfg, saved, graphs, engines, onnx_dir: Path, repository: Path, settings: dict) -> list[Path]:
     from .triton_entries import copy_entry
 
     def model_file(graph) -> Path:

@@ -10,9 +10,11 @@ archive or the config, through FAMILY_PACKAGES: the only place here that lists t
 vision family adds. A lookup imports the family's module by that name, so this package imports no family package
 (tests/test_layering.py holds it); the record's functions live in the family package and import what they need.
 """
+
 import dataclasses
 import importlib
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..common.config import JobConfigError
 
@@ -24,33 +26,32 @@ FAMILY_PACKAGES = ("vit", "clip")
 class VisionFamily:
     name: str  # the package, and the `vision_saved_model.family` entry of its .nemo: "vit"
     display_name: str  # in messages: "ViT"
-    model_types: Tuple[str, ...]  # the conversion config's model.model_type values that name this family
+    model_types: tuple[str, ...]  # the conversion config's model.model_type values that name this family
     conversion_schema: str  # its conversion config's class in nemo_launcher.contract.schemas.vision_conversion
     training_schema: Callable[[], type]  # () -> the training config's schema (imported when asked)
     model_schema: Callable[[], type]  # () -> the `model:` section's schema
     training_nemo: str  # the file a finished training run writes under <explicit_log_dir>/checkpoints/
     # (model section) -> [(key prefix in messages, tower section)]: the towers whose heads TP must divide
-    towers: Callable[[Any], List[Tuple[str, Any]]]
+    towers: Callable[[Any], list[tuple[str, Any]]]
     image_tower: Callable[[Any], Any]  # (model section) -> the section with img_h, img_w, image_mean, image_std
     default_mean: Sequence[float]  # per-channel pixel normalisation when the section sets none
     default_std: Sequence[float]
     # (model section, precision, on_gpu, initialize, tokenizer) -> (TransformerConfig, build function of one chunk)
-    chunk_builder: Callable[..., Tuple[Any, Callable]]
+    chunk_builder: Callable[..., tuple[Any, Callable]]
     reads_text: bool = False  # a text tower: a caption tokenizer, a vocabulary, text_length tokens per caption
-    text_length: Callable[[Any], Optional[int]] = lambda model: None  # (model section) -> tokens per caption
+    text_length: Callable[[Any], int | None] = lambda model: None  # (model section) -> tokens per caption
     # A classifier: (model config mapping) -> the class folder names it was trained on, when still readable;
     # its .nemo records them. None: not a classifier.
-    class_names: Optional[Callable[[Any], Optional[List[str]]]] = None
+    class_names: Callable[[Any], list[str] | None] | None = None
     # (model config mapping) -> Hugging Face class name, or HFExportError saying why there is none
-    hf_architecture: Optional[Callable[[Any], str]] = None
-    export_hf: Optional[Callable[..., str]] = None  # (model config, full state, hf_dir, dtype) -> class name written
+    hf_architecture: Callable[[Any], str] | None = None
+    export_hf: Callable[..., str] | None = None  # (model config, full state, hf_dir, dtype) -> class name written
     # (model section) -> the width of the output each exported graph returns (classes, embedding size)
     output_width: Callable[[Any], int] = lambda model: 0
     # The export's Triton entries: (cfg, saved model, {graph name: Graph}, model_file(graph) -> Path (engine or
     # ONNX graph), onnx_dir, repository, settings) -> [entry folders]; vision/export.py calls it with the graphs it
     # has written and checked.
-    triton_entries: Optional[Callable[..., List[Any]]] = None
-
+    triton_entries: Callable[..., list[Any]] | None = None
 
     @property
     def classifies(self) -> bool:
@@ -64,7 +65,7 @@ def family_record(name: str) -> VisionFamily:
     return importlib.import_module(f"nemo_launcher.jobs.{name}.vision_family").VISION_FAMILY
 
 
-def family_for_model_type(model_type: str) -> Optional[VisionFamily]:
+def family_for_model_type(model_type: str) -> VisionFamily | None:
     """The family whose conversion config says model.model_type: `model_type`; None when none does."""
     for name in FAMILY_PACKAGES:
         record = family_record(name)

@@ -13,10 +13,11 @@ format: full tars, and the shorter last one apart) are written beside the tars. 
 temporary name and renamed, and a plan.json records what the tars were cut from: a rerun keeps the tars of the
 same plan and writes only the missing ones; another plan (images added, settings changed) rewrites the split.
 """
+
 import json
 import os
 import pickle
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ PROG = "nemo_launcher.jobs.vision.imagenet_shards"
 _PLAN = "plan.json"
 
 
-def split_images(folder: str, classes: Optional[Sequence[str]]) -> tuple:
+def split_images(folder: str, classes: Sequence[str] | None) -> tuple:
     """(classes, [(relative path, label)]) of a class-folder tree; `classes` fixes the labels (None: its own)."""
     from .class_folders import ClassFolders
 
@@ -36,8 +37,9 @@ def _shard_name(index: int) -> str:
     return f"{index:06d}.tar"
 
 
-def pack_split(source: str, target: str, per_shard: int, seed: Optional[int],
-               classes: Optional[Sequence[str]] = None) -> dict:
+def pack_split(
+    source: str, target: str, per_shard: int, seed: int | None, classes: Sequence[str] | None = None
+) -> dict:
     """Writes the split's tars (keeping those a rerun of the same plan already wrote); returns what it did."""
     from ..multimodal.generate_wdinfo import wdinfo
     from ..multimodal.tars import AtomicTar
@@ -65,8 +67,14 @@ def pack_split(source: str, target: str, per_shard: int, seed: Optional[int],
                 with open(os.path.join(source, relative), "rb") as handle:
                     data = handle.read()
                 extension = os.path.splitext(relative)[1].lstrip(".").lower()
-                tar.write({"__key__": f"{position:09d}", extension: data, "cls": str(label).encode(),
-                           "txt": classes[label].encode()})
+                tar.write(
+                    {
+                        "__key__": f"{position:09d}",
+                        extension: data,
+                        "cls": str(label).encode(),
+                        "txt": classes[label].encode(),
+                    }
+                )
         written.append(_shard_name(shard))
     _write(os.path.join(target, "classes.json"), json.dumps(list(classes), indent=1).encode())
     info = wdinfo(target, target, per_shard, [".cls"])
@@ -97,11 +105,16 @@ def main(argv=None):
 
     cfg = load_bound(ImagenetShardsConfig, PROG, argv)
     report = StepReport("imagenet_shards", unit="shard")
-    classes: Optional[List[str]] = None
+    classes: list[str] | None = None
     for split in cfg.splits:
         try:
-            done = pack_split(os.path.join(cfg.input_dir, split), os.path.join(cfg.output_dir, split),
-                              cfg.examples_per_shard, cfg.shuffle_seed, classes)
+            done = pack_split(
+                os.path.join(cfg.input_dir, split),
+                os.path.join(cfg.output_dir, split),
+                cfg.examples_per_shard,
+                cfg.shuffle_seed,
+                classes,
+            )
         except JobConfigError as error:
             raise DataConfigError(str(error)) from None
         classes = done["classes"]  # later splits are labelled as the first
@@ -109,8 +122,11 @@ def main(argv=None):
             report.done(f"{split}/{name}", output=os.path.join(cfg.output_dir, split))
         for name in done["kept"]:
             report.kept(f"{split}/{name}")
-        report.note(split, f"{done['images']} images of {len(classes)} classes in {done['shards']} tars: "
-                           f"{os.path.join(cfg.output_dir, split)} (wdinfo.pkl, classes.json)")
+        report.note(
+            split,
+            f"{done['images']} images of {len(classes)} classes in {done['shards']} tars: "
+            f"{os.path.join(cfg.output_dir, split)} (wdinfo.pkl, classes.json)",
+        )
     return report
 
 

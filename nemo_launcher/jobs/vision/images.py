@@ -7,9 +7,10 @@ Training: a random crop of `scale` of the area with an aspect ratio in [3/4, 4/3
 torchvision's RandomResizedCrop), resized to H x W, mirrored half of the time. Evaluation: the shorter side
 resized to the target, the centre cut out. Pixels are scaled to [0, 1], then normalised per channel.
 """
+
 import io
 import math
-from typing import Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def _normalised(image, mean: Sequence[float], std: Sequence[float]) -> np.ndarra
     return np.ascontiguousarray(array.transpose(2, 0, 1))
 
 
-def _crop_box(width: int, height: int, rng: np.random.Generator, scale: Tuple[float, float]):
+def _crop_box(width: int, height: int, rng: np.random.Generator, scale: tuple[float, float]):
     area = width * height
     for _ in range(_ATTEMPTS):
         target = area * rng.uniform(scale[0], scale[1])
@@ -44,8 +45,9 @@ def _crop_box(width: int, height: int, rng: np.random.Generator, scale: Tuple[fl
     return left, top, left + side, top + side
 
 
-def training_pixels(image, height: int, width: int, rng: np.random.Generator, scale: Tuple[float, float],
-                    flip: bool, mean, std) -> np.ndarray:
+def training_pixels(
+    image, height: int, width: int, rng: np.random.Generator, scale: tuple[float, float], flip: bool, mean, std
+) -> np.ndarray:
     from PIL import Image
 
     box = _crop_box(image.width, image.height, rng, scale)

@@ -17,10 +17,11 @@ its attention takes a preallocated buffer from the global memory buffer, whose f
 the tracer cannot detach. exportable() swaps the buffer for a fresh zero tensor shaped from the traced sizes (the
 product is computed with beta 0, so its values never matter) and drops the empty entries, for the export only.
 """
+
 import contextlib
 import dataclasses
 import warnings
-from typing import Callable, Dict, List, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ OPSET = 17
 class Graph:
     name: str  # file stem: <name>.onnx, <name>.plan
     module: torch.nn.Module  # inputs -> one output tensor
-    inputs: Dict[str, Callable[[int, torch.Generator], torch.Tensor]]  # input name -> example of batch b
+    inputs: dict[str, Callable[[int, torch.Generator], torch.Tensor]]  # input name -> example of batch b
     output: str
 
 
@@ -61,6 +62,7 @@ def _pixels(height: int, width: int):
 
 def _token_rows(tokenizer, length: int, vocab: int):
     """Rows as the tokenizer lays them out (start, tokens, end, padding), with random tokens of random lengths."""
+
     def make(batch: int, generator: torch.Generator) -> torch.Tensor:
         specials = torch.tensor(sorted({tokenizer.bos, tokenizer.eos, tokenizer.pad}))
         ordinary = next(i for i in range(vocab) if i not in specials.tolist())
@@ -69,19 +71,26 @@ def _token_rows(tokenizer, length: int, vocab: int):
             used = int(torch.randint(1, length - 1, (1,), generator=generator))
             body = torch.randint(0, vocab, (used,), generator=generator)
             body = torch.where(torch.isin(body, specials), torch.full_like(body, ordinary), body)
-            row[0], row[1:used + 1], row[used + 1] = tokenizer.bos, body, tokenizer.eos
+            row[0], row[1 : used + 1], row[used + 1] = tokenizer.bos, body, tokenizer.eos
         return rows
+
     return make
 
 
-def model_graphs(saved, max_dim: int, max_text: int = 0) -> List[Graph]:
+def model_graphs(saved, max_dim: int, max_text: int = 0) -> list[Graph]:
     height, width = saved.image_size
     if not saved.record.reads_text:  # an image classifier: one graph, pixels -> logits
         return [Graph("vit", _ImageClassifier(saved.module).eval(), {"images": _pixels(height, width)}, "logits")]
     vocab = saved.tokenizer.vocab_size
-    return [Graph("clip_vision", _ImageEncoder(saved.module).eval(), {"images": _pixels(height, width)}, "image_features"),
-            Graph("clip_text", _TextEncoder(saved.module).eval(), {"tokens": _token_rows(saved.tokenizer, max_text, vocab)},
-                  "text_features")]
+    return [
+        Graph("clip_vision", _ImageEncoder(saved.module).eval(), {"images": _pixels(height, width)}, "image_features"),
+        Graph(
+            "clip_text",
+            _TextEncoder(saved.module).eval(),
+            {"tokens": _token_rows(saved.tokenizer, max_text, vocab)},
+            "text_features",
+        ),
+    ]
 
 
 @contextlib.contextmanager
@@ -104,7 +113,9 @@ def exportable(module: torch.nn.Module):
             # The tracer's notes on Python values taken from tensors (sizes, asserts): the graph is checked below
             # at several batch sizes instead. The legacy-exporter notice: the dynamo exporter needs onnxscript.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX export", DeprecationWarning)
+            warnings.filterwarnings(
+                "ignore", "You are using the legacy TorchScript-based ONNX export", DeprecationWarning
+            )
             # The text tower gathers each row's features at its end token: the indices are non-negative positions
             # (argmax and arange), the case that note says is exported right.
             warnings.filterwarnings("ignore", "Exporting aten::index operator of advanced indexing", UserWarning)
@@ -121,8 +132,16 @@ def export_graph(graph: Graph, path: str, example_batch: int = 2) -> None:
     names = list(graph.inputs)
     axes = {name: {0: "batch"} for name in names + [graph.output]}
     with exportable(graph.module), torch.no_grad():
-        torch.onnx.export(graph.module, example, path, input_names=names, output_names=[graph.output],
-                          dynamic_axes=axes, opset_version=OPSET, dynamo=False)
+        torch.onnx.export(
+            graph.module,
+            example,
+            path,
+            input_names=names,
+            output_names=[graph.output],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
 
 
 def check_graph(graph: Graph, path: str, batch_sizes: Sequence[int], seed: int = 1234) -> float:

@@ -8,9 +8,10 @@ fixes into one `Error:` line (exit 2 for a config value, a JobFault's own status
 
 Used by fw_inference (vit.classify, clip.similarity) and export (vision.export).
 """
+
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from ..common.config import JobConfigError
 
@@ -34,7 +35,7 @@ def run_saved_model_job(argv, prog: str, schema, stage: str, work: Callable) -> 
     return 0
 
 
-def load_for(cfg, family: str, stage: str, precision: Optional[str] = None):
+def load_for(cfg, family: str, stage: str, precision: str | None = None):
     """The saved model of `cfg.model.restore_from_path`, refused unless it is of `family`. precision: the dtype to
     compute in; by default trainer.precision (null there: the saved weights' own)."""
     import torch
@@ -42,14 +43,20 @@ def load_for(cfg, family: str, stage: str, precision: Optional[str] = None):
     from .saved_models import load_vision_model
 
     if cfg.trainer.accelerator == "gpu" and not torch.cuda.is_available():
-        raise JobConfigError(f"{stage}.trainer.accelerator=gpu: CUDA is not available on this machine; set "
-                             f"{stage}.trainer.accelerator=cpu")
+        raise JobConfigError(
+            f"{stage}.trainer.accelerator=gpu: CUDA is not available on this machine; set "
+            f"{stage}.trainer.accelerator=cpu"
+        )
     path = Path(cfg.model.restore_from_path)
     if not path.is_file():
-        raise JobConfigError(f"{stage}.model.restore_from_path={str(path)!r}: no such file; name the .nemo a {family} "
-                             "training, fine-tuning or conversion run wrote")
+        raise JobConfigError(
+            f"{stage}.model.restore_from_path={str(path)!r}: no such file; name the .nemo a {family} "
+            "training, fine-tuning or conversion run wrote"
+        )
     saved = load_vision_model(path, precision or cfg.trainer.dtype())
     if saved.family != family:
-        raise JobConfigError(f"{stage}.model.restore_from_path={str(path)!r}: holds a {saved.family} model; "
-                             f"{stage}={family}/... needs a {family} .nemo")
+        raise JobConfigError(
+            f"{stage}.model.restore_from_path={str(path)!r}: holds a {saved.family} model; "
+            f"{stage}={family}/... needs a {family} .nemo"
+        )
     return saved

@@ -14,9 +14,11 @@ family's chunk (jobs/vit/model.py VitClassifier, jobs/clip/model.py ClipModel) w
 names; a run with TP > 1 gathers its shards first (full_state_dict), along the axis megatron's sharded state says.
 CLIP's BPE files (vocab.json, merges.txt) are packed and read back from the archive.
 """
+
 import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import torch
 
@@ -29,7 +31,8 @@ SAVED_KEY = "vision_saved_model"  # the model_config.yaml entry that is not the 
 
 # ---- writing -----------------------------------------------------------------------------------------------------
 
-def full_state_dict(chunk: torch.nn.Module) -> Dict[str, torch.Tensor]:
+
+def full_state_dict(chunk: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The chunk's TP=1 state dict on the host, on every tensor-parallel rank (a collective over the TP group).
 
     A tensor split over TP ranks is put back together along the axis its ShardedTensor is fragmented on; the vision
@@ -48,7 +51,7 @@ def full_state_dict(chunk: torch.nn.Module) -> Dict[str, torch.Tensor]:
         entry = sharded.get(key)
         axis = None
         if isinstance(entry, ShardedTensor):
-            split = [i for i, parts in enumerate(entry.axis_fragmentations[entry.prepend_axis_num:]) if parts > 1]
+            split = [i for i, parts in enumerate(entry.axis_fragmentations[entry.prepend_axis_num :]) if parts > 1]
             axis = split[0] if split else None
         if axis is None:
             full[key] = value.detach().cpu()
@@ -66,29 +69,61 @@ def vision_shard_layout(model_config: Mapping[str, Any], tensor_parallel: int, p
 
     rules = ShardRules(
         stack="(no pipeline stages)",
-        column=("linear_qkv.weight", "linear_qkv.bias", "linear_fc1.weight", "linear_fc1.bias", "word_embeddings.weight"),
+        column=(
+            "linear_qkv.weight",
+            "linear_qkv.bias",
+            "linear_fc1.weight",
+            "linear_fc1.bias",
+            "word_embeddings.weight",
+        ),
         row=("linear_proj.weight", "linear_fc2.weight"),
-        replicated=("class_token", "conv1.weight", "position_embeddings.weight", "layernorm.weight", "layernorm.bias",
-                    "ln_pre.weight", "ln_pre.bias", "linear_proj.bias", "linear_fc2.bias", "norm.weight", "norm.bias",
-                    "head_hidden.weight", "head_hidden.bias", "head_out.weight", "head_out.bias", "projection.weight",
-                    "logit_scale"),
-        last_stage=("",))  # one stage holds every module
+        replicated=(
+            "class_token",
+            "conv1.weight",
+            "position_embeddings.weight",
+            "layernorm.weight",
+            "layernorm.bias",
+            "ln_pre.weight",
+            "ln_pre.bias",
+            "linear_proj.bias",
+            "linear_fc2.bias",
+            "norm.weight",
+            "norm.bias",
+            "head_hidden.weight",
+            "head_hidden.bias",
+            "head_out.weight",
+            "head_out.bias",
+            "projection.weight",
+            "logit_scale",
+        ),
+        last_stage=("",),
+    )  # one stage holds every module
     return ShardLayout(rules, tensor_parallel, pipeline_parallel, num_layers=1, gated_mlp=False, tied_embeddings=False)
 
 
-def saved_config(family: str, model_section: Mapping[str, Any], precision: str,
-                 class_names: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+def saved_config(
+    family: str, model_section: Mapping[str, Any], precision: str, class_names: Sequence[str] | None = None
+) -> dict[str, Any]:
     """model_config.yaml's content: the model section and the vision_saved_model entry."""
     if family not in FAMILY_PACKAGES:
         raise ValueError(f"family {family!r} is not one of {FAMILY_PACKAGES}")
     config = dict(model_section)
-    config[SAVED_KEY] = {"family": family, "precision": precision,
-                         "class_names": list(class_names) if class_names is not None else None}
+    config[SAVED_KEY] = {
+        "family": family,
+        "precision": precision,
+        "class_names": list(class_names) if class_names is not None else None,
+    }
     return config
 
 
-def save_vision_model(path, family: str, model_section: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor],
-                      precision: str, class_names: Optional[Sequence[str]] = None) -> Path:
+def save_vision_model(
+    path,
+    family: str,
+    model_section: Mapping[str, Any],
+    state_dict: Mapping[str, torch.Tensor],
+    precision: str,
+    class_names: Sequence[str] | None = None,
+) -> Path:
     """Writes the archive (atomically: a later stage never sees half of it). `model_section`: the training config's
     `model:` mapping; for CLIP with library clip its tokenizer files are packed."""
     from ..core.nemo_archive import save_nemo
@@ -96,8 +131,14 @@ def save_vision_model(path, family: str, model_section: Mapping[str, Any], state
     return save_nemo(path, saved_config(family, model_section, precision, class_names), state_dict)
 
 
-def save_from_training(parts, family: str, path, class_names: Optional[Sequence[str]] = None,
-                       chunk: Optional[torch.nn.Module] = None, model_section=None) -> str:
+def save_from_training(
+    parts,
+    family: str,
+    path,
+    class_names: Sequence[str] | None = None,
+    chunk: torch.nn.Module | None = None,
+    model_section=None,
+) -> str:
     """Every rank of a finished run: gathers the weights (of `chunk`, by default the run's own) and rank 0 writes
     the archive with `model_section` (by default the run's own). Room is checked first; a failed write is exit 74."""
     from ..common.storage import guarded_write, with_margin
@@ -106,18 +147,26 @@ def save_from_training(parts, family: str, path, class_names: Optional[Sequence[
     target = Path(path)
     if parts.placement.rank == 0:
         needed = with_margin(sum(t.numel() * t.element_size() for t in state.values()))
-        advice = (f"Nothing was written to {target} (an earlier file there is unchanged). Free space there, or point "
-                  "exp_manager.explicit_log_dir (or base_results_dir) at a larger file system, then run the job again: "
-                  "it resumes from its last checkpoint and writes the model.")
+        advice = (
+            f"Nothing was written to {target} (an earlier file there is unchanged). Free space there, or point "
+            "exp_manager.explicit_log_dir (or base_results_dir) at a larger file system, then run the job again: "
+            "it resumes from its last checkpoint and writes the model."
+        )
         with guarded_write(target.parent, needed, f"the model {target.name}", advice):
-            save_vision_model(target, family, model_section_dict(model_section or parts.cfg.model), state,
-                              parts.cfg.trainer.precision_name(), class_names)
+            save_vision_model(
+                target,
+                family,
+                model_section_dict(model_section or parts.cfg.model),
+                state,
+                parts.cfg.trainer.precision_name(),
+                class_names,
+            )
     if parts.placement.world_size > 1:
         torch.distributed.barrier()
     return str(target)
 
 
-def model_section_dict(model) -> Dict[str, Any]:
+def model_section_dict(model) -> dict[str, Any]:
     """A bound model section back as the plain mapping model_config.yaml holds."""
     return _plain(dataclasses.asdict(model))
 
@@ -132,6 +181,7 @@ def _plain(value):
 
 # ---- reading -----------------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class SavedVisionModel:
     family: str  # the family's name (vision_family.py of its package): "vit", "clip"
@@ -139,12 +189,12 @@ class SavedVisionModel:
     module: torch.nn.Module  # VitClassifier or ClipModel, eval mode, TP=1
     precision: str  # dtype of the weights as loaded: fp32, bf16 or fp16
     trained_precision: str  # what the run trained in (the seed: evaluate CLIP in it)
-    image_size: Tuple[int, int]  # (height, width) in pixels
-    mean: List[float]  # per-channel normalisation of pixels in [0, 1]
-    std: List[float]
-    class_names: Optional[List[str]] = None  # ViT: the class folder names in label order, when the run knew them
+    image_size: tuple[int, int]  # (height, width) in pixels
+    mean: list[float]  # per-channel normalisation of pixels in [0, 1]
+    std: list[float]
+    class_names: list[str] | None = None  # ViT: the class folder names in label order, when the run knew them
     tokenizer: Any = None  # CLIP: encode(text, length) -> ids
-    text_length: Optional[int] = None  # CLIP: tokens per caption
+    text_length: int | None = None  # CLIP: tokens per caption
 
     @property
     def record(self) -> VisionFamily:
@@ -203,25 +253,33 @@ class SavedVisionModel:
             raise JobConfigError(f"{what} is for {kind} models; this .nemo holds a {self.family} model")
 
 
-def read_saved_config(path) -> Tuple[str, Dict[str, Any], Dict[str, Any]]:
+def read_saved_config(path) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(family, model section mapping, vision_saved_model entry); tokenizer files extracted to a temporary folder."""
     from ..core.nemo_archive import read_nemo_config
 
     config = read_nemo_config(path)
     saved = config.pop(SAVED_KEY, None)
     if not isinstance(saved, dict) or saved.get("family") not in FAMILY_PACKAGES:
-        raise JobConfigError(f"{path}: not a ViT or CLIP .nemo (its model_config.yaml has no {SAVED_KEY}.family); "
-                             "use the .nemo a vision training, fine-tuning or conversion run wrote")
+        raise JobConfigError(
+            f"{path}: not a ViT or CLIP .nemo (its model_config.yaml has no {SAVED_KEY}.family); "
+            "use the .nemo a vision training, fine-tuning or conversion run wrote"
+        )
     if not config.get("tokenizer"):
         config.pop("tokenizer", None)  # the archive writer adds an empty one for a model that reads no text (ViT)
     return saved["family"], config, saved
 
 
-def inference_section(model, family: Optional[str] = None):
+def inference_section(model, family: str | None = None):
     """The model section with what only changes training speed switched off, at TP=1 (any family's)."""
-    changes = dict(tensor_model_parallel_size=1, pipeline_model_parallel_size=1, activations_checkpoint_granularity=None,
-                   activations_checkpoint_method=None, activations_checkpoint_num_layers=None, transformer_engine=False,
-                   use_cpu_initialization=True)
+    changes = dict(
+        tensor_model_parallel_size=1,
+        pipeline_model_parallel_size=1,
+        activations_checkpoint_granularity=None,
+        activations_checkpoint_method=None,
+        activations_checkpoint_num_layers=None,
+        transformer_engine=False,
+        use_cpu_initialization=True,
+    )
     return dataclasses.replace(model, **changes)
 
 
@@ -231,17 +289,19 @@ def start_vision_parallel(tensor_parallel: int = 1, seed: int = 1234):
     import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
     import megatron.core.models.vision.clip_vit_model  # noqa: F401
     import megatron.core.models.vision.vit_layer_specs  # noqa: F401
+
     from ..core.standalone import start_model_parallel
 
     return start_model_parallel(tensor_parallel, 1, seed)
 
 
-def build_vision_model(family: str, model, precision: str, vocab_size: int = 0, tokenizer=None,
-                       initialize: bool = False) -> torch.nn.Module:
+def build_vision_model(
+    family: str, model, precision: str, vocab_size: int = 0, tokenizer=None, initialize: bool = False
+) -> torch.nn.Module:
     """This rank's chunk of the family's model (the parallel state must exist), in eval mode on this rank's device.
     initialize=False skips the random init: the caller loads every parameter."""
-    from ..core.transformer import build_chunks
     from ..core.standalone import PRECISIONS, on_gpu
+    from ..core.transformer import build_chunks
 
     if precision not in PRECISIONS:
         raise JobConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
@@ -255,12 +315,13 @@ def build_vision_model(family: str, model, precision: str, vocab_size: int = 0, 
     return chunk.eval()
 
 
-def load_vision_model(path, precision: Optional[str] = None) -> SavedVisionModel:
+def load_vision_model(path, precision: str | None = None) -> SavedVisionModel:
     """The archive's model at TP=1 in eval mode (one process is enough: the process group is started when none is).
     precision: fp32, bf16 or fp16; by default the dtype the weights are stored in."""
-    from ..core.shards import merge_shards
     from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights
+    from ..core.shards import merge_shards
     from ..core.standalone import precision_of
+
     family, section, saved = read_saved_config(path)
     record = family_record(family)
     model = inference_section(bind(record.model_schema(), section, "model"))
@@ -277,8 +338,15 @@ def load_vision_model(path, precision: Optional[str] = None) -> SavedVisionModel
     load_weights(module, state, str(path))
     tower = record.image_tower(model)
     return SavedVisionModel(
-        family=family, model_config=model, module=module, precision=precision,
-        trained_precision=saved.get("precision") or precision, image_size=(tower.img_h, tower.img_w),
-        mean=list(tower.image_mean or record.default_mean), std=list(tower.image_std or record.default_std),
-        class_names=saved.get("class_names"), tokenizer=tokenizer,
-        text_length=record.text_length(model))
+        family=family,
+        model_config=model,
+        module=module,
+        precision=precision,
+        trained_precision=saved.get("precision") or precision,
+        image_size=(tower.img_h, tower.img_w),
+        mean=list(tower.image_mean or record.default_mean),
+        std=list(tower.image_std or record.default_std),
+        class_names=saved.get("class_names"),
+        tokenizer=tokenizer,
+        text_length=record.text_length(model),
+    )

@@ -8,6 +8,7 @@ configs and the vision tests (no ImageNet here). As the ViT family's data prepar
 
 The folders are multimodal/shape_folders.py's: a rerun with the same settings leaves them as they are.
 """
+
 import os
 
 from ..multimodal.shape_folders import SETTINGS_FILE, SPLITS, ForeignFolders, write_shape_folders
@@ -28,10 +29,13 @@ def main(argv=None):
     except ForeignFolders as error:
         raise DataConfigError(
             f"data_preparation.output_dir={cfg.output_dir!r}: {error} exists and was not written by this step; "
-            "name an empty or new folder") from None
+            "name an empty or new folder"
+        ) from None
     (report.done if written else report.kept)(cfg.output_dir, output=os.path.join(cfg.output_dir, SETTINGS_FILE))
-    report.note("images", f"{cfg.num_train} train, {cfg.num_val} val, {cfg.image_size} x {cfg.image_size} px, "
-                          f"{len(CLASSES)} classes")
+    report.note(
+        "images",
+        f"{cfg.num_train} train, {cfg.num_val} val, {cfg.image_size} x {cfg.image_size} px, {len(CLASSES)} classes",
+    )
     report.note("folders", ", ".join(os.path.join(cfg.output_dir, split) for split in SPLITS))
     return report
 

@@ -11,12 +11,13 @@ process can compute which example sample n is. A process keeps the member offset
 from the tar's headers) and reads only the members of the examples it is asked for, so loader workers that take
 turns over the steps never read a whole shard each.
 """
+
 import bisect
 import dataclasses
 import os
 import pickle
 import tarfile
-from typing import Callable, Dict, List, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -45,7 +46,7 @@ def precached(extensions) -> bool:
 def count_pairs(path: str, complete=_complete) -> int:
     """Examples with a caption and an image (or what `complete` asks of an example's extensions), from the tar's
     headers."""
-    found: Dict[str, set] = {}
+    found: dict[str, set] = {}
     with tarfile.open(path, "r:") as tar:
         for info in tar.getmembers():
             if info.isfile():
@@ -54,10 +55,10 @@ def count_pairs(path: str, complete=_complete) -> int:
     return sum(1 for extensions in found.values() if complete(extensions))
 
 
-def list_shards(entries: Sequence[str], key: str, complete=_complete) -> List[Shard]:
+def list_shards(entries: Sequence[str], key: str, complete=_complete) -> list[Shard]:
     """The shards of wdinfo.pkl files (generate_wdinfo: full and partial tars, paths relative to the file), .tar
     files and folders of complete .tar files."""
-    shards: List[Shard] = []
+    shards: list[Shard] = []
     for entry in entries:
         if entry.endswith(".pkl"):
             try:
@@ -72,8 +73,10 @@ def list_shards(entries: Sequence[str], key: str, complete=_complete) -> List[Sh
         elif entry.endswith(".tar") and os.path.isfile(entry):
             shards.append(Shard(entry, count_pairs(entry, complete)))
         elif os.path.isdir(entry):
-            shards += [Shard(os.path.join(entry, name), count_pairs(os.path.join(entry, name), complete))
-                       for name in tar_files(entry)]
+            shards += [
+                Shard(os.path.join(entry, name), count_pairs(os.path.join(entry, name), complete))
+                for name in tar_files(entry)
+            ]
         else:
             raise JobConfigError(f"{key}: {entry} is neither a wdinfo.pkl, a .tar nor a folder of .tar files")
     shards = [s for s in shards if s.examples]
@@ -82,13 +85,13 @@ def list_shards(entries: Sequence[str], key: str, complete=_complete) -> List[Sh
     return shards
 
 
-Members = Dict[str, Tuple[int, int]]  # extension -> (offset of the data in the tar, size in bytes)
+Members = dict[str, tuple[int, int]]  # extension -> (offset of the data in the tar, size in bytes)
 
 
-def index_examples(path: str, complete=_complete) -> List[Tuple[str, Members]]:
+def index_examples(path: str, complete=_complete) -> list[tuple[str, Members]]:
     """(key, members) of the complete examples of one tar, in its order (the samples webdataset's tar reader
     groups), from its headers alone: iterating a tar opened for random access seeks past each member's data."""
-    found: List[Tuple[str, Members]] = []
+    found: list[tuple[str, Members]] = []
     key, members = None, {}
     with tarfile.open(path, "r:") as tar:
         for info in tar:
@@ -105,7 +108,7 @@ def index_examples(path: str, complete=_complete) -> List[Tuple[str, Members]]:
     return found
 
 
-def read_members(handle, key: str, members: Members) -> Dict[str, bytes]:
+def read_members(handle, key: str, members: Members) -> dict[str, bytes]:
     """One example's members from an open tar, keyed as webdataset keys a sample's ({"__key__", "jpg", "txt"})."""
     example = {"__key__": key}
     for extension, (offset, size) in members.items():
@@ -119,8 +122,15 @@ def _permutation(size: int, *seed: int) -> np.ndarray:
 
 
 class ShardExamples(torch.utils.data.Dataset):
-    def __init__(self, shards: List[Shard], length: int, seed: int, shuffle: bool,
-                 encode: Callable[[Dict[str, bytes], int], Dict[str, torch.Tensor]], complete=_complete):
+    def __init__(
+        self,
+        shards: list[Shard],
+        length: int,
+        seed: int,
+        shuffle: bool,
+        encode: Callable[[dict[str, bytes], int], dict[str, torch.Tensor]],
+        complete=_complete,
+    ):
         self.shards, self.length, self.seed, self.shuffle, self.encode = shards, length, seed, shuffle, encode
         self.complete = complete
         self.total = sum(s.examples for s in shards)
@@ -138,15 +148,17 @@ class ShardExamples(torch.utils.data.Dataset):
             self._ends = np.cumsum([self.shards[i].examples for i in self._order]).tolist()
             self._pass = epoch
 
-    def _example(self, shard: Shard, offset: int) -> Dict[str, bytes]:
+    def _example(self, shard: Shard, offset: int) -> dict[str, bytes]:
         """Reads the one example's members: the DataLoader hands a step to one worker and the next to another, so
         both touch most shards, and reading whole shards made each worker read every shard (the loader then fed
         the CLIP trainer at 0.74 of a plain webdataset pipeline's rate, benchmarks/clip_loader_throughput.py)."""
         if self._cached_path != shard.path:
             examples = index_examples(shard.path, self.complete)
             if len(examples) != shard.examples:
-                raise JobConfigError(f"model.data: {shard.path} holds {len(examples)} image-caption examples where its "
-                                     f"listing says {shard.examples}; regenerate wdinfo.pkl (generate_wdinfo)")
+                raise JobConfigError(
+                    f"model.data: {shard.path} holds {len(examples)} image-caption examples where its "
+                    f"listing says {shard.examples}; regenerate wdinfo.pkl (generate_wdinfo)"
+                )
             if self._handle is not None:
                 self._handle.close()
             self._cached_path, self._cached, self._handle = shard.path, examples, open(shard.path, "rb")

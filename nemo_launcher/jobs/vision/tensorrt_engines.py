@@ -7,12 +7,13 @@ and a GPU is visible); elsewhere the reason why not, which the export job report
 Each input gets one optimisation profile from batch 1 to max_batch_size (optimised for the largest), so an engine
 accepts any batch in that range.
 """
-from typing import Dict, Optional, Sequence, Tuple
+
+from collections.abc import Sequence
 
 Shape = Sequence[int]
 
 
-def unavailable() -> Optional[str]:
+def unavailable() -> str | None:
     try:
         import tensorrt  # noqa: F401
     except ImportError as error:
@@ -24,7 +25,7 @@ def unavailable() -> Optional[str]:
     return None
 
 
-def build_engine(onnx_path: str, plan_path: str, profiles: Dict[str, Tuple[Shape, Shape, Shape]], fp16: bool) -> None:
+def build_engine(onnx_path: str, plan_path: str, profiles: dict[str, tuple[Shape, Shape, Shape]], fp16: bool) -> None:
     import tensorrt as trt
 
     logger = trt.Logger(trt.Logger.WARNING)

@@ -7,6 +7,7 @@ transformer layers) over the keys of a schema's VisionTower section.
 megatron-core 0.16's local ViT layer spec asks for a causal mask, which would let a patch see only the patches
 before it; vit_layer_spec swaps in no mask, as its Transformer Engine spec has, so every token sees the image.
 """
+
 import dataclasses
 import types
 
@@ -15,8 +16,14 @@ import torch.nn.functional as F
 from ..core.transformer import shared_transformer_settings
 
 # Keys every tower's TransformerConfig reads from the model section rather than the tower section.
-_MODEL_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "use_cpu_initialization",
-               "activations_checkpoint_granularity", "activations_checkpoint_method", "activations_checkpoint_num_layers")
+_MODEL_KEYS = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "use_cpu_initialization",
+    "activations_checkpoint_granularity",
+    "activations_checkpoint_method",
+    "activations_checkpoint_num_layers",
+)
 
 
 def tower_keys(model, tower):
@@ -69,14 +76,22 @@ def build_tower(tower, config, use_te: bool):
     a CPU (it places its position ids with .cuda())."""
     from megatron.core.models.vision.clip_vit_model import CLIPViTModel
 
-    return CLIPViTModel(config, vit_layer_spec(use_te), ln_pre_impl=norm_class(use_te), ln_post_impl=norm_class(use_te),
-                        add_class_token=True, class_token_len=tower.class_token_length, patch_dim=tower.patch_dim,
-                        img_h=tower.img_h, img_w=tower.img_w)
+    return CLIPViTModel(
+        config,
+        vit_layer_spec(use_te),
+        ln_pre_impl=norm_class(use_te),
+        ln_post_impl=norm_class(use_te),
+        add_class_token=True,
+        class_token_len=tower.class_token_length,
+        patch_dim=tower.patch_dim,
+        img_h=tower.img_h,
+        img_w=tower.img_w,
+    )
 
 
 def tower_flops_per_image(tower) -> float:
     """Forward + backward FLOPs of one image through the tower's transformer layers (matrix products only)."""
     tokens, hidden, ffn = tower.patches() + tower.class_token_length, tower.hidden_size, tower.ffn_hidden_size
     per_layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * ffn) + 4 * tokens * tokens * hidden
-    patch = 2 * tower.patches() * hidden * 3 * tower.patch_dim ** 2
+    patch = 2 * tower.patches() * hidden * 3 * tower.patch_dim**2
     return 3.0 * (tower.num_layers * per_layer + patch)

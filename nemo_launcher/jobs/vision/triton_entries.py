@@ -11,16 +11,17 @@
 
 Each entry is built beside its final place and swapped in when complete, so a server never sees half of one.
 """
+
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 from ..serving.triton_export import VERSION, tensors_pbtxt
 
 PLATFORMS = {".plan": "tensorrt_plan", ".onnx": "onnxruntime_onnx"}
 
 
-def swap_in_entry(target: Path, files: Mapping[str, Path], config: str, texts: Optional[Mapping[str, str]] = None) -> Path:
+def swap_in_entry(target: Path, files: Mapping[str, Path], config: str, texts: Mapping[str, str] | None = None) -> Path:
     """files: version-folder name -> file copied there; texts: version-folder name -> content written there."""
     staging = target.with_name(f".{target.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
@@ -36,11 +37,17 @@ def swap_in_entry(target: Path, files: Mapping[str, Path], config: str, texts: O
     return target
 
 
-def write_graph_entry(repository: Path, name: str, model_file: Path, inputs: Sequence, outputs: Sequence,
-                      max_batch_size: int) -> Path:
+def write_graph_entry(
+    repository: Path, name: str, model_file: Path, inputs: Sequence, outputs: Sequence, max_batch_size: int
+) -> Path:
     """An engine or an ONNX graph served by Triton's own backend for it, batches of 1..max_batch_size."""
     platform = PLATFORMS[model_file.suffix]
-    lines = [f'name: "{name}"', f'platform: "{platform}"', f"max_batch_size: {max_batch_size}", *tensors_pbtxt(inputs, outputs)]
+    lines = [
+        f'name: "{name}"',
+        f'platform: "{platform}"',
+        f"max_batch_size: {max_batch_size}",
+        *tensors_pbtxt(inputs, outputs),
+    ]
     return swap_in_entry(repository / name, {f"model{model_file.suffix}": model_file}, "\n".join(lines) + "\n")
 
 

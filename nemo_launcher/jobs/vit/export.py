@@ -3,6 +3,7 @@
 ONNX graphs checked under onnxruntime, TensorRT engines where TensorRT builds them, and Triton entries; see
 nemo_launcher/jobs/vision/export.py.
 """
+
 import sys
 
 PROG = "python3 -m nemo_launcher.jobs.vit.export"

@@ -12,14 +12,15 @@ written to <explicit_log_dir>/checkpoints/<exp_manager.name>.nemo. Exit codes as
 Only the standard library is imported at module level: dist_checkpointing starts a helper process by spawning,
 which re-imports this module.
 """
+
 import sys
 
 PROG = "python3 -m nemo_launcher.jobs.vit.finetune"
 
 
 def main(argv=None) -> int:
-    from ..core.program import run_program
     from ...contract.schemas.vit_finetuning import VitFinetuneConfig
+    from ..core.program import run_program
 
     return run_program(argv, PROG, VitFinetuneConfig, _recipe, build=_build_parts, module_class=_module)
 

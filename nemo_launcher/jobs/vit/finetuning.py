@@ -14,6 +14,7 @@ Everything else of the trainer core holds: exact resume after kill -9 from step-
 again, then the checkpoint's weights replace it), signals, max_time, TensorBoard. At max_steps the fine-tuned model
 is written to <explicit_log_dir>/checkpoints/<exp_manager.name>.nemo, the file evaluation=vit/imagenet_val reads.
 """
+
 import dataclasses
 import logging
 from pathlib import Path
@@ -36,8 +37,10 @@ def pretrained_section(path: str):
     from ..vision.saved_models import read_saved_config
 
     if not Path(path).is_file():
-        raise JobConfigError(f"model.restore_from_path: {path} does not exist; a finished ViT training run writes "
-                             "<train dir>/results/checkpoints/nemo_vit_classification.nemo")
+        raise JobConfigError(
+            f"model.restore_from_path: {path} does not exist; a finished ViT training run writes "
+            "<train dir>/results/checkpoints/nemo_vit_classification.nemo"
+        )
     family, section, _ = read_saved_config(path)
     if family != "vit":
         raise JobConfigError(f"model.restore_from_path: {path} holds a {family} model; fine-tune a ViT .nemo")
@@ -50,17 +53,36 @@ def finetuned_section(cfg, pretrained=None):
     m = cfg.model
     pretrained = pretrained or pretrained_section(m.restore_from_path)
     if m.patch_dim != pretrained.patch_dim:
-        raise JobConfigError(f"model.patch_dim: {m.patch_dim}, but {m.restore_from_path} was trained with patches of "
-                             f"{pretrained.patch_dim} px; set {pretrained.patch_dim}")
+        raise JobConfigError(
+            f"model.patch_dim: {m.patch_dim}, but {m.restore_from_path} was trained with patches of "
+            f"{pretrained.patch_dim} px; set {pretrained.patch_dim}"
+        )
     tp = m.tensor_model_parallel_size
     for name in ("num_attention_heads", "ffn_hidden_size"):
         if getattr(pretrained, name) % tp:
-            raise JobConfigError(f"model.tensor_model_parallel_size: TP({tp}) must divide the .nemo's {name} "
-                                 f"({getattr(pretrained, name)}); pick a TP that divides it")
-    keep = ("micro_batch_size", "global_batch_size", "data", "num_classes", "img_h", "img_w", "head_type",
-            "hidden_dropout", "attention_dropout", "tensor_model_parallel_size", "seed", "use_cpu_initialization",
-            "transformer_engine", "megatron_amp_O2", "activations_checkpoint_granularity",
-            "activations_checkpoint_method", "activations_checkpoint_num_layers")
+            raise JobConfigError(
+                f"model.tensor_model_parallel_size: TP({tp}) must divide the .nemo's {name} "
+                f"({getattr(pretrained, name)}); pick a TP that divides it"
+            )
+    keep = (
+        "micro_batch_size",
+        "global_batch_size",
+        "data",
+        "num_classes",
+        "img_h",
+        "img_w",
+        "head_type",
+        "hidden_dropout",
+        "attention_dropout",
+        "tensor_model_parallel_size",
+        "seed",
+        "use_cpu_initialization",
+        "transformer_engine",
+        "megatron_amp_O2",
+        "activations_checkpoint_granularity",
+        "activations_checkpoint_method",
+        "activations_checkpoint_num_layers",
+    )
     return dataclasses.replace(pretrained, **{name: getattr(m, name) for name in keep})
 
 
@@ -68,14 +90,22 @@ def finetune_recipe(cfg) -> Recipe:
     section = finetuned_section(cfg)
 
     def summary(cfg, outcome):
-        return [("model", f"ViT {section.num_layers} layers, hidden {section.hidden_size}, {section.patches()} patches "
-                          f"of {section.patch_dim} px at {section.img_h} x {section.img_w}, {section.head_type} head, "
-                          f"{section.num_classes} classes (chance top-1 {100 / section.num_classes:.1f}%)"),
-                ("started from", cfg.model.restore_from_path)]
+        return [
+            (
+                "model",
+                f"ViT {section.num_layers} layers, hidden {section.hidden_size}, {section.patches()} patches "
+                f"of {section.patch_dim} px at {section.img_h} x {section.img_w}, {section.head_type} head, "
+                f"{section.num_classes} classes (chance top-1 {100 / section.num_classes:.1f}%)",
+            ),
+            ("started from", cfg.model.restore_from_path),
+        ]
 
-    return dataclasses.replace(vit_recipe(cfg), sequences=lambda model: Sequences(section.seq_length()),
-                               flops_per_token=lambda model, vocab: tower_flops_per_image(section) / section.seq_length(),
-                               summary_items=summary)
+    return dataclasses.replace(
+        vit_recipe(cfg),
+        sequences=lambda model: Sequences(section.seq_length()),
+        flops_per_token=lambda model, vocab: tower_flops_per_image(section) / section.seq_length(),
+        summary_items=summary,
+    )
 
 
 def interpolate_positions(table: torch.Tensor, class_tokens: int, old_grid, new_grid) -> torch.Tensor:
@@ -106,8 +136,8 @@ def adapted_state(full, pretrained, section):
 
 
 def _load_pretrained(chunk, cfg, pretrained, section, tp_rank: int) -> str:
-    from ..core.shards import merge_shards, split_state_dict
     from ..core.nemo_archive import layout_of, load_nemo_shard
+    from ..core.shards import merge_shards, split_state_dict
     from ..vision.saved_models import read_saved_config, vision_shard_layout
 
     path = cfg.model.restore_from_path
@@ -122,8 +152,10 @@ def _load_pretrained(chunk, cfg, pretrained, section, tp_rank: int) -> str:
     result = chunk.load_state_dict({k: v.to(device) for k, v in mine.items()}, strict=False)
     missing = [k for k in result.missing_keys if not k.endswith("._extra_state") and (kept or not k.startswith(_HEAD))]
     if missing or result.unexpected_keys:
-        raise JobConfigError(f"model.restore_from_path: {path} does not fit the classifier (missing: {missing[:5]}, "
-                             f"unexpected: {result.unexpected_keys[:5]})")
+        raise JobConfigError(
+            f"model.restore_from_path: {path} does not fit the classifier (missing: {missing[:5]}, "
+            f"unexpected: {result.unexpected_keys[:5]})"
+        )
     if not kept:
         with torch.no_grad():
             chunk.head_out.weight.zero_()
@@ -141,8 +173,10 @@ def build_finetune_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=No
     from .model import transformer_config, vit_chunk
 
     if cfg.trainer.accelerator == "cpu" and cfg.trainer.precision_name() != "fp32":
-        raise JobConfigError(f"trainer.precision: {cfg.trainer.precision} needs accelerator gpu (megatron-core's "
-                             "mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU")
+        raise JobConfigError(
+            f"trainer.precision: {cfg.trainer.precision} needs accelerator gpu (megatron-core's "
+            "mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU"
+        )
     pretrained = pretrained_section(cfg.model.restore_from_path)
     section = finetuned_section(cfg, pretrained)
     use_te = section.transformer_engine and on_gpu and transformer_engine_available()
@@ -152,7 +186,11 @@ def build_finetune_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=No
     built = {}
 
     def datasets(batches):
-        sizes = [batches.total_samples(cfg.trainer.max_steps), cfg.trainer.limit_val_batches * section.global_batch_size, 0]
+        sizes = [
+            batches.total_samples(cfg.trainer.max_steps),
+            cfg.trainer.limit_val_batches * section.global_batch_size,
+            0,
+        ]
         built["splits"] = vit_datasets(cfg, sizes, model=section)
         return built["splits"]
 
@@ -160,8 +198,10 @@ def build_finetune_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=No
     train, valid, _ = built["splits"]
     grid = f"{pretrained.img_h // pretrained.patch_dim}x{pretrained.img_w // pretrained.patch_dim}"
     new_grid = f"{section.img_h // section.patch_dim}x{section.img_w // section.patch_dim}"
-    description = (f"{describe(cfg, train, valid)}; from {cfg.model.restore_from_path}: positions {grid} -> {new_grid}, "
-                   f"head {head}")
+    description = (
+        f"{describe(cfg, train, valid)}; from {cfg.model.restore_from_path}: positions {grid} -> {new_grid}, "
+        f"head {head}"
+    )
     parts = dataclasses.replace(parts, data_description=description)
     parts.finetuned_section = section
     return parts

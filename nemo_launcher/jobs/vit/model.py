@@ -5,6 +5,7 @@ pretraining head (an MLP with one hidden layer, tanh, as NeMo's ViT head) or its
     logits = chunk(images)                                    # [b, num_classes]
     scores = chunk(images, labels)                            # [b, 2]: cross-entropy, 1.0 where top-1 is right
 """
+
 import torch
 import torch.nn.functional as F
 

@@ -6,15 +6,16 @@ Training images are sample n of the run (vision/class_folders.py: its crop drawn
 the core's step sampler, so a resumed run reads what an uninterrupted one would; validation scores the first
 limit_val_batches global batches of the validation folder, centre-cropped, every time.
 """
+
 import dataclasses
 from pathlib import Path
 
+from ...contract.schemas.vision_training import IMAGENET_MEAN, IMAGENET_STD
 from ..common.config import JobConfigError
 from ..core.module import TrainingModule
 from ..core.recipe import Recipe, Sequences
 from ..vision.class_folders import Augment, ClassFolderImages, ClassFolders
 from ..vision.tower import tower_flops_per_image
-from ...contract.schemas.vision_training import IMAGENET_MEAN, IMAGENET_STD
 from .model import transformer_config, vit_chunk
 
 LOSS, ACCURACY = "classification loss", "top1 accuracy"
@@ -41,9 +42,14 @@ def _flops_per_token(model, vocab_size: int) -> float:
 
 def _summary_items(cfg, outcome):
     m = cfg.model
-    return [("model", f"ViT {m.num_layers} layers, hidden {m.hidden_size}, {m.patches()} patches of {m.patch_dim} px "
-                      f"+ {m.class_token_length} class tokens, {m.num_classes} classes (chance top-1 "
-                      f"{100 / m.num_classes:.1f}%)")]
+    return [
+        (
+            "model",
+            f"ViT {m.num_layers} layers, hidden {m.hidden_size}, {m.patches()} patches of {m.patch_dim} px "
+            f"+ {m.class_token_length} class tokens, {m.num_classes} classes (chance top-1 "
+            f"{100 / m.num_classes:.1f}%)",
+        )
+    ]
 
 
 def vit_recipe(cfg) -> Recipe:
@@ -71,18 +77,23 @@ def vit_datasets(cfg, sizes, model=None):
     data = m.data
     folders = ClassFolders(data.data_path[0])
     if len(folders.classes) != m.num_classes:
-        raise JobConfigError(f"model.num_classes: {m.num_classes}, but {folders.root} holds {len(folders.classes)} class "
-                             f"folders; set num_classes to {len(folders.classes)}")
+        raise JobConfigError(
+            f"model.num_classes: {m.num_classes}, but {folders.root} holds {len(folders.classes)} class "
+            f"folders; set num_classes to {len(folders.classes)}"
+        )
     mean, std = pixel_statistics(m, IMAGENET_MEAN, IMAGENET_STD)
     size = (m.img_h, m.img_w)
-    train = ClassFolderImages(folders, sizes[0], size, mean, std, m.seed,
-                              Augment(tuple(data.random_crop_scale), data.random_flip))
+    train = ClassFolderImages(
+        folders, sizes[0], size, mean, std, m.seed, Augment(tuple(data.random_crop_scale), data.random_flip)
+    )
     valid = None
     if len(data.data_path) > 1 and cfg.trainer.limit_val_batches:
         held_out = ClassFolders(data.data_path[1], folders.classes)
         if len(held_out) < m.global_batch_size:
-            raise JobConfigError(f"model.data.data_path: {held_out.root} holds {len(held_out)} images, fewer than one "
-                                 f"global batch ({m.global_batch_size}); validation needs at least one")
+            raise JobConfigError(
+                f"model.data.data_path: {held_out.root} holds {len(held_out)} images, fewer than one "
+                f"global batch ({m.global_batch_size}); validation needs at least one"
+            )
         valid = ClassFolderImages(held_out, len(held_out), size, mean, std, m.seed, None)
     return train, valid, None
 
@@ -130,5 +141,12 @@ class VitModule(TrainingModule):
         from ..vision.saved_models import save_from_training
 
         p = self.parts
-        return {".nemo": save_from_training(p, "vit", self.nemo_path(), class_names=p.train_dataset.folders.classes,
-                                            model_section=self.model_section())}
+        return {
+            ".nemo": save_from_training(
+                p,
+                "vit",
+                self.nemo_path(),
+                class_names=p.train_dataset.folders.classes,
+                model_section=self.model_section(),
+            )
+        }

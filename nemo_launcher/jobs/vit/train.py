@@ -4,13 +4,20 @@ Trains the classifier to trainer.max_steps on ImageNet's class-folder layout, wr
 checkpoints under exp_manager.explicit_log_dir; a rerun continues from the newest complete checkpoint at the next
 unseen image. Signals, max_time, self-requeue, exit codes: the trainer core's (nemo_launcher/jobs/core/program.py).
 """
+
 import sys
 
 from ...contract.schemas.vit_training import VitTrainingConfig
 from ..core.entry import training_main
 
-main = training_main("python3 -m nemo_launcher.jobs.vit.train", VitTrainingConfig, f"{__package__}.recipe", recipe="vit_recipe",
-                     build="build_vit_parts", module="VitModule")
+main = training_main(
+    "python3 -m nemo_launcher.jobs.vit.train",
+    VitTrainingConfig,
+    f"{__package__}.recipe",
+    recipe="vit_recipe",
+    build="build_vit_parts",
+    module="VitModule",
+)
 
 if __name__ == "__main__":
     sys.exit(main())

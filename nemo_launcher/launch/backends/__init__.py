@@ -1,4 +1,5 @@
 """Backends by cluster_type. Adding one is a new module with a Backend subclass and a row here."""
+
 import importlib
 
 # cluster_type -> (module, class); imported on use so a run pays only for the backend it needs.

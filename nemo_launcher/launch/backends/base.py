@@ -3,9 +3,10 @@
 A new backend is a subclass here plus a row in backends/__init__.py, and it must pass the shared suite
 tests/launch/backend_contract.py (one small subclass of BackendContract per backend).
 """
+
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Optional, Sequence
 
 from ...contract.durations import clock_text
 from ...contract.file_numbers import compress_ranges
@@ -36,15 +37,16 @@ class Backend(ABC):
     # The dependency kinds this backend honours between the jobs of one pipeline; validate() refuses the others.
     # A backend that runs jobs here, in order, stopping at the first failure, honours waiting for success
     # (per item too: every item has ended) and singleton (one job at a time), nothing else.
-    pipeline_kinds: FrozenSet[Dependency] = frozenset(
-        {Dependency.AFTER_SUCCESS, Dependency.AFTER_CORRESPONDING_ITEM, Dependency.SINGLETON})
+    pipeline_kinds: frozenset[Dependency] = frozenset(
+        {Dependency.AFTER_SUCCESS, Dependency.AFTER_CORRESPONDING_ITEM, Dependency.SINGLETON}
+    )
     # Whether a job may wait for outside jobs (ids named in run.dependency): only where a queue knows them.
     waits_for_outside_jobs: bool = False
 
     def __init__(self, context: LaunchContext):
         self.context = context
         # What this command queued, for a rollback: submission tag -> job id. Backends without a queue leave it empty.
-        self.queued: Dict[str, str] = {}
+        self.queued: dict[str, str] = {}
 
     def job_name(self, spec: JobSpec) -> str:
         return spec.name
@@ -57,7 +59,7 @@ class Backend(ABC):
         return spec.directory / f"{self.job_name(spec)}_submission.sh"
 
     @abstractmethod
-    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+    def log_pattern(self, spec: JobSpec, job_id: str | None) -> str:
         """Where the job's output will be, for the plan printed after submission."""
 
     @abstractmethod
@@ -75,17 +77,18 @@ class Backend(ABC):
             for wait, outside in waits:
                 if wait.kind not in self.pipeline_kinds or (outside and not self.waits_for_outside_jobs):
                     raise config_error(
-                        f"{spec.stage}.run.dependency", self.dependency_words([wait])[0],
+                        f"{spec.stage}.run.dependency",
+                        self.dependency_words([wait])[0],
                         f"cluster_type={self.name} runs the jobs here, one after another, stopping at the first "
                         "failure, and cannot wait that way: leave run.dependency null or singleton, or use "
                         "cluster_type=bcm",
                     )
 
-    def dependency_words(self, waits: Sequence[Wait]) -> List[str]:
+    def dependency_words(self, waits: Sequence[Wait]) -> list[str]:
         """How the plan and the ledger show a job's dependencies; a queue says them in its own words."""
         return [":".join((wait.kind.value, *wait.job_ids)) for wait in waits]
 
-    def array_words(self, spec: JobSpec) -> Optional[str]:
+    def array_words(self, spec: JobSpec) -> str | None:
         """How the plan and the ledger show an array's items ("0-29"); None for a single job."""
         return compress_ranges(spec.array_items) if spec.is_array else None
 
@@ -97,13 +100,13 @@ class Backend(ABC):
         """Refuses to start when the tools this backend needs are missing (skipped in dry runs)."""
 
     @abstractmethod
-    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: str | None = None) -> str | None:
         """Submits (or runs) the script; returns a job id when the backend queues jobs. `waits` are the spec's
         own waits plus the job before it, bound by the pipeline (queueing backends only). `tag` is unique to this
         submission of this job: a queueing backend records it with the job, so that an ambiguous failure can be
         looked up instead of queueing the job twice."""
 
-    def settle(self) -> Optional[str]:
+    def settle(self) -> str | None:
         """Before a rollback: makes `queued` complete (a queueing backend looks up the submissions whose outcome
         it does not know). Returns why that failed, or None."""
         return None
@@ -111,16 +114,18 @@ class Backend(ABC):
     def cancel(self, job_ids: Sequence[str]) -> None:
         """Cancels jobs this command submitted (atomic submission rolls back with it)."""
 
-    def environment_lines(self, spec: JobSpec) -> List[str]:
+    def environment_lines(self, spec: JobSpec) -> list[str]:
         """`export NAME=value` lines shared by the backends: the global env, then the stage's own."""
         pairs = dict(self.context.env)
         pairs.update(spec.env)
         lines = [f"export {name}={quote(value)}" for name, value in pairs.items()]
-        lines.append(f"export PYTHONPATH={quote(str(self.context.launcher_scripts_path))}" + '"${PYTHONPATH:+:${PYTHONPATH}}"')
+        lines.append(
+            f"export PYTHONPATH={quote(str(self.context.launcher_scripts_path))}" + '"${PYTHONPATH:+:${PYTHONPATH}}"'
+        )
         # Read on the node when the job starts, so no secret lands in a script or a log.
         return lines + export_lines(dict(self.context.secret_files), quote)
 
-    def exported_names(self, spec: JobSpec) -> List[str]:
+    def exported_names(self, spec: JobSpec) -> list[str]:
         names = [name for name, _ in self.context.env] + [name for name, _ in spec.env]
         names.append("PYTHONPATH")
         names += [name for name, _ in self.context.secret_files]

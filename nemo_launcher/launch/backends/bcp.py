@@ -1,7 +1,8 @@
 """Base Command Platform backend (cluster_type=bcp): a bcprun script, run with bash inside the NGC job."""
+
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ..errors import StageFailed, config_error
 from ..job_spec import Command, JobSpec, Wait
@@ -14,14 +15,15 @@ class BcpBackend(Backend):
     name = "bcp"
     queues_jobs = False
 
-    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+    def log_pattern(self, spec: JobSpec, job_id: str | None) -> str:
         return f"{self.log_base(spec)}_<YYYYmmdd_HHMMSS>.out"
 
     def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
         stages = [specs[0].stage for specs in specs_by_stage if specs]
         if len(stages) > 1:
             raise config_error(
-                "stages", stages,
+                "stages",
+                stages,
                 "Base Command Platform runs one stage per job: list exactly one stage, e.g. stages=[training], "
                 "and submit the next stage as its own NGC job",
             )
@@ -57,9 +59,10 @@ class BcpBackend(Backend):
             lines += ["", f'{self.bcprun_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
 
-    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: str | None = None) -> str | None:
         result = subprocess.run(["bash", str(script)], cwd=str(spec.directory))
         if result.returncode != 0:
-            raise StageFailed(f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}",
-                              result.returncode)
+            raise StageFailed(
+                f"stage {spec.stage!r} (job {spec.name}) exited with status {result.returncode}", result.returncode
+            )
         return None

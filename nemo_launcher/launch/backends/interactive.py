@@ -1,9 +1,10 @@
 """Interactive backend: runs the job script on this machine with bash, one stage after another."""
+
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from ..errors import StageFailed, StageInterrupted, config_error
 from ..job_spec import Command, JobSpec, Wait
@@ -17,7 +18,7 @@ class InteractiveBackend(Backend):
     # Seconds a stage stopped by Ctrl-C or SIGTERM may take to exit (save, flush its log) before it is killed.
     stop_grace_s = 30.0
 
-    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+    def log_pattern(self, spec: JobSpec, job_id: str | None) -> str:
         return f"{self.log_base(spec)}_<YYYYmmdd_HHMMSS>_<pid>.out"
 
     def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
@@ -25,7 +26,8 @@ class InteractiveBackend(Backend):
             for spec in specs:
                 if spec.nodes > 1:
                     raise config_error(
-                        f"{spec.stage} nodes", spec.nodes,
+                        f"{spec.stage} nodes",
+                        spec.nodes,
                         "cluster_type=interactive runs on this machine only: use 1 node, or cluster_type=bcm",
                     )
         super().validate(specs_by_stage)
@@ -52,7 +54,7 @@ class InteractiveBackend(Backend):
             lines += ["", f'{self.command_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
 
-    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: str | None = None) -> str | None:
         environ = dict(os.environ, NEMO_LAUNCHER_PYTHON=sys.executable)
         print(f"Running {spec.stage} job {spec.name} here: bash {script}", flush=True)
         # Its own session, so that the launcher alone decides how the job is stopped (a SIGTERM sent to the
@@ -69,12 +71,14 @@ class InteractiveBackend(Backend):
             self._stop(process, signal_number)
             raise StageInterrupted(
                 f"stage {spec.stage!r} (job {spec.name}) was stopped by {describe(signal_number)}; later stages were "
-                f"not run. Its log is {self.log_pattern(spec, None)}", signal_number,
+                f"not run. Its log is {self.log_pattern(spec, None)}",
+                signal_number,
             ) from None
         if returncode != 0:
             raise StageFailed(
                 f"stage {spec.stage!r} (job {spec.name}) exited with status {returncode}; "
-                f"later stages were not run. Its log is {self.log_pattern(spec, None)}", returncode,
+                f"later stages were not run. Its log is {self.log_pattern(spec, None)}",
+                returncode,
             )
         return None
 

@@ -1,11 +1,12 @@
 """Slurm backend (cluster_type=bcm): an sbatch script with one srun per command, submitted with `sbatch --parsable`."""
+
 import os
 import re
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ...contract.durations import clock_text
 from ...contract.file_numbers import slurm_array
@@ -53,7 +54,7 @@ def slurm_filename(path) -> str:
     return str(path).replace("%", "%%")
 
 
-def slurm_memory(mem) -> Optional[str]:
+def slurm_memory(mem) -> str | None:
     """0 means all the memory of the node; an integer N means N GB; text is passed through (cluster_settings
     has checked the value)."""
     if mem is None:
@@ -63,7 +64,7 @@ def slurm_memory(mem) -> Optional[str]:
     return str(mem)
 
 
-def slurm_dependency(waits) -> List[str]:
+def slurm_dependency(waits) -> list[str]:
     """`afterok:123`, `aftercorr:7:8`, `singleton`: one --dependency item per wait, in order."""
     return [":".join((DEPENDENCY_TYPES[wait.kind], *wait.job_ids)) for wait in waits]
 
@@ -89,18 +90,18 @@ class SlurmBackend(Backend):
         super().__init__(context)  # self.queued: submission tag -> job id, submitted or adopted
         # Tags of sbatch calls that ended without saying whether they queued their job (interrupted, timed out,
         # or the look-up failed).
-        self.unsettled: Set[str] = set()
+        self.unsettled: set[str] = set()
 
     def job_name(self, spec: JobSpec) -> str:
         return f"{self.context.cluster.get('job_name_prefix') or ''}{spec.name}"
 
-    def log_pattern(self, spec: JobSpec, job_id: Optional[str]) -> str:
+    def log_pattern(self, spec: JobSpec, job_id: str | None) -> str:
         tag = job_id or "<id>"
         if spec.is_array:
             tag += "_<index>"
         return f"{self.log_base(spec)}_{tag}_attempt<n>.out"
 
-    def sbatch_parameters(self, spec: JobSpec) -> Dict[str, object]:
+    def sbatch_parameters(self, spec: JobSpec) -> dict[str, object]:
         """The #SBATCH parameters; True gives a bare flag, None leaves the parameter out."""
         cluster = self.context.cluster
         base = slurm_filename(self.log_base(spec))
@@ -143,16 +144,16 @@ class SlurmBackend(Backend):
                 parameters[key.replace("_", "-")] = value
         return {key: value for key, value in parameters.items() if value is not None and value is not False}
 
-    def sbatch_lines(self, spec: JobSpec) -> List[str]:
+    def sbatch_lines(self, spec: JobSpec) -> list[str]:
         lines = []
         for key, value in sorted(self.sbatch_parameters(spec).items()):
             lines.append(f"--{key}" if value is True else f"--{key}={sbatch_word(value)}")
         return lines
 
-    def dependency_words(self, waits: Sequence[Wait]) -> List[str]:
+    def dependency_words(self, waits: Sequence[Wait]) -> list[str]:
         return slurm_dependency(waits)
 
-    def array_words(self, spec: JobSpec) -> Optional[str]:
+    def array_words(self, spec: JobSpec) -> str | None:
         """--array: the items, `%limit` when at most that many run at once ("0-29%30")."""
         return slurm_array(spec.array_items, spec.array_limit) if spec.is_array else None
 
@@ -171,7 +172,8 @@ class SlurmBackend(Backend):
         for key, value in (("name", spec.name), ("results_dir", str(spec.directory))):
             if re.search(r"[\n\r\0\\]", value):
                 raise config_error(
-                    f"{spec.stage}.run.{key}", value,
+                    f"{spec.stage}.run.{key}",
+                    value,
                     "Slurm cannot write a log to a path holding a line break or a backslash (it drops backslashes "
                     "from --output and then expands nothing); remove it",
                 )
@@ -190,7 +192,8 @@ class SlurmBackend(Backend):
         else:
             fix = f"{key} must be at most cluster.gpus_per_node (one process per GPU); lower it or raise cluster.gpus_per_node"
         raise config_error(
-            key, spec.tasks_per_node,
+            key,
+            spec.tasks_per_node,
             f"the {spec.stage} job starts {spec.tasks_per_node} processes per node, but cluster.gpus_per_node={gpus}; {fix}",
         )
 
@@ -253,7 +256,7 @@ class SlurmBackend(Backend):
                 "on the nodes' own Python."
             )
 
-    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: Optional[str] = None) -> Optional[str]:
+    def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: str | None = None) -> str | None:
         """`sbatch --parsable`, retried on transient failures. The call carries `tag` (unique to this command and
         job: `nemo-launcher:<ledger id>:<job index>`) in --comment, on the command line so that the script stays
         byte-identical to its dry run. When sbatch fails ambiguously, times out or prints no id, one `squeue`
@@ -283,7 +286,9 @@ class SlurmBackend(Backend):
                 adopted = self._adopt(tag, argv, spec, output)
                 if adopted:
                     return adopted
-                raise SubmissionError(f"sbatch printed no job id for {script}: {output!r}, and squeue lists no job tagged {tag}")
+                raise SubmissionError(
+                    f"sbatch printed no job id for {script}: {output!r}, and squeue lists no job tagged {tag}"
+                )
             if returncode is not None and not TRANSIENT_SBATCH_ERRORS.search(output):
                 self.unsettled.discard(tag)  # the controller refused the job: nothing was queued
                 raise SubmissionError(f"sbatch failed for stage {spec.stage!r} ({script}): {output}")
@@ -299,14 +304,20 @@ class SlurmBackend(Backend):
         own = self.context.cluster.get("comment")
         return f"{own} {tag}" if own not in (None, "") else tag
 
-    def _run_sbatch(self, argv: List[str], spec: JobSpec, tag: str) -> Tuple[Optional[int], str, str]:
+    def _run_sbatch(self, argv: list[str], spec: JobSpec, tag: str) -> tuple[int | None, str, str]:
         """(exit code or None when sbatch did not answer in time, stdout, stdout and stderr)."""
         import subprocess
 
         # Its own session: a Ctrl-C meant for the launcher does not kill sbatch halfway through talking to the
         # controller; the launcher decides (below) what to do with a job sbatch is queueing.
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   cwd=str(spec.directory), start_new_session=True)
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(spec.directory),
+            start_new_session=True,
+        )
         try:
             stdout, stderr = process.communicate(timeout=self.sbatch_timeout_s)
         except subprocess.TimeoutExpired:
@@ -317,7 +328,7 @@ class SlurmBackend(Backend):
             raise
         return process.returncode, stdout, (stdout + stderr).strip()
 
-    def _finish_interrupted(self, process, argv: List[str], spec: JobSpec, tag: str) -> None:
+    def _finish_interrupted(self, process, argv: list[str], spec: JobSpec, tag: str) -> None:
         """Interrupted (Ctrl-C, SIGTERM) while sbatch runs: let it finish so that the job it may be queueing
         has a known id the rollback cancels. One that does not finish in time stays unsettled: the rollback
         looks its tag up."""
@@ -336,24 +347,27 @@ class SlurmBackend(Backend):
                 self.queued[tag] = job_id
                 self.unsettled.discard(tag)
 
-    def _queued(self, tag: str, job_id: str, argv: List[str], spec: JobSpec, note: str = "") -> str:
+    def _queued(self, tag: str, job_id: str, argv: list[str], spec: JobSpec, note: str = "") -> str:
         # Remembered before anything else can fail (launcher.log on a full disk): the rollback cancels it.
         self.queued[tag] = job_id
         self.unsettled.discard(tag)
         append_text(spec.directory / "launcher.log", f"{join(argv)}\nSubmitted batch job {job_id}{note}\n")
         return job_id
 
-    def _adopt(self, tag: str, argv: List[str], spec: JobSpec, output: str) -> Optional[str]:
+    def _adopt(self, tag: str, argv: list[str], spec: JobSpec, output: str) -> str | None:
         """The id of the job queued under `tag` despite what sbatch said, or None when none is (one squeue)."""
         found = self.look_up([tag])
         job_id = found.get(tag)
         if job_id is None:
             return None
-        print(f"sbatch reported a failure ({output}), but it did queue job {job_id} ({tag}); keeping that job "
-              "instead of submitting a second copy", file=sys.stderr)
+        print(
+            f"sbatch reported a failure ({output}), but it did queue job {job_id} ({tag}); keeping that job "
+            "instead of submitting a second copy",
+            file=sys.stderr,
+        )
         return self._queued(tag, job_id, argv, spec, f" (adopted: sbatch said {output!r})")
 
-    def look_up(self, tags: Sequence[str]) -> Dict[str, str]:
+    def look_up(self, tags: Sequence[str]) -> dict[str, str]:
         """tag -> job id of this user's jobs carrying one of `tags`, with ONE squeue call (ended jobs the
         controller still remembers included). Tags found or confirmed absent are settled; when squeue fails
         they stay unsettled and SubmissionError says so: submitting again could queue a second copy."""
@@ -362,14 +376,20 @@ class SlurmBackend(Backend):
         argv = ["squeue", "--me", "--noheader", "--states=all", "--format=%F|%k"]
         try:
             result = subprocess.run(argv, capture_output=True, text=True, timeout=self.sbatch_timeout_s)
-            problem = "" if result.returncode == 0 else (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+            problem = (
+                ""
+                if result.returncode == 0
+                else (result.stderr or result.stdout).strip() or f"exit {result.returncode}"
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
             result, problem = None, str(error)
         if problem:
-            raise SubmissionError(f"cannot tell whether sbatch queued the job tagged {', '.join(tags)} (squeue failed: "
-                                  f"{problem}), so it is not submitted again")
+            raise SubmissionError(
+                f"cannot tell whether sbatch queued the job tagged {', '.join(tags)} (squeue failed: "
+                f"{problem}), so it is not submitted again"
+            )
         wanted = set(tags)
-        found: Dict[str, str] = {}
+        found: dict[str, str] = {}
         for line in result.stdout.splitlines():
             job_id, _, comment = line.strip().partition("|")
             tag = comment.rsplit(" ", 1)[-1]
@@ -381,7 +401,7 @@ class SlurmBackend(Backend):
                 self.queued[tag] = found[tag]
         return found
 
-    def settle(self) -> Optional[str]:
+    def settle(self) -> str | None:
         """Before a rollback: looks up the tags whose sbatch call ended without saying whether it queued its job,
         so that `queued` holds every job this command queued. Returns why that failed, or None."""
         if not self.unsettled:
@@ -397,7 +417,9 @@ class SlurmBackend(Backend):
             import subprocess
 
             try:
-                result = subprocess.run(["scancel", *job_ids], capture_output=True, text=True, timeout=self.sbatch_timeout_s)
+                result = subprocess.run(
+                    ["scancel", *job_ids], capture_output=True, text=True, timeout=self.sbatch_timeout_s
+                )
             except (OSError, subprocess.TimeoutExpired) as error:
                 raise SubmissionError(f"scancel {' '.join(job_ids)} failed: {error}") from None
             if result.returncode != 0:
@@ -415,7 +437,7 @@ def _kill_session(process) -> None:
     process.communicate()
 
 
-def _parsed_job_id(stdout: str) -> Optional[str]:
+def _parsed_job_id(stdout: str) -> str | None:
     """`sbatch --parsable` prints `<id>` or `<id>;<cluster>`."""
     job_id = stdout.strip().split(";")[0]
     return job_id if job_id.isdigit() else None

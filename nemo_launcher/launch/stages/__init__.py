@@ -1,4 +1,5 @@
 """Stage kinds by config group name. Adding one is a new module with a Stage subclass and a row here."""
+
 import importlib
 
 # stage kind (config group) -> (module, class); imported on use, so a run pays only for the stages it lists.

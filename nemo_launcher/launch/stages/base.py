@@ -5,9 +5,10 @@ run.ntasks_per_node, or one task) and nothing about model families: which progra
 section come from the family's row (launch/families.py), and the bound config answers the rest: `run`, `reads()`,
 `writes()`, and for stages with a preparation step `preparation_args(config_file)`.
 """
+
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Tuple
+from typing import Any, ClassVar
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +20,7 @@ from ..errors import ConfigError, config_error
 from ..families import Family, family_for, program_for, schema_for
 from ..job_spec import Command, Dependency, JobSpec
 from .run_dependency import parse_run_dependency, time_limit
+
 
 def positive_int(key: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -34,7 +36,7 @@ def load_schema(path: str):
     return getattr(importlib.import_module(module), name)
 
 
-def dump_config(config: Dict[str, Any]) -> str:
+def dump_config(config: dict[str, Any]) -> str:
     # libyaml's emitter when present: the pure-Python one costs more than the rest of a dry run's own work.
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return yaml.dump(config, Dumper=dumper, sort_keys=False, default_flow_style=False, width=120)
@@ -57,15 +59,19 @@ class Stage(ABC):
         for key in keys:
             positive_int(self.key(key), OmegaConf.select(self.root, self.key(key), default=1))
 
-    def resolved(self) -> Dict[str, Any]:
+    def resolved(self) -> dict[str, Any]:
         """This stage's section with every ${...} resolved; a missing `???` value is a ConfigError naming its key."""
         section = self.root[self.kind]
         try:
             return OmegaConf.to_container(section, resolve=True, throw_on_missing=True)
         except MissingMandatoryValue as error:
-            raise config_error(self._full_key(error), "???", "this value is mandatory: set it in the YAML or on the command line") from None
+            raise config_error(
+                self._full_key(error), "???", "this value is mandatory: set it in the YAML or on the command line"
+            ) from None
         except InterpolationResolutionError as error:
-            raise ConfigError(f"{self._full_key(error)}: cannot resolve an interpolation ({error.msg.splitlines()[0]})") from None
+            raise ConfigError(
+                f"{self._full_key(error)}: cannot resolve an interpolation ({error.msg.splitlines()[0]})"
+            ) from None
         except OmegaConfBaseException as error:
             raise ConfigError(f"{self._full_key(error)}: {error.msg.splitlines()[0]}") from None
 
@@ -73,7 +79,7 @@ class Stage(ABC):
         key = getattr(error, "full_key", None) or "?"
         return key if key.startswith(self.kind) else f"{self.kind}.{key}"
 
-    def bind_family(self) -> Tuple[Family, str, Dict[str, Any], Any]:
+    def bind_family(self) -> tuple[Family, str, dict[str, Any], Any]:
         """(family, job program, resolved section, bound config) of a stage whose config choice names its family:
         the family's row says which program runs and which schema the section binds to."""
         family = family_for(self.kind, self.choice)
@@ -81,7 +87,7 @@ class Stage(ABC):
         config, cfg = self.bind(schema_for(family, self.kind))
         return family, program, config, cfg
 
-    def preparation(self, family: Family, cfg) -> Tuple[Command, ...]:
+    def preparation(self, family: Family, cfg) -> tuple[Command, ...]:
         """The family's one-process preparation step, when the bound config asks for one: its schema's
         `preparation_args(config_file)` gives the arguments, or None for nothing to prepare (as for a schema
         without that method: its stage never prepares anything)."""
@@ -91,7 +97,7 @@ class Stage(ABC):
             return ()
         return (Command(family.preparers[self.kind], tuple(args), distributed=False),)
 
-    def bind(self, schema_path: str) -> Tuple[Dict[str, Any], Any]:
+    def bind(self, schema_path: str) -> tuple[dict[str, Any], Any]:
         """(resolved section, the section bound to its job program's schema). Every rule of the schema is
         checked here, before anything is written: the job binds the same file to the same schema when it starts."""
         config = self.resolved()
@@ -101,7 +107,7 @@ class Stage(ABC):
             raise ConfigError(str(error)) from None
 
     @staticmethod
-    def files_of(cfg) -> Dict[str, Any]:
+    def files_of(cfg) -> dict[str, Any]:
         """The job spec fields that declare what a job reads and writes, from its bound config."""
         return {"reads": tuple(cfg.reads()), "writes": tuple(str(path) for path in cfg.writes())}
 
@@ -109,7 +115,7 @@ class Stage(ABC):
         """Where the resolved config goes: `<run.results_dir>/<run.name>_hydra.yaml`, beside the script."""
         return Path(run.results_dir) / f"{run.name}_hydra.yaml"
 
-    def one_job(self, config: Dict[str, Any], run, commands, **resources) -> List[JobSpec]:
+    def one_job(self, config: dict[str, Any], run, commands, **resources) -> list[JobSpec]:
         """The usual stage: one job in run.results_dir that waits as run.dependency says and writes the config."""
         after_previous, waits = parse_run_dependency(self.key("run", "dependency"), run.dependency)
         config_file = self.config_file(run)
@@ -127,7 +133,7 @@ class Stage(ABC):
             )
         ]
 
-    def step_jobs(self, package: str, config: Dict[str, Any], cfg) -> List[JobSpec]:
+    def step_jobs(self, package: str, config: dict[str, Any], cfg) -> list[JobSpec]:
         """A chain of steps, one job each running `<package>.<step>`, shaped as the bound config's `steps()` plans
         say (contract/schemas/data_preparation.py: StepPlan): an array (one task per item) or a single job. An array
         step after an array step waits per item (AFTER_CORRESPONDING_ITEM) when its plan reads only its own item's
@@ -136,38 +142,49 @@ class Stage(ABC):
         run = cfg.run
         after_previous, waits = parse_run_dependency(self.key("run", "dependency"), run.dependency)
         config_file = self.config_file(run)
-        specs: List[JobSpec] = []
+        specs: list[JobSpec] = []
         files = self.files_of(cfg)
         for plan in cfg.steps():
             is_array = plan.items is not None
             previous = specs[-1] if specs else None
-            specs.append(JobSpec(
-                stage=self.kind,
-                name=f"{run.name}_{plan.name}",
-                directory=Path(run.results_dir) / plan.name,
-                # Several tasks of one step each run the program (srun over all tasks, torchrun here); one task runs it once.
-                commands=(Command(f"{package}.{plan.name}", ("--config", str(config_file)),
-                                  distributed=plan.tasks_per_node > 1),),
-                time_limit=time_limit(run),
-                tasks_per_node=plan.tasks_per_node,
-                uses_gpus=plan.uses_gpus,
-                gpus_per_node=plan.gpus_per_node if plan.uses_gpus else None,
-                cpus_per_task=plan.cpus_per_task,
-                array_items=tuple(sorted(set(plan.items))) if is_array else None,
-                array_limit=plan.array_limit if is_array else None,
-                array_nodes=plan.bcp_nodes,
-                array_tasks_per_node=plan.bcp_tasks_per_node,
-                # The first step waits for the previous stage; a shard's next step waits for that shard only.
-                after_previous=after_previous if previous is None else (
-                    Dependency.AFTER_CORRESPONDING_ITEM if previous.is_array and is_array and plan.per_task
-                    else Dependency.AFTER_SUCCESS),
-                waits=waits,
-                files=((config_file, dump_config(config)),) if previous is None else (),
-                reads=files["reads"] if previous is None else (),
-                writes=files["writes"],
-            ))
+            specs.append(
+                JobSpec(
+                    stage=self.kind,
+                    name=f"{run.name}_{plan.name}",
+                    directory=Path(run.results_dir) / plan.name,
+                    # Several tasks of one step each run the program (srun over all tasks, torchrun here); one task runs it once.
+                    commands=(
+                        Command(
+                            f"{package}.{plan.name}",
+                            ("--config", str(config_file)),
+                            distributed=plan.tasks_per_node > 1,
+                        ),
+                    ),
+                    time_limit=time_limit(run),
+                    tasks_per_node=plan.tasks_per_node,
+                    uses_gpus=plan.uses_gpus,
+                    gpus_per_node=plan.gpus_per_node if plan.uses_gpus else None,
+                    cpus_per_task=plan.cpus_per_task,
+                    array_items=tuple(sorted(set(plan.items))) if is_array else None,
+                    array_limit=plan.array_limit if is_array else None,
+                    array_nodes=plan.bcp_nodes,
+                    array_tasks_per_node=plan.bcp_tasks_per_node,
+                    # The first step waits for the previous stage; a shard's next step waits for that shard only.
+                    after_previous=after_previous
+                    if previous is None
+                    else (
+                        Dependency.AFTER_CORRESPONDING_ITEM
+                        if previous.is_array and is_array and plan.per_task
+                        else Dependency.AFTER_SUCCESS
+                    ),
+                    waits=waits,
+                    files=((config_file, dump_config(config)),) if previous is None else (),
+                    reads=files["reads"] if previous is None else (),
+                    writes=files["writes"],
+                )
+            )
         return specs
 
     @abstractmethod
-    def job_specs(self) -> List[JobSpec]:
+    def job_specs(self) -> list[JobSpec]:
         """Validates the section and returns the jobs this stage needs, in submission order."""

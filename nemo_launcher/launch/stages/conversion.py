@@ -8,7 +8,6 @@ The GPT family also exports a Hugging Face checkpoint where an architecture matc
 One job of TP x PP processes (the layout of the .nemo), spread over run.nodes x run.ntasks_per_node; the
 config derives those from cluster.gpus_per_node. Each process reads its slice of the checkpoint.
 """
-from typing import List
 
 from ..job_spec import Command, JobSpec
 from .base import Stage
@@ -17,10 +16,16 @@ from .base import Stage
 class ConversionStage(Stage):
     kind = "conversion"
 
-    def job_specs(self) -> List[JobSpec]:
+    def job_specs(self) -> list[JobSpec]:
         # run.nodes divides by these inside an interpolation: a 0 must be reported as itself, not as a division.
         self.check_divisors("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size")
         _, program, config, cfg = self.bind_family()
         command = Command(program, ("--config", str(self.config_file(cfg.run))))
-        return self.one_job(config, cfg.run, [command], nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node,
-                            **self.files_of(cfg))
+        return self.one_job(
+            config,
+            cfg.run,
+            [command],
+            nodes=cfg.run.nodes,
+            tasks_per_node=cfg.run.ntasks_per_node,
+            **self.files_of(cfg),
+        )

@@ -7,7 +7,6 @@ wrote; any other step waits for the whole step before it. Interactive runs do th
 here in order, each over every item. All steps read the one resolved config of the stage, bound to the schema the
 family's row names on both sides.
 """
-from typing import List
 
 from ..job_spec import JobSpec
 from .base import Stage
@@ -16,6 +15,6 @@ from .base import Stage
 class DataPreparationStage(Stage):
     kind = "data_preparation"
 
-    def job_specs(self) -> List[JobSpec]:
+    def job_specs(self) -> list[JobSpec]:
         _, package, config, cfg = self.bind_family()
         return self.step_jobs(package, config, cfg)

@@ -11,7 +11,6 @@ the config asks for it, the family's preparation program writes the task files f
 that plans steps (stable_diffusion/fid_clip: generate -> fid -> clip -> plot) gets one job per step instead, each
 running `<the family's evaluation package>.<step>`, chained as data preparation's steps are.
 """
-from typing import List
 
 from ..job_spec import Command, JobSpec
 from .base import Stage
@@ -20,11 +19,12 @@ from .base import Stage
 class EvaluationStage(Stage):
     kind = "evaluation"
 
-    def job_specs(self) -> List[JobSpec]:
+    def job_specs(self) -> list[JobSpec]:
         self.check_divisors("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size")
         family, program, config, cfg = self.bind_family()
         if hasattr(cfg, "steps"):
             return self.step_jobs(program, config, cfg)
         commands = self.preparation(family, cfg) + (Command(program, ("--config", str(self.config_file(cfg.run)))),)
-        return self.one_job(config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node,
-                            **self.files_of(cfg))
+        return self.one_job(
+            config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node, **self.files_of(cfg)
+        )

@@ -9,7 +9,6 @@ families (export=vit/export_vit, clip/export_clip) write ONNX graphs, TensorRT e
 a GPU when trainer.accelerator is gpu) and Triton entries under infer.out_path.
 Serve the result with tritonserver (see deployment/README.md) or locally with deployment/serve_pytriton.py.
 """
-from typing import List
 
 from ..job_spec import Command, JobSpec
 from .base import Stage
@@ -18,7 +17,7 @@ from .base import Stage
 class ExportStage(Stage):
     kind = "export"
 
-    def job_specs(self) -> List[JobSpec]:
+    def job_specs(self) -> list[JobSpec]:
         _, program, config, cfg = self.bind_family()
         command = Command(program, ("--config", str(self.config_file(cfg.run))), distributed=False)
         # A Triton repository is written on a CPU; a schema whose export builds TensorRT engines asks for a GPU.

@@ -11,8 +11,8 @@ in one process (it keeps files that are already there), so the data is ready bef
 Tuning runs on the trainer core, which resumes from its checkpoints: on Slurm the job gets the time-limit
 warning signal, saves, and requeues itself when it stopped before trainer.max_steps.
 """
+
 from pathlib import Path
-from typing import List
 
 from ...contract import RESUME_MARKER
 from ...contract.schemas.gpu_training import ordered_kernel_queue_env
@@ -23,9 +23,17 @@ from .base import Stage
 class FineTuningStage(Stage):
     kind = "fine_tuning"
 
-    def job_specs(self) -> List[JobSpec]:
+    def job_specs(self) -> list[JobSpec]:
         family, program, config, cfg = self.bind_family()
         commands = self.preparation(family, cfg) + (Command(program, ("--config", str(self.config_file(cfg.run)))),)
-        return self.one_job(config, cfg.run, commands, nodes=cfg.trainer.num_nodes, tasks_per_node=cfg.trainer.devices,
-                            env=ordered_kernel_queue_env(cfg.model), checkpoint_signal=True,
-                            requeue_marker=Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER, **self.files_of(cfg))
+        return self.one_job(
+            config,
+            cfg.run,
+            commands,
+            nodes=cfg.trainer.num_nodes,
+            tasks_per_node=cfg.trainer.devices,
+            env=ordered_kernel_queue_env(cfg.model),
+            checkpoint_signal=True,
+            requeue_marker=Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER,
+            **self.files_of(cfg),
+        )

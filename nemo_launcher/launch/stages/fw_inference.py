@@ -5,7 +5,6 @@
 One job of run.nodes x run.ntasks_per_node processes running the family's inference program (DiT: samples from
 prompts, written as images).
 """
-from typing import List
 
 from ..job_spec import Command, JobSpec
 from .base import Stage
@@ -14,8 +13,14 @@ from .base import Stage
 class FwInferenceStage(Stage):
     kind = "fw_inference"
 
-    def job_specs(self) -> List[JobSpec]:
+    def job_specs(self) -> list[JobSpec]:
         _, program, config, cfg = self.bind_family()
         command = Command(program, ("--config", str(self.config_file(cfg.run))))
-        return self.one_job(config, cfg.run, [command], nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node,
-                            **self.files_of(cfg))
+        return self.one_job(
+            config,
+            cfg.run,
+            [command],
+            nodes=cfg.run.nodes,
+            tasks_per_node=cfg.run.ntasks_per_node,
+            **self.files_of(cfg),
+        )

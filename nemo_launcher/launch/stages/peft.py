@@ -10,6 +10,7 @@ peft writes the LoRA adapter file and, with model.peft.merge: true, a `.nemo` wi
 other three write model.nemo_path (megatron_gpt_prompt.nemo, megatron_gpt_adapter.nemo, megatron_gpt_ia3.nemo),
 which their evaluation configs read beside the base model. Each schema refuses another method's section.
 """
+
 from .fine_tuning import FineTuningStage
 
 

@@ -8,9 +8,9 @@ stage waits for the stage before it (afterok when none is given); or `kind:jobid
 where kind may also be `after` (once they started). The words are the config's vocabulary, kept from the seed so
 that its users feel at home; the job spec holds only `Dependency` members, and each backend renders those its way.
 """
+
 import re
 from datetime import timedelta
-from typing import Tuple
 
 from ..errors import config_error
 from ..job_spec import Dependency, Wait
@@ -30,7 +30,7 @@ _FORMS = (
 )
 
 
-def parse_run_dependency(key: str, value) -> Tuple[Dependency, Tuple[Wait, ...]]:
+def parse_run_dependency(key: str, value) -> tuple[Dependency, tuple[Wait, ...]]:
     """(how to wait for the previous stage, fixed waits); a ConfigError naming `key` for anything else."""
     after_previous, waits = Dependency.AFTER_SUCCESS, []
     for item in str(value or "").split(","):

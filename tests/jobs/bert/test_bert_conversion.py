@@ -9,6 +9,7 @@ training checkpoints, whose logits come from the trainer's own code (checkpoint_
   why nothing was written, `required` stops with one `Error:` line (exit 2); -> .nemo PP=2, whose stages (layers
   renumbered, heads and the tied copy of the word embeddings on the last) match our split rules.
 """
+
 import os
 import subprocess
 import sys
@@ -24,9 +25,8 @@ safetensors_torch = require_module("safetensors.torch")
 
 from nemo_launcher.jobs.bert.shards import bert_shard_layout  # noqa: E402
 from nemo_launcher.jobs.bert.standalone import load_bert_from_nemo, load_bert_nemo  # noqa: E402
-from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
 from nemo_launcher.jobs.core import nemo_archive  # noqa: E402
-
+from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
 from tests.jobs.pipeline_support import REPO, plan_pipeline, reference_logits, run_job  # noqa: E402
 
 TRAIN, CONVERT = "nemo_launcher.jobs.bert.train", "nemo_launcher.jobs.bert.convert"
@@ -53,8 +53,17 @@ def bert_data(tiny_data):
 
 
 def _train_and_convert(work, data_dir, overrides, processes):
-    run = plan_pipeline(work, ["stages=[training,conversion]", "training=bert/tiny", "conversion=bert/convert_bert",
-                               *SHORT_TRAINING, *overrides], data_dir)
+    run = plan_pipeline(
+        work,
+        [
+            "stages=[training,conversion]",
+            "training=bert/tiny",
+            "conversion=bert/convert_bert",
+            *SHORT_TRAINING,
+            *overrides,
+        ],
+        data_dir,
+    )
     run_job(run.configs["training"], TRAIN, processes=processes)
     log = run_job(run.configs["conversion"], CONVERT).stdout
     return run, log
@@ -78,8 +87,14 @@ def gelu(tmp_path_factory, bert_data):
     work = tmp_path_factory.mktemp("bert_gelu")
     run, log = _train_and_convert(work, bert_data, ["training.model.activation=gelu"], processes=1)
     results = _results(run)
-    tp2 = _variant(run, work, "convert_tp2", model={"tensor_model_parallel_size": 2},
-                   run={"nemo_file_name": "megatron_bert_tp2.nemo"}, hf={"output_dir": str(results / "hf_tp2")})
+    tp2 = _variant(
+        run,
+        work,
+        "convert_tp2",
+        model={"tensor_model_parallel_size": 2},
+        run={"nemo_file_name": "megatron_bert_tp2.nemo"},
+        hf={"output_dir": str(results / "hf_tp2")},
+    )
     run_job(tp2, CONVERT, processes=2)
     return run, log
 
@@ -87,10 +102,17 @@ def gelu(tmp_path_factory, bert_data):
 @pytest.fixture(scope="module")
 def geglu_tp2(tmp_path_factory, bert_data):
     work = tmp_path_factory.mktemp("bert_geglu")
-    run, log = _train_and_convert(work, bert_data, ["training.trainer.devices=2",
-                                                    "training.model.tensor_model_parallel_size=2"], processes=2)
-    pp2 = _variant(run, work, "convert_pp2", model={"pipeline_model_parallel_size": 2},
-                   run={"nemo_file_name": "megatron_bert_pp2.nemo"}, hf={"mode": "off"})
+    run, log = _train_and_convert(
+        work, bert_data, ["training.trainer.devices=2", "training.model.tensor_model_parallel_size=2"], processes=2
+    )
+    pp2 = _variant(
+        run,
+        work,
+        "convert_pp2",
+        model={"pipeline_model_parallel_size": 2},
+        run={"nemo_file_name": "megatron_bert_pp2.nemo"},
+        hf={"mode": "off"},
+    )
     run_job(pp2, CONVERT, processes=2)
     return run, log
 
@@ -117,8 +139,9 @@ def _inputs(tokenizer):
 def _reference(run, tmp_path, inputs, processes):
     torch.save(inputs, tmp_path / "inputs.pt")
     checkpoint = run.base_results_dir / "bert_tiny" / "results" / "checkpoints" / "step-4"
-    reference_logits(run.configs["training"], checkpoint, tmp_path / "inputs.pt", tmp_path / "reference.pt", processes,
-                     family="bert")
+    reference_logits(
+        run.configs["training"], checkpoint, tmp_path / "inputs.pt", tmp_path / "reference.pt", processes, family="bert"
+    )
     return torch.load(tmp_path / "reference.pt")
 
 
@@ -197,12 +220,23 @@ def test_geglu_tp2_checkpoint_to_tp1_nemo_gives_its_logits_and_says_why_there_is
 
 def test_geglu_with_hf_required_stops_with_one_error_line(geglu_tp2, tmp_path):
     run, _ = geglu_tp2
-    config = _variant(run, tmp_path, "convert_required", run={"nemo_file_name": "megatron_bert_required.nemo"},
-                      hf={"mode": "required"})
+    config = _variant(
+        run,
+        tmp_path,
+        "convert_required",
+        run={"nemo_file_name": "megatron_bert_required.nemo"},
+        hf={"mode": "required"},
+    )
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     env.pop("NEMO_LAUNCHER_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", CONVERT, "--config", str(config)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", CONVERT, "--config", str(config)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "hf.mode: required, but" in errors[0] and "activation is geglu" in errors[0]
@@ -236,17 +270,31 @@ def test_masked_lm_only_and_untied_output_export_as_megatron_bert_for_masked_lm(
     from nemo_launcher.jobs.common.config import bind
 
     section = {
-        "micro_batch_size": 2, "global_batch_size": 2, "num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 96,
-        "num_attention_heads": 4, "encoder_seq_length": 16, "max_position_embeddings": 16, "activation": "gelu",
-        "bert_binary_head": False, "share_embeddings_and_output_weights": False, "layernorm_epsilon": 1.0e-6,
-        "init_method_std": 0.2, "hidden_dropout": 0.0, "attention_dropout": 0.0, "transformer_engine": False,
+        "micro_batch_size": 2,
+        "global_batch_size": 2,
+        "num_layers": 2,
+        "hidden_size": 64,
+        "ffn_hidden_size": 96,
+        "num_attention_heads": 4,
+        "encoder_seq_length": 16,
+        "max_position_embeddings": 16,
+        "activation": "gelu",
+        "bert_binary_head": False,
+        "share_embeddings_and_output_weights": False,
+        "layernorm_epsilon": 1.0e-6,
+        "init_method_std": 0.2,
+        "hidden_dropout": 0.0,
+        "attention_dropout": 0.0,
+        "transformer_engine": False,
         "tokenizer": {"library": "megatron", "type": "BertWordPieceLowerCase", "vocab_file": "unused.txt"},
-        "optim": {"name": "adamw", "lr": 1.0e-3, "sched": {"name": "CosineAnnealing"}}, "data": {"seq_length": 16},
+        "optim": {"name": "adamw", "lr": 1.0e-3, "sched": {"name": "CosineAnnealing"}},
+        "data": {"seq_length": 16},
     }
     start_bert_model_parallel(1, 1)
     torch.manual_seed(3)
-    model = build_inference_model(inference_section(bind(BertModelSection, section, "model"), 1, 1), 256, "fp32",
-                                  initialize=True)
+    model = build_inference_model(
+        inference_section(bind(BertModelSection, section, "model"), 1, 1), 256, "fp32", initialize=True
+    )
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" in name:

@@ -3,6 +3,7 @@ tars of the generated shapes: the loss falls and the EMA weights are checkpointe
 rerun ends bit-identical to an uninterrupted one (losses after the checkpoint, weights and EMA weights); the
 contrastive loss covers the whole global batch (two data-parallel ranks of 8 pairs give the losses of one rank of
 16, which comparing only a rank's own pairs would not); TP=2 trains to TP=1's losses."""
+
 import math
 import re
 
@@ -10,9 +11,19 @@ import pytest
 import torch
 
 from nemo_launcher.jobs.multimodal.shapes import shape_example
-
-from tests.jobs.vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses,
-                                       module_names, nemo_state, run_training, weights, write_config, write_shape_tars)
+from tests.jobs.vision_support import (
+    kill_after_checkpoint,
+    layers_stacked,
+    load_in_process,
+    log_dir,
+    losses,
+    module_names,
+    nemo_state,
+    run_training,
+    weights,
+    write_config,
+    write_shape_tars,
+)
 
 PROGRAM = "nemo_launcher.jobs.clip.train"
 RUN = [
@@ -26,8 +37,11 @@ RUN = [
     "model.optim.sched.warmup_steps=5",
     "model.optim.sched.min_lr=1e-3",
 ]
-VALIDATION = ["model.data.validation={dataset_path:[${data_dir}/held_out]}", "trainer.limit_val_batches=1",
-              "trainer.val_check_interval=20"]
+VALIDATION = [
+    "model.data.validation={dataset_path:[${data_dir}/held_out]}",
+    "trainer.limit_val_batches=1",
+    "trainer.val_check_interval=20",
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +69,7 @@ def test_loss_falls_and_the_ema_weights_are_checkpointed(baseline, tmp_path):
     assert "validation step=40 val_loss=" in stdout and "  EMA " in stdout
     saved = weights(log_dir(work, "clip_tiny") / "checkpoints" / "step-40", tmp_path)
     trained = {k: v for k, v in saved.items() if not k.startswith("ema.")}
-    averaged = {k[len("ema."):]: v for k, v in saved.items() if k.startswith("ema.")}
+    averaged = {k[len("ema.") :]: v for k, v in saved.items() if k.startswith("ema.")}
     assert averaged.keys() == trained.keys() and "logit_scale" in trained
     # An average of the last steps' weights: near the weights, not equal to them.
     assert all(averaged[k].shape == trained[k].shape for k in trained)
@@ -69,7 +83,7 @@ def test_finished_run_writes_the_ema_weights_as_the_nemo(baseline, data_dir, tmp
     config, state = nemo_state(nemo)
     state = layers_stacked(state)
     saved = module_names(weights(log_dir(work, "clip_tiny") / "checkpoints" / "step-40", tmp_path))
-    averaged = {k[len("ema."):]: v for k, v in saved.items() if k.startswith("ema.")}
+    averaged = {k[len("ema.") :]: v for k, v in saved.items() if k.startswith("ema.")}
     assert state.keys() == averaged.keys()
     for key in averaged:
         assert state[key].equal(averaged[key]), key
@@ -104,9 +118,13 @@ SHORT = [*RUN, "trainer.max_steps=4", "model.optim.sched.warmup_steps=1", "exp_m
 
 def test_two_data_parallel_ranks_contrast_the_whole_global_batch(data_dir, tmp_path):
     one = run_training(write_config(tmp_path / "dp1", data_dir, "clip/tiny", SHORT), program=(PROGRAM,))
-    two = run_training(write_config(tmp_path / "dp2", data_dir, "clip/tiny",
-                                    [*SHORT, "trainer.devices=2", "model.micro_batch_size=8"]),
-                       processes=2, program=(PROGRAM,))
+    two = run_training(
+        write_config(
+            tmp_path / "dp2", data_dir, "clip/tiny", [*SHORT, "trainer.devices=2", "model.micro_batch_size=8"]
+        ),
+        processes=2,
+        program=(PROGRAM,),
+    )
     assert "DP=2" in two.stdout
     assert losses(two.stdout) == pytest.approx(losses(one.stdout), abs=2e-4)
 
@@ -116,9 +134,13 @@ def test_tensor_parallel_2_trains_to_the_losses_of_tp_1(data_dir, tmp_path):
     # same initial embedding.
     short = [*SHORT, "model.make_vocab_size_divisible_by=160", "exp_manager.ema.enable=true"]
     single = run_training(write_config(tmp_path / "tp1", data_dir, "clip/tiny", short), program=(PROGRAM,))
-    split = run_training(write_config(tmp_path / "tp2", data_dir, "clip/tiny",
-                                      [*short, "trainer.devices=2", "model.tensor_model_parallel_size=2"]),
-                         processes=2, program=(PROGRAM,))
+    split = run_training(
+        write_config(
+            tmp_path / "tp2", data_dir, "clip/tiny", [*short, "trainer.devices=2", "model.tensor_model_parallel_size=2"]
+        ),
+        processes=2,
+        program=(PROGRAM,),
+    )
     assert "TP=2 PP=1" in split.stdout and "vocab 320 (padded)" in split.stdout
     expected = losses(single.stdout)
     assert sorted(expected) == [1, 2, 3, 4]

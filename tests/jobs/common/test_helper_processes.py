@@ -1,6 +1,7 @@
 """The helper processes a rank starts while saving: a dist_checkpointing save with the trainer core's settings starts
 no results Manager (the writers report to a queue in the rank), its writer processes come and go with the save, and
 what it wrote loads back."""
+
 import os
 import subprocess
 import sys
@@ -47,8 +48,13 @@ print("loaded", bool(torch.equal(loaded["w"], weights)), flush=True)
 def test_a_save_starts_no_manager_and_leaves_no_process_behind(tmp_path):
     checkpoint = tmp_path / "step-1"
     checkpoint.mkdir()
-    rank = subprocess.run([sys.executable, "-W", "ignore", "-c", RANK, str(checkpoint)], capture_output=True,
-                          text=True, timeout=300, cwd=REPO)
+    rank = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", RANK, str(checkpoint)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
     assert rank.returncode == 0, rank.stderr[-3000:]
     lines = rank.stdout.splitlines()
     assert lines[-1] == "loaded True", rank.stdout

@@ -2,6 +2,7 @@
 compile on their first call instead of importing the compiler when megatron-core is imported, torchmetrics
 (which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent, and an
 optimizer steps and Lightning imports without TorchDynamo, to the same weights as plain torch."""
+
 import subprocess
 import sys
 
@@ -10,8 +11,9 @@ from nemo_launcher.launch.resolvers import REPO_ROOT
 
 
 def _fresh_python(code: str) -> str:
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -44,7 +46,8 @@ def test_megatron_core_imports_without_the_compiler_and_its_fused_functions_comp
         "import sys, nemo_launcher.jobs, torch, megatron.core\n"
         "from megatron.core.fusions import fused_bias_geglu, fused_bias_gelu\n"
         "print('torch._inductor.compile_fx' in sys.modules, fused_bias_geglu.geglu.compiles_on_first_call,\n"
-        "      fused_bias_gelu.bias_gelu.compiles_on_first_call, torch.compile.__module__)\n")
+        "      fused_bias_gelu.bias_gelu.compiles_on_first_call, torch.compile.__module__)\n"
+    )
     assert out.split() == ["False", "True", "True", "torch"]  # torch.compile itself is the real one again
 
 
@@ -53,7 +56,8 @@ def test_torchmetrics_imports_on_the_first_try_and_lightning_sees_its_version():
         "import nemo_launcher.jobs, torchmetrics, pytorch_lightning\n"
         "from lightning_fabric.utilities.imports import _TORCHMETRICS_GREATER_EQUAL_1_0_0\n"
         "from torchmetrics.image.fid import _FeatureExtractorInceptionV3\n"
-        "print(_TORCHMETRICS_GREATER_EQUAL_1_0_0)\n")
+        "print(_TORCHMETRICS_GREATER_EQUAL_1_0_0)\n"
+    )
     assert out.split() == ["True"], out
 
 
@@ -75,7 +79,8 @@ def test_lightning_imports_torchmetrics_without_scipy_signal_transformers_or_mat
         "total.update(torch.ones(3)); total.update(torch.ones(2))\n"
         "import scipy.signal, transformers\n"  # still importable by whoever needs them
         "print(heavy, float(total.compute()), imports._SCIPI_AVAILABLE, hasattr(scipy.signal, 'windows'),\n"
-        "      hasattr(transformers, 'CLIPTextModel'))\n")
+        "      hasattr(transformers, 'CLIPTextModel'))\n"
+    )
     assert out.split() == ["[]", "5.0", "False", "True", "True"], out
 
 

@@ -2,6 +2,7 @@
 behind, a disk that fills before or during a checkpoint, and the error torch raises when it does.
 
 Judged by what the programs leave behind: exit codes, the one `Error:` line, checkpoint bytes and mtimes."""
+
 import getpass
 import os
 import signal
@@ -16,7 +17,15 @@ import pytest
 from nemo_launcher.contract import RESUME_MARKER, RUN_LOCK_FILE
 from tests.jobs.fault_support import plant_lock, small_filesystem, snapshot
 from tests.jobs.gpt_train_support import (
-    REPO, command, environment, log_dir, losses, run_training, start_training, weights, write_config,
+    REPO,
+    command,
+    environment,
+    log_dir,
+    losses,
+    run_training,
+    start_training,
+    weights,
+    write_config,
 )
 
 SAVE_EVERY_2 = [
@@ -49,8 +58,11 @@ def _wait_for(path: Path, process: subprocess.Popen, output: Path, timeout_s: fl
 
 
 def test_a_second_training_of_a_running_run_stops_before_touching_it(data_dir, tmp_path):
-    config = write_config(tmp_path, data_dir, [*SAVE_EVERY_2, "trainer.max_steps=1000",
-                                               "exp_manager.checkpoint_callback_params.save_top_k=-1"])
+    config = write_config(
+        tmp_path,
+        data_dir,
+        [*SAVE_EVERY_2, "trainer.max_steps=1000", "exp_manager.checkpoint_callback_params.save_top_k=-1"],
+    )
     run = log_dir(tmp_path)
     first_log = tmp_path / "first.log"
     first = start_training(config, first_log)
@@ -58,18 +70,22 @@ def test_a_second_training_of_a_running_run_stops_before_touching_it(data_dir, t
         _wait_for(run / "checkpoints" / "step-2" / "COMPLETE", first, first_log)
         # A complete checkpoint of the first run (the folder it writes meanwhile changes under any snapshot of it).
         before = snapshot(run / "checkpoints" / "step-2")
-        expected = (f"Error: {run} is in use by {getpass.getuser()}'s job on {socket.gethostname()} "
-                    f"(pid {first.pid}, since ")
+        expected = (
+            f"Error: {run} is in use by {getpass.getuser()}'s job on {socket.gethostname()} (pid {first.pid}, since "
+        )
 
         second = run_training(config, expect_rc=75, timeout=120)
         lines = second.stderr.strip().splitlines()
-        assert [line for line in lines if line.startswith("Error:")] == lines[-1:] and lines[-1].startswith(expected), lines
+        assert [line for line in lines if line.startswith("Error:")] == lines[-1:] and lines[-1].startswith(expected), (
+            lines
+        )
         assert "; wait for it, cancel it, or use another run name" in second.stderr
         assert "run gpt3_tiny:" not in second.stdout and "starting from scratch" not in second.stdout
 
         # Two processes (torchrun): rank 0 refuses, torchrun stops rank 1, which exits 75 as well.
-        pair = subprocess.run(command(config, processes=2), cwd=REPO, env=environment(), capture_output=True, text=True,
-                              timeout=180)
+        pair = subprocess.run(
+            command(config, processes=2), cwd=REPO, env=environment(), capture_output=True, text=True, timeout=180
+        )
         assert pair.returncode != 0
         assert pair.stderr.count(expected) == 1, pair.stderr[-3000:]
         # torchrun's table: rank 0 exits 75; rank 1 exits 75 too, unless torchrun's SIGTERM reached it while it was
@@ -88,7 +104,9 @@ def test_a_second_training_of_a_running_run_stops_before_touching_it(data_dir, t
 
 
 def test_locks_left_by_a_dead_process_or_an_earlier_attempt_are_taken_over(data_dir, tmp_path):
-    config = write_config(tmp_path, data_dir, [*SAVE_EVERY_2, "trainer.max_steps=2", "model.optim.sched.warmup_steps=1"])
+    config = write_config(
+        tmp_path, data_dir, [*SAVE_EVERY_2, "trainer.max_steps=2", "model.optim.sched.warmup_steps=1"]
+    )
     run = log_dir(tmp_path)
     gone = subprocess.Popen(["sleep", "30"])
     from nemo_launcher.jobs.common.run_lock import process_start_time
@@ -98,7 +116,9 @@ def test_locks_left_by_a_dead_process_or_an_earlier_attempt_are_taken_over(data_
     gone.wait()
     plant_lock(run, pid=gone.pid, pid_started=started, user="bob")
     first = run_training(config)
-    assert f"took over {run / RUN_LOCK_FILE}, stale: bob's job on {socket.gethostname()} (pid {gone.pid}" in first.stdout
+    assert (
+        f"took over {run / RUN_LOCK_FILE}, stale: bob's job on {socket.gethostname()} (pid {gone.pid}" in first.stdout
+    )
     assert (run / "checkpoints" / "step-2" / "COMPLETE").is_file() and not (run / RUN_LOCK_FILE).exists()
 
     # An attempt of Slurm job 4242 that died on another node; its requeued attempt takes over.
@@ -106,7 +126,10 @@ def test_locks_left_by_a_dead_process_or_an_earlier_attempt_are_taken_over(data_
     env = dict(environment(), SLURM_JOB_ID="4242")
     again = subprocess.run(command(config), cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "stale: an earlier attempt of this Slurm job (" in again.stdout and "job 4242 on node-that-died (pid 1" in again.stdout
+    assert (
+        "stale: an earlier attempt of this Slurm job (" in again.stdout
+        and "job 4242 on node-that-died (pid 1" in again.stdout
+    )
     assert "resuming from" in again.stdout
     assert not (run / RUN_LOCK_FILE).exists()
 
@@ -115,29 +138,57 @@ def _stage_configs(work: Path, data_dir: Path):
     """Resolved configs of every writing stage after training, as the launcher plans them (nothing runs)."""
     from tests.jobs.pipeline_support import plan_pipeline
 
-    planned = plan_pipeline(work, ["stages=[training,conversion,evaluation,export,fine_tuning,peft]",
-                                   "training=gpt3/tiny", "fine_tuning=gpt3/squad", "peft=gpt3/squad"], data_dir)
+    planned = plan_pipeline(
+        work,
+        [
+            "stages=[training,conversion,evaluation,export,fine_tuning,peft]",
+            "training=gpt3/tiny",
+            "fine_tuning=gpt3/squad",
+            "peft=gpt3/squad",
+        ],
+        data_dir,
+    )
     return planned.configs
 
 
-@pytest.mark.parametrize("stage,module", [
-    ("conversion", "convert"), ("evaluation", "evaluate"), ("export", "export"), ("fine_tuning", "finetune"),
-    ("peft", "peft"),
-])
+@pytest.mark.parametrize(
+    "stage,module",
+    [
+        ("conversion", "convert"),
+        ("evaluation", "evaluate"),
+        ("export", "export"),
+        ("fine_tuning", "finetune"),
+        ("peft", "peft"),
+    ],
+)
 def test_every_writing_job_refuses_a_directory_in_use(data_dir, tmp_path, stage, module):
     import yaml
 
     config = _stage_configs(tmp_path, data_dir)[stage]
     section = yaml.safe_load(config.read_text())
-    directory = Path(section["exp_manager"]["explicit_log_dir"] if stage in ("fine_tuning", "peft")
-                     else section["run"]["results_dir"])
+    directory = Path(
+        section["exp_manager"]["explicit_log_dir"]
+        if stage in ("fine_tuning", "peft")
+        else section["run"]["results_dir"]
+    )
     plant_lock(directory, job_id="777", job_label="777", user="alice")
     before = sorted(p.name for p in directory.iterdir())
-    result = subprocess.run([sys.executable, "-u", "-m", f"nemo_launcher.jobs.gpt.{module}", "--config", str(config)],
-                            cwd=REPO, env=environment(), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-u", "-m", f"nemo_launcher.jobs.gpt.{module}", "--config", str(config)],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 75, result.stderr[-3000:]
-    assert result.stderr.strip().splitlines()[-1].startswith(
-        f"Error: {directory} is in use by alice's job 777 on {socket.gethostname()} (pid {os.getpid()}, since ")
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"Error: {directory} is in use by alice's job 777 on {socket.gethostname()} (pid {os.getpid()}, since "
+        )
+    )
     assert sorted(p.name for p in directory.iterdir()) == before
 
 
@@ -151,15 +202,26 @@ def test_a_checkpoint_that_does_not_fit_stops_the_job_and_keeps_the_last_one(dat
     # rank 0 alone says why.
     with small_filesystem(tmp_path / "disk", "80m") as disk:
         run = disk / "run"
-        config = write_config(tmp_path, data_dir, [*SAVE_EVERY_2, "trainer.max_steps=6", f"trainer.devices={processes}",
-                                                   f"exp_manager.explicit_log_dir={run}"])
+        config = write_config(
+            tmp_path,
+            data_dir,
+            [
+                *SAVE_EVERY_2,
+                "trainer.max_steps=6",
+                f"trainer.devices={processes}",
+                f"exp_manager.explicit_log_dir={run}",
+            ],
+        )
         run.mkdir()
         (run / RESUME_MARKER).write_text("left by an earlier attempt that stopped on SIGUSR1\n")
-        result = subprocess.run(command(config, processes), cwd=REPO, env=environment(), capture_output=True,
-                                text=True, timeout=300)
+        result = subprocess.run(
+            command(config, processes), cwd=REPO, env=environment(), capture_output=True, text=True, timeout=300
+        )
         errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
         assert len(errors) == 1, result.stderr[-3000:]
-        assert errors[0].startswith(f"Error: no space for checkpoint step-4 in {run / 'checkpoints'}: it needs about "), errors
+        assert errors[0].startswith(
+            f"Error: no space for checkpoint step-4 in {run / 'checkpoints'}: it needs about "
+        ), errors
         assert "MB, the file system has " in errors[0] and "MB free." in errors[0]
         assert "The newest complete checkpoint, step-2, is kept and the job does not requeue itself" in errors[0]
         if processes == 1:
@@ -182,13 +244,24 @@ def test_a_save_that_fills_the_disk_is_explained_and_cleaned_up(data_dir, tmp_pa
         small = run / "checkpoints" / "step-0"
         small.mkdir(parents=True)
         (small / "COMPLETE").write_text('{"step": 0}\n')
-        config = write_config(tmp_path, data_dir, [*SAVE_EVERY_2, "trainer.max_steps=2", "model.optim.sched.warmup_steps=1", "exp_manager.resume_if_exists=false",
-                                                   f"exp_manager.explicit_log_dir={run}"])
+        config = write_config(
+            tmp_path,
+            data_dir,
+            [
+                *SAVE_EVERY_2,
+                "trainer.max_steps=2",
+                "model.optim.sched.warmup_steps=1",
+                "exp_manager.resume_if_exists=false",
+                f"exp_manager.explicit_log_dir={run}",
+            ],
+        )
         (run / RESUME_MARKER).write_text("left by an earlier attempt\n")
         result = run_training(config, expect_rc=74)
         error = result.stderr.strip().splitlines()[-1]
-        assert error.startswith(f"Error: checkpoint step-2 could not be written to {run / 'checkpoints'}: the file system "
-                                "is full (it needs about "), error
+        assert error.startswith(
+            f"Error: checkpoint step-2 could not be written to {run / 'checkpoints'}: the file system "
+            "is full (it needs about "
+        ), error
         assert "free when the write failed). The newest complete checkpoint, step-0, is kept" in error
         assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0"]  # the partial step-2 is gone
         assert (small / "COMPLETE").read_text() == '{"step": 0}\n'

@@ -1,6 +1,7 @@
 """How job programs talk: ETAs and durations, the closing summary, the one `Error:` line, and the warning
 filters that keep third-party noise (and only that) out of job logs. The quick start test checks the
 real logs end to end (tests/test_quickstart.py)."""
+
 import importlib
 import logging
 import os
@@ -19,10 +20,20 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 # ---- numbers people read ------------------------------------------------------------------------------
-@pytest.mark.parametrize("seconds, text", [
-    (0, "0s"), (12.4, "12s"), (59.6, "1m00s"), (247, "4m07s"), (3 * 3600 + 5 * 60 + 9, "3h05m"),
-    (5 * 86400 + 20 * 3600 + 59 * 60, "5d20h"), (None, "?"), (float("inf"), "?"), (float("nan"), "?"),
-])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (0, "0s"),
+        (12.4, "12s"),
+        (59.6, "1m00s"),
+        (247, "4m07s"),
+        (3 * 3600 + 5 * 60 + 9, "3h05m"),
+        (5 * 86400 + 20 * 3600 + 59 * 60, "5d20h"),
+        (None, "?"),
+        (float("inf"), "?"),
+        (float("nan"), "?"),
+    ],
+)
 def test_eta_keeps_the_two_largest_units_without_spaces(seconds, text):
     assert eta(seconds) == text
 
@@ -33,8 +44,9 @@ def test_remaining_time_is_the_steps_left_at_the_recent_step_time():
     assert remaining_seconds(0.5, 40, 40) == 0 and remaining_seconds(0.5, 45, 40) == 0
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0:00:00"), (31.4, "0:00:31"), (3599.6, "1:00:00"),
-                                           (26 * 3600 + 3 * 60 + 4, "26:03:04")])
+@pytest.mark.parametrize(
+    "seconds, text", [(0, "0:00:00"), (31.4, "0:00:31"), (3599.6, "1:00:00"), (26 * 3600 + 3 * 60 + 4, "26:03:04")]
+)
 def test_durations_are_hours_minutes_seconds(seconds, text):
     assert duration(seconds) == text
 
@@ -48,9 +60,7 @@ def test_counts_and_sizes_are_short():
 def test_summary_is_a_title_and_aligned_lines_without_the_missing_values(capsys):
     summary = Summary("training finished at step=40 of 40").add("steps", "40").add("val loss", None)
     summary.add("checkpoints", "/r/checkpoints")
-    assert summary.text() == ("training finished at step=40 of 40\n"
-                              "  steps        40\n"
-                              "  checkpoints  /r/checkpoints")
+    assert summary.text() == ("training finished at step=40 of 40\n  steps        40\n  checkpoints  /r/checkpoints")
     summary.show(rank=1)
     assert capsys.readouterr().out == ""  # only rank 0 (or a process working alone) reports
     summary.show(rank=None)
@@ -71,14 +81,30 @@ def test_training_summary_says_why_it_stopped_and_that_it_resumes(tmp_path):
     from nemo_launcher.jobs.core.summary import TrainingOutcome, training_summary
 
     # The keys of the training section the summary reads.
-    cfg = SimpleNamespace(trainer=SimpleNamespace(max_steps=40), exp_manager=SimpleNamespace(
-        explicit_log_dir=str(tmp_path), create_checkpoint_callback=True, create_tensorboard_logger=True))
-    outcome = TrainingOutcome(step=20, first_step=10, tokens=10_240, tokens_per_sec=1280.0, seconds=31.0, train_loss=5.83,
-                              train_loss_step=20, val_loss=5.91, test_loss=None, stop_reason="signal SIGUSR1 received",
-                              newest_checkpoint=tmp_path / "checkpoints" / "step-20")
+    cfg = SimpleNamespace(
+        trainer=SimpleNamespace(max_steps=40),
+        exp_manager=SimpleNamespace(
+            explicit_log_dir=str(tmp_path), create_checkpoint_callback=True, create_tensorboard_logger=True
+        ),
+    )
+    outcome = TrainingOutcome(
+        step=20,
+        first_step=10,
+        tokens=10_240,
+        tokens_per_sec=1280.0,
+        seconds=31.0,
+        train_loss=5.83,
+        train_loss_step=20,
+        val_loss=5.91,
+        test_loss=None,
+        stop_reason="signal SIGUSR1 received",
+        newest_checkpoint=tmp_path / "checkpoints" / "step-20",
+    )
     text = training_summary(cfg, outcome).text()
-    assert text.splitlines()[0] == (f"training stopped at step=20 of {cfg.trainer.max_steps}: signal SIGUSR1 received; "
-                                    "the next attempt resumes from its checkpoint")
+    assert text.splitlines()[0] == (
+        f"training stopped at step=20 of {cfg.trainer.max_steps}: signal SIGUSR1 received; "
+        "the next attempt resumes from its checkpoint"
+    )
     assert "10 this attempt (resumed from step 10)" in text and "10.2k (1.28k tokens/s)" in text
     assert "0:00:31" in text and "5.8300 (step 20)" in text and "(newest: step-20)" in text
     assert "test loss" not in text and f"TensorBoard  {tmp_path}" in text
@@ -87,10 +113,16 @@ def test_training_summary_says_why_it_stopped_and_that_it_resumes(tmp_path):
 
 
 # ---- errors ---------------------------------------------------------------------------------------------
-PROGRAMS = ["nemo_launcher.jobs.gpt.train", "nemo_launcher.jobs.gpt.convert", "nemo_launcher.jobs.bert.convert",
-            "nemo_launcher.jobs.gpt.evaluate", "nemo_launcher.jobs.gpt.export", "nemo_launcher.jobs.gpt.finetune",
-            "nemo_launcher.jobs.gpt.peft",
-            "nemo_launcher.jobs.data.squad"]
+PROGRAMS = [
+    "nemo_launcher.jobs.gpt.train",
+    "nemo_launcher.jobs.gpt.convert",
+    "nemo_launcher.jobs.bert.convert",
+    "nemo_launcher.jobs.gpt.evaluate",
+    "nemo_launcher.jobs.gpt.export",
+    "nemo_launcher.jobs.gpt.finetune",
+    "nemo_launcher.jobs.gpt.peft",
+    "nemo_launcher.jobs.data.squad",
+]
 DATA_STEPS = ["download", "extract", "preprocess", "train_tokenizer"]
 
 
@@ -133,10 +165,16 @@ def _shown(message: str, category, module: str) -> bool:
 
 
 def test_known_third_party_noise_is_hidden_and_everything_else_shows():
-    assert not _shown("Transformer Engine and Apex are not installed. Falling back to Torch optimizers.", UserWarning,
-                      "megatron.core.optimizer")
-    assert not _shown("Please use DTensor instead and we are deprecating ShardedTensor.", FutureWarning,
-                      "torch.distributed.checkpoint.planner_helpers")
+    assert not _shown(
+        "Transformer Engine and Apex are not installed. Falling back to Torch optimizers.",
+        UserWarning,
+        "megatron.core.optimizer",
+    )
+    assert not _shown(
+        "Please use DTensor instead and we are deprecating ShardedTensor.",
+        FutureWarning,
+        "torch.distributed.checkpoint.planner_helpers",
+    )
     # The same text from another package, another category, or another text from the same package: shown.
     assert _shown("Transformer Engine and Apex are not installed.", UserWarning, "nemo_launcher.jobs.gpt.model")
     assert _shown("Please use DTensor instead and we are deprecating ShardedTensor.", UserWarning, "torch.distributed")
@@ -145,10 +183,17 @@ def test_known_third_party_noise_is_hidden_and_everything_else_shows():
     # A package whose name only starts like a listed one is not that package.
     assert _shown("Apex is not installed", UserWarning, "megatron_corex")
     # Lightning's count of modules left in eval mode (frozen networks), whatever the count; its other warnings show.
-    assert not _shown("Found 154 module(s) in eval mode at the start of training. This may lead to unexpected "
-                      "behavior during training.", UserWarning, "pytorch_lightning.loops.fit_loop")
-    assert _shown("Found keys that are in the model state dict but not in the checkpoint: ['w']", UserWarning,
-                  "pytorch_lightning.core.saving")
+    assert not _shown(
+        "Found 154 module(s) in eval mode at the start of training. This may lead to unexpected "
+        "behavior during training.",
+        UserWarning,
+        "pytorch_lightning.loops.fit_loop",
+    )
+    assert _shown(
+        "Found keys that are in the model state dict but not in the checkpoint: ['w']",
+        UserWarning,
+        "pytorch_lightning.core.saving",
+    )
 
 
 def test_spawned_children_read_the_same_filters_and_the_users_own_win(tmp_path):
@@ -156,10 +201,12 @@ def test_spawned_children_read_the_same_filters_and_the_users_own_win(tmp_path):
     quiet.pass_filters_to_children(env)
     options = env[quiet.CHILD_WARNINGS_ENV].split(",")
     assert options[-1] == "error::ResourceWarning" and len(options) == len(set(options))
-    script = ("import warnings\n"
-              "warnings.warn('Transformer Engine and Apex are not installed. Falling back', UserWarning)\n"
-              "warnings.warn('Please use DTensor instead and we are deprecating ShardedTensor.', FutureWarning)\n"
-              "warnings.warn('a real problem', UserWarning)\n")
+    script = (
+        "import warnings\n"
+        "warnings.warn('Transformer Engine and Apex are not installed. Falling back', UserWarning)\n"
+        "warnings.warn('Please use DTensor instead and we are deprecating ShardedTensor.', FutureWarning)\n"
+        "warnings.warn('a real problem', UserWarning)\n"
+    )
     child = subprocess.run([sys.executable, "-c", script], env=dict(os.environ, **env), capture_output=True, text=True)
     assert child.returncode == 0
     assert "a real problem" in child.stderr and "Invalid -W option" not in child.stderr
@@ -178,8 +225,11 @@ def test_noisy_loggers_keep_their_warnings_and_lose_their_chatter():
     for name, level, message in [
         ("lightning.pytorch.utilities.rank_zero", logging.INFO, "GPU available: False, used: False"),
         ("lm_eval.evaluator", logging.INFO, "Building contexts for lambada on rank 0"),
-        ("megatron.core.datasets.blended_dataset", logging.WARNING,
-         "Cannot save the BlendedDataset indexes because path_to_cache is None"),
+        (
+            "megatron.core.datasets.blended_dataset",
+            logging.WARNING,
+            "Cannot save the BlendedDataset indexes because path_to_cache is None",
+        ),
         ("megatron.core.optimizer", logging.WARNING, "a megatron warning"),
         ("nemo_launcher.jobs.gpt", logging.INFO, "our own line"),
     ]:

@@ -1,11 +1,11 @@
 """load_tokenizer for BERT, T5 and mT5: the special token ids, sentinels and inv_vocab megatron-core's BERT and T5
 datasets read, built from vocab.txt or a SentencePiece model, and the same ids data preparation writes."""
+
 import pytest
 
 from nemo_launcher.jobs.common.config import JobConfigError
-from nemo_launcher.jobs.common.tokenizer import MaskingTokenizer, load_tokenizer
-from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_data_tokenizer
-
+from nemo_launcher.jobs.common.tokenizer import MaskingTokenizer, TokenizerSpec, load_tokenizer
+from nemo_launcher.jobs.common.tokenizer import load_batch_tokenizer as load_data_tokenizer
 from tests.jobs.data_support import TRICKY_TEXTS, tiny_pile_texts, train_wordpiece_vocab
 
 
@@ -70,8 +70,9 @@ def _sentencepiece(tmp_path, name, **options):
 
     text = tmp_path / "text.txt"
     text.write_text("\n".join(tiny_pile_texts()[:120]), encoding="utf-8")
-    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / name), vocab_size=600,
-                                             minloglevel=2, **options)
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(text), model_prefix=str(tmp_path / name), vocab_size=600, minloglevel=2, **options
+    )
     return str(tmp_path / f"{name}.model")
 
 

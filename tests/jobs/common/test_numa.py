@@ -1,4 +1,5 @@
 """CPU affinity from numa_mapping, on a made-up two-socket topology (no real pinning needed)."""
+
 import json
 import os
 
@@ -50,12 +51,18 @@ def test_bad_mode_is_named():
 def test_apply_pins_this_process_and_off_means_untouched():
     before = os.sched_getaffinity(0)
     try:
-        env = {"NEMO_LAUNCHER_NUMA_MAPPING": json.dumps({"enable": True, "mode": "single_unique"}), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+        env = {
+            "NEMO_LAUNCHER_NUMA_MAPPING": json.dumps({"enable": True, "mode": "single_unique"}),
+            "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1",
+        }
         chosen = apply_numa_mapping(env)
         assert len(chosen) == 1 and os.sched_getaffinity(0) == set(chosen)
         assert apply_numa_mapping({"NEMO_LAUNCHER_NUMA_MAPPING": json.dumps({"enable": False})}) is None
         # A single process with no launcher variables at all takes its share as process 0 of 1.
         os.sched_setaffinity(0, before)
-        assert apply_numa_mapping({"NEMO_LAUNCHER_NUMA_MAPPING": json.dumps({"enable": True, "mode": "all"})}) == sorted(before)
+        assert apply_numa_mapping(
+            {"NEMO_LAUNCHER_NUMA_MAPPING": json.dumps({"enable": True, "mode": "all"})}
+        ) == sorted(before)
     finally:
         os.sched_setaffinity(0, before)

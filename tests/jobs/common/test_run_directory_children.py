@@ -1,5 +1,6 @@
 """The stop-signal handler a job installs around its run directory is its own: a forked child (lm-eval's bootstrap
 Pool, for one) keeps the default meaning of SIGTERM, so multiprocessing can terminate it."""
+
 import multiprocessing
 import os
 import signal

@@ -1,6 +1,7 @@
 """The run directory lock on its own: who may take it, what a refusal says, which locks count as stale.
 
 No torch here; tests/jobs/common/test_job_faults.py runs the job programs against it."""
+
 import dataclasses
 import json
 import os
@@ -14,7 +15,12 @@ import pytest
 
 from nemo_launcher.contract import RUN_DIRECTORY_IN_USE_EXIT_CODE, RUN_LOCK_FILE
 from nemo_launcher.jobs.common.run_lock import (
-    Holder, RunDirectoryInUse, RunDirectoryLock, process_start_time, squeue_lists, this_process,
+    Holder,
+    RunDirectoryInUse,
+    RunDirectoryLock,
+    process_start_time,
+    squeue_lists,
+    this_process,
 )
 
 
@@ -56,7 +62,8 @@ def test_a_live_holder_refuses_the_second_writer_with_its_details(tmp_path):
         RunDirectoryLock(tmp_path, me=holder(), job_is_live=never_asked).acquire()
     assert refused.value.exit_code == RUN_DIRECTORY_IN_USE_EXIT_CODE == 75
     assert str(refused.value).startswith(
-        f"{tmp_path} is in use by alice's job 777 on {socket.gethostname()} (pid {os.getpid()}, since 2026-11-22 09:30:00")
+        f"{tmp_path} is in use by alice's job 777 on {socket.gethostname()} (pid {os.getpid()}, since 2026-11-22 09:30:00"
+    )
     assert "; wait for it, cancel it, or use another run name" in str(refused.value)
     assert path.read_bytes() == before
 
@@ -83,12 +90,17 @@ def test_a_requeued_attempt_takes_over_from_its_own_job(tmp_path):
     earlier = holder(host="node-that-died", job_id="4242", job_label="4242")
     plant(tmp_path, earlier)
     me = holder(job_id="4242", job_label="4242")
-    assert RunDirectoryLock(tmp_path, me=me, job_is_live=never_asked).acquire() == \
-        f"an earlier attempt of this Slurm job ({earlier.describe()})"
+    assert (
+        RunDirectoryLock(tmp_path, me=me, job_is_live=never_asked).acquire()
+        == f"an earlier attempt of this Slurm job ({earlier.describe()})"
+    )
 
 
-@pytest.mark.parametrize("listed,taken", [(False, True), (True, False), (None, False)],
-                         ids=["squeue-no-longer-lists-it", "still-queued", "squeue-unavailable"])
+@pytest.mark.parametrize(
+    "listed,taken",
+    [(False, True), (True, False), (None, False)],
+    ids=["squeue-no-longer-lists-it", "still-queued", "squeue-unavailable"],
+)
 def test_another_hosts_job_is_stale_only_when_squeue_says_it_has_ended(tmp_path, listed, taken):
     plant(tmp_path, holder(host="node7", job_id="900", job_label="900"))
     asked = []
@@ -148,9 +160,11 @@ def test_other_ranks_tell_a_foreign_live_lock_from_their_own_jobs(tmp_path):
 def test_squeue_answers_are_read_as_listed_gone_or_unknown(tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "squeue"
     fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\ncase "$*" in\n  *" 1 "*) echo RUNNING ;;\n  *" 2 "*) ;;\n'
-                    '  *" 3 "*) echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1 ;;\n'
-                    '  *) echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1 ;;\nesac\n')
+    fake.write_text(
+        '#!/bin/sh\ncase "$*" in\n  *" 1 "*) echo RUNNING ;;\n  *" 2 "*) ;;\n'
+        '  *" 3 "*) echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1 ;;\n'
+        '  *) echo "slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1 ;;\nesac\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     assert [squeue_lists(job) for job in ("1", "2", "3", "4")] == [True, False, False, None]
@@ -194,8 +208,13 @@ sys.exit(main())
 
 
 def test_a_stop_signal_during_an_orderly_exit_keeps_its_exit_code(tmp_path):
-    result = subprocess.run([sys.executable, "-c", _STOPPED_WHILE_FAILING, str(tmp_path / "run")], capture_output=True,
-                            text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3])))
+    result = subprocess.run(
+        [sys.executable, "-c", _STOPPED_WHILE_FAILING, str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3])),
+    )
     assert (result.returncode, result.stderr) == (74, "Error: the disk is full\n")
     assert not (tmp_path / "run" / RUN_LOCK_FILE).exists()
 
@@ -222,8 +241,12 @@ def test_a_refused_rank_zero_of_several_waits_for_the_others_handlers_and_keeps_
     plant(tmp_path / "run", holder())  # this test process: alive, on this host
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-c", _REFUSED_RANK_ZERO, str(tmp_path / "run"), world_size], env=env,
-                             stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _REFUSED_RANK_ZERO, str(tmp_path / "run"), world_size],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if world_size == "2":
         time.sleep(1.0)
         child.send_signal(15)  # as srun does when another rank exits first

@@ -13,6 +13,7 @@ recast each GPT sample the way their family would see one:
   (sentence-order) head, and the recipe reports the sum and both parts.
 Neither is T5 or BERT training (no span corruption, no sentence boundaries): only the shapes the core must carry.
 """
+
 import sys
 
 from nemo_launcher.jobs.core.recipe import Recipe, Sequences
@@ -27,7 +28,9 @@ def _transformer_config(model, precision: str, on_gpu: bool, use_te: bool):
 
     from nemo_launcher.jobs.core.transformer import shared_transformer_settings
 
-    return TransformerConfig(**shared_transformer_settings(model, precision, on_gpu, use_te), num_layers=model.num_layers)
+    return TransformerConfig(
+        **shared_transformer_settings(model, precision, on_gpu, use_te), num_layers=model.num_layers
+    )
 
 
 def _decoder_length(model) -> int:
@@ -64,14 +67,22 @@ def _recast_all(datasets, recast):
 # ---- encoder_decoder ----------------------------------------------------------------------------------
 def _encoder_decoder_chunk(model, config, vocab_size: int, use_te: bool, stage):
     from megatron.core.models.T5 import T5Model
-    from megatron.core.models.T5.t5_spec import get_t5_decoder_with_local_block_spec, get_t5_encoder_with_local_block_spec
+    from megatron.core.models.T5.t5_spec import (
+        get_t5_decoder_with_local_block_spec,
+        get_t5_encoder_with_local_block_spec,
+    )
 
-    return T5Model(config=config, encoder_config=config,
-                   transformer_encoder_layer_spec=get_t5_encoder_with_local_block_spec(model.num_layers),
-                   transformer_decoder_layer_spec=get_t5_decoder_with_local_block_spec(model.num_layers),
-                   vocab_size=vocab_size, max_sequence_length=model.max_position_embeddings,
-                   pre_process=stage.pre_process, post_process=stage.post_process,
-                   share_embeddings_and_output_weights=True)
+    return T5Model(
+        config=config,
+        encoder_config=config,
+        transformer_encoder_layer_spec=get_t5_encoder_with_local_block_spec(model.num_layers),
+        transformer_decoder_layer_spec=get_t5_decoder_with_local_block_spec(model.num_layers),
+        vocab_size=vocab_size,
+        max_sequence_length=model.max_position_embeddings,
+        pre_process=stage.pre_process,
+        post_process=stage.post_process,
+        share_embeddings_and_output_weights=True,
+    )
 
 
 def _encoder_decoder_datasets(cfg, tokenizer, sizes, blend):
@@ -80,15 +91,20 @@ def _encoder_decoder_datasets(cfg, tokenizer, sizes, blend):
     answer = slice(encoder - 1, encoder + decoder - 1)  # the decoder reads token t and predicts t + 1
 
     def recast(index, sample):
-        return {"text_enc": sample["tokens"][:encoder], "text_dec": sample["tokens"][answer],
-                "labels": sample["labels"][answer], "loss_mask": sample["loss_mask"][answer]}
+        return {
+            "text_enc": sample["tokens"][:encoder],
+            "text_dec": sample["tokens"][answer],
+            "labels": sample["labels"][answer],
+            "loss_mask": sample["loss_mask"][answer],
+        }
 
     return _recast_all(_gpt_samples(cfg, tokenizer, sizes, blend, encoder + decoder), recast)
 
 
 def _encoder_decoder_step(data_iterator, model):
-    import torch
     from functools import partial
+
+    import torch
 
     from nemo_launcher.jobs.core.steps import masked_token_loss
 
@@ -120,10 +136,18 @@ def _two_losses_chunk(model, config, vocab_size: int, use_te: bool, stage):
     from megatron.core.models.bert.bert_layer_specs import bert_layer_local_spec
     from megatron.core.models.bert.bert_model import BertModel
 
-    return BertModel(config=config, num_tokentypes=2, transformer_layer_spec=bert_layer_local_spec,
-                     vocab_size=vocab_size, max_sequence_length=model.max_position_embeddings,
-                     pre_process=stage.pre_process, post_process=stage.post_process, add_binary_head=True,
-                     share_embeddings_and_output_weights=True, vp_stage=stage.vp_stage)
+    return BertModel(
+        config=config,
+        num_tokentypes=2,
+        transformer_layer_spec=bert_layer_local_spec,
+        vocab_size=vocab_size,
+        max_sequence_length=model.max_position_embeddings,
+        pre_process=stage.pre_process,
+        post_process=stage.post_process,
+        add_binary_head=True,
+        share_embeddings_and_output_weights=True,
+        vp_stage=stage.vp_stage,
+    )
 
 
 def _two_losses_datasets(cfg, tokenizer, sizes, blend):
@@ -141,9 +165,14 @@ def _two_losses_datasets(cfg, tokenizer, sizes, blend):
         positions = torch.arange(length)
         masked = ((positions + index) % MASKED_EVERY == 0) & (positions < length - PADDED)
         padding = (positions < length - PADDED).long()
-        return {"text": torch.where(masked, torch.full_like(tokens, mask_id), tokens),
-                "types": (positions >= half).long(), "labels": tokens, "loss_mask": masked.float(),
-                "padding_mask": padding, "is_random": torch.tensor(swapped)}
+        return {
+            "text": torch.where(masked, torch.full_like(tokens, mask_id), tokens),
+            "types": (positions >= half).long(),
+            "labels": tokens,
+            "loss_mask": masked.float(),
+            "padding_mask": padding,
+            "is_random": torch.tensor(swapped),
+        }
 
     return _recast_all(_gpt_samples(cfg, tokenizer, sizes, blend, length), recast)
 

@@ -1,5 +1,6 @@
 """The trainer's pieces that need no model: config checks, step arithmetic, samplers, checkpoint folders,
 data blends, process placement, tokenizers and the FLOPs count. In-process and fast."""
+
 import math
 import os
 import subprocess
@@ -8,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
 from nemo_launcher.jobs.common.config import JobConfigError
 from nemo_launcher.jobs.common.data_blend import auto_blend
 from nemo_launcher.jobs.common.distributed import placement_from_env
 from nemo_launcher.jobs.core.checkpoints import MARKER, CheckpointFolder
-from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
-from nemo_launcher.launch.stage_config import stage_config, write_stage_config
 from nemo_launcher.jobs.core.schedule import BatchSchedule, CosineSchedule
+from nemo_launcher.launch.stage_config import stage_config, write_stage_config
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -41,34 +42,62 @@ def tiny(tmp_path, *overrides) -> dict:
 
 
 # ---- config -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("size", ["tiny", "126m", "400m_improved", "1b_improved", "5b", "7b_improved", "20b", "40b",
-                                  "40b_improved", "175b"])
+@pytest.mark.parametrize(
+    "size", ["tiny", "126m", "400m_improved", "1b_improved", "5b", "7b_improved", "20b", "40b", "40b_improved", "175b"]
+)
 def test_every_predefined_config_binds(tmp_path, size):
     cfg = TrainingConfig.from_dict(training_config(tmp_path, size))
     world = cfg.trainer.num_nodes * cfg.trainer.devices
     assert cfg.data_parallel_size(world) >= 1
 
 
-@pytest.mark.parametrize("override,message", [
-    ("trainer.max_epochs=3", "training.trainer.max_epochs=3: a run is sized in optimizer steps (trainer.max_steps)"),
-    ("trainer.max_epoch=3", "training.trainer.max_epoch: unknown key; did you mean max_epochs or max_steps? valid keys under training.trainer: num_nodes,"),
-    ("trainer.precision=bf17", "training.trainer.precision='bf17': choose one of bf16, bf16-mixed"),
-    ("trainer.precision=bf16", "training.trainer.precision='bf16': needs accelerator gpu"),
-    ("trainer.max_time='1:00:00'", "training.trainer.max_time='1:00:00': use \"DD:HH:MM:SS\""),
-    ("trainer.accumulate_grad_batches=2", "training.trainer.accumulate_grad_batches=2: must be 1"),
-    ("model.activation=relu", "training.model.activation='relu': choose one of gelu, fast-swiglu, squared-relu"),
-    ("model.optim.name=sgd", "training.model.optim.name='sgd': choose one of"),
-    ("model.optim.sched.name=Linear", "training.model.optim.sched.name='Linear': choose one of CosineAnnealing"),
-    ("model.data.seq_length=64", "training.model.data.seq_length=64: must equal training.model.encoder_seq_length (128)"),
-    ("model.rampup_batch_size=[4,3,100]", "training.model.rampup_batch_size=[4, 3, 100]: global_batch_size(8) must be start(4) + k x increment(3)"),
-    ("model.data.data_prefix=[0.5,a,b]", "training.model.data.data_prefix=[0.5, 'a', 'b']: expected [weight, prefix"),
-    ("exp_manager.checkpoint_callback_params.save_top_k=0", "save_top_k=0: must be >= 1 or -1"),
-    ("model.overlap_p2p_comm=true", "training.model.overlap_p2p_comm=True: only works with the interleaved schedule"),
-    ("trainer.devices=4", "training.model.global_batch_size=8: must be a multiple of micro_batch_size(4) x data-parallel size(4) = 16"),
-    ("model.tensor_model_parallel_size=3", "TP(3) x PP(1) x CP(1) = 3 does not divide nodes(1) x devices(1) = 1"),
-    ("model.optim.sched.constant_steps=35", "training.model.optim.sched.warmup_steps=5: warmup_steps(5) + constant_steps(35) "
-                                            "must be below trainer.max_steps(40)"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        (
+            "trainer.max_epochs=3",
+            "training.trainer.max_epochs=3: a run is sized in optimizer steps (trainer.max_steps)",
+        ),
+        (
+            "trainer.max_epoch=3",
+            "training.trainer.max_epoch: unknown key; did you mean max_epochs or max_steps? valid keys under training.trainer: num_nodes,",
+        ),
+        ("trainer.precision=bf17", "training.trainer.precision='bf17': choose one of bf16, bf16-mixed"),
+        ("trainer.precision=bf16", "training.trainer.precision='bf16': needs accelerator gpu"),
+        ("trainer.max_time='1:00:00'", "training.trainer.max_time='1:00:00': use \"DD:HH:MM:SS\""),
+        ("trainer.accumulate_grad_batches=2", "training.trainer.accumulate_grad_batches=2: must be 1"),
+        ("model.activation=relu", "training.model.activation='relu': choose one of gelu, fast-swiglu, squared-relu"),
+        ("model.optim.name=sgd", "training.model.optim.name='sgd': choose one of"),
+        ("model.optim.sched.name=Linear", "training.model.optim.sched.name='Linear': choose one of CosineAnnealing"),
+        (
+            "model.data.seq_length=64",
+            "training.model.data.seq_length=64: must equal training.model.encoder_seq_length (128)",
+        ),
+        (
+            "model.rampup_batch_size=[4,3,100]",
+            "training.model.rampup_batch_size=[4, 3, 100]: global_batch_size(8) must be start(4) + k x increment(3)",
+        ),
+        (
+            "model.data.data_prefix=[0.5,a,b]",
+            "training.model.data.data_prefix=[0.5, 'a', 'b']: expected [weight, prefix",
+        ),
+        ("exp_manager.checkpoint_callback_params.save_top_k=0", "save_top_k=0: must be >= 1 or -1"),
+        (
+            "model.overlap_p2p_comm=true",
+            "training.model.overlap_p2p_comm=True: only works with the interleaved schedule",
+        ),
+        (
+            "trainer.devices=4",
+            "training.model.global_batch_size=8: must be a multiple of micro_batch_size(4) x data-parallel size(4) = 16",
+        ),
+        ("model.tensor_model_parallel_size=3", "TP(3) x PP(1) x CP(1) = 3 does not divide nodes(1) x devices(1) = 1"),
+        (
+            "model.optim.sched.constant_steps=35",
+            "training.model.optim.sched.warmup_steps=5: warmup_steps(5) + constant_steps(35) "
+            "must be below trainer.max_steps(40)",
+        ),
+    ],
+)
 def test_bad_values_name_the_key(tmp_path, override, message):
     with pytest.raises(JobConfigError) as error:
         TrainingConfig.from_dict(tiny(tmp_path, override))
@@ -80,9 +109,16 @@ def test_layout_checks_show_every_factor(tmp_path):
     with pytest.raises(JobConfigError, match=r"trainer.num_nodes\(1\) x trainer.devices\(1\) = 1, but 2 processes"):
         cfg.data_parallel_size(2)
     with pytest.raises(JobConfigError, match=r"microbatches \(4 / 4 = 1\) must be a multiple of PP\(2\)"):
-        TrainingConfig.from_dict(tiny(tmp_path, "trainer.devices=2", "model.pipeline_model_parallel_size=2",
-                                      "model.virtual_pipeline_model_parallel_size=2", "model.num_layers=4",
-                                      "model.global_batch_size=4"))
+        TrainingConfig.from_dict(
+            tiny(
+                tmp_path,
+                "trainer.devices=2",
+                "model.pipeline_model_parallel_size=2",
+                "model.virtual_pipeline_model_parallel_size=2",
+                "model.num_layers=4",
+                "model.global_batch_size=4",
+            )
+        )
 
 
 def test_max_time_is_days_hours_minutes_seconds(tmp_path):
@@ -97,8 +133,13 @@ def test_program_reports_a_config_error_in_one_line_and_exits_2(tmp_path):
     from omegaconf import OmegaConf
 
     OmegaConf.save(OmegaConf.create(section), tmp_path / "bad.yaml")
-    result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.gpt.train", "--config", str(tmp_path / "bad.yaml")],
-                            cwd=REPO, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    result = subprocess.run(
+        [sys.executable, "-m", "nemo_launcher.jobs.gpt.train", "--config", str(tmp_path / "bad.yaml")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == "Error: training.trainer.val_check_interval=0: must be a positive integer"
 
@@ -118,7 +159,7 @@ def test_cosine_schedule_warms_up_decays_and_holds():
 def test_batch_ramp_up_follows_megatron():
     # [start 256, increment 128, 1000 samples] to 512: two increments, one every 500 samples.
     ramp = BatchSchedule(512, micro_batch_size=4, data_parallel_size=8, rampup=[256, 128, 1000])
-    assert [ramp.batch_size(c) for c in (0, 499, 500, 999, 1000, 10 ** 9)] == [256, 256, 384, 384, 512, 512]
+    assert [ramp.batch_size(c) for c in (0, 499, 500, 999, 1000, 10**9)] == [256, 256, 384, 384, 512, 512]
     assert ramp.microbatches(0) == 8 and ramp.microbatches(1000) == 16
     # consumed_samples(step) is the sum of the batches taken, also past the end of the ramp
     consumed, sizes = 0, []
@@ -135,8 +176,11 @@ def test_step_sampler_resumes_where_an_uninterrupted_run_is():
 
     batches = BatchSchedule(8, micro_batch_size=2, data_parallel_size=2, rampup=[4, 4, 12])
     for seed in (None, 5):  # "single" order and "cyclic" (reshuffled each pass over 30 samples)
+
         def run(start, rank, seed=seed):
-            return list(StepBatchSampler(30, batches, max_steps=9, start_step=lambda: start, dp_rank=rank, shuffle_seed=seed))
+            return list(
+                StepBatchSampler(30, batches, max_steps=9, start_step=lambda: start, dp_rank=rank, shuffle_seed=seed)
+            )
 
         full = run(0, 0)
         assert len(full) == 9 and run(4, 0) == full[4:]
@@ -203,17 +247,32 @@ def test_auto_blend_weighs_files_by_size_to_the_alpha(tmp_path):
 
 # ---- processes ----------------------------------------------------------------------------------------
 def test_placement_from_torchrun_slurm_or_nothing():
-    torchrun = placement_from_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "n1",
-                                   "MASTER_PORT": "6000", "SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
+    torchrun = placement_from_env(
+        {
+            "RANK": "3",
+            "WORLD_SIZE": "4",
+            "LOCAL_RANK": "1",
+            "MASTER_ADDR": "n1",
+            "MASTER_PORT": "6000",
+            "SLURM_PROCID": "0",
+            "SLURM_NTASKS": "1",
+        }
+    )
     assert (torchrun.rank, torchrun.world_size, torchrun.local_rank, torchrun.source) == (3, 4, 1, "torchrun")
-    slurm = placement_from_env({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1",
-                                "MASTER_ADDR": "n0", "MASTER_PORT": "6001"})
-    assert (slurm.rank, slurm.world_size, slurm.local_rank, slurm.master_addr, slurm.source) == (9, 16, 1, "n0", "slurm")
+    slurm = placement_from_env(
+        {"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1", "MASTER_ADDR": "n0", "MASTER_PORT": "6001"}
+    )
+    assert (slurm.rank, slurm.world_size, slurm.local_rank, slurm.master_addr, slurm.source) == (
+        9,
+        16,
+        1,
+        "n0",
+        "slurm",
+    )
     single = placement_from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
     assert (single.rank, single.world_size, single.source) == (0, 1, "single") and single.master_port > 0
     with pytest.raises(JobConfigError, match="MASTER_ADDR is not set"):
         placement_from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0"})
-
 
 
 def test_a_single_process_joins_its_group_without_binding_a_port():
@@ -228,11 +287,19 @@ def test_a_single_process_joins_its_group_without_binding_a_port():
         "    taken.listen()\n"
         "    single = dataclasses.replace(placement_from_env({}), master_port=taken.getsockname()[1])\n"
         "    init_process_group(single, 'gloo', timeout_minutes=1)\n"
-        "    print(single.source, dist.get_world_size())\n")
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=REPO, capture_output=True, text=True,
-                            timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        "    print(single.source, dist.get_world_size())\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["single", "1"]
+
 
 # ---- tokenizers ---------------------------------------------------------------------------------------
 def test_gpt2_tokenizer_from_files_gives_gpt2_ids(tmp_path):
@@ -257,16 +324,25 @@ def test_huggingface_and_sentencepiece_tokenizers_load(tmp_path):
     from nemo_launcher.jobs.common.tokenizer import load_tokenizer
 
     text = tmp_path / "corpus.txt"
-    text.write_text("\n".join(Path(p).read_text(errors="replace") for p in sorted(Path("/usr/share/common-licenses").glob("GPL-*"))[:1]))
+    text.write_text(
+        "\n".join(
+            Path(p).read_text(errors="replace") for p in sorted(Path("/usr/share/common-licenses").glob("GPL-*"))[:1]
+        )
+    )
     hf = Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel()
-    hf.train([str(text)], trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
-                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    hf.train(
+        [str(text)],
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     hf.save(str(tmp_path / "tokenizer.json"))
     tok = load_tokenizer("huggingface", model=str(tmp_path / "tokenizer.json"))
     assert tok.eod == 0 and tok.vocab_size == hf.get_vocab_size() and tok.encode("license")
-    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "sp"), vocab_size=300,
-                                             minloglevel=2)
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(text), model_prefix=str(tmp_path / "sp"), vocab_size=300, minloglevel=2
+    )
     sp = load_tokenizer("sentencepiece", model=str(tmp_path / "sp.model"))
     assert sp.eod == 2 and sp.vocab_size == 300 and sp.decode(sp.encode("the license")) == "the license"
 
@@ -287,8 +363,16 @@ def test_model_flops_per_token_is_6n_plus_attention(tmp_path):
 def test_stage_config_writes_what_the_program_reads(tmp_path):
     from nemo_launcher.jobs.common.config import load_resolved_config
 
-    path = write_stage_config(tmp_path / "cfg.yaml", "training", "gpt3/tiny", tmp_path / "data", tmp_path / "results",
-                              overrides=["trainer.max_steps=3", "model.optim.sched.warmup_steps=1"])
+    path = write_stage_config(
+        tmp_path / "cfg.yaml",
+        "training",
+        "gpt3/tiny",
+        tmp_path / "data",
+        tmp_path / "results",
+        overrides=["trainer.max_steps=3", "model.optim.sched.warmup_steps=1"],
+    )
     cfg = TrainingConfig.from_dict(load_resolved_config(path))
-    assert cfg.trainer.max_steps == 3 and cfg.run.preprocessed_dir == str(tmp_path / "data" / "tiny_pile" / "preprocessed")
+    assert cfg.trainer.max_steps == 3 and cfg.run.preprocessed_dir == str(
+        tmp_path / "data" / "tiny_pile" / "preprocessed"
+    )
     assert cfg.exp_manager.explicit_log_dir == str(tmp_path / "results" / "gpt3_tiny" / "results")

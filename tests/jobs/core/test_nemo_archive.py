@@ -1,4 +1,5 @@
 """The .nemo archive: round trips of config, weights and tokenizer files, and the refusals that protect them."""
+
 import tarfile
 
 import pytest
@@ -39,7 +40,9 @@ def test_round_trip_gives_identical_logits(tmp_path, gpt2_files, style):  # noqa
 
 def test_archive_members_and_packed_tokenizer_paths(tmp_path, gpt2_files):  # noqa: F811
     section = model_section("classic", *gpt2_files, tensor_model_parallel_size=2)
-    path = nemo_archive.save_nemo(tmp_path / "m.nemo", section, random_model(model_section("classic", *gpt2_files)).state_dict())
+    path = nemo_archive.save_nemo(
+        tmp_path / "m.nemo", section, random_model(model_section("classic", *gpt2_files)).state_dict()
+    )
     with tarfile.open(path) as archive:
         names = set(archive.getnames())
         stored = nemo_archive.yaml.safe_load(archive.extractfile("model_config.yaml"))

@@ -7,6 +7,7 @@ and the best checkpoint is an old one (step 4), not the newest: the pruning rule
 Both attempts start through the profiling wrapper as the launcher renders it (`profiled_command`), with a fake
 `nsys` first on PATH that records its arguments and runs the wrapped command.
 """
+
 import re
 import subprocess
 import sys
@@ -51,8 +52,9 @@ def _attempt(work: Path, config: Path, calls: Path) -> subprocess.CompletedProce
     env = environment()
     env["PATH"] = f"{work / 'bin'}:{env['PATH']}"
     env["NSYS_CALLS"] = str(calls)
-    result = subprocess.run(command(config, 2, (module, *wrapper)), cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        command(config, 2, (module, *wrapper)), cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, f"--- stdout\n{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}"
     return result
 
@@ -75,7 +77,9 @@ def attempts(tmp_path_factory, sample_data_dir):
 
 
 def _validation_losses(stdout: str) -> dict:
-    return {int(step): float(loss) for step, loss in re.findall(r"^validation step=(\d+) val_loss=([0-9.]+)", stdout, re.M)}
+    return {
+        int(step): float(loss) for step, loss in re.findall(r"^validation step=(\d+) val_loss=([0-9.]+)", stdout, re.M)
+    }
 
 
 def test_nsys_wraps_the_configured_ranks_only_and_training_finishes(attempts):
@@ -84,9 +88,16 @@ def test_nsys_wraps_the_configured_ranks_only_and_training_finishes(attempts):
         assert sorted(p.name for p in calls.iterdir()) == ["rank1.args"]  # rank 0 ran the program directly
         args = (calls / "rank1.args").read_text().splitlines()
         nsys_dir = log_dir(work) / "nsys"
-        assert args[:8] == ["profile", "--sample=none", "--trace=nvtx,osrt", f"--output={nsys_dir}/rank1",
-                            "--force-overwrite=true", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
-                            sys.executable]
+        assert args[:8] == [
+            "profile",
+            "--sample=none",
+            "--trace=nvtx,osrt",
+            f"--output={nsys_dir}/rank1",
+            "--force-overwrite=true",
+            "--capture-range=cudaProfilerApi",
+            "--capture-range-end=stop",
+            sys.executable,
+        ]
         assert args[8:] == ["-u", "-m", MODULE, "--config", str(config)]
         assert nsys_dir.is_dir()  # the wrapper prepares nsys's output folder on the profiled rank
     assert sorted(losses(outputs[0][0])) == [1, 2, 3, 4]
@@ -109,10 +120,14 @@ def test_git_log_records_the_code_versions(attempts):
 def test_gc_runs_at_the_configured_steps_only(attempts):
     _, outputs = attempts
     # Every third global step, counted over the run: the resumed attempt collects after step 6, not after its third.
-    assert ("gc: model.gc_interval=3: collected in the training loop after steps 3 (1 in all); automatic collection "
-            "off, collections started elsewhere: 0") in outputs[0][0]
-    assert ("gc: model.gc_interval=3: collected in the training loop after steps 6 (1 in all); automatic collection "
-            "off, collections started elsewhere: 0") in outputs[1][0]
+    assert (
+        "gc: model.gc_interval=3: collected in the training loop after steps 3 (1 in all); automatic collection "
+        "off, collections started elsewhere: 0"
+    ) in outputs[0][0]
+    assert (
+        "gc: model.gc_interval=3: collected in the training loop after steps 6 (1 in all); automatic collection "
+        "off, collections started elsewhere: 0"
+    ) in outputs[1][0]
 
 
 def test_pruning_by_val_loss_keeps_the_lowest_and_the_newest(attempts):
@@ -150,5 +165,7 @@ def test_gc_hook_counts_collections_started_elsewhere():
     finally:
         hook.teardown(None, None, "fit")
     assert gc.isenabled() == was_enabled and hook.collected_after == [2, 4]
-    assert lines == ["gc: model.gc_interval=2: collected in the training loop after steps 2, 4 (2 in all); automatic "
-                     "collection off, collections started elsewhere: 1"]
+    assert lines == [
+        "gc: model.gc_interval=2: collected in the training loop after steps 2, 4 (2 in all); automatic "
+        "collection off, collections started elsewhere: 1"
+    ]

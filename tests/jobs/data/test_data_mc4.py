@@ -1,5 +1,6 @@
 """mC4 data preparation: listing (a local folder, or a git-lfs repository over HTTP), language selection, splits,
 worker slots, the steps end to end on corpora/tiny_mc4, byte-stable, resumable after kill -9."""
+
 import gzip
 import hashlib
 import http.server
@@ -18,12 +19,11 @@ import pytest
 import yaml
 
 from nemo_launcher.jobs.data import download, prepare, preprocess, setup_preprocess, train_tokenizer
+from nemo_launcher.jobs.data.mc4_layout import Mc4Error, Mc4Layout
 from nemo_launcher.jobs.steps.config import StepConfig, this_task_workers
 from nemo_launcher.jobs.steps.fetch import FetchError
-from nemo_launcher.jobs.data.indexed_format import complete_dataset
-from nemo_launcher.jobs.data.mc4_layout import Mc4Error, Mc4Layout
-
 from tests.jobs.data_support import REPO
+
 from .test_data_steps import resolved
 
 TINY_MC4 = REPO / "corpora" / "tiny_mc4"
@@ -44,9 +44,13 @@ def test_a_local_folder_lists_train_files_by_language(tmp_path):
     assert sorted({item.language for item in files}) == ["de", "en", "fr", "ja", "ru", "zh"]
     assert not any("validation" in item.path for item in files)
     assert [item.path for item in files if item.language == "en"] == [
-        "en/c4-train.00000-of-00002.json.gz", "en/c4-train.00001-of-00002.json.gz"]  # the cleaned C4
+        "en/c4-train.00000-of-00002.json.gz",
+        "en/c4-train.00001-of-00002.json.gz",
+    ]  # the cleaned C4
     uncleaned = _layout(tmp_path, "use_cleaned_english=false").list_repository()
-    assert [item.path for item in uncleaned if item.language == "en"] == ["multilingual/c4-en.tfrecord-00000-of-00001.json.gz"]
+    assert [item.path for item in uncleaned if item.language == "en"] == [
+        "multilingual/c4-en.tfrecord-00000-of-00001.json.gz"
+    ]
     assert all(item.size == (TINY_MC4 / item.path).stat().st_size for item in files)
 
 
@@ -103,12 +107,18 @@ def test_tiny_mc4_end_to_end_is_byte_stable_and_reruns_keep_everything(tmp_path,
     _run_all(first, monkeypatch)
     data = tmp_path / "a" / "data"
     outputs = _outputs(data)
-    assert sorted(outputs)[:4] == ["de/de_000_text_sentence.bin", "de/de_000_text_sentence.idx",
-                                   "de/de_001_text_sentence.bin", "de/de_001_text_sentence.idx"]
+    assert sorted(outputs)[:4] == [
+        "de/de_000_text_sentence.bin",
+        "de/de_000_text_sentence.idx",
+        "de/de_001_text_sentence.bin",
+        "de/de_001_text_sentence.idx",
+    ]
     assert len(outputs) == 24  # 6 languages x 2 splits x (.bin, .idx); no leftovers
     assert (data / "tiny_mc4" / "bpe" / "mt5_tokenizer.model").is_file()
     links = data / "tiny_mc4" / "softlinks" / "ja" / "ja_001"
-    assert [p.name for p in links.iterdir()] == ["c4-ja.tfrecord-00001-of-00002.json.gz"] and (links / os.listdir(links)[0]).is_symlink()
+    assert [p.name for p in links.iterdir()] == ["c4-ja.tfrecord-00001-of-00002.json.gz"] and (
+        links / os.listdir(links)[0]
+    ).is_symlink()
 
     # Sentences of one language, readable by megatron-core: the items of a document are its sentences' tokens (the
     # first document, grep's --help, is one 656-token "sentence" without a full stop: two items, 512 + 144).
@@ -117,14 +127,17 @@ def test_tiny_mc4_end_to_end_is_byte_stable_and_reruns_keep_everything(tmp_path,
     from nemo_launcher.jobs.common.tokenizer import load_tokenizer
     from nemo_launcher.jobs.data.sentences import split_sentences
 
-    tokenizer = load_tokenizer("sentencepiece", model=str(data / "tiny_mc4" / "bpe" / "mt5_tokenizer.model"),
-                               num_sentinel_tokens=100)
+    tokenizer = load_tokenizer(
+        "sentencepiece", model=str(data / "tiny_mc4" / "bpe" / "mt5_tokenizer.model"), num_sentinel_tokens=100
+    )
     dataset = IndexedDataset(str(data / "tiny_mc4" / "preprocessed" / "de" / "de_000_text_sentence"))
     lines = gzip.open(TINY_MC4 / "multilingual" / "c4-de.tfrecord-00000-of-00002.json.gz").read().splitlines()
     assert len(dataset.document_indices) - 1 == len(lines) and int(dataset.sequence_lengths.max()) <= 512
     for number in (0, 1, len(lines) - 1):
         items = range(dataset.document_indices[number], dataset.document_indices[number + 1])
-        expected = [t for sentence in split_sentences(json.loads(lines[number])["text"]) for t in tokenizer.encode(sentence)]
+        expected = [
+            t for sentence in split_sentences(json.loads(lines[number])["text"]) for t in tokenizer.encode(sentence)
+        ]
         assert [t for i in items for t in dataset[i].tolist()] == expected
 
     # Languages are sampled by size ** alpha: one folder each.
@@ -134,9 +147,12 @@ def test_tiny_mc4_end_to_end_is_byte_stable_and_reruns_keep_everything(tmp_path,
     weights = {}
     for weight, prefix in zip(blend[0::2], blend[1::2]):
         weights[pathlib.Path(prefix).parent.name] = weights.get(pathlib.Path(prefix).parent.name, 0) + weight
-    sizes = {lang: sum(p.stat().st_size for p in (data / "tiny_mc4" / "preprocessed" / lang).glob("*.bin")) for lang in weights}
-    total = sum(size ** 0.3 for size in sizes.values())
-    assert weights == pytest.approx({lang: size ** 0.3 / total for lang, size in sizes.items()})
+    sizes = {
+        lang: sum(p.stat().st_size for p in (data / "tiny_mc4" / "preprocessed" / lang).glob("*.bin"))
+        for lang in weights
+    }
+    total = sum(size**0.3 for size in sizes.values())
+    assert weights == pytest.approx({lang: size**0.3 / total for lang, size in sizes.items()})
 
     # A second run from scratch writes the same bytes; a rerun in place redoes nothing.
     second = _resolved(tmp_path / "b")
@@ -214,8 +230,13 @@ def test_kill_9_during_preprocess_then_rerun_gives_the_same_bytes(tmp_path, monk
         step.main(["--config", str(config)])
     preprocessed = tmp_path / "run" / "data" / "tiny_mc4" / "preprocessed"
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_ARRAY_TASK_ID", "RANK", "WORLD_SIZE")}
-    process = subprocess.Popen([sys.executable, "-c", _KILLABLE.format(repo=str(REPO), config=str(config))],
-                               env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-c", _KILLABLE.format(repo=str(REPO), config=str(config))],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while len(list(preprocessed.rglob("*_sentence.idx"))) < 3:  # some splits finished; others in progress
         assert process.poll() is None, "the run ended before it could be killed"
@@ -269,8 +290,10 @@ def _git_lfs_repository(root: pathlib.Path, files):
     work = root / "work"
     for path in files:
         data = (TINY_MC4 / path).read_bytes()
-        pointer = (f"version https://git-lfs.github.com/spec/v1\noid sha256:{hashlib.sha256(data).hexdigest()}\n"
-                   f"size {len(data)}\n")
+        pointer = (
+            f"version https://git-lfs.github.com/spec/v1\noid sha256:{hashlib.sha256(data).hexdigest()}\n"
+            f"size {len(data)}\n"
+        )
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text(pointer)
         (root / "c4" / "resolve" / "main" / path).parent.mkdir(parents=True, exist_ok=True)
@@ -293,8 +316,12 @@ def hub(tmp_path):
         from tests.conftest import skip_or_fail
 
         skip_or_fail("git is not installed", "CI's image has git")
-    files = ["multilingual/c4-ja.tfrecord-00000-of-00002.json.gz", "multilingual/c4-ja.tfrecord-00001-of-00002.json.gz",
-             "multilingual/c4-ja-validation.tfrecord-00000-of-00001.json.gz", "en/c4-train.00000-of-00002.json.gz"]
+    files = [
+        "multilingual/c4-ja.tfrecord-00000-of-00002.json.gz",
+        "multilingual/c4-ja.tfrecord-00001-of-00002.json.gz",
+        "multilingual/c4-ja-validation.tfrecord-00000-of-00001.json.gz",
+        "en/c4-train.00000-of-00002.json.gz",
+    ]
     _git_lfs_repository(tmp_path / "served", files)
     server = _Files(tmp_path / "served")
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
@@ -307,13 +334,24 @@ def hub(tmp_path):
 def test_git_lfs_repository_over_http_is_listed_fetched_and_verified(tmp_path, hub, monkeypatch):
     server, url = hub
     monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
-    config = str(resolved("mt5/tiny_mc4", tmp_path, "progress=false", f"mc4_repo_url={url}", "languages='ja,en'",
-                          "download.backoff_s=0.01", "download.retries=1"))
+    config = str(
+        resolved(
+            "mt5/tiny_mc4",
+            tmp_path,
+            "progress=false",
+            f"mc4_repo_url={url}",
+            "languages='ja,en'",
+            "download.backoff_s=0.01",
+            "download.retries=1",
+        )
+    )
     layout = Mc4Layout(StepConfig.from_file(config))
     listed = layout.list_repository()
     assert [(item.path, item.language) for item in listed] == [
-        ("en/c4-train.00000-of-00002.json.gz", "en"), ("multilingual/c4-ja.tfrecord-00000-of-00002.json.gz", "ja"),
-        ("multilingual/c4-ja.tfrecord-00001-of-00002.json.gz", "ja")]
+        ("en/c4-train.00000-of-00002.json.gz", "en"),
+        ("multilingual/c4-ja.tfrecord-00000-of-00002.json.gz", "ja"),
+        ("multilingual/c4-ja.tfrecord-00001-of-00002.json.gz", "ja"),
+    ]
     assert all(item.sha256 == hashlib.sha256((TINY_MC4 / item.path).read_bytes()).hexdigest() for item in listed)
     lfs = tmp_path / "data" / "tiny_mc4" / "lfs"
     assert (lfs / ".git").is_dir() and not list(lfs.rglob("*.json.gz"))  # names and pointers only

@@ -1,5 +1,6 @@
 """Tokenizing jsonl into Megatron datasets: byte-identical to the one-document-at-a-time reference, readable
 by megatron-core, decodable back to the text, resumable after kill -9, and strict or lenient on bad lines."""
+
 import json
 import os
 import signal
@@ -39,8 +40,36 @@ def test_segment_cache_matches_on_random_whitespace_heavy_text(gpt2):
     import random
 
     rng = random.Random(7)
-    alphabet = ["a", "b", "Z", "é", "日", "1", "22", ".", "!", "'", "'s", "'ll", " ", " ", " ", "  ", "\n", "\n\n",
-                "\t", "\r\n", "\u00a0", "\u3000", "\u2028", "\x1c", "\x85", "\u200b", "\ufeff", "    "]
+    alphabet = [
+        "a",
+        "b",
+        "Z",
+        "é",
+        "日",
+        "1",
+        "22",
+        ".",
+        "!",
+        "'",
+        "'s",
+        "'ll",
+        " ",
+        " ",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\t",
+        "\r\n",
+        "\u00a0",
+        "\u3000",
+        "\u2028",
+        "\x1c",
+        "\x85",
+        "\u200b",
+        "\ufeff",
+        "    ",
+    ]
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
     tokens, lengths, errors = gpt2.encode_batch(texts)
     expected = [gpt2.encode(text) for text in texts]
@@ -55,7 +84,9 @@ def test_certain_whitespace_is_whitespace_to_the_tokenizer(gpt2):
     from nemo_launcher.jobs.common.segment_cache import _CERTAIN_WHITESPACE
 
     characters = re.findall(f"[{_CERTAIN_WHITESPACE}]", "".join(map(chr, range(0x3001))))
-    assert len(characters) == 24  # \t \n \v \f \r, space, U+00A0, U+1680, U+2000..U+200A, U+2028/9, U+202F, U+205F, U+3000
+    assert (
+        len(characters) == 24
+    )  # \t \n \v \f \r, space, U+00A0, U+1680, U+2000..U+200A, U+2028/9, U+202F, U+205F, U+3000
     pre_tokenizer = gpt2._hf.pre_tokenizer
     for c in characters:
         pieces = pre_tokenizer.pre_tokenize_str("a" + c + c + "b")
@@ -72,8 +103,12 @@ def test_gpt2_ids_are_the_real_gpt2_ids(gpt2):
 @pytest.mark.parametrize("workers, chunk_bytes", [(1, 32 << 20), (1, 7_000), (2, 40_000)])
 def test_output_is_byte_identical_to_the_reference(tmp_path, corpus, gpt2, gpt2_spec, workers, chunk_bytes):
     reference_dataset(corpus, str(tmp_path / "reference"), gpt2)
-    summary = build_shard(ShardJob(corpus, str(tmp_path / "out" / "ours"), chunk_bytes=chunk_bytes), gpt2_spec,
-                          workers=workers, progress=False)
+    summary = build_shard(
+        ShardJob(corpus, str(tmp_path / "out" / "ours"), chunk_bytes=chunk_bytes),
+        gpt2_spec,
+        workers=workers,
+        progress=False,
+    )
     assert same_files(tmp_path / "reference.bin", tmp_path / "out" / "ours.bin")
     assert same_files(tmp_path / "reference.idx", tmp_path / "out" / "ours.idx")
     assert summary.documents > 300 and summary.malformed == 0
@@ -105,7 +140,11 @@ def test_complete_output_is_skipped_and_damaged_output_rebuilt(tmp_path, corpus,
         handle.write(b"\0\0")  # a .bin that no longer matches its index is not complete
     assert complete_dataset(prefix) is None
     again = build_shard(job, gpt2_spec, progress=False)
-    assert not again.skipped and again.tokens == first.tokens and complete_dataset(prefix) == (first.documents, first.tokens)
+    assert (
+        not again.skipped
+        and again.tokens == first.tokens
+        and complete_dataset(prefix) == (first.documents, first.tokens)
+    )
 
 
 def _malformed_input(tmp_path):
@@ -134,7 +173,9 @@ def test_malformed_lines_are_reported_counted_and_skipped(tmp_path, gpt2, gpt2_s
     reported = [record.getMessage() for record in caplog.records]
     for line in (2, 3, 5, 6, 9, 11):
         assert any(message.startswith(f"{path}:{line}: ") for message in reported), (line, reported)
-    assert not any(f"{path}:{line}:" in message for line in (4, 7) for message in reported)  # blank lines are not errors
+    assert not any(
+        f"{path}:{line}:" in message for line in (4, 7) for message in reported
+    )  # blank lines are not errors
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     dataset = IndexedDataset(str(tmp_path / "out"))  # kept alive: its arrays view the dataset's mmap
@@ -146,8 +187,11 @@ def test_malformed_line_is_fatal_when_configured(tmp_path, gpt2_spec):
     path = _malformed_input(tmp_path)
     for chunk_bytes in (60, 1 << 20):  # the line number is counted across chunks
         with pytest.raises(MalformedInput, match=rf"^{path}:2: invalid JSON"):
-            build_shard(ShardJob(path, str(tmp_path / "out"), on_malformed="fail", chunk_bytes=chunk_bytes),
-                        gpt2_spec, progress=False)
+            build_shard(
+                ShardJob(path, str(tmp_path / "out"), on_malformed="fail", chunk_bytes=chunk_bytes),
+                gpt2_spec,
+                progress=False,
+            )
         assert complete_dataset(str(tmp_path / "out")) is None
 
 

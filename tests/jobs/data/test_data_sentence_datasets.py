@@ -1,5 +1,6 @@
 """BERT and T5 data: WordPiece encoding through the word cache, one indexed item per sentence, byte-identical to
 Megatron-LM's --split-sentences writer, resumable after kill -9, and sampled by megatron-core's BERT and T5 datasets."""
+
 import json
 import os
 import random
@@ -11,32 +12,80 @@ import time
 
 import pytest
 
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec
+from nemo_launcher.jobs.common.tokenizer import load_batch_tokenizer as load_tokenizer
 from nemo_launcher.jobs.data.indexed_format import complete_dataset
 from nemo_launcher.jobs.data.sentences import split_sentences
 from nemo_launcher.jobs.data.shard_builder import ShardJob, build_shard, parts_dir_for
-from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer
-
-from tests.jobs.data_support import (REPO, TRICKY_TEXTS, corpus, reference_sentence_dataset, same_files,  # noqa: F401
-                                     tiny_pile_texts, train_wordpiece_vocab, wordpiece, wordpiece_spec, wordpiece_vocab)
+from tests.jobs.data_support import (  # noqa: F401
+    REPO,
+    TRICKY_TEXTS,
+    corpus,
+    reference_sentence_dataset,
+    same_files,
+    tiny_pile_texts,
+    train_wordpiece_vocab,
+    wordpiece,
+    wordpiece_spec,
+    wordpiece_vocab,
+)
 
 # Texts that stress WordPiece's normalizer at the cuts: accents and combining marks next to spaces, final
 # sigma, dotted capital I, control and zero-width characters, CJK, words over the 200-character limit.
 WORDPIECE_TEXTS = TRICKY_TEXTS + [
-    "é e\u0301 \u0301x É", "ΣΑΣ ΑΣ Σ σς", "İstanbul İ", "Straße ﬁne", "a\x00b \ufffd c\x1cd", "日本語 中文 한국어",
-    "x" * 199 + " " + "y" * 200 + " " + "z" * 201, "[CLS] [SEP] [MASK] [PAD]", "don't stop-me now!!",
+    "é e\u0301 \u0301x É",
+    "ΣΑΣ ΑΣ Σ σς",
+    "İstanbul İ",
+    "Straße ﬁne",
+    "a\x00b \ufffd c\x1cd",
+    "日本語 中文 한국어",
+    "x" * 199 + " " + "y" * 200 + " " + "z" * 201,
+    "[CLS] [SEP] [MASK] [PAD]",
+    "don't stop-me now!!",
 ]
 
 
 @pytest.mark.parametrize("lower_case", [True, False])
 def test_word_cache_matches_per_document_encoding(tmp_path, lower_case):
     vocab = train_wordpiece_vocab(tmp_path / "vocab.txt", lower_case=lower_case)
-    tokenizer = load_tokenizer(TokenizerSpec("megatron", "BertWordPieceLowerCase" if lower_case else "BertWordPieceCase",
-                                             vocab_file=vocab))
+    tokenizer = load_tokenizer(
+        TokenizerSpec("megatron", "BertWordPieceLowerCase" if lower_case else "BertWordPieceCase", vocab_file=vocab)
+    )
     rng = random.Random(5)
-    alphabet = ["a", "B", "é", "É", "e\u0301", " ", " ", "  ", "\n", "\t", "\u00a0", "\u3000", "日", "Σ", "ς", "İ",
-                "\u0301", "\x1c", "\x85", "\u200b", "!", ".", "'s", "12", "ﬁ", "\x00", "w" * 120]
-    texts = tiny_pile_texts() + WORDPIECE_TEXTS + [
-        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(4000)]
+    alphabet = [
+        "a",
+        "B",
+        "é",
+        "É",
+        "e\u0301",
+        " ",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\u00a0",
+        "\u3000",
+        "日",
+        "Σ",
+        "ς",
+        "İ",
+        "\u0301",
+        "\x1c",
+        "\x85",
+        "\u200b",
+        "!",
+        ".",
+        "'s",
+        "12",
+        "ﬁ",
+        "\x00",
+        "w" * 120,
+    ]
+    texts = (
+        tiny_pile_texts()
+        + WORDPIECE_TEXTS
+        + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(4000)]
+    )
     for _ in range(2):  # the second pass is served from the warm cache
         tokens, lengths, errors = tokenizer.encode_batch(texts)
         expected = [tokenizer.encode(text) for text in texts]
@@ -59,15 +108,29 @@ def test_wordpiece_ids_are_bert_ids(wordpiece, wordpiece_vocab):
     assert vocab[wordpiece.encode("[CLS]")[0]] == "["  # special tokens written in a text are text
 
 
-@pytest.mark.parametrize("workers, chunk_bytes, append_eod, cap", [
-    (1, 32 << 20, False, 512), (1, 7_000, True, 512), (2, 30_000, False, 16), (1, 50_000, True, None),
-])
-def test_sentence_dataset_is_byte_identical_to_the_reference(tmp_path, corpus, wordpiece, wordpiece_spec,
-                                                              workers, chunk_bytes, append_eod, cap):
-    reference_sentence_dataset(corpus, str(tmp_path / "reference"), wordpiece, append_eod=append_eod,
-                               max_sentence_tokens=cap)
-    job = ShardJob(corpus, str(tmp_path / "out" / "ours"), chunk_bytes=chunk_bytes, append_eod=append_eod,
-                   split_sentences=True, max_sentence_tokens=cap)
+@pytest.mark.parametrize(
+    "workers, chunk_bytes, append_eod, cap",
+    [
+        (1, 32 << 20, False, 512),
+        (1, 7_000, True, 512),
+        (2, 30_000, False, 16),
+        (1, 50_000, True, None),
+    ],
+)
+def test_sentence_dataset_is_byte_identical_to_the_reference(
+    tmp_path, corpus, wordpiece, wordpiece_spec, workers, chunk_bytes, append_eod, cap
+):
+    reference_sentence_dataset(
+        corpus, str(tmp_path / "reference"), wordpiece, append_eod=append_eod, max_sentence_tokens=cap
+    )
+    job = ShardJob(
+        corpus,
+        str(tmp_path / "out" / "ours"),
+        chunk_bytes=chunk_bytes,
+        append_eod=append_eod,
+        split_sentences=True,
+        max_sentence_tokens=cap,
+    )
     summary = build_shard(job, wordpiece_spec, workers=workers, progress=False)
     assert same_files(tmp_path / "reference.bin", tmp_path / "out" / "ours.bin")
     assert same_files(tmp_path / "reference.idx", tmp_path / "out" / "ours.idx")
@@ -78,8 +141,11 @@ def test_megatron_reads_sentences_grouped_by_document(tmp_path, corpus, wordpiec
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     prefix = str(tmp_path / "ours")
-    build_shard(ShardJob(corpus, prefix, append_eod=False, split_sentences=True, max_sentence_tokens=64), wordpiece_spec,
-                progress=False)
+    build_shard(
+        ShardJob(corpus, prefix, append_eod=False, split_sentences=True, max_sentence_tokens=64),
+        wordpiece_spec,
+        progress=False,
+    )
     dataset = IndexedDataset(prefix)
     texts = [json.loads(line)["text"] for line in open(corpus, encoding="utf-8")]
     texts = [text for text in texts if wordpiece.encode(text)]
@@ -96,17 +162,28 @@ def test_megatron_reads_sentences_grouped_by_document(tmp_path, corpus, wordpiec
 
 def test_a_document_the_tokenizer_rejects_is_left_out_whole(tmp_path, wordpiece, wordpiece_spec):
     path = tmp_path / "in.jsonl"
-    rows = [{"text": "First document. It is fine."}, {"text": "Second one. Its second sentence \ud800 is not."},
-            {"text": "   "}, {"text": "Third. Fine too."}]
+    rows = [
+        {"text": "First document. It is fine."},
+        {"text": "Second one. Its second sentence \ud800 is not."},
+        {"text": "   "},
+        {"text": "Third. Fine too."},
+    ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    summary = build_shard(ShardJob(str(path), str(tmp_path / "out"), append_eod=False, split_sentences=True), wordpiece_spec,
-                          progress=False)
+    summary = build_shard(
+        ShardJob(str(path), str(tmp_path / "out"), append_eod=False, split_sentences=True),
+        wordpiece_spec,
+        progress=False,
+    )
     assert (summary.documents, summary.malformed) == (2, 1)
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
     dataset = IndexedDataset(str(tmp_path / "out"))
     assert [wordpiece.decode(dataset[i].tolist()) for i in range(len(dataset))] == [
-        "first document.", "it is fine.", "third.", "fine too."]
+        "first document.",
+        "it is fine.",
+        "third.",
+        "fine too.",
+    ]
 
 
 _KILLABLE = textwrap.dedent("""
@@ -140,10 +217,16 @@ def test_kill_9_mid_run_then_rerun_gives_the_same_bytes(tmp_path, corpus, wordpi
     process.wait()
     assert complete_dataset(prefix) is None
     assert any(name.endswith(".sentences") for name in os.listdir(parts))
-    stamps = {name: os.stat(os.path.join(parts, name)).st_mtime_ns for name in os.listdir(parts) if name.endswith(".json")}
+    stamps = {
+        name: os.stat(os.path.join(parts, name)).st_mtime_ns for name in os.listdir(parts) if name.endswith(".json")
+    }
 
-    build_shard(ShardJob(corpus, prefix, chunk_bytes=8000, append_eod=False, split_sentences=True), wordpiece_spec, workers=1,
-                progress=False)
+    build_shard(
+        ShardJob(corpus, prefix, chunk_bytes=8000, append_eod=False, split_sentences=True),
+        wordpiece_spec,
+        workers=1,
+        progress=False,
+    )
     reference_sentence_dataset(corpus, str(tmp_path / "reference"), wordpiece, max_sentence_tokens=512)
     assert same_files(tmp_path / "reference.bin", prefix + ".bin")
     assert same_files(tmp_path / "reference.idx", prefix + ".idx")
@@ -182,7 +265,9 @@ _MEGATRON_SAMPLES = textwrap.dedent("""
 def test_megatron_bert_and_t5_datasets_sample_it(tmp_path, corpus, wordpiece_spec, wordpiece_vocab):
     prefix = str(tmp_path / "ours")
     build_shard(ShardJob(corpus, prefix, append_eod=False, split_sentences=True), wordpiece_spec, progress=False)
-    script = _MEGATRON_SAMPLES.format(repo=str(REPO), prefix=prefix, cache=str(tmp_path / "cache"), vocab=wordpiece_vocab)
+    script = _MEGATRON_SAMPLES.format(
+        repo=str(REPO), prefix=prefix, cache=str(tmp_path / "cache"), vocab=wordpiece_vocab
+    )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
@@ -193,7 +278,7 @@ def test_megatron_bert_and_t5_datasets_sample_it(tmp_path, corpus, wordpiece_spe
     assert decoder[0] == bos and decoder[1] == sentinels[0] and sentinels[0] in encoder
 
 
-@pytest.mark.parametrize("plan_text", ["{\"identity\": {\"inp", "[1, 2]", "{\"bounds\": []}"])
+@pytest.mark.parametrize("plan_text", ['{"identity": {"inp', "[1, 2]", '{"bounds": []}'])
 def test_an_unreadable_chunk_plan_starts_the_work_over(tmp_path, corpus, plan_text):
     from nemo_launcher.jobs.data.shard_builder import _chunk_plan
 

@@ -1,4 +1,5 @@
 """The step programs on the shipped configs: tiny Pile end to end, reruns, Slurm array tasks, custom datasets."""
+
 import gzip
 import json
 import os
@@ -9,18 +10,20 @@ import sys
 import pytest
 import yaml
 
+from nemo_launcher.jobs.common.tokenizer import TokenizerSpec
+from nemo_launcher.jobs.common.tokenizer import load_batch_tokenizer as load_tokenizer
 from nemo_launcher.jobs.data import download, extract, preprocess, train_tokenizer
 from nemo_launcher.jobs.data.indexed_format import complete_dataset
-from nemo_launcher.jobs.common.tokenizer import TokenizerSpec, load_batch_tokenizer as load_tokenizer
 from nemo_launcher.launch.families import FAMILIES
-
 from tests.jobs.data_support import REPO, reference_dataset, same_files, tiny_pile_texts
 
 CONF = REPO / "conf"
 # The configs these step programs run (the multimodal family has its own: tests/jobs/multimodal/test_multimodal_*.py).
-DATA_CONFIGS = sorted(str(p.relative_to(CONF / "data_preparation").with_suffix(""))
-                      for p in (CONF / "data_preparation").rglob("*.yaml")
-                      if FAMILIES[p.parent.name].programs["data_preparation"] == "nemo_launcher.jobs.data")
+DATA_CONFIGS = sorted(
+    str(p.relative_to(CONF / "data_preparation").with_suffix(""))
+    for p in (CONF / "data_preparation").rglob("*.yaml")
+    if FAMILIES[p.parent.name].programs["data_preparation"] == "nemo_launcher.jobs.data"
+)
 
 
 def resolved(choice: str, tmp_path: pathlib.Path, *overrides: str) -> pathlib.Path:
@@ -29,10 +32,16 @@ def resolved(choice: str, tmp_path: pathlib.Path, *overrides: str) -> pathlib.Pa
     from omegaconf import OmegaConf
 
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose("config", overrides=[f"data_preparation={choice}", f"launcher_scripts_path={REPO}",
-                                           f"data_dir={tmp_path}/data", f"base_results_dir={tmp_path}/results",
-                                           *[f"+data_preparation.{o[1:]}" if o.startswith("+") else f"data_preparation.{o}"
-                                             for o in overrides]])
+        cfg = compose(
+            "config",
+            overrides=[
+                f"data_preparation={choice}",
+                f"launcher_scripts_path={REPO}",
+                f"data_dir={tmp_path}/data",
+                f"base_results_dir={tmp_path}/results",
+                *[f"+data_preparation.{o[1:]}" if o.startswith("+") else f"data_preparation.{o}" for o in overrides],
+            ],
+        )
     values = OmegaConf.to_container(cfg.data_preparation, resolve=True)
     path = tmp_path / f"{values['run']['name']}_hydra.yaml"
     path.write_text(yaml.safe_dump(values))
@@ -61,7 +70,9 @@ def test_tiny_pile_end_to_end_writes_what_tiny_training_reads(tmp_path, monkeypa
     tokenizer = load_tokenizer(TokenizerSpec("megatron", "GPT2BPETokenizer", str(vocab), str(merges)))
     for number in range(3):
         prefix = data / "tiny_pile" / "preprocessed" / f"tiny_pile_{number:02d}_text_document"
-        reference_dataset(str(data / "tiny_pile" / "extracted" / f"{number:02d}.jsonl"), str(tmp_path / "ref"), tokenizer)
+        reference_dataset(
+            str(data / "tiny_pile" / "extracted" / f"{number:02d}.jsonl"), str(tmp_path / "ref"), tokenizer
+        )
         assert same_files(str(prefix) + ".bin", tmp_path / "ref.bin")
         assert same_files(str(prefix) + ".idx", tmp_path / "ref.idx")
     assert sum(complete_dataset(str(p.with_suffix("")))[0] for p in outputs) == len(tiny_pile_texts())
@@ -95,14 +106,25 @@ def test_slurm_array_task_handles_only_its_shard(tmp_path, monkeypatch):
 
 def test_step_errors_are_one_line_and_exit_2(tmp_path):
     config = resolved("gpt3/tiny_pile", tmp_path, "progress=false", "file_numbers='0,2-1'")
-    result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.data.download", "--config", str(config)],
-                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    result = subprocess.run(
+        [sys.executable, "-m", "nemo_launcher.jobs.data.download", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
-        "Error: data_preparation.file_numbers='0,2-1': range '2-1' ends before it starts")
+        "Error: data_preparation.file_numbers='0,2-1': range '2-1' ends before it starts"
+    )
     config = resolved("gpt3/tiny_pile", tmp_path, "progress=false", "file_numbers=7")
-    result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.data.download", "--config", str(config)],
-                            capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    result = subprocess.run(
+        [sys.executable, "-m", "nemo_launcher.jobs.data.download", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == 2 and "07.jsonl.zst: no such file" in result.stderr
 
 
@@ -120,8 +142,17 @@ def _raw_files(tmp_path):
 def test_custom_dataset_trains_sentencepiece_then_spreads_files_over_nodes(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
     files = _raw_files(tmp_path)
-    config = str(resolved("generic/custom_dataset", tmp_path, "progress=false", f"raw_dataset_files=[{','.join(files)}]",
-                          "train_tokenizer_args.vocab_size=500", "run.node_array_size=2", "run.workers_per_node=1"))
+    config = str(
+        resolved(
+            "generic/custom_dataset",
+            tmp_path,
+            "progress=false",
+            f"raw_dataset_files=[{','.join(files)}]",
+            "train_tokenizer_args.vocab_size=500",
+            "run.node_array_size=2",
+            "run.workers_per_node=1",
+        )
+    )
     train_tokenizer.main(["--config", config])
     model = tmp_path / "data" / "custom_dataset" / "bpe" / "custom_sp_tokenizer.model"
     assert model.is_file()
@@ -134,7 +165,10 @@ def test_custom_dataset_trains_sentencepiece_then_spreads_files_over_nodes(tmp_p
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
     preprocess.main(["--config", config])
     assert sorted(p.name for p in out.glob("*.idx")) == [
-        "big_text_document.idx", "medium_text_document.idx", "small_text_document.idx"]
+        "big_text_document.idx",
+        "medium_text_document.idx",
+        "small_text_document.idx",
+    ]
     assert not (out / ".decompressed").exists()
 
     tokenizer = load_tokenizer(TokenizerSpec("sentencepiece", model=str(model)))
@@ -150,9 +184,19 @@ def test_custom_dataset_with_a_byte_level_bpe_trained_by_hugging_face(tmp_path, 
     monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
     files = _raw_files(tmp_path)[::2]
     model = tmp_path / "data" / "custom_dataset" / "bpe" / "tokenizer.json"
-    config = str(resolved("generic/custom_dataset", tmp_path, "progress=false", f"raw_dataset_files=[{','.join(files)}]",
-                          "tokenizer_library=huggingface", f"tokenizer_model={model}",
-                          "train_tokenizer_args.vocab_size=600", "run.node_array_size=1", "run.workers_per_node=2"))
+    config = str(
+        resolved(
+            "generic/custom_dataset",
+            tmp_path,
+            "progress=false",
+            f"raw_dataset_files=[{','.join(files)}]",
+            "tokenizer_library=huggingface",
+            f"tokenizer_model={model}",
+            "train_tokenizer_args.vocab_size=600",
+            "run.node_array_size=1",
+            "run.workers_per_node=2",
+        )
+    )
     train_tokenizer.main(["--config", config])
     assert model.is_file() and (model.parent / "merges.txt").is_file()
     preprocess.main(["--config", config])

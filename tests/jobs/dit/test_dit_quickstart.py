@@ -5,6 +5,7 @@ The metric (fw_inference's samples.json): each sample's nearest class-mean image
 4 classes of the generated data; the share of samples whose nearest mean is their caption's class, against chance
 (25%), and per caption the mean distance to its own class mean against the other classes' means.
 """
+
 import json
 import os
 import re
@@ -21,8 +22,14 @@ def test_dit_quickstart_trains_and_samples_its_classes(tmp_path):
     results, data = tmp_path / "results", tmp_path / "data"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
-    run = subprocess.run([sys.executable, "main.py", "--config-name=quickstart_dit", f"base_results_dir={results}",
-                          f"data_dir={data}"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, "main.py", "--config-name=quickstart_dit", f"base_results_dir={results}", f"data_dir={data}"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert f"fw_inference: {results}/dit_tiny/sample" in run.stdout
     assert (data / "dit_shapes" / ".nv-meta" / "dataset.yaml").is_file()
@@ -38,4 +45,6 @@ def test_dit_quickstart_trains_and_samples_its_classes(tmp_path):
     assert scores["accuracy"] >= 0.5, scores  # twice chance; 75% when this test was written
     closer = [s for s in scores["per_prompt"].values() if s["distance_to_own_class"] < s["distance_to_other_classes"]]
     assert len(closer) >= 3, scores
-    assert re.search(r"^  nearest class  \d+% of samples closest to their prompt's class mean \(chance 25%\)$", logs, re.M)
+    assert re.search(
+        r"^  nearest class  \d+% of samples closest to their prompt's class mean \(chance 25%\)$", logs, re.M
+    )

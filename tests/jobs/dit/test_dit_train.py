@@ -3,6 +3,7 @@ shapes, a run killed with SIGKILL and rerun ends bit-identical to an uninterrupt
 every step after the checkpoint, which differ unless the Energon loader resumes at the sample it stopped before:
 restarted from its beginning it would feed the first steps' samples again), and TP=2 trains to TP=1's losses.
 """
+
 import subprocess
 import time
 from pathlib import Path
@@ -23,15 +24,26 @@ RUN = [
 ]
 # Mock latents, small enough for two processes on two cores; the cross-attention variant, whose keys and values
 # TP splits by head like the self-attention's.
-MOCK = ["model.data.data_type=mock", "model.data.latent_shape=[4,1,8,8]", "model.data.seq_length=16", "trainer.max_steps=4",
-        "model.cross_attention=true"]
+MOCK = [
+    "model.data.data_type=mock",
+    "model.data.latent_shape=[4,1,8,8]",
+    "model.data.seq_length=16",
+    "trainer.max_steps=4",
+    "model.cross_attention=true",
+]
 
 
 def write_config(work: Path, data_dir: Path, overrides=()) -> Path:
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    return write_stage_config(work / "cfg.yaml", "training", "dit/tiny", data_dir=data_dir, base_results_dir=work / "results",
-                              overrides=[*RUN, *overrides])
+    return write_stage_config(
+        work / "cfg.yaml",
+        "training",
+        "dit/tiny",
+        data_dir=data_dir,
+        base_results_dir=work / "results",
+        overrides=[*RUN, *overrides],
+    )
 
 
 def log_dir(work: Path) -> Path:
@@ -40,8 +52,14 @@ def log_dir(work: Path) -> Path:
 
 def start_training_program(config: Path, output: Path) -> subprocess.Popen:
     with open(output, "w") as handle:
-        return subprocess.Popen(command(config, program=PROGRAM), cwd=REPO, env=environment(), stdout=handle,
-                                stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            command(config, program=PROGRAM),
+            cwd=REPO,
+            env=environment(),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +69,9 @@ def data_dir(tmp_path_factory) -> Path:
     from nemo_launcher.jobs.dit.shapes_data import write_shapes
 
     directory = tmp_path_factory.mktemp("dit_data")
-    write_shapes(directory / "dit_shapes", image_size=16, text_length=4, text_width=16, seed=0, samples=256, shard_size=64)
+    write_shapes(
+        directory / "dit_shapes", image_size=16, text_length=4, text_width=16, seed=0, samples=256, shard_size=64
+    )
     return directory
 
 
@@ -108,9 +128,11 @@ def test_rerun_after_kill_9_is_bit_identical_with_the_energon_loader_where_it_st
 def test_tensor_parallel_2_trains_to_the_losses_of_tp_1(data_dir, tmp_path):
     single = run_training(write_config(tmp_path / "tp1", data_dir, MOCK), program=PROGRAM)
     assert "data: mock: random latents [4, 1, 8, 8] (16 tokens)" in single.stdout
-    split = run_training(write_config(tmp_path / "tp2", data_dir, [*MOCK, "trainer.devices=2",
-                                                                   "model.tensor_model_parallel_size=2"]),
-                         processes=2, program=PROGRAM)
+    split = run_training(
+        write_config(tmp_path / "tp2", data_dir, [*MOCK, "trainer.devices=2", "model.tensor_model_parallel_size=2"]),
+        processes=2,
+        program=PROGRAM,
+    )
     assert "TP=2 PP=1" in split.stdout
     expected = losses(single.stdout)
     assert sorted(expected) == [1, 2, 3, 4]

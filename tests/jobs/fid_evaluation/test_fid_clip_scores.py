@@ -2,6 +2,7 @@
 distance against scipy's matrix square root of the covariance product, its closed forms (a set against itself, a
 shifted set, two diagonal Gaussians), through torch-fidelity's Inception on images; the CLIP score against the
 cosines recomputed from CLIPModel's own logits."""
+
 import numpy as np
 import pytest
 
@@ -73,7 +74,9 @@ def test_fid_of_images_through_inception(inception):
     reds, blues = _shapes(4, (220, 30, 30)), _shapes(4, (30, 30, 220))
     red = inception_features(inception, reds)
     assert red.shape == (4, 2048) and np.isfinite(red).all() and red.std(0).max() > 0
-    assert frechet_distance(*statistics(red), *statistics(inception_features(inception, reds))) == pytest.approx(0.0, abs=1e-6)
+    assert frechet_distance(*statistics(red), *statistics(inception_features(inception, reds))) == pytest.approx(
+        0.0, abs=1e-6
+    )
     assert frechet_distance(*statistics(red), *statistics(inception_features(inception, blues))) > 1e-3
     assert "torchvision" not in sys.modules
 
@@ -109,15 +112,24 @@ def test_plot_reports_mlperf_quality_targets(tmp_path):
     results.mkdir()
     (results / "fid_scores.csv").write_text("cfg,fid\n2,120.5\n8,85.0\n")
     (results / "clip_scores.csv").write_text("cfg,clip_score\n2,0.16\n8,0.149\n")
-    config = write_stage_config(tmp_path / "mlperf.yaml", "evaluation", "stable_diffusion/mlperf_fid_clip",
-                                data_dir=tmp_path / "data", base_results_dir=tmp_path / "results",
-                                overrides=[f"run.results_dir={results}", "fid.classifier_free_guidance=[2,8]",
-                                           "run.node_array_size=2"])
+    config = write_stage_config(
+        tmp_path / "mlperf.yaml",
+        "evaluation",
+        "stable_diffusion/mlperf_fid_clip",
+        data_dir=tmp_path / "data",
+        base_results_dir=tmp_path / "results",
+        overrides=[f"run.results_dir={results}", "fid.classifier_free_guidance=[2,8]", "run.node_array_size=2"],
+    )
     report = plot.main(["--config", str(config)])
     verdict = json.loads((results / "quality_targets.json").read_text())
     assert verdict["targets"] == {"fid_at_most": 90, "clip_score_at_least": 0.15}
-    assert verdict["per_guidance_scale"]["2"] == {"fid": 120.5, "clip_score": 0.16, "fid_met": False,
-                                                  "clip_score_met": True, "all_met": False}
+    assert verdict["per_guidance_scale"]["2"] == {
+        "fid": 120.5,
+        "clip_score": 0.16,
+        "fid_met": False,
+        "clip_score_met": True,
+        "all_met": False,
+    }
     assert verdict["per_guidance_scale"]["8"]["fid_met"] and not verdict["per_guidance_scale"]["8"]["clip_score_met"]
     assert verdict["reached_at_guidance_scales"] == []
     assert ("quality targets", "not met at any guidance scale") in report.notes

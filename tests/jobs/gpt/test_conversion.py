@@ -8,6 +8,7 @@ The classic run is the session's `tiny_pipeline` (conftest.py), shared with the 
   our merge and split rules must reproduce exactly.
 Reference logits come from tests/jobs/checkpoint_logits.py (the trainer's code, not the converter's).
 """
+
 import pytest
 import yaml
 
@@ -17,10 +18,9 @@ torch = require_module("torch")
 transformers = require_module("transformers")
 
 from nemo_launcher.jobs.core import nemo_archive  # noqa: E402
-from nemo_launcher.jobs.gpt import inference  # noqa: E402
 from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
+from nemo_launcher.jobs.gpt import inference  # noqa: E402
 from nemo_launcher.jobs.gpt.shards import gpt_shard_layout  # noqa: E402
-
 from tests.jobs.gpt_models import megatron_logits  # noqa: E402
 from tests.jobs.pipeline_support import IMPROVED, SHORT_TRAINING, plan_pipeline, reference_logits, run_job  # noqa: E402
 
@@ -38,14 +38,29 @@ def classic(tiny_pipeline):
 @pytest.fixture(scope="module")
 def improved_tp2(tmp_path_factory, sample_data_dir):
     work = tmp_path_factory.mktemp("improved")
-    common = ["training=gpt3/tiny", "conversion=gpt3/convert_gpt3", *SHORT_TRAINING, *IMPROVED,
-              "training.trainer.devices=2", "training.model.tensor_model_parallel_size=2"]
+    common = [
+        "training=gpt3/tiny",
+        "conversion=gpt3/convert_gpt3",
+        *SHORT_TRAINING,
+        *IMPROVED,
+        "training.trainer.devices=2",
+        "training.model.tensor_model_parallel_size=2",
+    ]
     run = plan_pipeline(work, ["stages=[training,conversion]", *common], sample_data_dir)
     run_job(run.configs["training"], TRAIN, processes=2)
     run_job(run.configs["conversion"], CONVERT)
     # The same checkpoint to a TP=2 archive: two processes, each writing the shard megatron gives it.
-    resharded = plan_pipeline(work, ["stages=[conversion]", *common, "conversion.model.tensor_model_parallel_size=2",
-                                     "conversion.run.nemo_file_name=megatron_gpt_tp2.nemo", "conversion.hf.mode=off"], sample_data_dir)
+    resharded = plan_pipeline(
+        work,
+        [
+            "stages=[conversion]",
+            *common,
+            "conversion.model.tensor_model_parallel_size=2",
+            "conversion.run.nemo_file_name=megatron_gpt_tp2.nemo",
+            "conversion.hf.mode=off",
+        ],
+        sample_data_dir,
+    )
     run_job(resharded.configs["conversion"], CONVERT, processes=2)
     return run
 
@@ -63,8 +78,13 @@ def _tokens(tokenizer):
 def _reference(run, tmp_path, tokens, processes):
     train_dir, _ = _paths(run)
     torch.save(tokens, tmp_path / "tokens.pt")
-    reference_logits(run.configs["training"], train_dir / "results" / "checkpoints" / "step-4", tmp_path / "tokens.pt",
-                     tmp_path / "reference.pt", processes)
+    reference_logits(
+        run.configs["training"],
+        train_dir / "results" / "checkpoints" / "step-4",
+        tmp_path / "tokens.pt",
+        tmp_path / "reference.pt",
+        processes,
+    )
     return torch.load(tmp_path / "reference.pt")
 
 

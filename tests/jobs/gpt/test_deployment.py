@@ -3,6 +3,7 @@
 The servers are real: each test starts one as a subprocess on free loopback ports, sends the client's
 generation request, compares the answer with the tokens the model generates directly, and stops it.
 """
+
 import os
 import signal
 import subprocess
@@ -13,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.jobs.sft_support import gpt2_files, tiny_nemo  # noqa: F401  (fixtures)
-
 from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
+from tests.jobs.sft_support import gpt2_files, tiny_nemo  # noqa: F401  (fixtures)
 
 torch = require_module("torch")
 require_module("pytriton")
@@ -32,12 +32,19 @@ def repository(tmp_path_factory, tiny_nemo):  # noqa: F811
     from nemo_launcher.jobs.gpt.export import ExportConfig, export
 
     root = tmp_path_factory.mktemp("export")
-    cfg = ExportConfig.from_dict({
-        "run": {"name": "export_tiny", "results_dir": str(root), "time_limit": "0:10:00"},
-        "model": {"checkpoint_path": tiny_nemo, "tensor_model_parallel_size": 1, "weight_data_type": "fp32"},
-        "triton_deployment": {"triton_model_dir": str(root / "model_repo" / MODEL), "max_batch_size": 2,
-                              "data_type": "fp32", "tokens_to_generate": 4, "instance_kind": "KIND_CPU"},
-    })
+    cfg = ExportConfig.from_dict(
+        {
+            "run": {"name": "export_tiny", "results_dir": str(root), "time_limit": "0:10:00"},
+            "model": {"checkpoint_path": tiny_nemo, "tensor_model_parallel_size": 1, "weight_data_type": "fp32"},
+            "triton_deployment": {
+                "triton_model_dir": str(root / "model_repo" / MODEL),
+                "max_batch_size": 2,
+                "data_type": "fp32",
+                "tokens_to_generate": 4,
+                "instance_kind": "KIND_CPU",
+            },
+        }
+    )
     export(cfg)
     return root / "model_repo"
 
@@ -60,14 +67,20 @@ def test_export_writes_a_triton_model_repository(repository):
 
     model_dir = repository / MODEL
     assert sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*") if p.is_file()) == [
-        "1/model.nemo", "1/model.py", "config.pbtxt"]
+        "1/model.nemo",
+        "1/model.py",
+        "config.pbtxt",
+    ]
     config = text_format.Parse((model_dir / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     assert (config.name, config.backend, config.max_batch_size) == (MODEL, "python", 2)
     assert [i.name for i in config.input] == ["prompt", "max_tokens"] and config.input[1].optional
     assert [o.name for o in config.output] == ["completion", "output_ids"]
     assert config.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
     assert {k: v.string_value for k, v in config.parameters.items()} == {
-        "data_type": "fp32", "tokens_to_generate": "4", "launcher_path": str(REPO)}
+        "data_type": "fp32",
+        "tokens_to_generate": "4",
+        "launcher_path": str(REPO),
+    }
     assert not list(repository.glob(".*")), "the staging folder is gone"
 
 
@@ -99,8 +112,13 @@ def _alive(pid: int) -> bool:
 def _start(argv, log: Path, env=None, ready=None, timeout_s: float = 240.0):
     """Starts a server; returns it once `ready(log text)` holds. Fails with the log if it exits first."""
     handle = open(log, "w")
-    process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=REPO,
-                               env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})))
+    process = subprocess.Popen(
+        argv,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})),
+    )
     deadline = time.monotonic() + timeout_s
     while not ready(log.read_text()):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -112,15 +130,33 @@ def _start(argv, log: Path, env=None, ready=None, timeout_s: float = 240.0):
 
 
 def _client(url: str, *extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "deployment/client.py", "--url", url, "--model", MODEL, "--prompt", PROMPT, *extra],
-                          cwd=REPO, capture_output=True, text=True, timeout=180, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return subprocess.run(
+        [sys.executable, "deployment/client.py", "--url", url, "--model", MODEL, "--prompt", PROMPT, *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
 
 
 def test_pytriton_server_answers_like_the_model_and_stops_cleanly(repository, direct, tmp_path):
     http, grpc = free_port(), free_port()
     log = tmp_path / "serve.log"
-    server = _start([sys.executable, "deployment/serve_pytriton.py", "--model-repository", str(repository),
-                     "--http-port", str(http), "--grpc-port", str(grpc)], log, ready=lambda text: "\nready: " in "\n" + text)
+    server = _start(
+        [
+            sys.executable,
+            "deployment/serve_pytriton.py",
+            "--model-repository",
+            str(repository),
+            "--http-port",
+            str(http),
+            "--grpc-port",
+            str(grpc),
+        ],
+        log,
+        ready=lambda text: "\nready: " in "\n" + text,
+    )
     try:
         result = _client(f"http://127.0.0.1:{http}", "--max-tokens", str(MAX_TOKENS), "--ids")
         assert result.returncode == 0, result.stderr
@@ -160,14 +196,32 @@ def test_tritonserver_runs_the_exported_python_backend(repository, direct, tmp_p
     http, grpc = free_port(), free_port()
     libs = [sysconfig.get_config_var("LIBDIR"), str(get_libs_path())]  # this interpreter's libpython first
     env = {"LD_LIBRARY_PATH": ":".join(libs + [os.environ.get("LD_LIBRARY_PATH", "")])}
-    server = _start([str(TRITONSERVER_DIST_DIR / "bin" / "tritonserver"), "--model-repository", str(repository),
-                     "--backend-directory", str(tmp_path / "backends"), "--http-address", "127.0.0.1",
-                     "--grpc-address", "127.0.0.1", f"--http-port={http}", f"--grpc-port={grpc}", "--allow-metrics=false"],
-                    tmp_path / "tritonserver.log", env=env, ready=lambda text: "Started HTTPService" in text)
+    server = _start(
+        [
+            str(TRITONSERVER_DIST_DIR / "bin" / "tritonserver"),
+            "--model-repository",
+            str(repository),
+            "--backend-directory",
+            str(tmp_path / "backends"),
+            "--http-address",
+            "127.0.0.1",
+            "--grpc-address",
+            "127.0.0.1",
+            f"--http-port={http}",
+            f"--grpc-port={grpc}",
+            "--allow-metrics=false",
+        ],
+        tmp_path / "tritonserver.log",
+        env=env,
+        ready=lambda text: "Started HTTPService" in text,
+    )
     try:
         result = _client(f"http://127.0.0.1:{http}", "--max-tokens", str(MAX_TOKENS), "--ids")
         assert result.returncode == 0, result.stderr
-        assert result.stdout.rstrip("\n").rsplit("\n", 1) == [direct["text"], "ids: " + " ".join(map(str, direct["ids"]))]
+        assert result.stdout.rstrip("\n").rsplit("\n", 1) == [
+            direct["text"],
+            "ids: " + " ".join(map(str, direct["ids"])),
+        ]
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=120)

@@ -1,5 +1,6 @@
 """Evaluation: the lm-eval adapter's numbers against direct computations, and the evaluation job on the
 tiny pipeline's converted model with task files written here in lm-eval's formats (no network)."""
+
 import json
 import math
 from pathlib import Path
@@ -22,9 +23,11 @@ from tests.jobs.pipeline_support import run_job  # noqa: E402
 
 PADDED_VOCAB = 50304
 MAX_LENGTH = 32
-LICENSE_WORDS = ("Permission is hereby granted free of charge to any person obtaining a copy of this software and "
-                 "associated documentation files to deal in the Software without restriction including without "
-                 "limitation the rights to use copy modify merge publish distribute sublicense and sell copies").split()
+LICENSE_WORDS = (
+    "Permission is hereby granted free of charge to any person obtaining a copy of this software and "
+    "associated documentation files to deal in the Software without restriction including without "
+    "limitation the rights to use copy modify merge publish distribute sublicense and sell copies"
+).split()
 
 
 def _requests(kind, arguments):
@@ -44,18 +47,23 @@ def _direct_loglikelihood(model, tokenizer, context: str, continuation: str):
     of tokenizing the whole text, scored from the logits of one unpadded forward pass."""
     context_ids = tokenizer.encode(context) if context else [tokenizer.eod]
     whole = tokenizer.encode(context + continuation) if context else [tokenizer.eod] + tokenizer.encode(continuation)
-    target = whole[len(context_ids):]
-    sequence = (context_ids + target)
+    target = whole[len(context_ids) :]
+    sequence = context_ids + target
     log_probs = torch.log_softmax(megatron_logits(model, torch.tensor([sequence[:-1]]))[0], dim=-1)
-    picked = log_probs[len(sequence) - 1 - len(target):]
+    picked = log_probs[len(sequence) - 1 - len(target) :]
     total = sum(picked[i, t].item() for i, t in enumerate(target))
     return total, all(picked[i].argmax().item() == t for i, t in enumerate(target))
 
 
 def test_loglikelihood_matches_direct_computation_in_mixed_batches(tiny):
     model, tokenizer = tiny
-    pairs = [("Permission is hereby granted", " free"), ("to any person obtaining a copy of this software and", " associated"),
-             ("", "Hello world"), ("the rights to use, copy, modify,", " merge, publish"), ("x", " y")]
+    pairs = [
+        ("Permission is hereby granted", " free"),
+        ("to any person obtaining a copy of this software and", " associated"),
+        ("", "Hello world"),
+        ("the rights to use, copy, modify,", " merge, publish"),
+        ("x", " y"),
+    ]
     lm = MegatronGPTLM(model, tokenizer, max_length=MAX_LENGTH, batch_size=3)
     got = lm.loglikelihood(_requests("loglikelihood", pairs), disable_tqdm=True)
     for (context, continuation), (log_prob, greedy) in zip(pairs, got):
@@ -98,12 +106,12 @@ def test_greedy_generation_stops_at_the_stop_string(tiny):
     ids = tokenizer.encode(context)
     expected = []
     for _ in range(6):
-        logits = megatron_logits(model, torch.tensor([ids + expected]))[0, -1, :tokenizer.vocab_size]
+        logits = megatron_logits(model, torch.tensor([ids + expected]))[0, -1, : tokenizer.vocab_size]
         expected.append(int(logits.argmax()))
     full = tokenizer.decode(expected)
     (free,) = lm.generate_until(_requests("generate_until", [(context, {"until": [], "max_gen_toks": 6})]))
     assert free == full
-    stop = full[len(full) // 2:][:2] or full
+    stop = full[len(full) // 2 :][:2] or full
     (cut,) = lm.generate_until(_requests("generate_until", [(context, {"until": [stop], "max_gen_toks": 6})]))
     assert cut == full.split(stop)[0]
     with pytest.raises(ValueError, match="greedily only"):
@@ -112,9 +120,10 @@ def test_greedy_generation_stops_at_the_stop_string(tiny):
 
 # ---- the job ---------------------------------------------------------------------------------------------
 
+
 def _lambada_docs(count: int):
     """lambada_openai rows: a passage whose last word is the target."""
-    return [{"text": " ".join(LICENSE_WORDS[i:i + 12])} for i in range(count)]
+    return [{"text": " ".join(LICENSE_WORDS[i : i + 12])} for i in range(count)]
 
 
 def _write_task_files(root, lambada):
@@ -124,13 +133,26 @@ def _write_task_files(root, lambada):
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
     write("lambada/test.jsonl", lambada)
-    write("piqa/validation.jsonl", [
-        {"goal": "To keep the software free", "sol1": "publish it with the license", "sol2": "sell it in a box", "label": 0},
-        {"goal": "To copy the software", "sol1": "remove the notice", "sol2": "keep the notice intact", "label": 1},
-        {"goal": "To merge the code", "sol1": "follow the terms", "sol2": "ignore the terms", "label": 0},
-    ])
-    write("wikitext2/test.jsonl", [{"page": " = Licenses = \n " + " ".join(LICENSE_WORDS) + " \n"},
-                                   {"page": " = Notice = \n The above copyright notice shall be included . \n"}])
+    write(
+        "piqa/validation.jsonl",
+        [
+            {
+                "goal": "To keep the software free",
+                "sol1": "publish it with the license",
+                "sol2": "sell it in a box",
+                "label": 0,
+            },
+            {"goal": "To copy the software", "sol1": "remove the notice", "sol2": "keep the notice intact", "label": 1},
+            {"goal": "To merge the code", "sol1": "follow the terms", "sol2": "ignore the terms", "label": 0},
+        ],
+    )
+    write(
+        "wikitext2/test.jsonl",
+        [
+            {"page": " = Licenses = \n " + " ".join(LICENSE_WORDS) + " \n"},
+            {"page": " = Notice = \n The above copyright notice shall be included . \n"},
+        ],
+    )
 
 
 def test_evaluation_job_on_the_converted_model(tiny_pipeline):
@@ -152,10 +174,14 @@ def test_evaluation_job_on_the_converted_model(tiny_pipeline):
     # lm-eval's lambada prompt: all words but the last; the target: a space and the last word.
     splits = [doc["text"].rsplit(" ", 1) for doc in lambada]
     scores = [_direct_loglikelihood(model, tokenizer, context, " " + last) for context, last in splits]
-    assert results["lambada"]["perplexity,none"] == pytest.approx(math.exp(-sum(s for s, _ in scores) / len(scores)), rel=1e-4)
+    assert results["lambada"]["perplexity,none"] == pytest.approx(
+        math.exp(-sum(s for s, _ in scores) / len(scores)), rel=1e-4
+    )
     assert results["lambada"]["acc,none"] == pytest.approx(sum(g for _, g in scores) / len(scores))
     assert 0.0 <= results["piqa"]["acc,none"] <= 1.0 and 0.0 <= results["piqa"]["acc_norm,none"] <= 1.0
-    assert math.isfinite(results["wikitext2"]["word_perplexity,none"]) and results["wikitext2"]["word_perplexity,none"] > 1
+    assert (
+        math.isfinite(results["wikitext2"]["word_perplexity,none"]) and results["wikitext2"]["word_perplexity,none"] > 1
+    )
 
     # Tensor parallel: the TP=1 archive resharded on load, logits gathered over the two ranks: same numbers.
     config["model"].update(tensor_model_parallel_size=2, model_parallel_size=2)
@@ -164,8 +190,12 @@ def test_evaluation_job_on_the_converted_model(tiny_pipeline):
     tp2_file.write_text(yaml.safe_dump(config))
     run_job(tp2_file, "nemo_launcher.jobs.gpt.evaluate", processes=2)
     tp2 = json.loads((Path(config["run"]["results_dir"]) / "results" / "lm_eval_results.json").read_text())["results"]
-    for task, metric in (("lambada", "perplexity,none"), ("lambada", "acc,none"), ("piqa", "acc_norm,none"),
-                         ("wikitext2", "word_perplexity,none")):
+    for task, metric in (
+        ("lambada", "perplexity,none"),
+        ("lambada", "acc,none"),
+        ("piqa", "acc_norm,none"),
+        ("wikitext2", "word_perplexity,none"),
+    ):
         assert tp2[task][metric] == pytest.approx(results[task][metric], rel=1e-5), (task, metric)
 
 
@@ -202,7 +232,10 @@ def test_missing_task_file_names_the_path_and_fields(tiny_pipeline, tmp_path, mo
     config["run"].update(task_data_dir=str(tmp_path / "empty"), tasks="boolq", results_dir=str(tmp_path / "r"))
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_CACHE"):
         monkeypatch.setenv(name, "1" if "OFFLINE" in name else str(tmp_path / "cache"))
-    with pytest.raises(JobConfigError, match=r"task boolq reads .*empty/boolq/validation.jsonl, which does not exist; .*passage, question, label"):
+    with pytest.raises(
+        JobConfigError,
+        match=r"task boolq reads .*empty/boolq/validation.jsonl, which does not exist; .*passage, question, label",
+    ):
         evaluate(EvaluationConfig.from_dict(config))
     with pytest.raises(JobConfigError, match="run.tasks='mmlu': unknown task 'mmlu'"):
         EvaluationConfig.from_dict({**config, "run": {**config["run"], "tasks": "mmlu"}})

@@ -4,15 +4,22 @@ Each test starts the program as the launcher's scripts do and judges it by what 
 progress lines, TensorBoard events, checkpoint folders and the weights in them. One uninterrupted
 single-process run (`baseline`) is the reference the others are compared with.
 """
-import signal
+
 import shutil
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.jobs.gpt_train_support import (
-    batch_sizes, log_dir, losses, run_training, start_training, weights, write_config,
+    batch_sizes,
+    log_dir,
+    losses,
+    run_training,
+    start_training,
+    weights,
+    write_config,
 )
 
 # 8 steps saving at 4 and 8. Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by
@@ -91,8 +98,11 @@ def test_rerun_after_kill_9_ends_with_identical_weights(baseline, data_dir, tmp_
 
 def test_tensor_parallel_2_matches_and_its_checkpoint_resumes_with_tp_1(baseline, data_dir, tmp_path):
     reference, reference_out = baseline
-    config = write_config(tmp_path, data_dir, [*RUN, "trainer.devices=2", "model.tensor_model_parallel_size=2",
-                                               "model.make_vocab_size_divisible_by=128"])
+    config = write_config(
+        tmp_path,
+        data_dir,
+        [*RUN, "trainer.devices=2", "model.tensor_model_parallel_size=2", "model.make_vocab_size_divisible_by=128"],
+    )
     tp2 = run_training(config, processes=2)
     assert "TP=2 PP=1" in tp2.stdout
     expected = losses(reference_out)
@@ -113,10 +123,18 @@ def test_tensor_parallel_2_matches_and_its_checkpoint_resumes_with_tp_1(baseline
 def test_pipeline_parallel_2_trains_and_saves(data_dir, tmp_path, layers, virtual):
     # PP=2 runs megatron's 1F1B schedule; with 2 virtual chunks per stage (4 layers, one per chunk) the
     # interleaved one.
-    config = write_config(tmp_path, data_dir, [
-        *RUN, "trainer.max_steps=4", "trainer.devices=2", f"model.num_layers={layers}",
-        "model.pipeline_model_parallel_size=2", f"model.virtual_pipeline_model_parallel_size={virtual or 'null'}",
-    ])
+    config = write_config(
+        tmp_path,
+        data_dir,
+        [
+            *RUN,
+            "trainer.max_steps=4",
+            "trainer.devices=2",
+            f"model.num_layers={layers}",
+            "model.pipeline_model_parallel_size=2",
+            f"model.virtual_pipeline_model_parallel_size={virtual or 'null'}",
+        ],
+    )
     result = run_training(config, processes=2)
     assert f"TP=1 PP=2 VPP={virtual or 1}" in result.stdout
     curve = losses(result.stdout)
@@ -147,8 +165,11 @@ def test_sigterm_and_max_time_save_a_checkpoint_that_resumes_and_exit_0(data_dir
 
     # The same job again continues from that checkpoint; this time trainer.max_time (1 s, spent before the
     # first step is done) stops it the same way: a checkpoint, then exit 0.
-    again = run_training(write_config(tmp_path, data_dir, [*RUN, "trainer.max_steps=1000", "trainer.max_time='00:00:00:01'"],
-                                      name="again.yaml"))
+    again = run_training(
+        write_config(
+            tmp_path, data_dir, [*RUN, "trainer.max_steps=1000", "trainer.max_time='00:00:00:01'"], name="again.yaml"
+        )
+    )
     assert f"resuming from {log_dir(tmp_path) / 'checkpoints' / f'step-{stopped_at}'}" in again.stdout
     assert sorted(losses(again.stdout)) == [stopped_at + 1]
     assert f"stopping after step={stopped_at + 1}: trainer.max_time 00:00:00:01 reached" in again.stdout

@@ -2,6 +2,7 @@
 
 transformers is a test-only dependency; the export itself writes config.json + safetensors without it.
 """
+
 import pytest
 
 from tests.conftest import require_module
@@ -18,10 +19,17 @@ TOLERANCE = 1e-5
 
 CASES = {
     "gpt2": ("classic", {}, GPT2),
-    "gpt2_layernorm1p_untied_nobias": ("classic", {"normalization": "layernorm1p", "share_embeddings_and_output_weights": False,
-                                                   "bias": False}, GPT2),
+    "gpt2_layernorm1p_untied_nobias": (
+        "classic",
+        {"normalization": "layernorm1p", "share_embeddings_and_output_weights": False, "bias": False},
+        GPT2,
+    ),
     "llama_gqa": ("improved", {}, LLAMA),
-    "llama_bias_tied": ("improved", {"bias": True, "share_embeddings_and_output_weights": True, "num_query_groups": None}, LLAMA),
+    "llama_bias_tied": (
+        "improved",
+        {"bias": True, "share_embeddings_and_output_weights": True, "num_query_groups": None},
+        LLAMA,
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """Support for the multimodal data tests: an image server on localhost with failing, slow, flaky and broken URLs,
 a coloured-shapes repository whose rows point at it, and the resolved tiny_shapes config."""
+
 import http.server
 import os
 import threading
@@ -9,9 +10,7 @@ import urllib.parse
 import pytest
 
 from nemo_launcher.jobs.multimodal.shapes import shape_example, write_repository
-
 from tests.jobs.data.test_data_steps import resolved
-
 
 # What the server does for the rows whose index ends in each digit; other rows are served at once.
 KINDS = {1: "missing", 3: "slow", 5: "error", 7: "flaky", 9: "garbage"}
@@ -81,14 +80,23 @@ def served_repository(server: ImageServer, name: str, num_examples: int, kind_of
     {index: caption} of the rows whose image arrives)."""
     root = os.path.join(server.root, name)
     repository = os.path.join(root, "repository")
-    write_repository(repository, num_examples, 2, 48, seed=3,
-                     url_for=lambda index, path: server.url(kind_of(index), path))
+    write_repository(
+        repository, num_examples, 2, 48, seed=3, url_for=lambda index, path: server.url(kind_of(index), path)
+    )
     return root, {index: shape_example(index, 3, 48)[1] for index in range(num_examples) if kind_of(index) in SERVED}
 
 
 def config_for(tmp_path, repository_root, *overrides):
     """The tiny_shapes config on a served repository (no generate_shapes), with test-sized settings."""
-    return str(resolved("multimodal/tiny_shapes", tmp_path, "progress=false", "generate_shapes.enable=false",
-                        f"dataset_repo_url=file://{repository_root}/repository",
-                        f"+download_images.img2dataset_additional_arguments.timeout={TIMEOUT_S}",
-                        "+download_images.img2dataset_additional_arguments.retries=1", *overrides))
+    return str(
+        resolved(
+            "multimodal/tiny_shapes",
+            tmp_path,
+            "progress=false",
+            "generate_shapes.enable=false",
+            f"dataset_repo_url=file://{repository_root}/repository",
+            f"+download_images.img2dataset_additional_arguments.timeout={TIMEOUT_S}",
+            "+download_images.img2dataset_additional_arguments.retries=1",
+            *overrides,
+        )
+    )

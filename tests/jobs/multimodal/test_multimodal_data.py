@@ -2,6 +2,7 @@
 tars, failures are counted and never fatal, reruns and killed runs neither lose nor repeat an example, a task of an
 earlier partition is reproduced by override_task_id/override_task_count, and the precached embeddings are the
 encoders' own."""
+
 import collections
 import json
 import os
@@ -15,12 +16,17 @@ import numpy as np
 import pytest
 import yaml
 
-from nemo_launcher.jobs.steps.config import DataConfigError
-from nemo_launcher.jobs.multimodal import (download_images, download_parquet, generate_wdinfo, precache_encodings,
-                                           reorganize_tar)
+from nemo_launcher.jobs.multimodal import (
+    download_images,
+    download_parquet,
+    generate_wdinfo,
+    precache_encodings,
+    reorganize_tar,
+)
 from nemo_launcher.jobs.multimodal.tars import count_examples, examples, tar_files
-
+from nemo_launcher.jobs.steps.config import DataConfigError
 from tests.jobs.data_support import REPO
+
 from .multimodal_support import KINDS, config_for, image_server, served_repository  # noqa: F401
 
 STEPS = (download_parquet, download_images, reorganize_tar, precache_encodings, generate_wdinfo)
@@ -32,8 +38,13 @@ def pipeline(image_server, tmp_path_factory):  # noqa: F811
     """The whole pipeline once over 120 served rows: (config path, data root, {index: caption} of the rows served)."""
     tmp = tmp_path_factory.mktemp("pipeline")
     root, expected = served_repository(image_server, "pipeline", 120, lambda index: KINDS.get(index % 10))
-    config = config_for(tmp, root, "download_images.img2dataset_additional_arguments.number_sample_per_shard=25",
-                        f"reorganize_tar.tar_chunk_size={CHUNK}", "download_images.download_num_processes=2")
+    config = config_for(
+        tmp,
+        root,
+        "download_images.img2dataset_additional_arguments.number_sample_per_shard=25",
+        f"reorganize_tar.tar_chunk_size={CHUNK}",
+        "download_images.download_num_processes=2",
+    )
     os.environ.pop("SLURM_ARRAY_TASK_ID", None)
     for step in STEPS:
         step.main(["--config", config])
@@ -81,7 +92,9 @@ def test_precached_examples_hold_the_encoders_embeddings(pipeline):
     assert sorted(caption for caption, _ in seen) == sorted(expected.values())
     from nemo_launcher.jobs.multimodal.encoders import ClipTextEncoder
 
-    spec = yaml.safe_load((REPO / "conf" / "_precache" / "tiny_clip.yaml").read_text())["encodings"][1]["encoder_config"]
+    spec = yaml.safe_load((REPO / "conf" / "_precache" / "tiny_clip.yaml").read_text())["encodings"][1][
+        "encoder_config"
+    ]
     encoder = ClipTextEncoder(**{k: v for k, v in spec.items() if k != "cls"})
     caption, stored = seen[5]
     hidden, mask = encoder.encode([caption])
@@ -114,8 +127,13 @@ def test_override_task_reproduces_one_task_of_the_partition(pipeline):
     assert before
     for path in precached.glob("t1_r0*"):
         path.unlink()
-    rerun = _with(config, override_task_id=1, override_task_count=2, precache_encodings={"node_array_size": 1},
-                  reorganize_tar={"enable": False})
+    rerun = _with(
+        config,
+        override_task_id=1,
+        override_task_count=2,
+        precache_encodings={"node_array_size": 1},
+        reorganize_tar={"enable": False},
+    )
     report = precache_encodings.main(["--config", rerun])
     assert report.finished == ["t1_r0"]
     assert {p.name: p.read_bytes() for p in precached.glob("t1_r0_*.tar")} == before
@@ -136,21 +154,35 @@ def _with(config, **changes):
 def test_an_array_task_outside_the_partition_is_refused(pipeline, monkeypatch):
     config, _, _ = pipeline
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "7")
-    with pytest.raises(DataConfigError, match=r"SLURM_ARRAY_TASK_ID='7' is not one of the tasks data_preparation"
-                                              r"\.reorganize_tar\.node_array_size names \(0-1\)"):
+    with pytest.raises(
+        DataConfigError,
+        match=r"SLURM_ARRAY_TASK_ID='7' is not one of the tasks data_preparation"
+        r"\.reorganize_tar\.node_array_size names \(0-1\)",
+    ):
         reorganize_tar.main(["--config", config])
 
 
 def test_a_killed_download_resumes_without_losing_or_repeating_an_example(image_server, tmp_path):  # noqa: F811
-    root, expected = served_repository(image_server, "killed", 80,
-                                       lambda index: "missing" if index % 10 == 1 else "delay")
-    config = config_for(tmp_path, root, "download_images.img2dataset_additional_arguments.number_sample_per_shard=8",
-                        "download_images.download_num_threads=2", "download_images.download_num_processes=1",
-                        f"reorganize_tar.tar_chunk_size={CHUNK}")
+    root, expected = served_repository(
+        image_server, "killed", 80, lambda index: "missing" if index % 10 == 1 else "delay"
+    )
+    config = config_for(
+        tmp_path,
+        root,
+        "download_images.img2dataset_additional_arguments.number_sample_per_shard=8",
+        "download_images.download_num_threads=2",
+        "download_images.download_num_processes=1",
+        f"reorganize_tar.tar_chunk_size={CHUNK}",
+    )
     download_parquet.main(["--config", config])
     raw = tmp_path / "data" / "tiny_shapes" / "tarfiles_raw"
-    process = subprocess.Popen([sys.executable, "-m", "nemo_launcher.jobs.multimodal.download_images", "--config", config],
-                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nemo_launcher.jobs.multimodal.download_images", "--config", config],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while len(list(raw.glob("*_stats.json"))) < 3:
         assert process.poll() is None and time.monotonic() < deadline, "download_images ended before it was killed"

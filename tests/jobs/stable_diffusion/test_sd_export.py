@@ -2,6 +2,7 @@
 (fixed-batch ONNX graphs checked under onnxruntime, the whole pipeline on the graphs against the framework's, the
 Triton entry), then the exported text-to-image pipeline served with PyTriton and queried with the seed's optional
 inputs, its images compared with the framework's own from the .nemo."""
+
 import json
 import os
 import subprocess
@@ -30,8 +31,14 @@ def _tiny_nemo(folder: Path, overrides=()) -> Path:
     from nemo_launcher.jobs.stable_diffusion.model import build_stable_diffusion, model_section, save_stable_diffusion
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    config = write_stage_config(folder / "training.yaml", "training", "stable_diffusion/tiny", data_dir=folder / "data",
-                                base_results_dir=folder / "results", overrides=list(overrides))
+    config = write_stage_config(
+        folder / "training.yaml",
+        "training",
+        "stable_diffusion/tiny",
+        data_dir=folder / "data",
+        base_results_dir=folder / "results",
+        overrides=list(overrides),
+    )
     parts = build_stable_diffusion(model_section(load_resolved_config(config)["model"]))
     return save_stable_diffusion(folder / "model.nemo", parts)
 
@@ -39,13 +46,22 @@ def _tiny_nemo(folder: Path, overrides=()) -> Path:
 def _export(folder: Path, choice: str, nemo: Path, overrides) -> subprocess.CompletedProcess:
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    config = write_stage_config(folder / "export.yaml", "export", choice, data_dir=folder / "data",
-                                base_results_dir=folder / "results",
-                                overrides=[f"model.restore_from_path={nemo}", "trainer.accelerator=cpu",
-                                           "trainer.precision=32", *overrides])
+    config = write_stage_config(
+        folder / "export.yaml",
+        "export",
+        choice,
+        data_dir=folder / "data",
+        base_results_dir=folder / "results",
+        overrides=[f"model.restore_from_path={nemo}", "trainer.accelerator=cpu", "trainer.precision=32", *overrides],
+    )
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.stable_diffusion.export", "--config", str(config)],
-                          cwd=REPO, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "nemo_launcher.jobs.stable_diffusion.export", "--config", str(config)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def _out(folder: Path, name: str) -> Path:
@@ -56,10 +72,21 @@ def _out(folder: Path, name: str) -> Path:
 def text2img(tmp_path_factory):
     folder = tmp_path_factory.mktemp("sd_export")
     nemo = _tiny_nemo(folder)
-    done = _export(folder, "stable_diffusion/export_stable_diffusion", nemo,
-                   ["infer.down_factor=2", f"infer.height={SIZE}", f"infer.width={SIZE}",
-                    f"infer.num_images_per_prompt={IMAGES}", "infer.inference_steps=6", "infer.seed=11",
-                    "infer.unconditional_guidance_scale=3.0", f"infer.prompts=[{PROMPT}]"])
+    done = _export(
+        folder,
+        "stable_diffusion/export_stable_diffusion",
+        nemo,
+        [
+            "infer.down_factor=2",
+            f"infer.height={SIZE}",
+            f"infer.width={SIZE}",
+            f"infer.num_images_per_prompt={IMAGES}",
+            "infer.inference_steps=6",
+            "infer.seed=11",
+            "infer.unconditional_guidance_scale=3.0",
+            f"infer.prompts=[{PROMPT}]",
+        ],
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return nemo, _out(folder, "export_stable_diffusion"), done
 
@@ -81,7 +108,8 @@ def test_export_writes_checked_fixed_batch_graphs_and_the_seed_layout(text2img):
     assert (out / "plan" / "infer_config.yaml").is_file()
     entry = out / "model_repo" / "stable_diffusion"
     assert sorted(p.name for p in (entry / "1").iterdir()) == sorted(
-        ["model.py", "pipeline.json", "infer_config.yaml", "vae.onnx", "unet.onnx", "clip.onnx"])
+        ["model.py", "pipeline.json", "infer_config.yaml", "vae.onnx", "unet.onnx", "clip.onnx"]
+    )
     config = (entry / "config.pbtxt").read_text()
     assert 'name: "stable_diffusion"' in config and 'backend: "python"' in config
     assert "Warning" not in done.stderr, done.stderr[-2000:]
@@ -92,7 +120,8 @@ def test_export_refuses_a_down_factor_the_model_does_not_have(tmp_path, text2img
     done = _export(tmp_path, "stable_diffusion/export_stable_diffusion", nemo, ["infer.height=32", "infer.width=32"])
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        "Error: export.infer.down_factor=8: this model's VAE maps 2 pixels to one latent; set 2")
+        "Error: export.infer.down_factor=8: this model's VAE maps 2 pixels to one latent; set 2"
+    )
 
 
 def test_instruct_pix2pix_export_adds_the_vae_encoder_and_checks_the_edit(tmp_path):
@@ -100,9 +129,18 @@ def test_instruct_pix2pix_export_adds_the_vae_encoder_and_checks_the_edit(tmp_pa
 
     nemo = _tiny_nemo(tmp_path, ["model.unet_config.in_channels=8"])
     Image.new("RGB", (40, 24), (200, 30, 30)).save(tmp_path / "input.png")
-    done = _export(tmp_path, "instruct_pix2pix/export_instruct_pix2pix", nemo,
-                   [f"edit.input={tmp_path / 'input.png'}", "edit.resolution=32", "edit.num_images_per_prompt=2",
-                    "edit.combine_images=[1,2]", "edit.steps=4"])
+    done = _export(
+        tmp_path,
+        "instruct_pix2pix/export_instruct_pix2pix",
+        nemo,
+        [
+            f"edit.input={tmp_path / 'input.png'}",
+            "edit.resolution=32",
+            "edit.num_images_per_prompt=2",
+            "edit.combine_images=[1,2]",
+            "edit.steps=4",
+        ],
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((_out(tmp_path, "export_instruct_pix2pix") / "export_report.json").read_text())
     # The 40 x 24 input scaled to a longer side of 32 is 32 x 19, cut to the tiny model's multiple of 4: 32 x 16.
@@ -130,17 +168,36 @@ def served(text2img):
     server = DiffusionServer.load(out / "model_repo" / "stable_diffusion" / "1")
 
     def tensors(specs):
-        return [Tensor(name=s.name, dtype=bytes if s.triton_type == "TYPE_STRING" else NUMPY_TYPES[s.triton_type],
-                       shape=s.dims, optional=s.optional) for s in specs]
+        return [
+            Tensor(
+                name=s.name,
+                dtype=bytes if s.triton_type == "TYPE_STRING" else NUMPY_TYPES[s.triton_type],
+                shape=s.dims,
+                optional=s.optional,
+            )
+            for s in specs
+        ]
 
     def infer(requests):
-        return [server.answer({spec.name: request.data.get(spec.name) for spec in server.inputs}) for request in requests]
+        return [
+            server.answer({spec.name: request.data.get(spec.name) for spec in server.inputs}) for request in requests
+        ]
 
-    config = TritonConfig(http_address="127.0.0.1", http_port=free_port(), grpc_address="127.0.0.1",
-                          grpc_port=free_port(), allow_metrics=False)
+    config = TritonConfig(
+        http_address="127.0.0.1",
+        http_port=free_port(),
+        grpc_address="127.0.0.1",
+        grpc_port=free_port(),
+        allow_metrics=False,
+    )
     triton = Triton(config=config)  # its own short workspace: socket paths under a pytest folder can pass 107 bytes
-    triton.bind(model_name="stable_diffusion", infer_func=infer, inputs=tensors(server.inputs),
-                outputs=tensors(server.outputs), config=ModelConfig(batching=False))
+    triton.bind(
+        model_name="stable_diffusion",
+        infer_func=infer,
+        inputs=tensors(server.inputs),
+        outputs=tensors(server.outputs),
+        config=ModelConfig(batching=False),
+    )
     triton.run()
     yield f"http://127.0.0.1:{config.http_port}"
     triton.stop()
@@ -150,7 +207,12 @@ def _query(url: str, **optional):
     from pytriton.client import ModelClient
 
     inputs = {"prompt": np.array([PROMPT.encode()], dtype=object)}
-    kinds = {"seed": np.int64, "inference_steps": np.int32, "unconditional_guidance_scale": np.float32, "eta": np.float32}
+    kinds = {
+        "seed": np.int64,
+        "inference_steps": np.int32,
+        "unconditional_guidance_scale": np.float32,
+        "eta": np.float32,
+    }
     inputs.update({name: np.array([value], dtype=kinds[name]) for name, value in optional.items()})
     with ModelClient(url, "stable_diffusion", init_timeout_s=120, inference_timeout_s=120) as client:
         return client.infer_sample(**inputs)["images"]
@@ -165,8 +227,16 @@ def test_served_pipeline_answers_with_the_framework_images_and_takes_the_optiona
     parts = load_stable_diffusion(nemo)
 
     def framework(seed, steps, scale, eta):
-        images = text_to_images(parts, [PROMPT], Sampling(steps, "DDIM", eta), scale, IMAGES, SIZE, SIZE,
-                                torch.Generator().manual_seed(seed))
+        images = text_to_images(
+            parts,
+            [PROMPT],
+            Sampling(steps, "DDIM", eta),
+            scale,
+            IMAGES,
+            SIZE,
+            SIZE,
+            torch.Generator().manual_seed(seed),
+        )
         return to_uint8(images).astype(int)
 
     defaults = _query(served)  # every optional input left out: the export's values (seed 11, 6 steps, scale 3)

@@ -4,6 +4,7 @@ edits of coloured shapes and photos of one shape. The loss falls, every network 
 new input channels at zero, so it computes what the SD UNet does), the frozen ones end bit-identical, the class
 images are the .nemo's own text-to-image, and kill -9 then rerun ends bit-identical (DreamBooth: the path IP2P shares
 plus its generated class images)."""
+
 import dataclasses
 
 import pytest
@@ -13,9 +14,16 @@ from nemo_launcher.jobs.multimodal.shapes import shape_example
 from nemo_launcher.jobs.stable_diffusion.edit_data import write_edit_shapes
 from tests.jobs.vision_support import kill_after_checkpoint, log_dir, losses, run_training, weights, write_config
 
-IP2P, DREAMBOOTH = "nemo_launcher.jobs.stable_diffusion.instruct_pix2pix_train", "nemo_launcher.jobs.stable_diffusion.dreambooth_train"
-RUN = ["trainer.log_every_n_steps=1", "trainer.max_steps=20", "exp_manager.checkpoint_callback_params.every_n_train_steps=10",
-       "exp_manager.checkpoint_callback_params.save_top_k=-1"]
+IP2P, DREAMBOOTH = (
+    "nemo_launcher.jobs.stable_diffusion.instruct_pix2pix_train",
+    "nemo_launcher.jobs.stable_diffusion.dreambooth_train",
+)
+RUN = [
+    "trainer.log_every_n_steps=1",
+    "trainer.max_steps=20",
+    "exp_manager.checkpoint_callback_params.every_n_train_steps=10",
+    "exp_manager.checkpoint_callback_params.save_top_k=-1",
+]
 SD_NEMO = "stable_diffusion_tiny/results/checkpoints/nemo_stable_diffusion.nemo"
 
 
@@ -29,8 +37,10 @@ def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("sd_finetune")
     data, results = root / "data", root / "results"
     model = model_section(yaml.safe_load(write_config(root, data, "stable_diffusion/tiny").read_text())["model"])
-    other = dict(first_stage_config=dataclasses.replace(model.first_stage_config, seed=5),
-                 cond_stage_config=dataclasses.replace(model.cond_stage_config, seed=5))
+    other = dict(
+        first_stage_config=dataclasses.replace(model.first_stage_config, seed=5),
+        cond_stage_config=dataclasses.replace(model.cond_stage_config, seed=5),
+    )
     nemo = results / SD_NEMO
     nemo.parent.mkdir(parents=True)
     save_stable_diffusion(nemo, build_stable_diffusion(dataclasses.replace(model, **other)))
@@ -45,14 +55,17 @@ def workspace(tmp_path_factory):
 def _config(work, data_dir, results, choice, overrides=()):
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    return write_stage_config(work / "cfg.yaml", "training", choice, data_dir=data_dir, base_results_dir=results,
-                              overrides=[*RUN, *overrides])
+    return write_stage_config(
+        work / "cfg.yaml", "training", choice, data_dir=data_dir, base_results_dir=results, overrides=[*RUN, *overrides]
+    )
 
 
 @pytest.fixture(scope="module")
 def ip2p_run(workspace, tmp_path_factory):
     data, results = workspace
-    return run_training(_config(tmp_path_factory.mktemp("ip2p"), data, results, "instruct_pix2pix/tiny"), program=(IP2P,)).stdout
+    return run_training(
+        _config(tmp_path_factory.mktemp("ip2p"), data, results, "instruct_pix2pix/tiny"), program=(IP2P,)
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +95,9 @@ def _frozen_unchanged(results, run_name, nemo_name, scratch):
     for prefix, network in (("vae.", base.vae), ("text_encoder.", base.text_encoder)):
         for name, value in network.state_dict().items():
             assert torch.equal(trained[prefix + name], value), prefix + name
-    assert not torch.equal(trained["unet.mid_block.resnets.0.conv1.weight"], base.unet.state_dict()["mid_block.resnets.0.conv1.weight"])
+    assert not torch.equal(
+        trained["unet.mid_block.resnets.0.conv1.weight"], base.unet.state_dict()["mid_block.resnets.0.conv1.weight"]
+    )
     saved = load_stable_diffusion(checkpoints / nemo_name)
     for name, value in saved.unet.state_dict().items():
         assert torch.equal(value, trained[f"unet.{name}"]), name
@@ -115,7 +130,10 @@ def test_instruct_pix2pix_starts_as_the_sd_checkpoint(workspace, tmp_path):
     data, results = workspace
     base = load_stable_diffusion(results / SD_NEMO)
     chunk = _chunk(tmp_path, workspace, "instruct_pix2pix/tiny")
-    for prefix, ours, theirs in (("vae.", chunk.vae, base.vae), ("text_encoder.", chunk.text_encoder, base.text_encoder)):
+    for prefix, ours, theirs in (
+        ("vae.", chunk.vae, base.vae),
+        ("text_encoder.", chunk.text_encoder, base.text_encoder),
+    ):
         for name, value in theirs.state_dict().items():
             assert torch.equal(ours.state_dict()[name], value), prefix + name
     unet, sd_unet = chunk.unet.state_dict(), base.unet.state_dict()
@@ -128,7 +146,9 @@ def test_instruct_pix2pix_starts_as_the_sd_checkpoint(workspace, tmp_path):
     noisy, source = torch.randn(2, 4, 16, 16, generator=generator), torch.randn(2, 4, 16, 16, generator=generator)
     context = base.encode_text(["make it blue", "turn it red"])
     with torch.no_grad():
-        ours = chunk.unet.eval()(torch.cat([noisy, source], dim=1), torch.tensor([10, 500]), encoder_hidden_states=context).sample
+        ours = chunk.unet.eval()(
+            torch.cat([noisy, source], dim=1), torch.tensor([10, 500]), encoder_hidden_states=context
+        ).sample
         theirs = base.unet(noisy, torch.tensor([10, 500]), encoder_hidden_states=context).sample
     assert torch.allclose(ours, theirs, atol=1e-6)
     assert chunk.unet.conv_in.weight.requires_grad and not any(p.requires_grad for p in chunk.vae.parameters())
@@ -165,8 +185,16 @@ def test_dreambooth_loss_falls_on_the_nemos_own_class_images(dreambooth_run, wor
     import numpy as np
     from PIL import Image
 
-    again = text_to_images(load_stable_diffusion(results / SD_NEMO), ["a photo of a circle"], Sampling(10, "DDIM"), 7.5, 4,
-                           32, 32, torch.Generator().manual_seed(1234 + 4))
+    again = text_to_images(
+        load_stable_diffusion(results / SD_NEMO),
+        ["a photo of a circle"],
+        Sampling(10, "DDIM"),
+        7.5,
+        4,
+        32,
+        32,
+        torch.Generator().manual_seed(1234 + 4),
+    )
     for picture, path in zip(again, drawn[4:]):
         expected = (picture.clamp(0, 1) * 255).round().byte().permute(1, 2, 0).numpy()
         assert np.array_equal(np.asarray(Image.open(path).convert("RGB")), expected), path
@@ -175,7 +203,9 @@ def test_dreambooth_loss_falls_on_the_nemos_own_class_images(dreambooth_run, wor
 def test_dreambooth_rerun_after_kill_9_is_bit_identical(dreambooth_run, workspace, tmp_path):
     reference_config, reference_out = dreambooth_run
     data, results = workspace
-    config = _config(tmp_path, data, tmp_path / "results", "dreambooth/tiny", [f"model.restore_from_path={results / SD_NEMO}"])
+    config = _config(
+        tmp_path, data, tmp_path / "results", "dreambooth/tiny", [f"model.restore_from_path={results / SD_NEMO}"]
+    )
     checkpoints = log_dir(tmp_path, "dreambooth_tiny") / "checkpoints"
     kill_after_checkpoint(config, DREAMBOOTH, checkpoints / "step-10", tmp_path / "killed.log", checkpoints / "step-20")
     # The reference drew the class images before training; this run found them drawn: the same steps all the same.

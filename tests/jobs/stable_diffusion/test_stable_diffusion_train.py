@@ -1,6 +1,7 @@
 """The Stable Diffusion trainer on the tiny model: generated coloured shapes precached with conf/_precache/tiny_sd.yaml
 through the multimodal pipeline's encoder, the loss falls, the .nemo loads back, kill -9 then rerun ends bit-identical,
 precached inputs equal on-the-fly ones, a continuation starts from the named UNet alone."""
+
 import os
 import pickle
 
@@ -8,13 +9,24 @@ import pytest
 import torch
 
 from nemo_launcher.jobs.multimodal.tars import AtomicTar, examples
-
-from tests.jobs.vision_support import (REPO, kill_after_checkpoint, log_dir, losses, run_training, weights,
-                                       write_config, write_shape_tars)
+from tests.jobs.vision_support import (
+    REPO,
+    kill_after_checkpoint,
+    log_dir,
+    losses,
+    run_training,
+    weights,
+    write_config,
+    write_shape_tars,
+)
 
 PROGRAM = "nemo_launcher.jobs.stable_diffusion.train"
-RUN = ["trainer.log_every_n_steps=1", "trainer.max_steps=40", "exp_manager.checkpoint_callback_params.every_n_train_steps=10",
-       "exp_manager.checkpoint_callback_params.save_top_k=-1"]
+RUN = [
+    "trainer.log_every_n_steps=1",
+    "trainer.max_steps=40",
+    "exp_manager.checkpoint_callback_params.every_n_train_steps=10",
+    "exp_manager.checkpoint_callback_params.save_top_k=-1",
+]
 
 
 def _precache(raw, out, spec_path):
@@ -38,8 +50,12 @@ def data_dir(tmp_path_factory):
 
 
 def _config(work, data_dir, overrides=()):
-    return write_config(work, data_dir, "stable_diffusion/tiny",
-                        [f"model.data.train.dataset_path=[{data_dir}/tiny_sd/precached]", *RUN, *overrides])
+    return write_config(
+        work,
+        data_dir,
+        "stable_diffusion/tiny",
+        [f"model.data.train.dataset_path=[{data_dir}/tiny_sd/precached]", *RUN, *overrides],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +92,21 @@ def test_the_checkpoint_folder_loads_like_the_nemo(baseline):
 
     work, _ = baseline
     checkpoints = log_dir(work, "stable_diffusion_tiny") / "checkpoints"
-    script = ("import sys, torch\nfrom nemo_launcher.jobs.stable_diffusion.model import load_stable_diffusion\n"
-              "a = load_stable_diffusion(sys.argv[1]); b = load_stable_diffusion(sys.argv[2])\n"
-              "print(sorted(a.state_dict()) == sorted(b.state_dict()), all(torch.equal(v, b.state_dict()[k]) "
-              "for k, v in a.state_dict().items() if not k.startswith('unet.')))\n")
+    script = (
+        "import sys, torch\nfrom nemo_launcher.jobs.stable_diffusion.model import load_stable_diffusion\n"
+        "a = load_stable_diffusion(sys.argv[1]); b = load_stable_diffusion(sys.argv[2])\n"
+        "print(sorted(a.state_dict()) == sorted(b.state_dict()), all(torch.equal(v, b.state_dict()[k]) "
+        "for k, v in a.state_dict().items() if not k.startswith('unet.')))\n"
+    )
     # A step folder holds the trained weights, the .nemo their average: the networks and every frozen weight agree.
-    result = subprocess.run([sys.executable, "-c", script, str(checkpoints), str(checkpoints / "nemo_stable_diffusion.nemo")],
-                            cwd=REPO, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(checkpoints), str(checkpoints / "nemo_stable_diffusion.nemo")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert result.stdout.split() == ["True", "True"], result.stderr[-3000:]
 
 
@@ -102,18 +126,25 @@ def test_rerun_after_kill_9_is_bit_identical(baseline, data_dir, tmp_path):
 
 
 def test_precached_inputs_equal_what_training_encodes_on_the_fly(data_dir):
+    import yaml
+
     from nemo_launcher.jobs.common.config import bind
     from nemo_launcher.jobs.stable_diffusion.data import image_pixels
     from nemo_launcher.jobs.stable_diffusion.model import build_stable_diffusion, model_section
     from nemo_launcher.jobs.vision.images import decode
     from nemo_launcher.launch.stage_config import write_stage_config
-    import yaml
 
-    path = write_stage_config(data_dir / "cfg.yaml", "training", "stable_diffusion/tiny", data_dir=data_dir,
-                              base_results_dir=data_dir / "results", overrides=[])
+    path = write_stage_config(
+        data_dir / "cfg.yaml",
+        "training",
+        "stable_diffusion/tiny",
+        data_dir=data_dir,
+        base_results_dir=data_dir / "results",
+        overrides=[],
+    )
     parts = build_stable_diffusion(model_section(yaml.safe_load(path.read_text())["model"]))
-    (_, raw), = [next(examples(str(data_dir / "raw" / "00000.tar")))]
-    (_, cached), = [next(examples(str(data_dir / "tiny_sd" / "precached" / "00000.tar")))]
+    ((_, raw),) = [next(examples(str(data_dir / "raw" / "00000.tar")))]
+    ((_, cached),) = [next(examples(str(data_dir / "tiny_sd" / "precached" / "00000.tar")))]
     stored = pickle.loads(cached[".pickle"])
     with torch.no_grad():
         pixels = torch.from_numpy(image_pixels(decode(raw[".jpg"]), 32))[None]
@@ -127,8 +158,16 @@ def test_precached_inputs_equal_what_training_encodes_on_the_fly(data_dir):
 def test_a_continuation_starts_from_the_named_unet_alone(baseline, data_dir, tmp_path):
     work, _ = baseline
     nemo = log_dir(work, "stable_diffusion_tiny") / "checkpoints" / "nemo_stable_diffusion.nemo"
-    config = _config(tmp_path, data_dir, [f"model.unet_config.from_pretrained={nemo}", "trainer.max_steps=10",
-                                          "model.text_embedding_dropout_rate=0.1", "model.first_stage_config.seed=7"])
+    config = _config(
+        tmp_path,
+        data_dir,
+        [
+            f"model.unet_config.from_pretrained={nemo}",
+            "trainer.max_steps=10",
+            "model.text_embedding_dropout_rate=0.1",
+            "model.first_stage_config.seed=7",
+        ],
+    )
     run_training(config, program=(PROGRAM,))
     from nemo_launcher.jobs.stable_diffusion.model import load_stable_diffusion
 

@@ -1,5 +1,6 @@
 """Data steps read the data_preparation section as the schema bound it (StepConfig.bound), and the family entry
 modules (core/entry.py) name their heavy pieces without importing them."""
+
 import subprocess
 import sys
 
@@ -26,12 +27,18 @@ def test_steps_read_typed_values_and_the_schema_defaults():
     assert isinstance(cfg.bound, PileConfig)
     assert fetch_policy(cfg) == FetchPolicy(progress=cfg.bound.progress)
     assert (FetchPolicy().retries, FetchPolicy().timeout_s, FetchPolicy().backoff_s) == (
-        DownloadSection.retries, DownloadSection.timeout_s, DownloadSection.backoff_s)
+        DownloadSection.retries,
+        DownloadSection.timeout_s,
+        DownloadSection.backoff_s,
+    )
     job = shard_job(cfg, "in.jsonl", "out")
     assert job.chunk_bytes == 2 << 20 and job.json_key == cfg.bound.json_key
     spec = tokenizer_spec(cfg)
     assert (spec.library, spec.vocab_file, spec.merge_file) == (
-        cfg.bound.tokenizer_library, cfg.bound.vocab_file, cfg.bound.merge_file)
+        cfg.bound.tokenizer_library,
+        cfg.bound.vocab_file,
+        cfg.bound.merge_file,
+    )
 
 
 def test_configured_download_settings_reach_the_fetch_policy():
@@ -49,13 +56,15 @@ def test_a_bad_value_is_refused_by_the_binding_with_its_key():
 
 
 def test_entry_modules_defer_the_recipe_and_torch():
-    code = ("import sys\n"
-            "from nemo_launcher.jobs.clip import train\n"
-            "from nemo_launcher.jobs.bert import convert\n"
-            "heavy = [m for m in ('torch', 'megatron', 'nemo_launcher.jobs.clip.recipe') if m in sys.modules]\n"
-            "assert not heavy, heavy\n"
-            "assert train.main(['--config', '/nonexistent.yaml']) == 2\n"
-            "assert 'nemo_launcher.jobs.clip.recipe' not in sys.modules\n")
+    code = (
+        "import sys\n"
+        "from nemo_launcher.jobs.clip import train\n"
+        "from nemo_launcher.jobs.bert import convert\n"
+        "heavy = [m for m in ('torch', 'megatron', 'nemo_launcher.jobs.clip.recipe') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert train.main(['--config', '/nonexistent.yaml']) == 2\n"
+        "assert 'nemo_launcher.jobs.clip.recipe' not in sys.modules\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "/nonexistent.yaml" in done.stderr

@@ -1,4 +1,5 @@
 """Downloads over a local HTTP server (127.0.0.1), file:// and package://: resume, retries, verification."""
+
 import hashlib
 import http.server
 import os
@@ -52,7 +53,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if server.drop_after:
             # Announce the full length but send only part of it and close: what a dropped connection looks like.
-            self.wfile.write(body[:server.drop_after.pop(0)])
+            self.wfile.write(body[: server.drop_after.pop(0)])
             self.wfile.flush()
             self.close_connection = True
             return

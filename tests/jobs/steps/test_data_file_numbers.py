@@ -1,36 +1,43 @@
 """file_numbers parsing (shared by the launch side and the job side) and the choice of items per task."""
+
 import pytest
 
-from nemo_launcher.jobs.steps.config import DataConfigError, StepConfig, this_task_items, worker_count
 from nemo_launcher.contract.file_numbers import FileNumbersError, compress_ranges, parse_file_numbers, slurm_array
+from nemo_launcher.jobs.steps.config import DataConfigError, StepConfig, this_task_items, worker_count
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ("0-29", list(range(30))),
-    ("0", [0]),
-    ("0,3,5-7", [0, 3, 5, 6, 7]),
-    (" 5 - 7 , 0 ", [0, 5, 6, 7]),
-    ("3,1-2,2", [1, 2, 3]),
-    (4, [4]),
-])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("0-29", list(range(30))),
+        ("0", [0]),
+        ("0,3,5-7", [0, 3, 5, 6, 7]),
+        (" 5 - 7 , 0 ", [0, 5, 6, 7]),
+        ("3,1-2,2", [1, 2, 3]),
+        (4, [4]),
+    ],
+)
 def test_parse(spec, expected):
     assert parse_file_numbers(spec) == expected
 
 
-@pytest.mark.parametrize("spec, fragment", [
-    ("", "expected numbers"),
-    ("1-", "'1-' is not a number or a range"),
-    ("a", "'a' is not a number"),
-    ("1,,2", "'' is not a number"),
-    ("7-5", "ends before it starts"),
-    ("-1", "'-1' is not a number"),
-    ("1-3-5", "'1-3-5'"),
-    ("0:29", "'0:29'"),
-    (-2, "start at 0"),
-    (True, "expected numbers"),
-    (None, "expected numbers"),
-    (1.5, "expected numbers"),
-])
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("", "expected numbers"),
+        ("1-", "'1-' is not a number or a range"),
+        ("a", "'a' is not a number"),
+        ("1,,2", "'' is not a number"),
+        ("7-5", "ends before it starts"),
+        ("-1", "'-1' is not a number"),
+        ("1-3-5", "'1-3-5'"),
+        ("0:29", "'0:29'"),
+        (-2, "start at 0"),
+        (True, "expected numbers"),
+        (None, "expected numbers"),
+        (1.5, "expected numbers"),
+    ],
+)
 def test_malformed_specs_name_the_key_and_the_item(spec, fragment):
     with pytest.raises(FileNumbersError) as error:
         parse_file_numbers(spec, key="data_preparation.file_numbers")
@@ -52,8 +59,10 @@ def test_launch_module_needs_no_third_party_import():
     import subprocess
     import sys
 
-    code = ("import sys; import nemo_launcher.contract.file_numbers; "
-            "heavy = {'torch', 'numpy', 'tokenizers', 'megatron'} & set(sys.modules); assert not heavy, heavy")
+    code = (
+        "import sys; import nemo_launcher.contract.file_numbers; "
+        "heavy = {'torch', 'numpy', 'tokenizers', 'megatron'} & set(sys.modules); assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

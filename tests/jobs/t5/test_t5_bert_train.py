@@ -3,6 +3,7 @@
 writes: the loss falls, a rerun after kill -9 ends bit-identical to an uninterrupted run, TP=2 gives TP=1's losses,
 and BERT trains with PP=2 (megatron-core 0.16 cannot split a T5 over pipeline stages: the launch refuses it,
 tests/launch/test_family_refusals.py)."""
+
 import subprocess
 import time
 from pathlib import Path
@@ -19,12 +20,19 @@ FAMILIES = {  # family -> (data preparation config, training config, run name)
 # 8 steps saving at 4 and 8, short samples. The vocabulary is padded to a multiple of make_vocab_size_divisible_by
 # x TP: 256 x 1 here and 128 x 2 in the TP=2 run give the same table, so both runs start from the same weights.
 RUN = [
-    "trainer.max_steps=8", "trainer.val_check_interval=4", "trainer.log_every_n_steps=1", "trainer.limit_val_batches=1",
-    "trainer.limit_test_batches=1", "exp_manager.checkpoint_callback_params.every_n_train_steps=4",
-    "model.make_vocab_size_divisible_by=256", "model.optim.sched.warmup_steps=2",
+    "trainer.max_steps=8",
+    "trainer.val_check_interval=4",
+    "trainer.log_every_n_steps=1",
+    "trainer.limit_val_batches=1",
+    "trainer.limit_test_batches=1",
+    "exp_manager.checkpoint_callback_params.every_n_train_steps=4",
+    "model.make_vocab_size_divisible_by=256",
+    "model.optim.sched.warmup_steps=2",
 ]
-SHORT = {"t5": ["model.encoder_seq_length=64", "model.max_position_embeddings=64", "model.data.seq_length_dec=32"],
-         "bert": ["model.encoder_seq_length=64", "model.max_position_embeddings=64"]}
+SHORT = {
+    "t5": ["model.encoder_seq_length=64", "model.max_position_embeddings=64", "model.data.seq_length_dec=32"],
+    "bert": ["model.encoder_seq_length=64", "model.max_position_embeddings=64"],
+}
 
 
 def _program(family):
@@ -34,8 +42,14 @@ def _program(family):
 def _config(family, work: Path, data_dir: Path, overrides=(), name="cfg.yaml") -> Path:
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    return write_stage_config(work / name, "training", FAMILIES[family][1], data_dir=data_dir,
-                              base_results_dir=work / "results", overrides=[*SHORT[family], *RUN, *overrides])
+    return write_stage_config(
+        work / name,
+        "training",
+        FAMILIES[family][1],
+        data_dir=data_dir,
+        base_results_dir=work / "results",
+        overrides=[*SHORT[family], *RUN, *overrides],
+    )
 
 
 def _checkpoints(family, work: Path) -> Path:
@@ -101,14 +115,24 @@ def test_rerun_after_kill_9_ends_with_identical_weights(baseline, tmp_path):
 def _start(family, config, tmp_path):
     """The program in the background, its output in killed.log."""
     handle = open(tmp_path / "killed.log", "w")
-    return subprocess.Popen(command(config, program=_program(family)), cwd=REPO, env=environment(), stdout=handle,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command(config, program=_program(family)),
+        cwd=REPO,
+        env=environment(),
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_tensor_parallel_2_gives_the_losses_of_tp_1(baseline, tmp_path):
     family, data_dir, _, reference_out = baseline
-    config = _config(family, tmp_path, data_dir, ["trainer.devices=2", "model.tensor_model_parallel_size=2",
-                                                  "model.make_vocab_size_divisible_by=128"])
+    config = _config(
+        family,
+        tmp_path,
+        data_dir,
+        ["trainer.devices=2", "model.tensor_model_parallel_size=2", "model.make_vocab_size_divisible_by=128"],
+    )
     tp2 = run_training(config, processes=2, program=_program(family))
     assert "TP=2 PP=1" in tp2.stdout
     assert losses(tp2.stdout) == pytest.approx(losses(reference_out), abs=2e-4)
@@ -118,8 +142,9 @@ def test_bert_trains_over_two_pipeline_stages(family_data, tmp_path):
     family, data_dir = family_data
     if family != "bert":
         return  # T5: refused at launch (megatron-core 0.16 has no T5 pipeline split)
-    config = _config(family, tmp_path, data_dir, ["trainer.max_steps=4", "trainer.devices=2",
-                                                  "model.pipeline_model_parallel_size=2"])
+    config = _config(
+        family, tmp_path, data_dir, ["trainer.max_steps=4", "trainer.devices=2", "model.pipeline_model_parallel_size=2"]
+    )
     result = run_training(config, processes=2, program=_program(family))
     assert "TP=1 PP=2" in result.stdout
     curve = losses(result.stdout)

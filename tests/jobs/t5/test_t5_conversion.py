@@ -11,6 +11,7 @@
   folder and the reasons in the log. Each gives the training checkpoint's logits (tests/jobs/checkpoint_logits.py:
   the trainer's code, not the converter's).
 """
+
 import tarfile
 
 import pytest
@@ -26,11 +27,17 @@ from nemo_launcher.jobs.core.conversion import HFExportError  # noqa: E402
 from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
 from nemo_launcher.jobs.t5 import hf_export, standalone  # noqa: E402
 from nemo_launcher.jobs.t5.shards import t5_shard_layout  # noqa: E402
-
 from tests.jobs.data_support import tiny_pile_texts, train_wordpiece_vocab  # noqa: E402
 from tests.jobs.pipeline_support import SHORT_TRAINING, plan_pipeline, reference_logits, run_job  # noqa: E402
-from tests.jobs.t5_models import (STYLES, megatron_logits, model_section, random_model, sample_batch,  # noqa: E402
-                                  sentencepiece_tokenizer, wordpiece_tokenizer)
+from tests.jobs.t5_models import (  # noqa: E402
+    STYLES,
+    megatron_logits,
+    model_section,
+    random_model,
+    sample_batch,
+    sentencepiece_tokenizer,
+    wordpiece_tokenizer,
+)
 
 TOLERANCE = 1e-5  # max |logit difference| in fp32
 
@@ -51,8 +58,16 @@ def mt5_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mt5_sp")
     text = folder / "text.txt"
     text.write_text("\n".join(tiny_pile_texts()[:120]), encoding="utf-8")
-    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(folder / "mt5"), vocab_size=500,
-                                             pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2)
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(text),
+        model_prefix=str(folder / "mt5"),
+        vocab_size=500,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
+    )
     return str(folder / "mt5.model")
 
 
@@ -97,15 +112,19 @@ def test_tp_rules_name_every_parameter(t5_vocab, style):
     full = standalone.host_state_dict(random_model(section, vocab_size=1024))
     layout = t5_shard_layout(section, 2)
     shards = {(rank, 0): split_state_dict(full, layout, rank, 0) for rank in range(2)}
-    assert shards[(1, 0)]["decoder.layers.0.mlp.linear_fc1.weight"].shape[0] == section["ffn_hidden_size"]  # gate + up halves
+    assert (
+        shards[(1, 0)]["decoder.layers.0.mlp.linear_fc1.weight"].shape[0] == section["ffn_hidden_size"]
+    )  # gate + up halves
     merged = merge_shards(shards, layout)
     assert sorted(merged) == sorted(full) and all(torch.equal(merged[key], full[key]) for key in full)
 
 
 def _tokenizer(section):
     spec = section["tokenizer"]
-    return load_tokenizer(**{key: spec.get(key) for key in ("library", "type", "model", "vocab_file")},
-                          num_sentinel_tokens=spec["num_sentinel_tokens"])
+    return load_tokenizer(
+        **{key: spec.get(key) for key in ("library", "type", "model", "vocab_file")},
+        num_sentinel_tokens=spec["num_sentinel_tokens"],
+    )
 
 
 def _hf_logits(folder, encoder_ids, decoder_ids, encoder_mask):
@@ -121,11 +140,14 @@ def test_hf_export_computes_megatrons_logits(tmp_path, t5_vocab, activation):
     section = model_section("hf", wordpiece_tokenizer(t5_vocab), activation=activation, init_method_std=0.05)
     tokenizer = _tokenizer(section)
     model = random_model(section, vocab_size=1024)
-    assert hf_export.export_hf(section, standalone.host_state_dict(model), tmp_path, tokenizer) == "T5ForConditionalGeneration"
+    assert (
+        hf_export.export_hf(section, standalone.host_state_dict(model), tmp_path, tokenizer)
+        == "T5ForConditionalGeneration"
+    )
     hf_export.write_hf_tokenizer(section["tokenizer"], tokenizer, tmp_path, max_length=32)
 
     batch = sample_batch(tokenizer.vocab_size)
-    expected = megatron_logits(model, *batch)[..., :tokenizer.vocab_size]
+    expected = megatron_logits(model, *batch)[..., : tokenizer.vocab_size]
     name, logits = _hf_logits(tmp_path, *batch)
     assert name == "T5ForConditionalGeneration"
     assert (logits - expected).abs().max().item() < TOLERANCE
@@ -144,15 +166,19 @@ def test_mt5_hf_export_computes_megatrons_logits(tmp_path, mt5_model):
     batch = sample_batch(tokenizer.vocab_size)
     name, logits = _hf_logits(tmp_path, *batch)
     assert name == "MT5ForConditionalGeneration"
-    assert (logits - megatron_logits(model, *batch)[..., :tokenizer.vocab_size]).abs().max().item() < TOLERANCE
+    assert (logits - megatron_logits(model, *batch)[..., : tokenizer.vocab_size]).abs().max().item() < TOLERANCE
 
 
 def test_family_defaults_have_no_hugging_face_form(t5_vocab):
     section = model_section("family", wordpiece_tokenizer(t5_vocab))
     with pytest.raises(HFExportError) as refused:
         hf_export.hf_architecture(section)
-    for reason in ("position_embedding_type is learned_absolute", "normalization is layernorm", "bias is true",
-                   "share_embeddings_and_output_weights is true"):
+    for reason in (
+        "position_embedding_type is learned_absolute",
+        "normalization is layernorm",
+        "bias is true",
+        "share_embeddings_and_output_weights is true",
+    ):
         assert reason in str(refused.value)
     # One blocker alone is named alone.
     with pytest.raises(HFExportError, match=r"exactly: bias is true \(T5's linear layers have no biases"):
@@ -163,9 +189,14 @@ def test_family_defaults_have_no_hugging_face_form(t5_vocab):
 
 TRAIN, CONVERT = "nemo_launcher.jobs.t5.train", "nemo_launcher.jobs.t5.convert"
 SHORT_T5 = [*SHORT_TRAINING, "training.model.data.seq_length_dec=16"]
-EXPORTABLE = ["training.model.position_embedding_type=relative", "training.model.normalization=rmsnorm",
-              "training.model.bias=false", "training.model.share_embeddings_and_output_weights=false",
-              "training.model.relative_attention_num_buckets=8", "training.model.relative_attention_max_distance=20"]
+EXPORTABLE = [
+    "training.model.position_embedding_type=relative",
+    "training.model.normalization=rmsnorm",
+    "training.model.bias=false",
+    "training.model.share_embeddings_and_output_weights=false",
+    "training.model.relative_attention_num_buckets=8",
+    "training.model.relative_attention_max_distance=20",
+]
 
 
 def _prepare_data(choice, folder, steps, monkeypatch):
@@ -185,13 +216,28 @@ def _prepare_data(choice, folder, steps, monkeypatch):
 def t5_tp2(tmp_path_factory, tiny_data):
     """t5/tiny in the exportable style, trained at TP=2 for 4 steps, converted to TP=1 (+ Hugging Face) and TP=2."""
     work, data = tmp_path_factory.mktemp("t5_tp2"), tiny_data("t5/tiny_pile")
-    common = ["training=t5/tiny", "conversion=t5/convert_t5", *SHORT_T5, *EXPORTABLE, "training.trainer.devices=2",
-              "training.model.tensor_model_parallel_size=2"]
+    common = [
+        "training=t5/tiny",
+        "conversion=t5/convert_t5",
+        *SHORT_T5,
+        *EXPORTABLE,
+        "training.trainer.devices=2",
+        "training.model.tensor_model_parallel_size=2",
+    ]
     run = plan_pipeline(work, ["stages=[training,conversion]", *common, "conversion.hf.mode=required"], data)
     run_job(run.configs["training"], TRAIN, processes=2)
     log = run_job(run.configs["conversion"], CONVERT).stdout
-    resharded = plan_pipeline(work, ["stages=[conversion]", *common, "conversion.model.tensor_model_parallel_size=2",
-                                     "conversion.run.nemo_file_name=megatron_t5_tp2.nemo", "conversion.hf.mode=off"], data)
+    resharded = plan_pipeline(
+        work,
+        [
+            "stages=[conversion]",
+            *common,
+            "conversion.model.tensor_model_parallel_size=2",
+            "conversion.run.nemo_file_name=megatron_t5_tp2.nemo",
+            "conversion.hf.mode=off",
+        ],
+        data,
+    )
     run_job(resharded.configs["conversion"], CONVERT, processes=2)
     return run, log
 
@@ -203,10 +249,13 @@ def mt5_tp1(tmp_path_factory):
 
     work = tmp_path_factory.mktemp("mt5_tp1")
     with pytest.MonkeyPatch.context() as monkeypatch:
-        data = _prepare_data("mt5/tiny_mc4", work, (prepare, download, setup_preprocess, train_tokenizer, preprocess),
-                             monkeypatch)
+        data = _prepare_data(
+            "mt5/tiny_mc4", work, (prepare, download, setup_preprocess, train_tokenizer, preprocess), monkeypatch
+        )
     common = ["training=mt5/tiny", "conversion=mt5/convert_mt5", *SHORT_T5]
-    run = plan_pipeline(work, ["stages=[training,conversion]", *common, "conversion.model.tensor_model_parallel_size=2"], data)
+    run = plan_pipeline(
+        work, ["stages=[training,conversion]", *common, "conversion.model.tensor_model_parallel_size=2"], data
+    )
     run_job(run.configs["training"], TRAIN)
     log = run_job(run.configs["conversion"], CONVERT, processes=2).stdout
     return run, log
@@ -224,8 +273,14 @@ def _reference(run, name, tmp_path, tokenizer, processes):
     inputs = {"encoder": encoder, "decoder": decoder, "encoder_mask": mask}
     torch.save(inputs, tmp_path / "inputs.pt")
     train_dir = run.base_results_dir / name
-    reference_logits(run.configs["training"], train_dir / "results" / "checkpoints" / "step-4", tmp_path / "inputs.pt",
-                     tmp_path / "reference.pt", processes, family="t5")
+    reference_logits(
+        run.configs["training"],
+        train_dir / "results" / "checkpoints" / "step-4",
+        tmp_path / "inputs.pt",
+        tmp_path / "reference.pt",
+        processes,
+        family="t5",
+    )
     return (encoder, decoder, mask), torch.load(tmp_path / "reference.pt")
 
 
@@ -243,7 +298,7 @@ def test_t5_trained_tp2_converts_to_tp1_and_hugging_face_with_the_checkpoint_log
     assert logits.shape == reference.shape and (logits - reference).abs().max().item() < TOLERANCE
     name, hf_logits = _hf_logits(results / "hf", *batch)
     assert name == "T5ForConditionalGeneration"
-    assert (hf_logits - reference[..., :tokenizer.vocab_size]).abs().max().item() < TOLERANCE
+    assert (hf_logits - reference[..., : tokenizer.vocab_size]).abs().max().item() < TOLERANCE
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(results / "hf")
     text = tiny_pile_texts()[3]
     assert hf_tokenizer(text, add_special_tokens=False).input_ids == tokenizer.encode(text)
@@ -267,8 +322,12 @@ def test_mt5_trained_tp1_converts_to_tp2_with_its_sentencepiece_model(mt5_tp1, t
     nemo = _results(run, "mt5_tiny") / "megatron_mt5.nemo"
     with tarfile.open(nemo) as archive:
         names = set(archive.getnames())
-    assert names == {"model_config.yaml", "tokenizer/mt5_tokenizer.model", "tp_rank_00_pp_rank_000/model_weights.pt",
-                     "tp_rank_01_pp_rank_000/model_weights.pt"}
+    assert names == {
+        "model_config.yaml",
+        "tokenizer/mt5_tokenizer.model",
+        "tp_rank_00_pp_rank_000/model_weights.pt",
+        "tp_rank_01_pp_rank_000/model_weights.pt",
+    }
     # The family defaults: no Hugging Face folder, and the log says why.
     assert "no Hugging Face export (hf.mode: auto): no Hugging Face class computes this T5 exactly" in log
     assert not (_results(run, "mt5_tiny") / "hf").exists()

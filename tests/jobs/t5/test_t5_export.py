@@ -1,5 +1,6 @@
 """T5 export -> Triton model repository -> served here with PyTriton (deployment/serve_pytriton.py) -> client: the
 served answer is the one the framework model gives (greedy decoding in this process, no server)."""
+
 import signal
 import sys
 
@@ -26,12 +27,22 @@ def exported(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("t5_export")
     nemo = tiny_t5_nemo(folder)
-    config = write_stage_config(folder / "export.yaml", "export", "t5/export_t5", data_dir=folder / "data",
-                                base_results_dir=folder / "results",
-                                overrides=["run.model_train_name=t5_tiny", f"model.checkpoint_path={nemo}",
-                                           "model.weight_data_type=fp32", "triton_deployment.data_type=fp32",
-                                           "triton_deployment.tokens_to_generate=3", "triton_deployment.max_batch_size=2",
-                                           "triton_deployment.instance_kind=KIND_CPU"])
+    config = write_stage_config(
+        folder / "export.yaml",
+        "export",
+        "t5/export_t5",
+        data_dir=folder / "data",
+        base_results_dir=folder / "results",
+        overrides=[
+            "run.model_train_name=t5_tiny",
+            f"model.checkpoint_path={nemo}",
+            "model.weight_data_type=fp32",
+            "triton_deployment.data_type=fp32",
+            "triton_deployment.tokens_to_generate=3",
+            "triton_deployment.max_batch_size=2",
+            "triton_deployment.instance_kind=KIND_CPU",
+        ],
+    )
     result = run_training(config, program=("nemo_launcher.jobs.t5.export",))
     assert "warning" not in (result.stdout + result.stderr).lower()
     repositories = list((folder / "results" / "t5_tiny").glob("export_*/model_repo"))
@@ -61,7 +72,10 @@ def test_export_names_the_t5_generator_and_packs_the_model(exported):
 
     model_dir = exported[1] / MODEL
     assert sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*") if p.is_file()) == [
-        "1/model.nemo", "1/model.py", "config.pbtxt"]
+        "1/model.nemo",
+        "1/model.py",
+        "config.pbtxt",
+    ]
     config = text_format.Parse((model_dir / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     parameters = {k: v.string_value for k, v in config.parameters.items()}
     assert parameters["generator"] == "nemo_launcher.jobs.t5.serving:T5Generator"
@@ -73,8 +87,20 @@ def test_export_names_the_t5_generator_and_packs_the_model(exported):
 def test_pytriton_serves_the_framework_models_answers(exported, direct, tmp_path):
     http, grpc = free_port(), free_port()
     log = tmp_path / "serve.log"
-    server = _start([sys.executable, "deployment/serve_pytriton.py", "--model-repository", str(exported[1]),
-                     "--http-port", str(http), "--grpc-port", str(grpc)], log, ready=lambda text: "\nready: " in "\n" + text)
+    server = _start(
+        [
+            sys.executable,
+            "deployment/serve_pytriton.py",
+            "--model-repository",
+            str(exported[1]),
+            "--http-port",
+            str(http),
+            "--grpc-port",
+            str(grpc),
+        ],
+        log,
+        ready=lambda text: "\nready: " in "\n" + text,
+    )
     try:
         sys.path.insert(0, str(REPO / "deployment"))
         from client import ask

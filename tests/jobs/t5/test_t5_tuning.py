@@ -1,6 +1,7 @@
 """T5 fine-tuning on the trainer core (nemo_launcher.jobs.t5.finetune), on a tiny T5 .nemo and a tiny QA task made here:
 the loss falls and the tuned .nemo is written; kill -9, then a SIGTERM stop, then a rerun end bit-identical to an
 uninterrupted run; greedy generation answers each source as it would alone."""
+
 import os
 import signal
 import subprocess
@@ -16,8 +17,13 @@ torch = require_module("torch")
 from tests.jobs.gpt_train_support import REPO, command, environment, losses, run_training  # noqa: E402
 from tests.jobs.t5_tuning_support import finetune_config, results_dir, tiny_t5_nemo, tuned_nemo, write_task  # noqa: E402
 
-RUN = ["trainer.max_steps=12", "trainer.val_check_interval=6", "exp_manager.checkpoint_callback_params.every_n_train_steps=4",
-       "exp_manager.checkpoint_callback_params.save_top_k=-1", "model.hidden_dropout=0.1"]  # dropout: RNG must resume too
+RUN = [
+    "trainer.max_steps=12",
+    "trainer.val_check_interval=6",
+    "exp_manager.checkpoint_callback_params.every_n_train_steps=4",
+    "exp_manager.checkpoint_callback_params.save_top_k=-1",
+    "model.hidden_dropout=0.1",
+]  # dropout: RNG must resume too
 PROGRAM = ("nemo_launcher.jobs.t5.finetune",)
 
 
@@ -65,8 +71,14 @@ def _wait_for(path: Path, process, log: Path, timeout_s: float = 400) -> None:
 
 def _start(config: Path, log: Path) -> subprocess.Popen:
     handle = open(log, "w")
-    return subprocess.Popen(command(config, program=PROGRAM), cwd=REPO, env=environment(), stdout=handle,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        command(config, program=PROGRAM),
+        cwd=REPO,
+        env=environment(),
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_kill_9_then_sigterm_then_rerun_ends_bit_identical(tmp_path, uninterrupted, tiny_t5):
@@ -98,7 +110,9 @@ def test_kill_9_then_sigterm_then_rerun_ends_bit_identical(tmp_path, uninterrupt
     assert resumed and all(resumed[step] == whole[step] for step in resumed), (resumed, whole)
     expected, got = _state(tuned_nemo(uninterrupted[0])), _state(tuned_nemo(tmp_path))
     assert expected.keys() == got.keys()
-    assert all(torch.equal(expected[k], got[k]) for k in expected), "resumed weights differ from the uninterrupted run's"
+    assert all(torch.equal(expected[k], got[k]) for k in expected), (
+        "resumed weights differ from the uninterrupted run's"
+    )
     assert not (results_dir(tmp_path) / "RESUME_NEEDED").exists()
 
 
@@ -108,8 +122,14 @@ def test_batched_greedy_answers_equal_one_at_a_time_and_teacher_forcing(tiny_t5)
     from nemo_launcher.jobs.t5.standalone import load_t5_from_nemo
 
     model, tokenizer = load_t5_from_nemo(tiny_t5[0])
-    sources = [tokenizer.encode(text) + [tokenizer.eos] for text in
-               ("the river is green .", "question : what colour is the stone ? context : the stone is red .", "door")]
+    sources = [
+        tokenizer.encode(text) + [tokenizer.eos]
+        for text in (
+            "the river is green .",
+            "question : what colour is the stone ? context : the stone is red .",
+            "door",
+        )
+    ]
     together = greedy_answers(model, sources, tokenizer, max_new_tokens=5)
     assert together == [greedy_answers(model, [ids], tokenizer, max_new_tokens=5)[0] for ids in sources]
     assert any(together), "a random model that ends every answer at once would make this weak"
@@ -120,5 +140,5 @@ def test_batched_greedy_answers_equal_one_at_a_time_and_teacher_forcing(tiny_t5)
         batch = {"enc_mask": torch.ones_like(encoder), "dec_mask": torch.ones_like(decoder)}
         with torch.no_grad():
             logits = model(encoder, decoder, *attention_masks(batch, transformer_engine=False))
-        predicted = logits[0, :, :tokenizer.vocab_size].argmax(-1).tolist()
-        assert predicted[:len(answer)] == answer
+        predicted = logits[0, :, : tokenizer.vocab_size].argmax(-1).tolist()
+        assert predicted[: len(answer)] == answer

@@ -7,6 +7,7 @@
 Large weights (init std 0.2) give logits over a wide range, so a frozen copy can be steered by a method and its
 answers depend on the method's tensors.
 """
+
 import json
 
 import pytest
@@ -43,10 +44,20 @@ def sharp_mt5(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("sharp_mt5")
     text = folder / "text.txt"
-    task = [f"the {thing} is {colour} . what is the {thing} ? context question" for thing in THINGS for colour in COLOURS]
+    task = [
+        f"the {thing} is {colour} . what is the {thing} ? context question" for thing in THINGS for colour in COLOURS
+    ]
     text.write_text("\n".join(tiny_pile_texts()[:120] + task), encoding="utf-8")
-    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(folder / "mt5"), vocab_size=400,
-                                             pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2)
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(text),
+        model_prefix=str(folder / "mt5"),
+        vocab_size=400,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
+    )
     return _save(folder, sentencepiece_tokenizer(folder / "mt5.model"))
 
 
@@ -55,7 +66,16 @@ def prompt_lines(path, task: str, values=COLOURS, count: int = 48) -> str:
     with open(path, "w") as handle:
         for i in range(count):
             thing, value = THINGS[i % len(THINGS)], values[(i * 7) % len(values)]
-            handle.write(json.dumps({"taskname": task, "context": f"the {thing} is {value} .",
-                                     "question": f"what is the {thing} ?", "answer": value,
-                                     "answers": [value, value.capitalize()]}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "taskname": task,
+                        "context": f"the {thing} is {value} .",
+                        "question": f"what is the {thing} ?",
+                        "answer": value,
+                        "answers": [value, value.capitalize()],
+                    }
+                )
+                + "\n"
+            )
     return str(path)

@@ -1,13 +1,13 @@
 """LoRA on the tiny GPT through the peft program on the trainer core: only the adapters train and are checkpointed,
 the base stays bit-identical, the merge is exact, a kill -9 resumes onto the same adapters, TP=2 learns TP=1's."""
+
 import time
 
 import pytest
 
+from tests.conftest import require_module
 from tests.jobs.gpt_train_support import losses, weights
 from tests.jobs.sft_support import gpt2_files, lora_section, qa_jsonl, run_tuning, start_tuning, tiny_nemo  # noqa: F401  (fixtures)
-
-from tests.conftest import require_module
 
 torch = require_module("torch")
 
@@ -33,18 +33,21 @@ def _logits(model, tokens):
 
 
 def test_only_adapters_train_and_merging_keeps_the_function(reference, tiny_nemo):  # noqa: F811
-    from nemo_launcher.jobs.tuning.lora import add_lora
-    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
-    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo, load_gpt_nemo as load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import LoraSection
     from nemo_launcher.jobs.common.config import bind
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_nemo as load_nemo
+    from nemo_launcher.jobs.tuning.lora import add_lora
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
 
     work, stdout = reference
     curve = losses(stdout)
     assert sorted(curve) == list(range(1, 17))
     first, last = sum(curve[s] for s in (1, 2, 3)) / 3, sum(curve[s] for s in (14, 15, 16)) / 3
     assert last < first - 0.3, curve
-    assert "LoRA r=4 alpha=8.0 on attention_qkv, attention_dense, mlp_fc1, mlp_fc2: 8 adapters, 6,144 trainable" in stdout
+    assert (
+        "LoRA r=4 alpha=8.0 on attention_qkv, attention_dense, mlp_fc1, mlp_fc2: 8 adapters, 6,144 trainable" in stdout
+    )
 
     # The checkpoints hold the adapters alone (their optimizer state aside): the base is never written.
     saved = weights(work / "checkpoints" / "step-16", work)
@@ -76,7 +79,9 @@ def test_only_adapters_train_and_merging_keeps_the_function(reference, tiny_nemo
     model, tokenizer = load_gpt_from_nemo(tiny_nemo)
     tokens = torch.tensor([tokenizer.encode("In picture 3 the sky is red. What color is the sky?\nAnswer:")])
     before = _logits(model, tokens)
-    adapters = add_lora(model, bind(LoraSection, {k: v for k, v in settings.items() if k != "peft_scheme"}, "lora"), seed=0)
+    adapters = add_lora(
+        model, bind(LoraSection, {k: v for k, v in settings.items() if k != "peft_scheme"}, "lora"), seed=0
+    )
     assert torch.equal(_logits(model, tokens), before), "B starts at zero: the adapted model starts as the base"
     adapters.load_state_dict(state, "adapter file")
     with_adapters = _logits(model, tokens)
@@ -126,18 +131,25 @@ def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_
     """The peft program under torchrun with TP=2, from a TP=1 archive (resharded on load), and with TP=1 give the
     same losses, adapter file and merged model: the column/row splits of A and B, SwiGLU's [gate; up] rows, the
     sharded checkpoints and the sharded save all line up. The model is the `improved` style (SwiGLU, RoPE, GQA)."""
-    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
     from nemo_launcher.jobs.core.nemo_archive import save_nemo
     from nemo_launcher.jobs.gpt.inference import load_gpt_nemo as load_nemo
-
+    from nemo_launcher.jobs.tuning.lora_file import load_adapter_file
     from tests.jobs.gpt_models import model_section, random_model
 
-    base = model_section("improved", *gpt2_files, encoder_seq_length=64, max_position_embeddings=64,
-                         init_method_std=0.02, data={"seq_length": 64, "num_workers": 0})
+    base = model_section(
+        "improved",
+        *gpt2_files,
+        encoder_seq_length=64,
+        max_position_embeddings=64,
+        init_method_std=0.02,
+        data={"seq_length": 64, "num_workers": 0},
+    )
     save_nemo(tmp_path / "base.nemo", base, random_model(base).state_dict())
 
     def section(tp: int) -> dict:
-        config = lora_section(str(tmp_path / "base.nemo"), qa_jsonl, str(tmp_path / f"lora_tp{tp}"), target_modules=["all"])
+        config = lora_section(
+            str(tmp_path / "base.nemo"), qa_jsonl, str(tmp_path / f"lora_tp{tp}"), target_modules=["all"]
+        )
         config["trainer"].update(devices=tp, max_steps=8, val_check_interval=8, log_every_n_steps=1)
         config["model"]["tensor_model_parallel_size"] = tp
         return config

@@ -2,15 +2,22 @@
 trainer core: each trains and checkpoints only its own tensors and writes them to its result file; its loss falls on a
 task the frozen base cannot do; TP=2 learns what TP=1 learns; a p-tuning run killed with -9 and run again ends where
 an uninterrupted run ends; a second prompt-learning task leaves the first task's virtual tokens bit-identical."""
+
 import json
 
 import pytest
 
-from tests.jobs.gpt_train_support import losses, weights
-from tests.jobs.sft_support import (COLORS, assert_same_tensors, gpt2_files, rerun_after_kill_9, run_tuning,  # noqa: F401  (fixtures)
-                                    sharp_nemo, tiny_nemo)
-
 from tests.conftest import require_module
+from tests.jobs.gpt_train_support import losses, weights
+from tests.jobs.sft_support import (  # noqa: F401  (fixtures)
+    COLORS,
+    assert_same_tensors,
+    gpt2_files,
+    rerun_after_kill_9,
+    run_tuning,
+    sharp_nemo,
+    tiny_nemo,
+)
 
 torch = require_module("torch")
 
@@ -21,8 +28,17 @@ def _lines(path, task, values):
     with open(path, "w") as handle:
         for i in range(32):
             value = values[i % len(values)]
-            handle.write(json.dumps({"taskname": task, "context": f"In picture {i} the thing is {value}.",
-                                     "question": "What is it?", "answer": value}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "taskname": task,
+                        "context": f"In picture {i} the thing is {value}.",
+                        "question": "What is it?",
+                        "answer": value,
+                    }
+                )
+                + "\n"
+            )
     return str(path)
 
 
@@ -31,20 +47,51 @@ def _section(stage, nemo, data, work, task="colors", **model):
     template = ("<|VIRTUAL_PROMPT_0|>" if virtual else "") + "Context: {context} Question: {question} Answer: {answer}"
     section = {
         "run": {"name": "tiny", "results_dir": str(work), "time_limit": "0:30:00", "task_name": task},
-        "trainer": {"num_nodes": 1, "devices": 1, "accelerator": "cpu", "precision": 32, "max_steps": 8,
-                    "log_every_n_steps": 1, "val_check_interval": 8, "limit_val_batches": 1, "gradient_clip_val": 1.0},
-        "exp_manager": {"explicit_log_dir": str(work), "name": "result",
-                        "checkpoint_callback_params": {"every_n_train_steps": 4, "save_top_k": 1}},
-        "model": {"language_model_path": nemo, "nemo_path": f"{work}/result.nemo", "global_batch_size": 8,
-                  "micro_batch_size": 4, "encoder_seq_length": 64, "new_tasks": [task],
-                  "virtual_prompt_style": "p-tuning" if virtual else "no-prompts",
-                  "task_templates": [{"taskname": name, "prompt_template": template, "total_virtual_tokens": 4 if virtual else 0,
-                                      "virtual_token_splits": [4] if virtual else [], "truncate_field": "context"}
-                                     for name in ("colors", "shapes")],
-                  "p_tuning": {"encoder_type": "mlp", "encoder_hidden": 32},
-                  "optim": {"name": "adamw", "lr": 2.0e-2, "weight_decay": 0.0, "betas": [0.9, 0.98],
-                            "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "min_lr": 1.0e-4}},
-                  "data": {"train_ds": [data], "validation_ds": [data], "num_workers": 0}, **model},
+        "trainer": {
+            "num_nodes": 1,
+            "devices": 1,
+            "accelerator": "cpu",
+            "precision": 32,
+            "max_steps": 8,
+            "log_every_n_steps": 1,
+            "val_check_interval": 8,
+            "limit_val_batches": 1,
+            "gradient_clip_val": 1.0,
+        },
+        "exp_manager": {
+            "explicit_log_dir": str(work),
+            "name": "result",
+            "checkpoint_callback_params": {"every_n_train_steps": 4, "save_top_k": 1},
+        },
+        "model": {
+            "language_model_path": nemo,
+            "nemo_path": f"{work}/result.nemo",
+            "global_batch_size": 8,
+            "micro_batch_size": 4,
+            "encoder_seq_length": 64,
+            "new_tasks": [task],
+            "virtual_prompt_style": "p-tuning" if virtual else "no-prompts",
+            "task_templates": [
+                {
+                    "taskname": name,
+                    "prompt_template": template,
+                    "total_virtual_tokens": 4 if virtual else 0,
+                    "virtual_token_splits": [4] if virtual else [],
+                    "truncate_field": "context",
+                }
+                for name in ("colors", "shapes")
+            ],
+            "p_tuning": {"encoder_type": "mlp", "encoder_hidden": 32},
+            "optim": {
+                "name": "adamw",
+                "lr": 2.0e-2,
+                "weight_decay": 0.0,
+                "betas": [0.9, 0.98],
+                "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "min_lr": 1.0e-4},
+            },
+            "data": {"train_ds": [data], "validation_ds": [data], "num_workers": 0},
+            **model,
+        },
     }
     if stage == "adapter_learning":
         section["model"]["adapter_tuning"] = {"adapter_dim": 8, "adapter_dropout": 0.0}
@@ -56,10 +103,19 @@ def test_adding_a_task_leaves_the_first_tasks_virtual_tokens_bit_identical(tmp_p
 
     colors = _lines(tmp_path / "colors.jsonl", "colors", COLORS)
     shapes = _lines(tmp_path / "shapes.jsonl", "shapes", SHAPES)
-    run_tuning("prompt_learning", _section("prompt_learning", tiny_nemo, colors, tmp_path / "first"), tmp_path / "first")
+    run_tuning(
+        "prompt_learning", _section("prompt_learning", tiny_nemo, colors, tmp_path / "first"), tmp_path / "first"
+    )
     _, first = load_method_file(tmp_path / "first" / "result.nemo", "prompt")
-    second = _section("prompt_learning", tiny_nemo, shapes, tmp_path / "second", task="shapes",
-                      restore_path=str(tmp_path / "first" / "result.nemo"), existing_tasks=["colors"])
+    second = _section(
+        "prompt_learning",
+        tiny_nemo,
+        shapes,
+        tmp_path / "second",
+        task="shapes",
+        restore_path=str(tmp_path / "first" / "result.nemo"),
+        existing_tasks=["colors"],
+    )
     run_tuning("prompt_learning", second, tmp_path / "second")
     settings, both = load_method_file(tmp_path / "second" / "result.nemo", "prompt")
     assert sorted(settings["tasks"]) == ["colors", "shapes"]
@@ -68,8 +124,12 @@ def test_adding_a_task_leaves_the_first_tasks_virtual_tokens_bit_identical(tmp_p
 
 
 # The four methods: (stage, virtual_prompt_style or None, what marks its tensors, its result file's method).
-METHODS = {"prompt-tuning": ("prompt_learning", "prompt-tuning", "prompt"), "p-tuning": ("prompt_learning", "p-tuning", "prompt"),
-           "adapters": ("adapter_learning", None, "adapter"), "ia3": ("ia3_learning", None, "ia3")}
+METHODS = {
+    "prompt-tuning": ("prompt_learning", "prompt-tuning", "prompt"),
+    "p-tuning": ("prompt_learning", "p-tuning", "prompt"),
+    "adapters": ("adapter_learning", None, "adapter"),
+    "ia3": ("ia3_learning", None, "ia3"),
+}
 
 
 def _method_section(name, nemo, data, work, tp=1):
@@ -95,6 +155,7 @@ def uninterrupted(tmp_path_factory, sharp_nemo):  # noqa: F811
             work = root / name
             runs[name] = work, run_tuning(METHODS[name][0], _method_section(name, sharp_nemo, data, work), work).stdout
         return runs[name]
+
     run.data = data
     return run
 

@@ -1,4 +1,5 @@
 """Supervised fine-tuning: SQuAD preparation, prompt masking, sampling, and a real run on a tiny GPT."""
+
 import json
 import re
 
@@ -12,16 +13,38 @@ from tests.jobs.sft_support import TEMPLATE, gpt2_files, qa_jsonl, run_tuning, s
 SQUAD = {
     "version": "1.1",
     "data": [
-        {"title": "Super_Bowl_50", "paragraphs": [{
-            "context": "Super Bowl 50 was played in Santa Clara. The Denver Broncos won.",
-            "qas": [
-                {"id": "a", "question": "Who won Super Bowl 50?",
-                 "answers": [{"answer_start": 42, "text": "Denver Broncos"}, {"answer_start": 42, "text": "The Denver Broncos"}]},
-                {"id": "b", "question": "Where was it played?", "answers": [{"answer_start": 28, "text": "Santa Clara"}]},
-            ]}]},
-        {"title": "Impossible", "paragraphs": [{
-            "context": "Nothing here answers it.",
-            "qas": [{"id": "c", "question": "Why?", "answers": [], "is_impossible": True}]}]},
+        {
+            "title": "Super_Bowl_50",
+            "paragraphs": [
+                {
+                    "context": "Super Bowl 50 was played in Santa Clara. The Denver Broncos won.",
+                    "qas": [
+                        {
+                            "id": "a",
+                            "question": "Who won Super Bowl 50?",
+                            "answers": [
+                                {"answer_start": 42, "text": "Denver Broncos"},
+                                {"answer_start": 42, "text": "The Denver Broncos"},
+                            ],
+                        },
+                        {
+                            "id": "b",
+                            "question": "Where was it played?",
+                            "answers": [{"answer_start": 28, "text": "Santa Clara"}],
+                        },
+                    ],
+                }
+            ],
+        },
+        {
+            "title": "Impossible",
+            "paragraphs": [
+                {
+                    "context": "Nothing here answers it.",
+                    "qas": [{"id": "c", "question": "Why?", "answers": [], "is_impossible": True}],
+                }
+            ],
+        },
     ],
 }
 
@@ -40,7 +63,8 @@ def test_squad_json_becomes_prompt_answer_jsonl(tmp_path):
     lines = [json.loads(line) for line in output.read_text().splitlines()]
     assert lines[0] == {
         "input": "Context: Super Bowl 50 was played in Santa Clara. The Denver Broncos won.\nQuestion: Who won Super Bowl 50?",
-        "output": "Denver Broncos", "answers": ["Denver Broncos", "The Denver Broncos"],
+        "output": "Denver Broncos",
+        "answers": ["Denver Broncos", "The Denver Broncos"],
     }
     assert lines[1]["output"] == "Santa Clara"
     assert [p.name for p in output.parent.iterdir()] == [output.name], "no partial file left behind"
@@ -51,10 +75,13 @@ def test_squad_json_becomes_prompt_answer_jsonl(tmp_path):
     assert "kept" in output.read_text()
 
 
-@pytest.mark.parametrize("document,words", [
-    ({"data": [{"paragraphs": [{"context": 3, "qas": []}]}]}, ["data[0].paragraphs[0].context"]),
-    ({"version": "1.1"}, ["not a SQuAD file"]),
-])
+@pytest.mark.parametrize(
+    "document,words",
+    [
+        ({"data": [{"paragraphs": [{"context": 3, "qas": []}]}]}, ["data[0].paragraphs[0].context"]),
+        ({"version": "1.1"}, ["not a SQuAD file"]),
+    ],
+)
 def test_malformed_squad_names_the_place(tmp_path, document, words):
     source = _write_squad(tmp_path, document)
     with pytest.raises(JobConfigError) as error:
@@ -66,8 +93,10 @@ def test_malformed_squad_names_the_place(tmp_path, document, words):
 def test_squad_program_reads_the_stage_config(tmp_path, capsys):
     source = _write_squad(tmp_path)
     config = tmp_path / "squad_gpt3_hydra.yaml"
-    section = {"train": {"source": str(source), "output": str(tmp_path / "t.jsonl")},
-               "validation": {"source": str(tmp_path / "missing-dev.json"), "output": str(tmp_path / "v.jsonl")}}
+    section = {
+        "train": {"source": str(source), "output": str(tmp_path / "t.jsonl")},
+        "validation": {"source": str(tmp_path / "missing-dev.json"), "output": str(tmp_path / "v.jsonl")},
+    }
     config.write_text(yaml.safe_dump({"run": {"name": "x"}, "squad_preparation": section}))
     assert squad.main(["--config", str(config)]) == 2
     assert "missing-dev.json: no such file. Nothing is downloaded here" in capsys.readouterr().err
@@ -85,8 +114,8 @@ def gpt2_tokenizer(gpt2_files):  # noqa: F811
 
 
 def _section(**overrides):
-    from nemo_launcher.jobs.common.config import bind
     from nemo_launcher.contract.schemas.gpt_sft import DatasetSection
+    from nemo_launcher.jobs.common.config import bind
 
     return bind(DatasetSection, {"file_names": ["x.jsonl"], "prompt_template": TEMPLATE, **overrides}, "train_ds")
 
@@ -99,17 +128,17 @@ def test_samples_count_only_answer_tokens(gpt2_tokenizer):
     ids, answer = encoder.encode(example)
     prompt = gpt2_tokenizer.encode("The sky is red. What color is the sky?\nAnswer:")
     # The prompt's tokens are exactly what a user's prompt gives; the space goes with the answer word.
-    assert ids[:len(prompt)] == prompt and answer == [False] * len(prompt) + [True, True]
-    assert ids[len(prompt):] == gpt2_tokenizer.encode(" red") + [gpt2_tokenizer.eod]
+    assert ids[: len(prompt)] == prompt and answer == [False] * len(prompt) + [True, True]
+    assert ids[len(prompt) :] == gpt2_tokenizer.encode(" red") + [gpt2_tokenizer.eod]
 
     short = encoder.encode({"input": "Sky?", "output": "blue"})
     batch = collate([(ids, answer), short], pad_id=gpt2_tokenizer.eod, answer_only_loss=True)
     assert len(ids) - 1 == 15 and batch["tokens"].shape == (2, 16)  # the longest sample, rounded up to a multiple of 8
     row = batch["loss_mask"][0]
     counted = [int(i) for i in batch["labels"][0][row.bool()]]
-    assert counted == ids[len(prompt):], "exactly the answer and the end-of-document token are predicted and counted"
+    assert counted == ids[len(prompt) :], "exactly the answer and the end-of-document token are predicted and counted"
     assert row.sum() == 2 and batch["loss_mask"][1].sum() == 2
-    assert batch["tokens"][0, :len(ids) - 1].tolist() == ids[:-1]
+    assert batch["tokens"][0, : len(ids) - 1].tolist() == ids[:-1]
     everything = collate([(ids, answer)], pad_id=gpt2_tokenizer.eod, answer_only_loss=False)
     assert everything["loss_mask"][0].sum() == len(ids) - 1  # all real tokens, never the padding
 
@@ -120,9 +149,10 @@ def test_long_samples_lose_prompt_tokens_first(gpt2_tokenizer):
     example = {"input": "word " * 100 + "What color?", "output": "a long answer of several words"}
     ids, answer = SampleEncoder(gpt2_tokenizer, _section(max_seq_length=20)).encode(example)
     assert len(ids) == 21 and sum(answer) == len(gpt2_tokenizer.encode(" a long answer of several words")) + 1
-    assert gpt2_tokenizer.decode(ids[:len(ids) - sum(answer)]).endswith("What color?\nAnswer:")
+    assert gpt2_tokenizer.decode(ids[: len(ids) - sum(answer)]).endswith("What color?\nAnswer:")
     ids, answer = SampleEncoder(gpt2_tokenizer, _section(max_seq_length=8, truncation_field="answer")).encode(
-        {"input": "Sky?", "output": "a long answer of several words"})
+        {"input": "Sky?", "output": "a long answer of several words"}
+    )
     assert len(ids) == 9 and ids[-1] != gpt2_tokenizer.eod  # the cut answer is not marked as finished
 
 
@@ -142,14 +172,22 @@ def test_mixed_dataset_keeps_proportions_and_order():
     assert names != [MixedDataset([a, b], [0.75, 0.25], size=40, seed=4)[n]["input"] for n in range(40)]
 
 
-@pytest.mark.parametrize("change,words", [
-    ({"model": {"pipeline_model_parallel_size": 2}}, ["pipeline_model_parallel_size", "set 1"]),
-    ({"model": {"peft": {"peft_scheme": "lora", "lora_tuning": {}}}}, ["fine_tuning.model.peft", "peft stage"]),
-    ({"model": {"data": {"train_ds": {"prompt_template": "{output} {input}"}}}}, ["prompt_template", "end with {output}"]),
-    ({"model": {"data": {"train_ds": {"file_names": ["a", "b"], "concat_sampling_probabilities": [0.5, 0.6]}}}},
-     ["concat_sampling_probabilities", "summing to 1"]),
-    ({"trainer": {"max_step": 3}}, ["fine_tuning.trainer.max_step", "unknown key"]),
-])
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        ({"model": {"pipeline_model_parallel_size": 2}}, ["pipeline_model_parallel_size", "set 1"]),
+        ({"model": {"peft": {"peft_scheme": "lora", "lora_tuning": {}}}}, ["fine_tuning.model.peft", "peft stage"]),
+        (
+            {"model": {"data": {"train_ds": {"prompt_template": "{output} {input}"}}}},
+            ["prompt_template", "end with {output}"],
+        ),
+        (
+            {"model": {"data": {"train_ds": {"file_names": ["a", "b"], "concat_sampling_probabilities": [0.5, 0.6]}}}},
+            ["concat_sampling_probabilities", "summing to 1"],
+        ),
+        ({"trainer": {"max_step": 3}}, ["fine_tuning.trainer.max_step", "unknown key"]),
+    ],
+)
 def test_bad_fine_tuning_config_names_the_key(change, words, tmp_path):
     from nemo_launcher.contract.schemas.gpt_sft import SftConfig
 
@@ -171,11 +209,11 @@ def _merge(target, change):
 def test_fine_tuning_loss_falls_and_counts_answer_tokens_only(tmp_path, tiny_nemo, qa_jsonl):  # noqa: F811
     import torch
 
-    from nemo_launcher.jobs.core.steps import masked_token_loss
-    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo, load_gpt_nemo as load_nemo
     from nemo_launcher.contract.schemas.gpt_sft import SftConfig
+    from nemo_launcher.jobs.core.steps import masked_token_loss
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
+    from nemo_launcher.jobs.gpt.inference import load_gpt_nemo as load_nemo
     from nemo_launcher.jobs.tuning.sft_data import SampleEncoder, collate, read_jsonl
-
     from tests.jobs.gpt_train_support import losses
 
     section = sft_section(tiny_nemo, qa_jsonl, str(tmp_path))
@@ -195,8 +233,9 @@ def test_fine_tuning_loss_falls_and_counts_answer_tokens_only(tmp_path, tiny_nem
 
     _, base = load_nemo(tiny_nemo)
     _, tuned = load_nemo(path)
-    assert tuned.keys() == base.keys() and not torch.equal(tuned["decoder.layers.0.mlp.linear_fc1.weight"],
-                                                          base["decoder.layers.0.mlp.linear_fc1.weight"])
+    assert tuned.keys() == base.keys() and not torch.equal(
+        tuned["decoder.layers.0.mlp.linear_fc1.weight"], base["decoder.layers.0.mlp.linear_fc1.weight"]
+    )
 
     # The loss the loop minimises is the mean cross-entropy of predicting the answer tokens (and the end
     # of the answer) from everything before them; the prompt's own tokens contribute nothing.
@@ -233,25 +272,56 @@ def test_launcher_runs_squad_fine_tuning_then_export_here(tmp_path, tiny_nemo): 
     squad_dir = data / "squad_data" / "v1.1"
     squad_dir.mkdir(parents=True)
     for name, count in (("train-v1.1.json", 16), ("dev-v1.1.json", 8)):
-        qas = [{"id": str(i), "question": f"What is item {i}?", "answers": [{"answer_start": 0, "text": f"thing {i}"}]}
-               for i in range(count)]
-        document = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Items are things.", "qas": qas}]}]}
+        qas = [
+            {"id": str(i), "question": f"What is item {i}?", "answers": [{"answer_start": 0, "text": f"thing {i}"}]}
+            for i in range(count)
+        ]
+        document = {
+            "version": "1.1",
+            "data": [{"title": "t", "paragraphs": [{"context": "Items are things.", "qas": qas}]}],
+        }
         (squad_dir / name).write_text(json.dumps(document))
-    tiny = ["trainer.devices=1", "trainer.accelerator=cpu", "trainer.precision=32", "trainer.max_steps=4",
-            "trainer.log_every_n_steps=2", "trainer.val_check_interval=4", "trainer.limit_val_batches=1",
-            "model.global_batch_size=4", "model.micro_batch_size=2", "model.optim.lr=1e-3", "model.optim.sched.warmup_steps=1",
-            "model.data.train_ds.max_seq_length=64"]
-    command = [sys.executable, "main.py", "stages=[fine_tuning,export]", "training=gpt3/tiny", "fine_tuning=gpt3/squad",
-               "export=gpt3/export_gpt3", "cluster_type=interactive", f"base_results_dir={results}", f"data_dir={data}",
-               *[f"fine_tuning.{o}" for o in tiny], "export.model.weight_data_type=fp32", "export.triton_deployment.data_type=fp32",
-               "export.model.checkpoint_path=${fine_tuning.exp_manager.explicit_log_dir}/checkpoints/megatron_gpt_sft.nemo"]
+    tiny = [
+        "trainer.devices=1",
+        "trainer.accelerator=cpu",
+        "trainer.precision=32",
+        "trainer.max_steps=4",
+        "trainer.log_every_n_steps=2",
+        "trainer.val_check_interval=4",
+        "trainer.limit_val_batches=1",
+        "model.global_batch_size=4",
+        "model.micro_batch_size=2",
+        "model.optim.lr=1e-3",
+        "model.optim.sched.warmup_steps=1",
+        "model.data.train_ds.max_seq_length=64",
+    ]
+    command = [
+        sys.executable,
+        "main.py",
+        "stages=[fine_tuning,export]",
+        "training=gpt3/tiny",
+        "fine_tuning=gpt3/squad",
+        "export=gpt3/export_gpt3",
+        "cluster_type=interactive",
+        f"base_results_dir={results}",
+        f"data_dir={data}",
+        *[f"fine_tuning.{o}" for o in tiny],
+        "export.model.weight_data_type=fp32",
+        "export.triton_deployment.data_type=fp32",
+        "export.model.checkpoint_path=${fine_tuning.exp_manager.explicit_log_dir}/checkpoints/megatron_gpt_sft.nemo",
+    ]
     env = {k: v for k, v in os.environ.items() if k != "NEMO_LAUNCHER_DEBUG"}
-    result = subprocess.run(command, cwd=repo, capture_output=True, text=True, timeout=900, env=dict(env, OMP_NUM_THREADS="1"))
+    result = subprocess.run(
+        command, cwd=repo, capture_output=True, text=True, timeout=900, env=dict(env, OMP_NUM_THREADS="1")
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     lines = [json.loads(line) for line in (squad_dir / "train-v1.1_gpt.jsonl").read_text().splitlines()]
-    assert len(lines) == 16 and lines[0] == {"input": "Context: Items are things.\nQuestion: What is item 0?",
-                                             "output": "thing 0", "answers": ["thing 0"]}
+    assert len(lines) == 16 and lines[0] == {
+        "input": "Context: Items are things.\nQuestion: What is item 0?",
+        "output": "thing 0",
+        "answers": ["thing 0"],
+    }
     tuned = results / "gpt3_tiny" / "squad" / "results" / "checkpoints" / "megatron_gpt_sft.nemo"
     assert tuned.is_file() and (tuned.parent / "step-4" / "COMPLETE").is_file()
     (log,) = (results / "gpt3_tiny" / "squad").glob("log-*.out")

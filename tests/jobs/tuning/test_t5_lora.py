@@ -2,17 +2,18 @@
 decoder's attention, self and cross): the base .nemo is never written and only the adapters are checkpointed and
 saved, the merged model is the base plus alpha / r x B A, the loss falls on a task the frozen base cannot do, TP=2
 learns what TP=1 learns, and a kill -9 then rerun ends where an uninterrupted run ends."""
+
 import hashlib
 import json
 
 import pytest
 
+from tests.conftest import require_module
 from tests.jobs.gpt_train_support import losses, weights
 from tests.jobs.sft_support import assert_same_tensors, rerun_after_kill_9, run_tuning
-from .t5_peft_support import sharp_t5  # noqa: F401  (fixture)
 from tests.jobs.t5_tuning_support import COLOURS, THINGS
 
-from tests.conftest import require_module
+from .t5_peft_support import sharp_t5  # noqa: F401  (fixture)
 
 torch = require_module("torch")
 
@@ -24,7 +25,9 @@ def qa_lines(path) -> str:
     with open(path, "w") as handle:
         for i in range(48):
             thing, colour = THINGS[i % len(THINGS)], COLOURS[(i * 7) % len(COLOURS)]
-            handle.write(json.dumps({"input": f"the {thing} is {colour} . what is the {thing} ?", "output": colour}) + "\n")
+            handle.write(
+                json.dumps({"input": f"the {thing} is {colour} . what is the {thing} ?", "output": colour}) + "\n"
+            )
     return str(path)
 
 
@@ -33,18 +36,47 @@ def section(nemo, data, work, tp=1) -> dict:
     dataset = {"file_names": [data], "prompt_template": "question: {input} answer: {output}", "max_seq_length": 32}
     return {
         "run": {"name": "tiny", "results_dir": str(work), "time_limit": "0:30:00", "task_name": "colors"},
-        "trainer": {"num_nodes": 1, "devices": tp, "accelerator": "cpu", "precision": 32, "max_steps": 16,
-                    "log_every_n_steps": 1, "val_check_interval": 16, "limit_val_batches": 1, "gradient_clip_val": 1.0},
-        "exp_manager": {"explicit_log_dir": str(work), "name": NAME,
-                        "checkpoint_callback_params": {"every_n_train_steps": 8, "save_top_k": 1}},
+        "trainer": {
+            "num_nodes": 1,
+            "devices": tp,
+            "accelerator": "cpu",
+            "precision": 32,
+            "max_steps": 16,
+            "log_every_n_steps": 1,
+            "val_check_interval": 16,
+            "limit_val_batches": 1,
+            "gradient_clip_val": 1.0,
+        },
+        "exp_manager": {
+            "explicit_log_dir": str(work),
+            "name": NAME,
+            "checkpoint_callback_params": {"every_n_train_steps": 8, "save_top_k": 1},
+        },
         "model": {
-            "restore_from_path": nemo, "tensor_model_parallel_size": tp, "global_batch_size": 8, "micro_batch_size": 4,
-            "seed": 1234, "hidden_dropout": 0.0, "attention_dropout": 0.0,
-            "optim": {"name": "adamw", "lr": 2.0e-2, "weight_decay": 0.0, "betas": [0.9, 0.98],
-                      "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "constant_steps": 0, "min_lr": 1.0e-4}},
-            "peft": {"peft_scheme": "lora", "merge": True,
-                     "lora_tuning": {"adapter_dim": 4, "alpha": 8, "adapter_dropout": 0.0,
-                                     "target_modules": ["attention_qkv", "attention_dense"]}},
+            "restore_from_path": nemo,
+            "tensor_model_parallel_size": tp,
+            "global_batch_size": 8,
+            "micro_batch_size": 4,
+            "seed": 1234,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+            "optim": {
+                "name": "adamw",
+                "lr": 2.0e-2,
+                "weight_decay": 0.0,
+                "betas": [0.9, 0.98],
+                "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "constant_steps": 0, "min_lr": 1.0e-4},
+            },
+            "peft": {
+                "peft_scheme": "lora",
+                "merge": True,
+                "lora_tuning": {
+                    "adapter_dim": 4,
+                    "alpha": 8,
+                    "adapter_dropout": 0.0,
+                    "target_modules": ["attention_qkv", "attention_dense"],
+                },
+            },
             "data": {"train_ds": dict(dataset), "validation_ds": dict(dataset, metric={"name": "exact_string_match"})},
         },
     }
@@ -84,8 +116,9 @@ def test_only_the_adapters_train_and_the_base_stays_bit_identical(reference, sha
     assert len(state) == 2 * (2 * 2 + 2 * 5), sorted(state)
     assert state["decoder.layers.1.cross_attention.linear_kv.lora.b"].shape == (128, 4)
     assert state["encoder.layers.0.self_attention.linear_qkv.lora.a"].shape == (4, 64)
-    assert all(state[f"{name}.lora.b"].abs().sum() > 0 for name in {k.rsplit(".lora.", 1)[0] for k in state}), \
+    assert all(state[f"{name}.lora.b"].abs().sum() > 0 for name in {k.rsplit(".lora.", 1)[0] for k in state}), (
         "every B moved from zero"
+    )
     for key in saved:
         assert saved[key].equal(state[key.split("tuned.", 1)[-1]]), key
 
@@ -124,7 +157,13 @@ def test_two_tensor_parallel_ranks_learn_what_one_learns(reference, sharp_t5, tm
 
 def test_rerun_after_kill_9_ends_where_an_uninterrupted_run_ends(reference, sharp_t5, tmp_path):  # noqa: F811
     work, data, stdout = reference
-    resumed = rerun_after_kill_9("peft", section(sharp_t5, data, tmp_path), tmp_path, kill_after=8, family="t5",
-                                 result=tmp_path / "checkpoints" / f"{NAME}.nemo")
+    resumed = rerun_after_kill_9(
+        "peft",
+        section(sharp_t5, data, tmp_path),
+        tmp_path,
+        kill_after=8,
+        family="t5",
+        result=tmp_path / "checkpoints" / f"{NAME}.nemo",
+    )
     assert losses(resumed) == {s: v for s, v in losses(stdout).items() if s >= 9}
     assert_same_tensors(adapters_of(tmp_path)[1], adapters_of(work)[1])

@@ -4,22 +4,27 @@ loss falls on a task the frozen base cannot do; TP=2 learns what TP=1 learns; an
 again ends where an uninterrupted run ends; a second prompt-learning task leaves the first task's virtual tokens
 bit-identical. The same programs serve mT5 (test_t5_tuned_evaluation.py p-tunes and evaluates one with a
 SentencePiece vocabulary)."""
+
 import hashlib
 
 import pytest
 
+from tests.conftest import require_module
 from tests.jobs.gpt_train_support import losses, weights
 from tests.jobs.sft_support import assert_same_tensors, rerun_after_kill_9, run_tuning
-from .t5_peft_support import prompt_lines as lines, sharp_t5  # noqa: F401  (fixture)
 from tests.jobs.t5_tuning_support import THINGS
 
-from tests.conftest import require_module
+from .t5_peft_support import prompt_lines as lines  # noqa: F401  (fixture)
 
 torch = require_module("torch")
 
 # The four methods: (stage, virtual_prompt_style or None, the result file's method).
-METHODS = {"prompt-tuning": ("prompt_learning", "prompt-tuning", "prompt"), "p-tuning": ("prompt_learning", "p-tuning", "prompt"),
-           "adapters": ("adapter_learning", None, "adapter"), "ia3": ("ia3_learning", None, "ia3")}
+METHODS = {
+    "prompt-tuning": ("prompt_learning", "prompt-tuning", "prompt"),
+    "p-tuning": ("prompt_learning", "p-tuning", "prompt"),
+    "adapters": ("adapter_learning", None, "adapter"),
+    "ia3": ("ia3_learning", None, "ia3"),
+}
 MARKERS = {"prompt": "prompt.", "adapter": ".houlsby.", "ia3": ".ia3"}
 
 
@@ -29,20 +34,52 @@ def section(stage, nemo, data, work, task="colors", style=None, tp=1, steps=16, 
     template = ("<|VIRTUAL_PROMPT_0|> " if virtual else "") + "context: {context} question: {question} {answer}"
     result = {
         "run": {"name": "tiny", "results_dir": str(work), "time_limit": "0:30:00", "task_name": task},
-        "trainer": {"num_nodes": 1, "devices": tp, "accelerator": "cpu", "precision": 32, "max_steps": steps,
-                    "log_every_n_steps": 1, "val_check_interval": steps, "limit_val_batches": 1, "gradient_clip_val": 1.0},
-        "exp_manager": {"explicit_log_dir": str(work), "name": "result",
-                        "checkpoint_callback_params": {"every_n_train_steps": steps // 2, "save_top_k": 1}},
-        "model": {"language_model_path": nemo, "nemo_path": f"{work}/result.nemo", "global_batch_size": 8,
-                  "micro_batch_size": 4, "encoder_seq_length": 32, "new_tasks": [task], "tensor_model_parallel_size": tp,
-                  "virtual_prompt_style": (style or "p-tuning") if virtual else "no-prompts",
-                  "task_templates": [{"taskname": name, "prompt_template": template, "total_virtual_tokens": 4 if virtual else 0,
-                                      "virtual_token_splits": [4] if virtual else [], "truncate_field": "context"}
-                                     for name in ("colors", "things")],
-                  "p_tuning": {"encoder_type": "mlp", "encoder_hidden": 32},
-                  "optim": {"name": "adamw", "lr": 2.0e-2, "weight_decay": 0.0, "betas": [0.9, 0.98],
-                            "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "min_lr": 1.0e-4}},
-                  "data": {"train_ds": [data], "validation_ds": [data], "num_workers": 0}, **model},
+        "trainer": {
+            "num_nodes": 1,
+            "devices": tp,
+            "accelerator": "cpu",
+            "precision": 32,
+            "max_steps": steps,
+            "log_every_n_steps": 1,
+            "val_check_interval": steps,
+            "limit_val_batches": 1,
+            "gradient_clip_val": 1.0,
+        },
+        "exp_manager": {
+            "explicit_log_dir": str(work),
+            "name": "result",
+            "checkpoint_callback_params": {"every_n_train_steps": steps // 2, "save_top_k": 1},
+        },
+        "model": {
+            "language_model_path": nemo,
+            "nemo_path": f"{work}/result.nemo",
+            "global_batch_size": 8,
+            "micro_batch_size": 4,
+            "encoder_seq_length": 32,
+            "new_tasks": [task],
+            "tensor_model_parallel_size": tp,
+            "virtual_prompt_style": (style or "p-tuning") if virtual else "no-prompts",
+            "task_templates": [
+                {
+                    "taskname": name,
+                    "prompt_template": template,
+                    "total_virtual_tokens": 4 if virtual else 0,
+                    "virtual_token_splits": [4] if virtual else [],
+                    "truncate_field": "context",
+                }
+                for name in ("colors", "things")
+            ],
+            "p_tuning": {"encoder_type": "mlp", "encoder_hidden": 32},
+            "optim": {
+                "name": "adamw",
+                "lr": 2.0e-2,
+                "weight_decay": 0.0,
+                "betas": [0.9, 0.98],
+                "sched": {"name": "CosineAnnealing", "warmup_steps": 2, "min_lr": 1.0e-4},
+            },
+            "data": {"train_ds": [data], "validation_ds": [data], "num_workers": 0},
+            **model,
+        },
     }
     if stage == "adapter_learning":
         result["model"]["adapter_tuning"] = {"adapter_dim": 8, "adapter_dropout": 0.0}
@@ -82,6 +119,7 @@ def uninterrupted(tmp_path_factory, sharp_t5):  # noqa: F811
             runs[name] = work, run_t5(METHODS[name][0], method_section(name, sharp_t5, data, work), work).stdout
             assert digest(sharp_t5) == before, "the base .nemo was written"
         return runs[name]
+
     run.data = data
     return run
 
@@ -98,7 +136,9 @@ def test_each_method_trains_and_saves_only_its_own_tensors(name, uninterrupted, 
         assert state["prompt_table.colors"].shape == (4, 64)
     elif method == "adapter":
         ups = [v for k, v in state.items() if k.endswith("houlsby.up.weight")]
-        assert len(ups) == 2 * 2 + 2 * 2 and all(v.abs().sum() > 0 for v in ups), "every adapter learned (up starts at 0)"
+        assert len(ups) == 2 * 2 + 2 * 2 and all(v.abs().sum() > 0 for v in ups), (
+            "every adapter learned (up starts at 0)"
+        )
         assert {k.split(".")[0] for k in state} == {"encoder", "decoder"}
     else:
         # per layer: the self-attention's key and value and the FFN's; a decoder layer's cross-attention key and value too
@@ -147,8 +187,16 @@ def test_adding_a_task_leaves_the_first_tasks_virtual_tokens_bit_identical(unint
     first_dir, _ = uninterrupted("p-tuning")
     _, first = result_of(first_dir, "p-tuning")
     things = lines(tmp_path / "things.jsonl", "things", values=THINGS)
-    second = section("prompt_learning", sharp_t5, things, tmp_path, task="things", steps=4,
-                     restore_path=str(first_dir / "result.nemo"), existing_tasks=["colors"])
+    second = section(
+        "prompt_learning",
+        sharp_t5,
+        things,
+        tmp_path,
+        task="things",
+        steps=4,
+        restore_path=str(first_dir / "result.nemo"),
+        existing_tasks=["colors"],
+    )
     run_t5("prompt_learning", second, tmp_path)
     settings, both = result_of(tmp_path, "p-tuning")
     assert sorted(settings["tasks"]) == ["colors", "things"]

@@ -2,6 +2,7 @@
 the launcher writes the config, the program answers every test line with the base .nemo and the result file, and
 its predictions are checked against independent computations: IA3 folded into the base's weights, virtual tokens fed
 as the decoder's input embeddings, and one-line-at-a-time generation; the scores are SQuAD's on those predictions."""
+
 import json
 import os
 import subprocess
@@ -10,20 +11,30 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import require_module
 from tests.jobs.gpt_train_support import REPO, command, environment
 from tests.jobs.sft_support import COLORS, gpt2_files, sharp_nemo  # noqa: F401  (fixtures)
-from .tuned_evaluation_support import check_scores, evaluate, launcher_config, read_lines
 
-from tests.conftest import require_module
+from .tuned_evaluation_support import check_scores, evaluate, launcher_config, read_lines
 
 torch = require_module("torch")
 
 TOKENS = 4
-TEMPLATE = {"taskname": "colors", "prompt_template": "Context: {context} Question: {question} Answer: {answer}",
-            "total_virtual_tokens": 0, "virtual_token_splits": [], "truncate_field": "context", "answer_field": "answer",
-            "answer_only_loss": True}
-VIRTUAL = dict(TEMPLATE, prompt_template="<|VIRTUAL_PROMPT_0|>" + TEMPLATE["prompt_template"], total_virtual_tokens=3,
-               virtual_token_splits=[3])
+TEMPLATE = {
+    "taskname": "colors",
+    "prompt_template": "Context: {context} Question: {question} Answer: {answer}",
+    "total_virtual_tokens": 0,
+    "virtual_token_splits": [],
+    "truncate_field": "context",
+    "answer_field": "answer",
+    "answer_only_loss": True,
+}
+VIRTUAL = dict(
+    TEMPLATE,
+    prompt_template="<|VIRTUAL_PROMPT_0|>" + TEMPLATE["prompt_template"],
+    total_virtual_tokens=3,
+    virtual_token_splits=[3],
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +43,18 @@ def test_lines(tmp_path_factory):
     with open(path, "w") as handle:
         for i in range(7):
             color = COLORS[i % len(COLORS)]
-            handle.write(json.dumps({"taskname": "colors", "context": f"In picture {i} the sky is {color}.",
-                                     "question": "What color is the sky?", "answer": color,
-                                     "answers": [color, f"{color} sky"]}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "taskname": "colors",
+                        "context": f"In picture {i} the sky is {color}.",
+                        "question": "What color is the sky?",
+                        "answer": color,
+                        "answers": [color, f"{color} sky"],
+                    }
+                )
+                + "\n"
+            )
     return str(path)
 
 
@@ -59,16 +79,26 @@ def result_files(tmp_path_factory, sharp_nemo):  # noqa: F811
     params = add_houlsby(model, AdapterSection(**adapter), seed=1)
     state = {name: torch.randn(p.shape, generator=generator) * 0.5 for name, p in params.items()}
     files["adapter"] = folder / "megatron_gpt_adapter.nemo"
-    save_method_file(files["adapter"], {"method": "adapter", "tasks": {"colors": TEMPLATE}, "adapter_tuning": adapter},
-                     state, sharp_nemo, "adapter_learning")
+    save_method_file(
+        files["adapter"],
+        {"method": "adapter", "tasks": {"colors": TEMPLATE}, "adapter_tuning": adapter},
+        state,
+        sharp_nemo,
+        "adapter_learning",
+    )
     model, _ = _base()(sharp_nemo)
     params = add_ia3(model)
     state = {name: 1.0 + torch.randn(p.shape, generator=generator) for name, p in params.items()}
     files["ia3"] = folder / "megatron_gpt_ia3.nemo"
     save_method_file(files["ia3"], {"method": "ia3", "tasks": {"colors": TEMPLATE}}, state, sharp_nemo, "ia3_learning")
     files["prompt"] = folder / "megatron_gpt_prompt.nemo"
-    save_method_file(files["prompt"], {"method": "prompt", "virtual_prompt_style": "p-tuning", "tasks": {"colors": VIRTUAL}},
-                     {"prompt_table.colors": torch.randn(3, 64, generator=generator)}, sharp_nemo, "prompt_learning")
+    save_method_file(
+        files["prompt"],
+        {"method": "prompt", "virtual_prompt_style": "p-tuning", "tasks": {"colors": VIRTUAL}},
+        {"prompt_table.colors": torch.randn(3, 64, generator=generator)},
+        sharp_nemo,
+        "prompt_learning",
+    )
     return {name: str(path) for name, path in files.items()}
 
 
@@ -94,7 +124,7 @@ def _greedy(step, prompt, tokenizer):
     """Greedy decoding written out: `step(ids)` gives the logits of a [1, n] sequence."""
     ids, new = list(prompt), []
     for _ in range(TOKENS):
-        token = int(step(torch.tensor([ids]))[0, -1, :tokenizer.vocab_size].argmax())
+        token = int(step(torch.tensor([ids]))[0, -1, : tokenizer.vocab_size].argmax())
         if token == tokenizer.eod:
             break
         ids.append(token)
@@ -102,14 +132,21 @@ def _greedy(step, prompt, tokenizer):
     return tokenizer.decode(new).strip()
 
 
-def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
+def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(
+    tmp_path, sharp_nemo, result_files, test_lines
+):  # noqa: F811
     from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     config, section = _launcher_config(
-        tmp_path, "ia3_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
-        f"evaluation.model.adapter_model_file={result_files['ia3']}", f"evaluation.model.data.test_ds=[{test_lines}]",
-        "evaluation.model.data.num_workers=0", "evaluation.model.data.micro_batch_size=3",
-        "evaluation.model.data.global_batch_size=3")
+        tmp_path,
+        "ia3_gpt3/squad",
+        f"evaluation.model.language_model_path={sharp_nemo}",
+        f"evaluation.model.adapter_model_file={result_files['ia3']}",
+        f"evaluation.model.data.test_ds=[{test_lines}]",
+        "evaluation.model.data.num_workers=0",
+        "evaluation.model.data.micro_batch_size=3",
+        "evaluation.model.data.global_batch_size=3",
+    )
     assert section["run"]["name"] == "eval_ia3_squad_gpt3_5b" and section["run"]["tasks"] == "adapter"
     stdout, predictions, metrics = _evaluate(config)
     lines = read_lines(test_lines)
@@ -123,8 +160,14 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
     with torch.no_grad():
         for index, layer in enumerate(model.decoder.layers):
             prefix = f"decoder.layers.{index}"
-            scale = torch.cat([torch.ones(heads, head), vectors[f"{prefix}.self_attention.linear_qkv.ia3.key"].view(heads, head),
-                               vectors[f"{prefix}.self_attention.linear_qkv.ia3.value"].view(heads, head)], dim=1).reshape(-1)
+            scale = torch.cat(
+                [
+                    torch.ones(heads, head),
+                    vectors[f"{prefix}.self_attention.linear_qkv.ia3.key"].view(heads, head),
+                    vectors[f"{prefix}.self_attention.linear_qkv.ia3.value"].view(heads, head),
+                ],
+                dim=1,
+            ).reshape(-1)
             qkv = layer.self_attention.linear_qkv
             qkv.weight.mul_(scale[:, None])
             qkv.bias.mul_(scale)
@@ -136,8 +179,10 @@ def test_ia3_answers_equal_the_base_with_the_vectors_folded_into_its_weights(tmp
     expected = [_greedy(step, prompt, tokenizer) for prompt in _prompts(tokenizer, lines)]
     assert [p["prediction"] for p in predictions] == expected
     base, _ = _base()(sharp_nemo)
-    plain = [_greedy(lambda ids: base(ids, torch.arange(ids.shape[1]).unsqueeze(0), None), prompt, tokenizer)
-             for prompt in _prompts(tokenizer, lines)]
+    plain = [
+        _greedy(lambda ids: base(ids, torch.arange(ids.shape[1]).unsqueeze(0), None), prompt, tokenizer)
+        for prompt in _prompts(tokenizer, lines)
+    ]
     assert plain != expected, "the vectors change the answers, so the comparison means something"
 
     # Two tensor-parallel ranks, each with its slice of the vectors (cut from the whole file), answer the same.
@@ -154,17 +199,24 @@ def test_adapter_answers_equal_one_line_at_a_time(tmp_path, sharp_nemo, result_f
     from nemo_launcher.jobs.tuning.peft_methods import restore_result
 
     config, _ = _launcher_config(
-        tmp_path, "adapter_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
-        f"evaluation.model.adapter_model_file={result_files['adapter']}", f"evaluation.model.data.test_ds=[{test_lines}]",
-        "evaluation.model.data.num_workers=1", "evaluation.model.data.micro_batch_size=4",
-        "evaluation.model.data.global_batch_size=4")
+        tmp_path,
+        "adapter_gpt3/squad",
+        f"evaluation.model.language_model_path={sharp_nemo}",
+        f"evaluation.model.adapter_model_file={result_files['adapter']}",
+        f"evaluation.model.data.test_ds=[{test_lines}]",
+        "evaluation.model.data.num_workers=1",
+        "evaluation.model.data.micro_batch_size=4",
+        "evaluation.model.data.global_batch_size=4",
+    )
     _, predictions, metrics = _evaluate(config)
     lines = read_lines(test_lines)
     check_scores(predictions, metrics, lines)
     model, tokenizer = _base()(sharp_nemo)
     restore_result(model, result_files["adapter"], ("adapter",))
-    expected = [tokenizer.decode(greedy_generate(model, ids, TOKENS, tokenizer.eod, tokenizer.vocab_size, 64)).strip()
-                for ids in _prompts(tokenizer, lines)]
+    expected = [
+        tokenizer.decode(greedy_generate(model, ids, TOKENS, tokenizer.eod, tokenizer.vocab_size, 64)).strip()
+        for ids in _prompts(tokenizer, lines)
+    ]
     assert [p["prediction"] for p in predictions] == expected
     assert predictions[0]["prompt"] == f"Context: {lines[0]['context']} Question: What color is the sky? Answer:"
 
@@ -173,9 +225,14 @@ def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path
     from nemo_launcher.jobs.tuning.peft_methods import load_method_file
 
     config, section = _launcher_config(
-        tmp_path, "prompt_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
-        f"evaluation.model.nemo_model={result_files['prompt']}", f"evaluation.model.prompt_dataset_paths={test_lines}",
-        "evaluation.model.tensor_model_parallel_size=1", "evaluation.model.eval_batch_size=5")
+        tmp_path,
+        "prompt_gpt3/squad",
+        f"evaluation.model.language_model_path={sharp_nemo}",
+        f"evaluation.model.nemo_model={result_files['prompt']}",
+        f"evaluation.model.prompt_dataset_paths={test_lines}",
+        "evaluation.model.tensor_model_parallel_size=1",
+        "evaluation.model.eval_batch_size=5",
+    )
     assert (section["run"]["name"], section["model"]["model_type"]) == ("eval_prompt_squad_gpt3_5b", "nemo-gpt3-prompt")
     _, predictions, metrics = _evaluate(config)
     lines = read_lines(test_lines)
@@ -201,19 +258,33 @@ def test_virtual_tokens_enter_as_the_decoders_input_and_can_be_left_out(tmp_path
     plain_config = tmp_path / "plain.yaml"
     plain_config.write_text(yaml.safe_dump(section))
     _, plain, _ = _evaluate(plain_config)
-    base = [_greedy(lambda ids: model(ids, torch.arange(ids.shape[1]).unsqueeze(0), None), prompt, tokenizer)
-            for prompt in _prompts(tokenizer, lines)]
+    base = [
+        _greedy(lambda ids: model(ids, torch.arange(ids.shape[1]).unsqueeze(0), None), prompt, tokenizer)
+        for prompt in _prompts(tokenizer, lines)
+    ]
     assert [p["prediction"] for p in plain] == base != expected
 
 
 def test_a_result_file_of_another_method_is_refused_in_one_line(tmp_path, sharp_nemo, result_files, test_lines):  # noqa: F811
     config, _ = _launcher_config(
-        tmp_path, "adapter_gpt3/squad", f"evaluation.model.language_model_path={sharp_nemo}",
-        f"evaluation.model.adapter_model_file={result_files['prompt']}", f"evaluation.model.data.test_ds=[{test_lines}]",
-        "evaluation.model.data.num_workers=0")
-    done = subprocess.run(command(config, 1, ("nemo_launcher.jobs.gpt.evaluate_tuned",)), cwd=REPO, env=environment(),
-                          capture_output=True, text=True, timeout=300)
+        tmp_path,
+        "adapter_gpt3/squad",
+        f"evaluation.model.language_model_path={sharp_nemo}",
+        f"evaluation.model.adapter_model_file={result_files['prompt']}",
+        f"evaluation.model.data.test_ds=[{test_lines}]",
+        "evaluation.model.data.num_workers=0",
+    )
+    done = subprocess.run(
+        command(config, 1, ("nemo_launcher.jobs.gpt.evaluate_tuned",)),
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     error = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
-    assert len(error) == 1 and "not a result of adapter or ia3 learning" in error[0] and "it holds prompt" in error[0], done.stderr[-2000:]
+    assert (
+        len(error) == 1 and "not a result of adapter or ia3 learning" in error[0] and "it holds prompt" in error[0]
+    ), done.stderr[-2000:]
     assert os.path.basename(result_files["prompt"]) in error[0]

@@ -5,6 +5,7 @@ program, for the GPT and T5 tuned-evaluation tests.
     stdout, predictions, metrics = evaluate(config, "nemo_launcher.jobs.t5.evaluate_tuned")
     check_scores(predictions, metrics, read_lines(test_file))
 """
+
 import json
 import subprocess
 import sys
@@ -19,10 +20,24 @@ def launcher_config(tmp_path, choice: str, tokens: int, *overrides):
     """The resolved evaluation config main.py writes for `choice` (a dry run), fp32, `tokens` tokens per answer."""
     results = tmp_path / "results"
     env = dict(environment(), NEMO_LAUNCHER_DEBUG="1")
-    done = subprocess.run([sys.executable, "main.py", "stages=[evaluation]", f"evaluation={choice}", "cluster_type=interactive",
-                           f"base_results_dir={results}", "evaluation.model.precision=32",
-                           f"evaluation.model.tokens_to_generate={tokens}", *overrides],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "main.py",
+            "stages=[evaluation]",
+            f"evaluation={choice}",
+            "cluster_type=interactive",
+            f"base_results_dir={results}",
+            "evaluation.model.precision=32",
+            f"evaluation.model.tokens_to_generate={tokens}",
+            *overrides,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (config,) = results.rglob("*_hydra.yaml")
     return config, yaml.safe_load(config.read_text())
@@ -30,8 +45,9 @@ def launcher_config(tmp_path, choice: str, tokens: int, *overrides):
 
 def evaluate(config: Path, program: str, processes: int = 1, test_name: str = "colors_test"):
     """(stdout, predictions, qa_metrics.json) of the program on `config`; it must finish without a warning."""
-    done = subprocess.run(command(config, processes, (program,)), cwd=REPO, env=environment(), capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        command(config, processes, (program,)), cwd=REPO, env=environment(), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Warning" not in done.stderr and "warn" not in done.stdout.lower(), done.stderr[-2000:]
     assert "evaluation finished" in done.stdout

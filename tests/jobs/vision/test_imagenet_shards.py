@@ -2,6 +2,7 @@
 every image once, its bytes as stored and its label as the training folder's class index; wdinfo.pkl lists the
 tars as the CLIP loader reads them; a rerun keeps the finished tars and writes only a missing one, byte for byte;
 new images rewrite the split. The step program runs on the config the launcher writes."""
+
 import json
 import os
 import pickle
@@ -10,10 +11,9 @@ import sys
 
 import pytest
 
+from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
 from nemo_launcher.jobs.multimodal.tars import examples
 from nemo_launcher.jobs.vision.imagenet_shards import pack_split
-from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
-
 from tests.jobs.gpt_train_support import REPO, environment
 
 
@@ -44,7 +44,10 @@ def test_every_image_once_with_its_bytes_and_label(folders, tmp_path):
     packed = _unpacked(tmp_path)
     assert len(packed) == 60
     for members in packed.values():
-        assert stored.pop(members[".png"]) == int(members[".cls"]) and members[".txt"].decode() == classes[int(members[".cls"])]
+        assert (
+            stored.pop(members[".png"]) == int(members[".cls"])
+            and members[".txt"].decode() == classes[int(members[".cls"])]
+        )
     assert not stored  # every image exactly once
     info = pickle.loads((tmp_path / "wdinfo.pkl").read_bytes())
     assert info["tar_files"] == ["000000.tar", "000001.tar"] and info["partial_tar_files"] == {"000002.tar": 10}
@@ -72,11 +75,22 @@ def test_rerun_writes_only_a_missing_tar_and_new_images_rewrite_the_split(folder
 def test_the_step_program_packs_both_splits_with_the_training_labels(folders, tmp_path):
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    config = write_stage_config(tmp_path / "cfg.yaml", "data_preparation", "vit/imagenet_webdataset", data_dir=tmp_path,
-                                base_results_dir=tmp_path / "results",
-                                overrides=[f"input_dir={folders}", f"output_dir={tmp_path / 'wds'}", "examples_per_shard=50"])
-    result = subprocess.run([sys.executable, "-m", "nemo_launcher.jobs.vision.imagenet_shards", "--config", str(config)],
-                            cwd=REPO, env=environment(), capture_output=True, text=True, timeout=300)
+    config = write_stage_config(
+        tmp_path / "cfg.yaml",
+        "data_preparation",
+        "vit/imagenet_webdataset",
+        data_dir=tmp_path,
+        base_results_dir=tmp_path / "results",
+        overrides=[f"input_dir={folders}", f"output_dir={tmp_path / 'wds'}", "examples_per_shard=50"],
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "nemo_launcher.jobs.vision.imagenet_shards", "--config", str(config)],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "imagenet_shards finished: 3 shards done" in result.stdout
     assert len(_unpacked(tmp_path / "wds" / "val")) == 24

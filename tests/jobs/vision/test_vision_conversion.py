@@ -3,6 +3,7 @@ a tiny CLIP trained with CLIP's BPE (a letters-only vocabulary) and EMA converts
 itself (the average, not the weights), to a TP=2 archive whose merged shards are that average too, and to a
 transformers CLIPModel whose image and text embeddings are our model's within 1e-5 (measured against the
 .nemo as load_vision_model reads it, in its own process)."""
+
 import json
 import subprocess
 import sys
@@ -12,11 +13,19 @@ import pytest
 import torch
 
 from nemo_launcher.jobs.multimodal.shapes import shape_example
-
 from tests.jobs.fid_support import write_tiny_clip
-from tests.jobs.vision_support import (REPO, layers_stacked, log_dir, module_names, nemo_state, run_training, weights,
-                                       write_config, write_shape_tars)
 from tests.jobs.gpt_train_support import environment
+from tests.jobs.vision_support import (
+    REPO,
+    layers_stacked,
+    log_dir,
+    module_names,
+    nemo_state,
+    run_training,
+    weights,
+    write_config,
+    write_shape_tars,
+)
 
 TRAIN = "nemo_launcher.jobs.clip.train"
 CONVERT = "nemo_launcher.jobs.vision.convert"
@@ -29,11 +38,23 @@ def trained(tmp_path_factory):
     work = tmp_path_factory.mktemp("clip_bpe")
     write_shape_tars(work / "data" / "tiny_shapes" / "tarfiles_reorganized", examples=64, per_tar=32)
     vocab = Path(write_tiny_clip(str(work / "bpe")))
-    config = write_config(work, work / "data", "clip/tiny", [
-        "trainer.max_steps=4", "trainer.log_every_n_steps=1", "exp_manager.checkpoint_callback_params.every_n_train_steps=2",
-        "exp_manager.ema.decay=0.5", "model.global_batch_size=16", "model.micro_batch_size=16",
-        "model.optim.sched.warmup_steps=1", "model.tokenizer.library=clip",
-        f"model.tokenizer.vocab_file={vocab}/vocab.json", f"model.tokenizer.merge_file={vocab}/merges.txt"])
+    config = write_config(
+        work,
+        work / "data",
+        "clip/tiny",
+        [
+            "trainer.max_steps=4",
+            "trainer.log_every_n_steps=1",
+            "exp_manager.checkpoint_callback_params.every_n_train_steps=2",
+            "exp_manager.ema.decay=0.5",
+            "model.global_batch_size=16",
+            "model.micro_batch_size=16",
+            "model.optim.sched.warmup_steps=1",
+            "model.tokenizer.library=clip",
+            f"model.tokenizer.vocab_file={vocab}/vocab.json",
+            f"model.tokenizer.merge_file={vocab}/merges.txt",
+        ],
+    )
     run_training(config, program=(TRAIN,))
     return work, config
 
@@ -41,9 +62,14 @@ def trained(tmp_path_factory):
 def _convert(work: Path, config: Path, overrides, processes: int = 1, name: str = "conv.yaml"):
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    conversion = write_stage_config(work / name, "conversion", "clip/convert_clip", data_dir=work / "data",
-                                    base_results_dir=work / "results",
-                                    overrides=["run.model_train_name=clip_tiny", f"model.hparams_file={config}", *overrides])
+    conversion = write_stage_config(
+        work / name,
+        "conversion",
+        "clip/convert_clip",
+        data_dir=work / "data",
+        base_results_dir=work / "results",
+        overrides=["run.model_train_name=clip_tiny", f"model.hparams_file={config}", *overrides],
+    )
     return run_training(conversion, processes=processes, program=(CONVERT,))
 
 
@@ -82,8 +108,14 @@ def test_tp1_conversion_is_the_runs_ema_nemo_and_transformers_gives_its_embeddin
     for index in range(3):
         images.append(tmp_path / f"{index}.png")
         shape_example(500 + index, 0, 64)[0].save(images[-1])
-    probe = subprocess.run([sys.executable, "-c", _EMBED, str(nemo), str(hf_dir), json.dumps(CAPTIONS), *map(str, images)],
-                           cwd=REPO, env=environment(), capture_output=True, text=True, timeout=300)
+    probe = subprocess.run(
+        [sys.executable, "-c", _EMBED, str(nemo), str(hf_dir), json.dumps(CAPTIONS), *map(str, images)],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     gaps = json.loads(probe.stdout.strip().splitlines()[-1])
     assert gaps["image"] < 1e-5 and gaps["text"] < 1e-5, gaps
@@ -91,13 +123,23 @@ def test_tp1_conversion_is_the_runs_ema_nemo_and_transformers_gives_its_embeddin
 
 
 def test_tp2_conversion_of_an_earlier_checkpoint_merges_to_its_average(trained, tmp_path):
-    from nemo_launcher.jobs.core.shards import merge_shards
     from nemo_launcher.jobs.core.nemo_archive import load_nemo_shard, read_nemo_config
+    from nemo_launcher.jobs.core.shards import merge_shards
     from nemo_launcher.jobs.vision.saved_models import vision_shard_layout
 
     work, config = trained
-    result = _convert(work, config, ["model.tensor_model_parallel_size=2", "model.checkpoint_name=step-2",
-                                     "run.convert_name=convert_tp2", "hf.mode=off"], processes=2, name="tp2.yaml")
+    result = _convert(
+        work,
+        config,
+        [
+            "model.tensor_model_parallel_size=2",
+            "model.checkpoint_name=step-2",
+            "run.convert_name=convert_tp2",
+            "hf.mode=off",
+        ],
+        processes=2,
+        name="tp2.yaml",
+    )
     nemo = work / "results" / "clip_tiny" / "convert_tp2" / "results" / "nemo_clip.nemo"
     assert "step-2" in result.stdout
     saved = read_nemo_config(nemo)
@@ -106,7 +148,7 @@ def test_tp2_conversion_of_an_earlier_checkpoint_merges_to_its_average(trained, 
     assert shards[(0, 0)]["vision.decoder.layers.0.self_attention.linear_qkv.weight"].shape[0] == 48  # half of 3 x 32
     merged = layers_stacked(merge_shards(shards, vision_shard_layout(saved, 2)))
     checkpoint = module_names(weights(log_dir(work, "clip_tiny") / "checkpoints" / "step-2", tmp_path))
-    average = {key[len("ema."):]: value for key, value in checkpoint.items() if key.startswith("ema.")}
+    average = {key[len("ema.") :]: value for key, value in checkpoint.items() if key.startswith("ema.")}
     assert merged.keys() == average.keys()
     for key in average:
         assert merged[key].equal(average[key]), key

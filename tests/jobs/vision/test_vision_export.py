@@ -2,6 +2,7 @@
 any batch up to max_batch_size (the job's own check and an independent one here), TensorRT said plainly where it is
 missing, the Triton entries vit_trt, clip_vision_trt and clip_trt, and those entries served here by PyTriton with
 onnxruntime behind them and queried over HTTP."""
+
 import importlib.util
 import json
 import subprocess
@@ -27,23 +28,49 @@ TEXTS = ["a red circle", "a blue square", "a green triangle"]
 def _export(root, name: str, choice: str, program: str, nemo, overrides=()):
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    config = write_stage_config(root / f"{name}.yaml", "export", choice, data_dir=root / "data",
-                                base_results_dir=root / "results",
-                                overrides=["trainer.accelerator=cpu", f"model.restore_from_path={nemo}",
-                                           f"infer.out_path={root / name}", "infer.max_dim=32",
-                                           f"infer.max_batch_size={MAX_BATCH}", *overrides])
-    return subprocess.run([sys.executable, "-m", program, "--config", str(config)], cwd=REPO, env=environment(),
-                          capture_output=True, text=True, timeout=400)
+    config = write_stage_config(
+        root / f"{name}.yaml",
+        "export",
+        choice,
+        data_dir=root / "data",
+        base_results_dir=root / "results",
+        overrides=[
+            "trainer.accelerator=cpu",
+            f"model.restore_from_path={nemo}",
+            f"infer.out_path={root / name}",
+            "infer.max_dim=32",
+            f"infer.max_batch_size={MAX_BATCH}",
+            *overrides,
+        ],
+    )
+    return subprocess.run(
+        [sys.executable, "-m", program, "--config", str(config)],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("vision_export")
-    models = {"vit": random_vision_nemo(root / "vit.nemo", "vit/tiny", class_names=[f"c{i}" for i in range(12)]),
-              "clip": random_vision_nemo(root / "clip.nemo", "clip/tiny")}
-    runs = {"vit": _export(root, "vit", "vit/export_vit", "nemo_launcher.jobs.vit.export", models["vit"]),
-            "clip": _export(root, "clip", "clip/export_clip", "nemo_launcher.jobs.clip.export", models["clip"],
-                            ["infer.max_text=48", f"infer.deployment_dir={root / 'server'}"])}
+    models = {
+        "vit": random_vision_nemo(root / "vit.nemo", "vit/tiny", class_names=[f"c{i}" for i in range(12)]),
+        "clip": random_vision_nemo(root / "clip.nemo", "clip/tiny"),
+    }
+    runs = {
+        "vit": _export(root, "vit", "vit/export_vit", "nemo_launcher.jobs.vit.export", models["vit"]),
+        "clip": _export(
+            root,
+            "clip",
+            "clip/export_clip",
+            "nemo_launcher.jobs.clip.export",
+            models["clip"],
+            ["infer.max_text=48", f"infer.deployment_dir={root / 'server'}"],
+        ),
+    }
     for run in runs.values():
         assert run.returncode == 0, run.stderr[-3000:]
     return {"root": root, "models": models, "runs": runs}
@@ -98,7 +125,11 @@ def test_triton_entries_are_named_and_typed_as_the_seed_deploys_them(exported):
 
     vit, vision, clip = config("vit", "vit_trt"), config("clip", "clip_vision_trt"), config("clip", "clip_trt")
     assert (vit.platform, vit.max_batch_size, list(vit.input[0].dims), list(vit.output[0].dims)) == (
-        "onnxruntime_onnx", MAX_BATCH, [3, 32, 32], [12])
+        "onnxruntime_onnx",
+        MAX_BATCH,
+        [3, 32, 32],
+        [12],
+    )
     assert (vision.platform, [o.name for o in vision.output]) == ("onnxruntime_onnx", ["image_features"])
     assert (clip.backend, clip.max_batch_size, [i.name for i in clip.input]) == ("python", 0, ["image", "texts"])
     assert clip.parameters["vision_model"].string_value == "clip_vision_trt"
@@ -107,12 +138,19 @@ def test_triton_entries_are_named_and_typed_as_the_seed_deploys_them(exported):
     server = exported["root"] / "server"  # infer.deployment_dir: the seed's deployment/server gets the same entries
     assert sorted(p.name for p in server.iterdir()) == ["clip_trt", "clip_vision_trt"]
     assert (server / "clip_trt" / "config.pbtxt").read_text() == (
-        exported["root"] / "clip" / "model_repo" / "clip_trt" / "config.pbtxt").read_text()
+        exported["root"] / "clip" / "model_repo" / "clip_trt" / "config.pbtxt"
+    ).read_text()
 
 
 def test_a_max_dim_other_than_the_models_is_one_error_line(exported, tmp_path):
-    run = _export(tmp_path, "wrong", "vit/export_vit", "nemo_launcher.jobs.vit.export", exported["models"]["vit"],
-                  ["infer.max_dim=64"])
+    run = _export(
+        tmp_path,
+        "wrong",
+        "vit/export_vit",
+        "nemo_launcher.jobs.vit.export",
+        exported["models"]["vit"],
+        ["infer.max_dim=64"],
+    )
     assert run.returncode == 2
     (line,) = [line for line in run.stderr.splitlines() if line.strip()]
     assert line.startswith("Error: export.infer.max_dim=64") and "set export.infer.max_dim=32" in line
@@ -137,8 +175,10 @@ def test_pytriton_serves_the_exported_entries(exported):
     from nemo_launcher.jobs.vision.saved_models import load_vision_model
 
     _prefer_this_libpython()
-    sessions = {name: onnxruntime.InferenceSession(str(exported["root"] / family / "model_repo" / name / "1" / "model.onnx"))
-                for family, name in (("vit", "vit_trt"), ("clip", "clip_vision_trt"))}
+    sessions = {
+        name: onnxruntime.InferenceSession(str(exported["root"] / family / "model_repo" / name / "1" / "model.onnx"))
+        for family, name in (("vit", "vit_trt"), ("clip", "clip_vision_trt"))
+    }
     scorer = ClipScorer.load(exported["root"] / "clip" / "model_repo" / "clip_trt" / "1")
 
     def graph(name, input_name):
@@ -146,6 +186,7 @@ def test_pytriton_serves_the_exported_entries(exported):
         def infer(**inputs):
             (output,) = sessions[name].run(None, {input_name: inputs[input_name]})
             return {sessions[name].get_outputs()[0].name: output}
+
         return infer
 
     def clip_infer(requests):
@@ -156,25 +197,49 @@ def test_pytriton_serves_the_exported_entries(exported):
         return answers
 
     image = [Tensor(name="images", dtype=np.float32, shape=(3, 32, 32))]
-    config = TritonConfig(http_port=free_port(), grpc_port=free_port(), allow_metrics=False,
-                          http_address="127.0.0.1", grpc_address="127.0.0.1")
+    config = TritonConfig(
+        http_port=free_port(),
+        grpc_port=free_port(),
+        allow_metrics=False,
+        http_address="127.0.0.1",
+        grpc_address="127.0.0.1",
+    )
     with Triton(config=config) as triton:  # its own short workspace: socket paths under tmp_path can pass 107 bytes
-        triton.bind(model_name="vit_trt", infer_func=graph("vit_trt", "images"), inputs=image,
-                    outputs=[Tensor(name="logits", dtype=np.float32, shape=(12,))], config=ModelConfig(max_batch_size=MAX_BATCH))
-        triton.bind(model_name="clip_vision_trt", infer_func=graph("clip_vision_trt", "images"), inputs=image,
-                    outputs=[Tensor(name="image_features", dtype=np.float32, shape=(32,))],
-                    config=ModelConfig(max_batch_size=MAX_BATCH))
-        triton.bind(model_name="clip_trt", infer_func=clip_infer,
-                    inputs=[Tensor(name="image", dtype=np.float32, shape=(3, 32, 32)), Tensor(name="texts", dtype=bytes, shape=(-1,))],
-                    outputs=[Tensor(name=n, dtype=np.float32, shape=(-1,)) for n in ("similarities", "logits", "probabilities")],
-                    config=ModelConfig(batching=False))
+        triton.bind(
+            model_name="vit_trt",
+            infer_func=graph("vit_trt", "images"),
+            inputs=image,
+            outputs=[Tensor(name="logits", dtype=np.float32, shape=(12,))],
+            config=ModelConfig(max_batch_size=MAX_BATCH),
+        )
+        triton.bind(
+            model_name="clip_vision_trt",
+            infer_func=graph("clip_vision_trt", "images"),
+            inputs=image,
+            outputs=[Tensor(name="image_features", dtype=np.float32, shape=(32,))],
+            config=ModelConfig(max_batch_size=MAX_BATCH),
+        )
+        triton.bind(
+            model_name="clip_trt",
+            infer_func=clip_infer,
+            inputs=[
+                Tensor(name="image", dtype=np.float32, shape=(3, 32, 32)),
+                Tensor(name="texts", dtype=bytes, shape=(-1,)),
+            ],
+            outputs=[
+                Tensor(name=n, dtype=np.float32, shape=(-1,)) for n in ("similarities", "logits", "probabilities")
+            ],
+            config=ModelConfig(batching=False),
+        )
         triton.run()
         url = f"http://127.0.0.1:{config.http_port}"
         images = _pixels(3, 7)
         with ModelClient(url, "vit_trt", init_timeout_s=60) as client:
             logits = client.infer_batch(images=images.numpy())["logits"]
         with ModelClient(url, "clip_trt", init_timeout_s=60) as client:
-            answer = client.infer_sample(image=images[0].numpy(), texts=np.array([t.encode() for t in TEXTS], dtype=object))
+            answer = client.infer_sample(
+                image=images[0].numpy(), texts=np.array([t.encode() for t in TEXTS], dtype=object)
+            )
     vit = load_vision_model(exported["models"]["vit"])
     assert np.abs(logits - vit.classify(images).numpy()).max() <= 1e-4
     clip = load_vision_model(exported["models"]["clip"])

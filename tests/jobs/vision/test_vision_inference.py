@@ -1,6 +1,7 @@
 """fw_inference=vit/imagenet1k and clip/clip_similarity: the job programs, run as the launcher runs them, report what
 the saved model computes (checked against vision/saved_models.py in this process), write their JSON, print their
 table, skip unreadable files, and refuse a model of the other family with one Error line."""
+
 import json
 import subprocess
 import sys
@@ -19,33 +20,57 @@ TEXTS = ["a red circle", "a blue square", "a green triangle", "a yellow cross"]
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    from nemo_launcher.jobs.multimodal.shapes import CLASSES
     from nemo_launcher.jobs.multimodal.shape_folders import folder_name, write_shape_folders
+    from nemo_launcher.jobs.multimodal.shapes import CLASSES
 
     root = tmp_path_factory.mktemp("vision_inference")
     write_shape_folders(str(root / "shapes"), train=0, val=15, size=64, seed=0)
     (root / "shapes" / "val" / "broken.png").write_bytes(b"not an image")
     names = sorted(folder_name(label) for label in range(len(CLASSES)))
-    return {"root": root, "images": root / "shapes" / "val", "names": names,
-            "vit": random_vision_nemo(root / "vit.nemo", "vit/tiny", class_names=names),
-            "clip": random_vision_nemo(root / "clip.nemo", "clip/tiny")}
+    return {
+        "root": root,
+        "images": root / "shapes" / "val",
+        "names": names,
+        "vit": random_vision_nemo(root / "vit.nemo", "vit/tiny", class_names=names),
+        "clip": random_vision_nemo(root / "clip.nemo", "clip/tiny"),
+    }
 
 
 def _run(work, name: str, choice: str, program: str, overrides):
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    config = write_stage_config(work["root"] / f"{name}.yaml", "fw_inference", choice, data_dir=work["root"] / "data",
-                                base_results_dir=work["root"] / "results",
-                                overrides=["trainer.accelerator=cpu", *overrides])
-    return subprocess.run([sys.executable, "-m", program, "--config", str(config)], cwd=REPO, env=environment(),
-                          capture_output=True, text=True, timeout=300)
+    config = write_stage_config(
+        work["root"] / f"{name}.yaml",
+        "fw_inference",
+        choice,
+        data_dir=work["root"] / "data",
+        base_results_dir=work["root"] / "results",
+        overrides=["trainer.accelerator=cpu", *overrides],
+    )
+    return subprocess.run(
+        [sys.executable, "-m", program, "--config", str(config)],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
 def classified(work):
-    result = _run(work, "classify", "vit/imagenet1k", "nemo_launcher.jobs.vit.classify",
-                  [f"model.restore_from_path={work['vit']}", f"data_path={work['images']}", "model.micro_batch_size=4",
-                   "top_k=3"])
+    result = _run(
+        work,
+        "classify",
+        "vit/imagenet1k",
+        "nemo_launcher.jobs.vit.classify",
+        [
+            f"model.restore_from_path={work['vit']}",
+            f"data_path={work['images']}",
+            "model.micro_batch_size=4",
+            "top_k=3",
+        ],
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (path,) = (work["root"] / "results").rglob("predictions.json")
     return result, json.loads(path.read_text())
@@ -76,9 +101,18 @@ def test_similarity_is_the_models_softmax_over_the_texts(work):
     from nemo_launcher.jobs.vision.saved_models import load_vision_model
 
     image = sorted(work["images"].rglob("*.png"))[1]
-    result = _run(work, "similarity", "clip/clip_similarity", "nemo_launcher.jobs.clip.similarity",
-                  [f"model.restore_from_path={work['clip']}", f"image_path={image}", f"texts=[{','.join(TEXTS)}]",
-                   "model.micro_batch_size=3"])
+    result = _run(
+        work,
+        "similarity",
+        "clip/clip_similarity",
+        "nemo_launcher.jobs.clip.similarity",
+        [
+            f"model.restore_from_path={work['clip']}",
+            f"image_path={image}",
+            f"texts=[{','.join(TEXTS)}]",
+            "model.micro_batch_size=3",
+        ],
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (path,) = (work["root"] / "results").rglob("similarity.json")
     report = json.loads(path.read_text())
@@ -93,9 +127,17 @@ def test_similarity_is_the_models_softmax_over_the_texts(work):
 
 
 def test_a_model_of_the_other_family_is_one_error_line(work):
-    result = _run(work, "wrong", "clip/clip_similarity", "nemo_launcher.jobs.clip.similarity",
-                  [f"model.restore_from_path={work['vit']}", f"image_path={sorted(work['images'].rglob('*.png'))[0]}",
-                   "texts=[a red circle]"])
+    result = _run(
+        work,
+        "wrong",
+        "clip/clip_similarity",
+        "nemo_launcher.jobs.clip.similarity",
+        [
+            f"model.restore_from_path={work['vit']}",
+            f"image_path={sorted(work['images'].rglob('*.png'))[0]}",
+            "texts=[a red circle]",
+        ],
+    )
     assert result.returncode == 2
     (line,) = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith("Error: fw_inference.model.restore_from_path=") and "holds a vit model" in line

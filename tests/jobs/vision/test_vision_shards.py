@@ -1,5 +1,6 @@
 """The CLIP (and Stable Diffusion) loader reads each example's members by their offsets in the tar: the examples it
 finds are webdataset's own samples of the same tars, in order, incomplete ones left out."""
+
 import io
 import tarfile
 
@@ -17,8 +18,13 @@ def test_indexed_examples_are_webdatasets_samples(tmp_path):
     write_shape_tars(tmp_path, examples=10, per_tar=10)
     (path,) = tmp_path.glob("*.tar")
     # A caption without an image and a key whose extensions are "y.jpg", "y.txt" (incomplete), a key in a folder.
-    extra = (("lonely.txt", b"no image"), ("sub/x.y.jpg", b"\xff\xd8"), ("sub/x.y.txt", b"dots"),
-             ("sub/z.jpg", b"\xff\xd8"), ("sub/z.txt", b"in a folder"))
+    extra = (
+        ("lonely.txt", b"no image"),
+        ("sub/x.y.jpg", b"\xff\xd8"),
+        ("sub/x.y.txt", b"dots"),
+        ("sub/z.jpg", b"\xff\xd8"),
+        ("sub/z.txt", b"in a folder"),
+    )
     with tarfile.open(path, "a") as tar:
         for name, data in extra:
             info = tarfile.TarInfo(name)

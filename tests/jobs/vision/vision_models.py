@@ -4,17 +4,23 @@ training. What these tests check (the jobs compute what the model computes) does
 
     path = random_vision_nemo(tmp / "vit.nemo", "vit/tiny", class_names=[...])
 """
+
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from tests.jobs.vision_support import write_config
 
 
-def random_vision_nemo(path: Path, choice: str, class_names: Optional[Sequence[str]] = None, overrides=()) -> Path:
+def random_vision_nemo(path: Path, choice: str, class_names: Sequence[str] | None = None, overrides=()) -> Path:
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.core.transformer import padded_vocab_size
-    from nemo_launcher.jobs.vision.saved_models import (build_vision_model, inference_section, model_section_dict,
-                                                        save_vision_model, start_vision_parallel)
+    from nemo_launcher.jobs.vision.saved_models import (
+        build_vision_model,
+        inference_section,
+        model_section_dict,
+        save_vision_model,
+        start_vision_parallel,
+    )
 
     family = choice.split("/")[0]
     work = path.parent / f"{path.stem}_config"

@@ -3,14 +3,23 @@ class-folder layout: the loss falls and validation reports top-1 accuracy, a run
 ends bit-identical to an uninterrupted one (weights, and the losses of every step after the checkpoint, which
 differ unless the rerun reads the images, and draws the crops, the uninterrupted run read next), and TP=2 trains
 to TP=1's losses."""
+
 import re
 
 import pytest
 
 from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
-
-from tests.jobs.vision_support import (kill_after_checkpoint, layers_stacked, load_in_process, log_dir, losses,
-                                       nemo_state, run_training, weights, write_config)
+from tests.jobs.vision_support import (
+    kill_after_checkpoint,
+    layers_stacked,
+    load_in_process,
+    log_dir,
+    losses,
+    nemo_state,
+    run_training,
+    weights,
+    write_config,
+)
 
 PROGRAM = "nemo_launcher.jobs.vit.train"
 RUN = [
@@ -47,7 +56,10 @@ def test_loss_falls_and_validation_reports_top1(baseline):
     assert "data: class folders " in stdout and "(192 images, 12 classes), validation " in stdout
     assert re.search(r"^validation step=24 val_loss=[0-9.]+ top1_accuracy=[0-9.]+$", stdout, re.M), stdout
     assert sorted(p.name for p in (log_dir(work, "vit_tiny") / "checkpoints").iterdir()) == [
-        "nemo_vit_classification.nemo", "step-12", "step-24"]
+        "nemo_vit_classification.nemo",
+        "step-12",
+        "step-24",
+    ]
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -79,10 +91,19 @@ def test_conversion_of_an_intermediate_checkpoint_writes_its_weights_and_class_n
     from nemo_launcher.launch.stage_config import write_stage_config
 
     work, _ = baseline
-    config = write_stage_config(tmp_path / "conv.yaml", "conversion", "vit/convert_vit", data_dir=data_dir,
-                                base_results_dir=work / "results",
-                                overrides=["run.model_train_name=vit_tiny", f"model.hparams_file={work / 'cfg.yaml'}",
-                                           "model.checkpoint_name=step-12", "run.convert_name=convert_step12"])
+    config = write_stage_config(
+        tmp_path / "conv.yaml",
+        "conversion",
+        "vit/convert_vit",
+        data_dir=data_dir,
+        base_results_dir=work / "results",
+        overrides=[
+            "run.model_train_name=vit_tiny",
+            f"model.hparams_file={work / 'cfg.yaml'}",
+            "model.checkpoint_name=step-12",
+            "run.convert_name=convert_step12",
+        ],
+    )
     result = run_training(config, program=("nemo_launcher.jobs.vision.convert",))
     nemo = work / "results" / "vit_tiny" / "convert_step12" / "results" / "nemo_vit.nemo"
     assert str(nemo) in result.stdout and "hf.mode: off" in result.stdout
@@ -114,15 +135,21 @@ def test_rerun_after_kill_9_is_bit_identical(baseline, data_dir, tmp_path):
 def test_tensor_parallel_2_trains_to_the_losses_of_tp_1(data_dir, tmp_path):
     short = [*RUN, "trainer.max_steps=4", "trainer.limit_val_batches=0"]
     single = run_training(write_config(tmp_path / "tp1", data_dir, "vit/tiny", short), program=(PROGRAM,))
-    split = run_training(write_config(tmp_path / "tp2", data_dir, "vit/tiny",
-                                      [*short, "trainer.devices=2", "model.tensor_model_parallel_size=2"]),
-                         processes=2, program=(PROGRAM,))
+    split = run_training(
+        write_config(
+            tmp_path / "tp2", data_dir, "vit/tiny", [*short, "trainer.devices=2", "model.tensor_model_parallel_size=2"]
+        ),
+        processes=2,
+        program=(PROGRAM,),
+    )
     assert "TP=2 PP=1" in split.stdout
     expected = losses(single.stdout)
     assert sorted(expected) == [1, 2, 3, 4]
     assert losses(split.stdout) == pytest.approx(expected, abs=2e-4)
     # The TP=2 run gathers its shards into the TP=1 .nemo: the weights of its own last checkpoint, whole.
-    state = layers_stacked(nemo_state(log_dir(tmp_path / "tp2", "vit_tiny") / "checkpoints" / "nemo_vit_classification.nemo")[1])
+    state = layers_stacked(
+        nemo_state(log_dir(tmp_path / "tp2", "vit_tiny") / "checkpoints" / "nemo_vit_classification.nemo")[1]
+    )
     final = weights(log_dir(tmp_path / "tp2", "vit_tiny") / "checkpoints" / "step-4", tmp_path)
     assert state.keys() == final.keys() and any("linear_qkv" in key for key in final)
     for key in final:
