@@ -228,8 +228,9 @@ def main() -> int:
             order = ("ours", "plain") if round_ % 2 else ("plain", "ours")
             measured = {side: run_side(side, config, args) for side in order}
             print(
-                f"round {round_}: plain webdataset {measured['plain'][0]:,.1f} samples/s ({measured['plain'][1]:,.1f} per "
-                f"CPU second), ours {measured['ours'][0]:,.1f} samples/s ({measured['ours'][1]:,.1f} per CPU second)",
+                f"round {round_}: plain webdataset {measured['plain'][0]:,.1f} samples/s "
+                f"({measured['plain'][1]:,.1f} per CPU second), ours {measured['ours'][0]:,.1f} samples/s "
+                f"({measured['ours'][1]:,.1f} per CPU second)",
                 flush=True,
             )
             best = {side: [max(b, m) for b, m in zip(best[side], measured[side])] for side in best}

@@ -26,7 +26,10 @@ if {baseline}:
 import nemo_launcher.jobs
 started = time.process_time()
 import pytorch_lightning
-print(time.process_time() - started, *(name for name in ("scipy.signal", "transformers", "matplotlib") if name in sys.modules))
+print(
+    time.process_time() - started,
+    *(name for name in ("scipy.signal", "transformers", "matplotlib") if name in sys.modules),
+)
 """
 
 
@@ -57,7 +60,8 @@ def main():
         ours.append(cpu_seconds(False))
         baseline.append(cpu_seconds(True))
     print(
-        f"import pytorch_lightning, torchmetrics hook on:  min {min(ours):.2f} s CPU, median {statistics.median(ours):.2f}"
+        f"import pytorch_lightning, torchmetrics hook on:  min {min(ours):.2f} s CPU, "
+        f"median {statistics.median(ours):.2f}"
     )
     print(
         f"import pytorch_lightning, torchmetrics as it is: min {min(baseline):.2f} s CPU, "
@@ -65,7 +69,8 @@ def main():
     )
     print(f"saved per process: {statistics.median(baseline) - statistics.median(ours):.2f} s CPU (medians)")
     print(
-        f"ratio={min(baseline) / min(ours):.2f} median_ratio={statistics.median(baseline) / statistics.median(ours):.2f}"
+        f"ratio={min(baseline) / min(ours):.2f} "
+        f"median_ratio={statistics.median(baseline) / statistics.median(ours):.2f}"
     )
 
 

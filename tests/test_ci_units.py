@@ -24,7 +24,8 @@ import json, os, pathlib
 
 def log(request, **extra):
     with open(pathlib.Path(os.environ["UNITS_LOG"]), "a") as out:
-        out.write(json.dumps({"worker": os.environ["PYTEST_XDIST_WORKER"], "node": request.node.nodeid, **extra}) + "\\n")
+        record = {"worker": os.environ["PYTEST_XDIST_WORKER"], "node": request.node.nodeid, **extra}
+        out.write(json.dumps(record) + "\\n")
 """
 CHILD_CONFTEST_EXTRA = """
 

@@ -1,9 +1,10 @@
 """The job image (Dockerfile) installs exactly the project's requirement pins, from the requirements files.
 
 The pins have one home, requirements-launch.txt, requirements-jobs.txt and requirements-nodeps.txt (installed with
---no-deps; requirements.txt gathers the first two); the Dockerfile copies those files and installs from them. Its one exception, torch (the NGC base's CUDA build, which Transformer Engine and Apex are
-compiled against), is checked here too: the file the image installs from is produced by running the Dockerfile's
-own shell commands on the real requirement files.
+--no-deps; requirements.txt gathers the first two); the Dockerfile copies those files and installs from them. Its
+one exception, torch (the NGC base's CUDA build, which Transformer Engine and Apex are compiled against), is checked
+here too: the file the image installs from is produced by running the Dockerfile's own shell commands on the real
+requirement files.
 """
 
 import re

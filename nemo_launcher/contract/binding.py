@@ -64,7 +64,8 @@ def bind(schema: type, data: Mapping[str, Any], key: str = ""):
         raise config_fault(
             _join(key, name),
             _NO_VALUE,
-            f"unknown key; {_suggestion(name, list(fields))}valid keys under {key or 'the top level'}: {', '.join(fields)}",
+            f"unknown key; {_suggestion(name, list(fields))}"
+            f"valid keys under {key or 'the top level'}: {', '.join(fields)}",
         )
     hints = _hints(schema)
     values = {}

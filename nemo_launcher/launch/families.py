@@ -193,7 +193,9 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="stable_diffusion",
-            description="latent diffusion: diffusers' UNet and VAE, transformers' CLIP text encoder, on WebDataset shards",
+            description=(
+                "latent diffusion: diffusers' UNet and VAE, transformers' CLIP text encoder, on WebDataset shards"
+            ),
             # Evaluation (fid_clip) runs nemo_launcher.jobs.fid_evaluation.<step>: generate -> fid -> clip -> plot.
             programs={
                 "training": "nemo_launcher.jobs.stable_diffusion.train",
@@ -239,7 +241,8 @@ FAMILIES: dict[str, Family] = {
         Family(
             name="fid_evaluation",
             description="COCO-2014 val images and captions for the Stable Diffusion FID/CLIP evaluation",
-            # Data preparation runs nemo_launcher.jobs.fid_evaluation.<step>: [generate_shapes] [standin_scorers] preprocess.
+            # Data preparation runs nemo_launcher.jobs.fid_evaluation.<step>:
+            # [generate_shapes] [standin_scorers] preprocess.
             programs={"data_preparation": "nemo_launcher.jobs.fid_evaluation"},
             schemas={"data_preparation": f"{_SCHEMAS}.fid_evaluation_data:FidEvaluationDataConfig"},
         ),
@@ -275,7 +278,9 @@ FAMILIES: dict[str, Family] = {
         ),
         Family(
             name="clip",
-            description="CLIP: megatron-core vision and text towers, contrastive loss, on WebDataset image-caption tars",
+            description=(
+                "CLIP: megatron-core vision and text towers, contrastive loss, on WebDataset image-caption tars"
+            ),
             programs={
                 "training": "nemo_launcher.jobs.clip.train",
                 "fw_inference": "nemo_launcher.jobs.clip.similarity",

@@ -36,7 +36,8 @@ def help_page(conf_dir: str) -> str:
         (
             "Usage: python3 main.py stages=[<stage>,...] <group>=<family>/<name> key=value ...\n\n"
             "Composes conf/config.yaml with the configs chosen below and the key=value overrides, checks every stage,\n"
-            "then submits one job per stage in order (Slurm), writes them for Base Command Platform, or runs them here.\n"
+            "then submits one job per stage in order (Slurm), writes them for Base Command Platform, "
+            "or runs them here.\n"
             "Nothing is written or queued when a check fails. Example:",
             [("", "NEMO_LAUNCHER_DEBUG=1 python3 main.py stages=[training,conversion] training=gpt3/126m")],
         ),
@@ -93,7 +94,8 @@ def help_page(conf_dir: str) -> str:
             + [(str(error.exit_code), error.__doc__.strip().split(". ")[0].rstrip(".")) for error in errors],
         ),
         (
-            f"More: {os.path.join(os.path.dirname(conf_dir), 'docs', 'README.md')}. Before the first job on a new cluster:",
+            f"More: {os.path.join(os.path.dirname(conf_dir), 'docs', 'README.md')}. "
+            "Before the first job on a new cluster:",
             [("", "python3 -m nemo_launcher.launch.preflight cluster.partition=... container=...")],
         ),
     ]

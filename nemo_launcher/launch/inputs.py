@@ -56,7 +56,10 @@ def missing_inputs(specs_by_stage: Sequence[Sequence[JobSpec]]) -> list[Missing]
 def _describe(item: Missing) -> str:
     spec, key, pattern = item
     what = "nothing matches" if glob.has_magic(pattern) else "no such file or directory"
-    return f"{key}={pattern!r}: {what} on this host, and no earlier stage of this pipeline writes it ({spec.stage} job {spec.name})"
+    return (
+        f"{key}={pattern!r}: {what} on this host, "
+        f"and no earlier stage of this pipeline writes it ({spec.stage} job {spec.name})"
+    )
 
 
 FIX = (

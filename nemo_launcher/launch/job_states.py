@@ -204,7 +204,8 @@ def _slurm_job_state(job: dict, tasks: dict[str | None, _Task] | None, unknown: 
 
 
 def _split_id(text: str) -> tuple[str, str | None]:
-    """'123' -> ('123', None); '123_4' -> ('123', '4'); '123_[5-9%2]' -> ('123', '[5-9%2]'); '123+0' -> ('123', None)."""
+    """'123' -> ('123', None); '123_4' -> ('123', '4'); '123_[5-9%2]' -> ('123', '[5-9%2]');
+    '123+0' -> ('123', None)."""
     job_id, _, task = text.strip().partition("_")
     return job_id.split("+")[0], task or None
 

@@ -135,7 +135,8 @@ def logs(results: Path, run: str, stage: str | None = None, follow: bool = False
     if not follow:
         if not files:
             raise LauncherError(
-                f"{job['job_name']} ({job['stage']}) has no log yet: it appears when the job starts, as {job.get('log_glob')}; "
+                f"{job['job_name']} ({job['stage']}) has no log yet: it appears when the job starts, "
+                f"as {job.get('log_glob')}; "
                 f"add -f to wait for it"
             )
         _announce(files[-1])

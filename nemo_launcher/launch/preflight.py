@@ -207,7 +207,8 @@ def check_pyxis(container: str | None) -> CheckResult:
             name,
             False,
             f"container={container} needs the pyxis plugin, but `srun --help` lists no --container-image",
-            "install pyxis (0.9.1 or newer) and enroot on the cluster, or set container=null to run without a container",
+            "install pyxis (0.9.1 or newer) and enroot on the cluster, "
+            "or set container=null to run without a container",
         )
     return CheckResult(name, True, "srun accepts --container-image (pyxis)")
 
@@ -270,8 +271,10 @@ def check_gpus(partition: str | None, gpus_per_node) -> CheckResult:
         return CheckResult(
             name,
             False,
-            f"cluster.gpus_per_node={gpus_per_node} but {where} has no GPU GRES, so sbatch would reject --gpus-per-node",
-            "set cluster.gpus_per_node=null on a cluster without GPU GRES, or ask the administrators to configure gres/gpu",
+            f"cluster.gpus_per_node={gpus_per_node} but {where} has no GPU GRES, "
+            "so sbatch would reject --gpus-per-node",
+            "set cluster.gpus_per_node=null on a cluster without GPU GRES, "
+            "or ask the administrators to configure gres/gpu",
         )
     if max(counts) < int(gpus_per_node):
         return CheckResult(

@@ -1,4 +1,5 @@
-"""OmegaConf resolvers the configs use: ${multiply:a,b}, ${divide_ceil:a,b}, ${divide_floor:a,b}, ${launcher_repo_root:}."""
+"""OmegaConf resolvers the configs use: ${multiply:a,b}, ${divide_ceil:a,b}, ${divide_floor:a,b},
+${launcher_repo_root:}."""
 
 import math
 from pathlib import Path

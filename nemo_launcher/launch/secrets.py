@@ -105,7 +105,8 @@ def export_lines(files: Mapping[str, str], quote) -> list:
     for name, path in files.items():
         lines += [
             f'{name}="$(head -n 1 {quote(path)})"',
-            f'[[ -n "${{{name}}}" ]] || {{ echo {quote(f"{name}: {path} is empty or unreadable on this node")} >&2; exit 1; }}',
+            f'[[ -n "${{{name}}}" ]] || '
+            f"{{ echo {quote(f'{name}: {path} is empty or unreadable on this node')} >&2; exit 1; }}",
             f"export {name}",
         ]
     return lines

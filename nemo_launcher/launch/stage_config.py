@@ -1,8 +1,10 @@
 """The resolved config the launcher would write for one stage, without submitting anything: for tests,
 benchmarks and running a job program by hand.
 
-    path = write_stage_config(out_dir / "gpt3_tiny_hydra.yaml", "training", "gpt3/tiny", data_dir=..., base_results_dir=...,
-                              overrides=["trainer.max_steps=12", "model.tensor_model_parallel_size=2", "trainer.devices=2"])
+    path = write_stage_config(
+        out_dir / "gpt3_tiny_hydra.yaml", "training", "gpt3/tiny", data_dir=..., base_results_dir=...,
+        overrides=["trainer.max_steps=12", "model.tensor_model_parallel_size=2", "trainer.devices=2"],
+    )
     python3 -m nemo_launcher.jobs.gpt.train --config <path>
 
 It composes conf/config.yaml exactly as `python3 main.py stages=[<stage>] <stage>=<choice> ...` does (overrides are

@@ -44,7 +44,10 @@ def _refusal(family: str, **model) -> str:
         ),
         (
             dict(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=5),
-            "training.model.num_layers=24: must be divisible by PP(2) x virtual PP(5) = 10; change num_layers or the pipeline sizes",
+            (
+                "training.model.num_layers=24: must be divisible by PP(2) x virtual PP(5) = 10; "
+                "change num_layers or the pipeline sizes"
+            ),
         ),
         (
             dict(virtual_pipeline_model_parallel_size=0),

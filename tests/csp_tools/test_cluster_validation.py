@@ -454,7 +454,10 @@ def _bash_lib(call: str, tmp_path: Path, text: str) -> str:
     return result.stdout.strip()
 
 
-ROW = "  8589934592    2147483648     float     sum      -1 352000.0   24.40   {bw}      {w1}  352100.0   24.39   {bw}      {w2}\n"
+ROW = (
+    "  8589934592    2147483648     float     sum      -1 352000.0   24.40   {bw}      {w1}"
+    "  352100.0   24.39   {bw}      {w2}\n"
+)
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,8 @@ def tiny_data(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_pipeline(tmp_path_factory, sample_data_dir):
     """`stages=[training,conversion,evaluation] training=gpt3/tiny` planned by the launcher with default paths
-    (evaluation reads lambada, piqa and wikitext2 from <work>/eval_data, which the test writes); training (4 steps) and conversion have run.
+    (evaluation reads lambada, piqa and wikitext2 from <work>/eval_data, which the test writes); training (4 steps)
+    and conversion have run.
     Returns (PlannedRun, conversion stdout)."""
     work = tmp_path_factory.mktemp("tiny_pipeline")
     run = plan_pipeline(

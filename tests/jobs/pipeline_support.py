@@ -123,7 +123,8 @@ def run_job(config: Path, module: str, processes: int = 1, timeout: int = 600) -
 def reference_logits(
     training_config: Path, checkpoint: Path, tokens_file: Path, out_file: Path, processes: int, family: str = "gpt"
 ) -> None:
-    """Logits of the training checkpoint as the trainer itself builds and restores the model (see checkpoint_logits.py)."""
+    """Logits of the training checkpoint as the trainer itself builds and restores the model
+    (see checkpoint_logits.py)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     args = [
         "-m",

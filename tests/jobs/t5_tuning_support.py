@@ -1,7 +1,7 @@
 """A tiny T5 .nemo and a tiny question-answering task made here, and runs of the T5 fine-tuning program on them.
 
-    nemo = tiny_t5_nemo(folder)                  # random 2+2-layer T5 with a WordPiece vocabulary, saved by standalone.py
-    files = write_task(folder)                   # {"train_src": ..., "train_tgt": ..., "val_src": ..., ...}
+    nemo = tiny_t5_nemo(folder)                # random 2+2-layer T5 with a WordPiece vocabulary, saved by standalone.py
+    files = write_task(folder)                 # {"train_src": ..., "train_tgt": ..., "val_src": ..., ...}
     config = finetune_config(work, nemo, files, ["trainer.max_steps=12"])   # what the launcher writes (t5/custom_task)
 
 The task: "question: what colour is the <thing>? context: the <thing> is <colour> ." -> "<colour>", every word

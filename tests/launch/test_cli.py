@@ -77,7 +77,8 @@ def test_dry_run_without_slurm_and_error_exit_code(tmp_path):
 def test_launch_side_never_imports_torch(tmp_path):
     probe = (
         "import atexit, runpy, sys\n"
-        "atexit.register(lambda: print('HEAVY', sorted(m for m in ('torch', 'megatron', 'numpy', 'jinja2') if m in sys.modules)))\n"
+        "atexit.register(lambda: print('HEAVY', "
+        "sorted(m for m in ('torch', 'megatron', 'numpy', 'jinja2') if m in sys.modules)))\n"
         f"sys.argv = ['main.py', 'stages=[training]', 'training=gpt3/5b', 'base_results_dir={tmp_path}']\n"
         "runpy.run_path('main.py', run_name='__main__')\n"
     )

@@ -159,7 +159,10 @@ def test_submission_records_the_pipeline(fake_slurm, launch, tmp_path):
 
 def test_rollback_is_recorded(fake_slurm, launch, tmp_path):
     calls = fake_slurm(
-        sbatch='if [ "$n" -ge 3 ]; then echo "sbatch: error: Batch job submission failed" >&2; exit 1; fi; echo "$((1000 + n))"'
+        sbatch=(
+            'if [ "$n" -ge 3 ]; then echo "sbatch: error: Batch job submission failed" >&2; exit 1; fi; '
+            'echo "$((1000 + n))"'
+        )
     )
     results = tmp_path / "results"
     code, out, err = launch(
@@ -231,7 +234,8 @@ def test_status_without_accounting_asks_scontrol_once(fake_slurm, tmp_path, caps
         squeue="echo '1003|RUNNING|0:05|None'",
         sacct='echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1',
         scontrol="echo 'JobId=77 JobName=other JobState=FAILED ExitCode=1:0 RunTime=00:00:01'; "
-        "echo 'JobId=1001 JobName=nemo-megatron-gpt3_tiny UserId=u(1) JobState=COMPLETED Reason=None ExitCode=0:0 RunTime=00:00:03'",
+        "echo 'JobId=1001 JobName=nemo-megatron-gpt3_tiny UserId=u(1) JobState=COMPLETED Reason=None "
+        "ExitCode=0:0 RunTime=00:00:03'",
     )
     results, record = _submitted(tmp_path, 3)
     calls.write_text("")

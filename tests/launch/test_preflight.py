@@ -25,7 +25,8 @@ OCCUPY_TIMEOUT_S = 300
 
 @pytest.fixture
 def run(slurm_cluster, tmp_path, capsys):
-    """Runs `python3 -m nemo_launcher.launch.preflight <overrides>` in-process; returns (exit code, lines by check name)."""
+    """Runs `python3 -m nemo_launcher.launch.preflight <overrides>` in-process; returns (exit code, lines by check
+    name)."""
 
     def _run(*overrides):
         code = preflight.main([f"base_results_dir={tmp_path / 'results'}", f"data_dir={tmp_path / 'data'}", *overrides])
@@ -97,9 +98,9 @@ def test_nonexistent_partition(run, slurm_cluster):
     assert code == 1
     status, text = lines["partition"]
     assert status == "FAIL"
-    assert (
-        text
-        == f"cluster.partition='no_such_partition' does not exist. Fix: set cluster.partition to one of: {slurm_cluster.partition}"
+    assert text == (
+        "cluster.partition='no_such_partition' does not exist. "
+        f"Fix: set cluster.partition to one of: {slurm_cluster.partition}"
     )
     assert lines["gpus per node"] == ("SKIP", "not checked: fix the partition or account above first")
     assert lines["base_results_dir writable"][0] == lines["data_dir writable"][0] == "SKIP"

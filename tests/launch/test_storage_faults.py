@@ -115,7 +115,10 @@ def test_disk_fills_up_after_the_first_submission(fake_path, launch, tmp_path):
 def test_ledger_write_fails_after_a_submission(fake_path, launch, tmp_path):
     # Room for launcher.log (the page it appends to is written before the disk fills), none for the ledger.
     with _tmpfs(tmp_path / "small", "size=256k") as small:
-        fill = f'echo earlier > "{small}/results/gpt3_tiny/launcher.log"; dd if=/dev/zero of="{small}/filler" bs=4096 2>/dev/null; '
+        fill = (
+            f'echo earlier > "{small}/results/gpt3_tiny/launcher.log"; '
+            f'dd if=/dev/zero of="{small}/filler" bs=4096 2>/dev/null; '
+        )
         log = _fake_slurm(fake_path, f'if [ "$n" -eq 1 ]; then {fill}fi; queue "$((500 + n))"; echo "$((500 + n))"')
         code, out, err = launch(FOUR_STAGES, debug=False, results=small / "results")
         assert code == 3, err

@@ -44,7 +44,8 @@ def test_both_spellings_of_vit_b_16_select_the_same_config(tmp_path):
     assert _training("vit/vit_B_16", tmp_path) == _training("vit/B_16", tmp_path)
 
 
-# config: (vision layers, hidden, heads, patch; text layers, hidden, heads; output dim, micro batch, global batch, nodes)
+# config: (vision layers, hidden, heads, patch; text layers, hidden, heads; output dim, micro batch, global batch,
+# nodes)
 SEED_CLIP = {
     "vit_B_32": (12, 768, 12, 32, 12, 512, 8, 512, 500, 32000, 8),
     "vit_L_14": (24, 1024, 16, 14, 12, 768, 12, 768, 112, 32256, 36),

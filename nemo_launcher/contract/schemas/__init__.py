@@ -17,7 +17,7 @@
 | `bert_training` | `training` (bert) | `nemo_launcher.jobs.bert.train` |
 | `bert_conversion` | `conversion` (bert) | `nemo_launcher.jobs.bert.convert` |
 | `data_preparation` | `data_preparation` | `nemo_launcher.jobs.data.*` |
-| `multimodal_data` | `data_preparation` (multimodal), and the precache spec it names | `nemo_launcher.jobs.multimodal.*` |
+| `multimodal_data` | `data_preparation` (multimodal) and its precache spec | `nemo_launcher.jobs.multimodal.*` |
 
 Which family uses which is data: `nemo_launcher/launch/families.py`.
 """

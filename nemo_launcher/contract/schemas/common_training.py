@@ -7,7 +7,7 @@ Megatron's masked-LM datasets (T5's span corruption, BERT's masked tokens) share
 """
 
 import dataclasses
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from ..binding import StageSchema, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
 from ..durations import WallClock
@@ -101,7 +101,8 @@ class TrainerSection(TrainerClock):
             raise config_fault(
                 f"{key}.precision",
                 self.precision,
-                "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); use 32 on the CPU",
+                "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); "
+                "use 32 on the CPU",
             )
 
 
@@ -220,7 +221,8 @@ def check_data_source(run: RunSection, data, key: str) -> None:
         raise config_fault(
             f"{key}.run.preprocessed_dir",
             None,
-            "model.data.data_prefix is null, so the data is every .bin/.idx pair in run.preprocessed_dir: set one of them",
+            "model.data.data_prefix is null, so the data is every .bin/.idx pair in run.preprocessed_dir: "
+            "set one of them",
         )
 
 
@@ -298,8 +300,8 @@ def check_heads(model, key: str) -> None:
 
 
 # Activation recompute: selective (attention only) or full (whole layers, by method and count); null = none.
-Recompute = Optional[Literal["selective", "full"]]
-RecomputeMethod = Optional[Literal["uniform", "block"]]
+Recompute = Literal["selective", "full"] | None
+RecomputeMethod = Literal["uniform", "block"] | None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

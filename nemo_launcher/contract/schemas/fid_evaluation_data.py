@@ -12,7 +12,8 @@ and coco_captions_file say. Steps, each a job running `nemo_launcher.jobs.fid_ev
 |-----------------|------------------------------|----------------------------------------------------------------|
 | generate_shapes | generate_shapes.enable       | a COCO-format set of coloured shapes where the COCO files go   |
 | standin_scorers | standin_scorers.enable       | randomly initialised Inception and CLIP files (tiny configs)   |
-| preprocess      | preprocess_images or _captions | images_output_dir/<stem>.png (centre crop, image_size square), captions_output_dir/<stem>_<annotation id>.txt |
+| preprocess      | preprocess_images            | images_output_dir/<stem>.png (centre crop, image_size square)  |
+| preprocess      | preprocess_captions          | captions_output_dir/<stem>_<annotation id>.txt                 |
 """
 
 import dataclasses

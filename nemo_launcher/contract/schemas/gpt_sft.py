@@ -134,7 +134,8 @@ class SftModel:
             raise config_fault(
                 f"{key}.restore_from_path",
                 self.restore_from_path,
-                "name the .nemo to fine-tune (the conversion stage writes <train dir>/convert_nemo/results/megatron_gpt.nemo)",
+                "name the .nemo to fine-tune "
+                "(the conversion stage writes <train dir>/convert_nemo/results/megatron_gpt.nemo)",
             )
         positive_fields(self, key, "global_batch_size", "micro_batch_size", "tensor_model_parallel_size")
         if self.pipeline_model_parallel_size != 1:

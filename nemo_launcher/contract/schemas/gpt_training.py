@@ -315,12 +315,11 @@ class GptCheckpointParams(CheckpointParams):
             },
         )
         if (self.monitor, self.mode) in (("step", "min"), ("val_loss", "max")):
+            kept = "newest checkpoints (mode max)" if self.monitor == "step" else "lowest validation losses (mode min)"
             raise config_fault(
                 f"{key}.mode",
                 self.mode,
-                f"monitor: {self.monitor} keeps the "
-                f"{'newest checkpoints (mode max)' if self.monitor == 'step' else 'lowest validation losses (mode min)'}; "
-                "set mode to match, or null",
+                f"monitor: {self.monitor} keeps the {kept}; set mode to match, or null",
             )
         if self.model_parallel_size is not None:
             positive(f"{key}.model_parallel_size", self.model_parallel_size)

@@ -5,14 +5,14 @@
 
 Sub-stages (each a job running `nemo_launcher.jobs.multimodal.<name>`; the folder keys chain them by default):
 
-| step               | shape                                   | reads                  | writes                          |
-|--------------------|-----------------------------------------|------------------------|---------------------------------|
-| generate_shapes    | one job (synthetic corpus, tiny configs)| -                      | a parquet repository + images   |
-| download_parquet   | one job                                 | dataset_repo_url       | parquet sub-partitions          |
-| download_images    | array: one task per parquet sub-file    | parquet (url, caption) | raw tars + per-shard records    |
-| reorganize_tar     | array of node_array_size                | raw tars               | tars of tar_chunk_size examples |
-| precache_encodings | array of node_array_size x tasks_per_node| tars                  | tars of .pickle embeddings      |
-| generate_wdinfo    | one job                                 | tars                   | wdinfo.pkl                      |
+| step | shape | reads | writes |
+|---|---|---|---|
+| generate_shapes | one job (synthetic corpus, tiny configs) | - | a parquet repository + images |
+| download_parquet | one job | dataset_repo_url | parquet sub-partitions |
+| download_images | array: one task per parquet sub-file | parquet (url, caption) | raw tars + per-shard records |
+| reorganize_tar | array of node_array_size | raw tars | tars of tar_chunk_size examples |
+| precache_encodings | array of node_array_size x tasks_per_node | tars | tars of .pickle embeddings |
+| generate_wdinfo | one job | tars | wdinfo.pkl |
 
 download_images runs one task per parquet sub-file. reorganize_tar and precache_encodings cut their input into
 node_array_size shares; a task's share is fixed by (task id, task count): Slurm's array index and the array size, or
@@ -255,7 +255,8 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
                 raise config_fault(
                     f"{key}.override_task_id",
                     self.override_task_id,
-                    f"a task of override_task_count={self.override_task_count} runs is 0-{self.override_task_count - 1}",
+                    f"a task of override_task_count={self.override_task_count} "
+                    f"runs is 0-{self.override_task_count - 1}",
                 )
         for name in _PARTITIONED:
             if getattr(self, name).enable:

@@ -4,18 +4,19 @@ guidance scales, scored by FID against the real images and by CLIP score against
     cfg = FidClipConfig.from_dict(section, "evaluation")
     cfg.steps()      # generate (array) -> fid -> clip -> plot, each `nemo_launcher.jobs.fid_evaluation.<step>`
 
-| step     | shape                                                  | reads                              | writes                        |
-|----------|--------------------------------------------------------|------------------------------------|-------------------------------|
-| generate | array of run.node_array_size = len(cfgs) x nnodes_per_cfg tasks, run.ntasks_per_node processes each | model, captions | fid.save_path/cfg<scale>/<caption>.png |
-| fid      | one process, one GPU                                   | real images, generated, Inception  | fid_scores.csv                |
-| clip     | one process, one GPU                                   | generated, captions, CLIP folder   | clip_scores.csv               |
-| plot     | one process, no GPU                                    | both CSV files                     | fid_clip_plot.pdf (+ quality_targets.json with targets) |
+| step | shape | reads | writes |
+|---|---|---|---|
+| generate | array of run.node_array_size tasks (below) | model, captions | fid.save_path/cfg<scale>/<caption>.png |
+| fid | one process, one GPU | real images, generated, Inception | fid_scores.csv |
+| clip | one process, one GPU | generated, captions, CLIP folder | clip_scores.csv |
+| plot | one process, no GPU | both CSV files | fid_clip_plot.pdf (+ quality_targets.json with targets) |
 
 With a `reference_data` section (the keys of data_preparation=fid_evaluation/*, without `run`; the tiny config), a
 first step `reference_data` writes that reference set (generated COCO stand-in, random scorers, preprocessing) before
 generate, so a pipeline whose one data_preparation stage prepares the training data can still evaluate.
 
-Each step waits for the whole step before it (afterok). Array task i generates guidance scale
+Each step waits for the whole step before it (afterok). generate is an array of run.node_array_size =
+len(cfgs) x nnodes_per_cfg tasks, run.ntasks_per_node processes each: array task i generates guidance scale
 classifier_free_guidance[i // nnodes_per_cfg], share i % nnodes_per_cfg of the captions; its processes split that
 share again. The CSV files and the plot go into run.results_dir.
 """

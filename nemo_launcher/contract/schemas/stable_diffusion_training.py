@@ -1,9 +1,9 @@
-"""Schema of the resolved `training` section of the stable_diffusion family (conf/_family/stable_diffusion_training.yaml):
-a latent-diffusion UNet trained to predict the noise (or velocity) added to the latents of a frozen autoencoder,
-cross-attending to a frozen CLIP text encoder's features, on WebDataset image-caption shards (precached latents and
-text embeddings, or images and captions encoded on the fly).
+"""Schema of the resolved `training` section of the stable_diffusion family
+(conf/_family/stable_diffusion_training.yaml): a latent-diffusion UNet trained to predict the noise (or velocity)
+added to the latents of a frozen autoencoder, cross-attending to a frozen CLIP text encoder's features, on WebDataset
+image-caption shards (precached latents and text embeddings, or images and captions encoded on the fly).
 
-    cfg = StableDiffusionTrainingConfig.from_dict(section)   # the launcher before submitting; the trainer when it starts
+    cfg = StableDiffusionTrainingConfig.from_dict(section)  # the launcher before submitting; the trainer when it starts
 
 The seed's rules: data parallelism only (no tensor or pipeline parallelism for SD), continuing stages load the UNet's
 weights alone (model.unet_config.from_pretrained, from_NeMo), 10% caption dropout after the v1.1 stage

@@ -129,7 +129,8 @@ class T5Data(MaskedLmData):
             raise config_fault(
                 f"{key}.seq_length_dec",
                 self.seq_length_dec,
-                f"a full sample masks up to masked_lm_prob({self.masked_lm_prob}) x (seq_length({self.seq_length}) - 2) "
+                f"a full sample masks up to masked_lm_prob({self.masked_lm_prob}) "
+                f"x (seq_length({self.seq_length}) - 2) "
                 f"= {self.most_masked_tokens()} tokens, and the decoder reads bos + those tokens + a sentinel "
                 f"per span: at least {needed}; raise it or lower masked_lm_prob",
             )

@@ -3,7 +3,8 @@ with the method's result file answers each line of prompt-learning jsonl test fi
 exact match and F1 as SQuAD v1.1's official script computes them.
 
     cfg = TunedEvaluationConfig.from_dict(section, "evaluation")     # conf/evaluation/{adapter,ia3}_gpt3/squad.yaml,
-                                                                     # {prompt,adapter,ia3}_t5/squad.yaml, prompt_mt5/squad.yaml
+                                                                     # {prompt,adapter,ia3}_t5/squad.yaml,
+                                                                     # prompt_mt5/squad.yaml
     cfg = PromptGptEvaluationConfig.from_dict(section, "evaluation")  # conf/evaluation/prompt_gpt3/squad.yaml
 
 The two layouts are the seed's: prompt_gpt3 names the prompt file `model.nemo_model` and its test files

@@ -7,8 +7,8 @@ per `dataset`:
   <output_dir>/<split>/<n>.tar of examples_per_shard images (.jpg/.png as stored, .cls the class index, .txt the
   class folder name), classes.json and wdinfo.pkl beside them.
 
-    cfg = VitDataPreparation.from_dict(section)      # the launcher before submitting; by `dataset`
-    cfg.steps()                                      # [StepPlan("shape_folders")]: nemo_launcher.jobs.vision.shape_folders
+    cfg = VitDataPreparation.from_dict(section)  # the launcher before submitting; by `dataset`
+    cfg.steps()                                  # [StepPlan("shape_folders")]: nemo_launcher.jobs.vision.shape_folders
 """
 
 import dataclasses

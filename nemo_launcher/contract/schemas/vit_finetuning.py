@@ -1,7 +1,8 @@
 """Schema of the resolved `fine_tuning` section of the ViT family (conf/_family/vit_finetuning.yaml): the seed's
 ImageNet-1K fine-tuning of a pretrained ViT `.nemo`. The tower's weights are restored, its learned positions
 interpolated to the new resolution (img_h x img_w), and a new head (one linear layer by default) is trained with
-the rest, by SGD with momentum; the run writes its own `.nemo` (exp_manager: <explicit_log_dir>/checkpoints/<name>.nemo).
+the rest, by SGD with momentum; the run writes its own `.nemo`
+(exp_manager: <explicit_log_dir>/checkpoints/<name>.nemo).
 
     cfg = VitFinetuneConfig.from_dict(section, "fine_tuning")    # the launcher before submitting; the job at start
 

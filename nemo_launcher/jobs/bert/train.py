@@ -1,6 +1,7 @@
 """BERT pre-training: megatron-core BertModel, PyTorch Lightning loop (the trainer core, with the BERT recipe).
 
-    python3 -u -m nemo_launcher.jobs.bert.train --config <job dir>/<run.name>_hydra.yaml   (torchrun, srun: as gpt/train.py)
+    python3 -u -m nemo_launcher.jobs.bert.train --config <job dir>/<run.name>_hydra.yaml
+    (torchrun, srun: as gpt/train.py)
 
 What it reads and writes, resuming, stop signals and exit codes (0, 2, 74, 75): core/program.py.
 

@@ -182,7 +182,8 @@ def build_clip_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None):
 
 
 class ClipModule(AveragingModule):
-    """The core's module with the EMA weights of exp_manager.ema (core/weight_average.py) and CLIP's .nemo at the end."""
+    """The core's module with the EMA weights of exp_manager.ema (core/weight_average.py) and CLIP's .nemo at the
+    end."""
 
     def write_outputs(self):
         """The seed's .nemo of a finished run; with EMA on it holds the average, the weights the run validated."""

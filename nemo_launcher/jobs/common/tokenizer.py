@@ -127,9 +127,10 @@ def load_tokenizer(
     sentencepiece_legacy: bool = True,
     delimiter: str | None = None,
 ) -> Tokenizer:
-    """`delimiter`: the reference's tabular-tokenizer key, which the GPT schema holds at null (no tokenizer here reads it).
-    `num_sentinel_tokens`: T5's sentinels (100 for T5 and mT5; 0 for GPT and BERT). `sentencepiece_legacy`:
-    special tokens a SentencePiece model lacks are added after it (else their absence is an error)."""
+    """`delimiter`: the reference's tabular-tokenizer key, which the GPT schema holds at null (no tokenizer here
+    reads it). `num_sentinel_tokens`: T5's sentinels (100 for T5 and mT5; 0 for GPT and BERT).
+    `sentencepiece_legacy`: special tokens a SentencePiece model lacks are added after it (else their absence is an
+    error)."""
     if isinstance(num_sentinel_tokens, bool) or not isinstance(num_sentinel_tokens, int) or num_sentinel_tokens < 0:
         raise JobConfigError(f"{key}.num_sentinel_tokens: {num_sentinel_tokens!r} must be a non-negative integer")
     if library == "megatron":

@@ -1,9 +1,11 @@
 """The `main` of a family's train.py and convert.py, built from names: the schema it binds and where the heavy
 pieces (recipe, parts builder, module class, converter) live.
 
-    main = training_main("python3 -m nemo_launcher.jobs.clip.train", ClipTrainingConfig, "nemo_launcher.jobs.clip.recipe",
-                         recipe="clip_recipe", build="build_clip_parts", module="ClipModule")
-    main = conversion_main("nemo_launcher.jobs.bert.convert", BertConversionConfig, "nemo_launcher.jobs.bert.converter", "BERT")
+    main = training_main("python3 -m nemo_launcher.jobs.clip.train", ClipTrainingConfig,
+                         "nemo_launcher.jobs.clip.recipe", recipe="clip_recipe", build="build_clip_parts",
+                         module="ClipModule")
+    main = conversion_main("nemo_launcher.jobs.bert.convert", BertConversionConfig,
+                           "nemo_launcher.jobs.bert.converter", "BERT")
 
 Nothing but the standard library and the contract is imported here or by an entry module: torch, megatron-core
 and the family's recipe load only once the program runs, after the core has installed its log filters, and a

@@ -1,6 +1,7 @@
 """A GPU's peak FLOP/s, for model FLOPs utilization (MFU) with a recipe's FLOPs per token.
 
-mfu = tokens_per_sec * recipe.flops_per_token(model, vocab) / (world_size * peak_bf16_flops(torch.cuda.get_device_name()))
+mfu = (tokens_per_sec * recipe.flops_per_token(model, vocab)
+       / (world_size * peak_bf16_flops(torch.cuda.get_device_name())))
 """
 
 # Dense bf16 tensor-core peaks, FLOP/s, from the vendors' data sheets (SXM parts unless the name says).

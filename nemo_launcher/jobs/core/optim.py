@@ -1,6 +1,7 @@
 """Gradient synchronisation and the optimizer: megatron-core DDP around each chunk, megatron-core's Adam.
 
-    ddp_chunks = wrap_chunks(chunks, config, "bf16", ddp_config(cfg, "bf16", data_parallel_size=dp, on_gpu=True, distributed=True))
+    ddp = ddp_config(cfg, "bf16", data_parallel_size=dp, on_gpu=True, distributed=True)
+    ddp_chunks = wrap_chunks(chunks, config, "bf16", ddp)
     optimizer = build_optimizer(cfg, ddp_chunks, precision="bf16", distributed=True)
     attach_schedule_hooks(config, ddp_chunks, optimizer)
 
@@ -77,7 +78,8 @@ def ddp_config(cfg, precision: str, data_parallel_size: int, on_gpu: bool, distr
 def wrap_chunks(
     chunks: list[torch.nn.Module], config, precision: str, ddp: "DistributedDataParallelConfig"
 ) -> list[torch.nn.Module]:
-    """Float16Module (bf16/fp16) then megatron-core DDP (or its FSDP wrapper) around every chunk, as Megatron-LM does."""
+    """Float16Module (bf16/fp16) then megatron-core DDP (or its FSDP wrapper) around every chunk, as Megatron-LM
+    does."""
     from megatron.core.distributed import DistributedDataParallel
     from megatron.core.transformer.module import Float16Module
 
@@ -127,7 +129,8 @@ def optimizer_config(cfg, precision: str, distributed: bool, overlap_param_gathe
         params_dtype={"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[precision],
         use_distributed_optimizer=distributed,
         overlap_param_gather=overlap_param_gather,
-        # fp16's dynamic loss scaling (the reference's native_amp_* and hysteresis; megatron-core's defaults are the same).
+        # fp16's dynamic loss scaling (the reference's native_amp_* and hysteresis; megatron-core's defaults are the
+        # same).
         initial_loss_scale=float(getattr(model, "native_amp_init_scale", 2.0**32)),
         loss_scale_window=float(getattr(model, "native_amp_growth_interval", 1000)),
         hysteresis=getattr(model, "hysteresis", 2),

@@ -13,7 +13,9 @@ with the resolved `data_preparation` section as the YAML. Steps (and the keys th
 | extract          | download_the_pile (Pile)                   | one file number                                  |
 | setup_preprocess | preprocess_data (mC4)                      | (one job: splits, links, shares splits out)      |
 | train_tokenizer  | train_tokenizer                            | (one job)                                        |
-| preprocess       | preprocess_data                            | one file number (Pile), one node index (custom_dataset), one node of run.workers_per_node tasks (mC4) |
+| preprocess       | preprocess_data                            | one file number (Pile), one node index           |
+|                  |                                            | (custom_dataset), one node of                    |
+|                  |                                            | run.workers_per_node tasks (mC4)                 |
 
 Which steps a dataset runs, and how (array or single, tasks per node, CPUs per task), is its schema's steps()
 (nemo_launcher/contract/schemas/data_preparation.py); the launcher submits exactly that. With split_sentences

@@ -6,8 +6,9 @@
 The worker reads its own bytes from the file and writes its own output files, so nothing but a small task
 and a small result crosses between processes (Megatron-LM's tool pickles every document's token list back to
 one writer process). With split_sentences each document becomes its sentences (sentences.py), one item each,
-and chunk-<i>.sentences holds the number of items of each document (the layout BERT and T5 datasets read). The `.json` file is renamed into place last and marks the chunk as complete: a run that
-is killed leaves at most temporary files behind, and the next run redoes only chunks without a `.json`.
+and chunk-<i>.sentences holds the number of items of each document (the layout BERT and T5 datasets read). The
+`.json` file is renamed into place last and marks the chunk as complete: a run that is killed leaves at most
+temporary files behind, and the next run redoes only chunks without a `.json`.
 """
 
 import json

@@ -16,7 +16,8 @@ With `layout: prompt_learning` (the prompt_learning, adapter_learning and ia3_le
 evaluations, which also name a `test` split) the lines are in the prompt-learning format instead, the fields the
 task template names:
 
-    {"taskname": "squad", "context": "<paragraph>", "question": "<question>", "answer": "<first answer>", "answers": [...]}
+    {"taskname": "squad", "context": "<paragraph>", "question": "<question>", "answer": "<first answer>",
+     "answers": [...]}
 
 An output that already exists is kept, so reruns and later jobs on the same data_dir reuse it. A new one is
 written under a temporary name and renamed when complete, so a killed job never leaves a half-written file

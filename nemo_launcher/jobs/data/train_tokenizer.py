@@ -1,4 +1,5 @@
-"""Train-tokenizer step: a SentencePiece model, a byte-level BPE or a BERT WordPiece vocabulary, from the dataset's text.
+"""Train-tokenizer step: a SentencePiece model, a byte-level BPE or a BERT WordPiece vocabulary, from the dataset's
+text.
 
     python3 -u -m nemo_launcher.jobs.data.train_tokenizer --config <job dir>/<run.name>_hydra.yaml
 
@@ -12,8 +13,8 @@
   tokenizer_model (a tokenizer.json) plus vocab.json and merges.txt in bpe_save_dir (else beside it).
 - tokenizer_library=megatron with tokenizer_type BertWordPieceCase / BertWordPieceLowerCase: a WordPiece
   vocabulary of about vocab_size tokens learned from text normalized as that type encodes it (train_wordpiece),
-  written to vocab_file (vocab.txt, one token a line). It starts with [PAD] [UNK] [CLS] [SEP] [MASK] [BOS] [EOS] (ids 0-6:
-  BERT's and T5's datasets need them) and, with train_tokenizer_args.sentinel_tokens: N, T5's sentinels
+  written to vocab_file (vocab.txt, one token a line). It starts with [PAD] [UNK] [CLS] [SEP] [MASK] [BOS] [EOS]
+  (ids 0-6: BERT's and T5's datasets need them) and, with train_tokenizer_args.sentinel_tokens: N, T5's sentinels
   <extra_id_0> ... <extra_id_N-1>.
 
 The text is the dataset's: raw_dataset_files (custom_dataset), the extracted shards of file_numbers (pile), the

@@ -7,8 +7,8 @@ result file, scored by SQuAD's exact match and F1 (evaluation=prompt_gpt3/squad,
 Reads the resolved `evaluation` section (contract/schemas/tuned_evaluation.py); tuning/tuned_evaluation.py does
 the work with the GPT side below (the base .nemo resharded to this TP, prompt and answer in one sequence, several
 lines per forward pass) and writes <test file name>_predictions.jsonl and qa_metrics.json under
-<run.results_dir>/results/, then prints a table. Exit codes: 0 done, 2 configuration error, 74 a result could not be written,
-75 run.results_dir is in use by another job, else a crash.
+<run.results_dir>/results/, then prints a table. Exit codes: 0 done, 2 configuration error, 74 a result could not
+be written, 75 run.results_dir is in use by another job, else a crash.
 """
 
 import sys

@@ -8,8 +8,9 @@ Reads the resolved `export` section and writes triton_deployment.triton_model_di
     <model_repo>/<model name>/1/model.py     the backend (nemo_launcher/jobs/serving/triton_text_model.py)
     <model_repo>/<model name>/1/model.nemo   the weights in model.weight_data_type, and the tokenizer files
 
-The model name is the folder's name. The work is serving/triton_export.py's, with GPT's rule for merging shards. A TP/PP-sharded `.nemo` is merged into one model. The folder is
-built beside its final place and swapped in when complete, so a server never sees half an export.
+The model name is the folder's name. The work is serving/triton_export.py's, with GPT's rule for merging shards.
+A TP/PP-sharded `.nemo` is merged into one model. The folder is built beside its final place and swapped in when
+complete, so a server never sees half an export.
 Holds run.results_dir's lock while it runs. Needs no GPU. Exit codes: 0 done, 2 configuration error, 74 a
 write failed for lack of space or permission, 75 run.results_dir is in use by another job (one `Error:` line
 on stderr for each), anything else a crash.

@@ -1,7 +1,8 @@
 """GPT's tuning job on the tuning wing (tuning/job.py): GPT's recipe, its base model loaded from a `.nemo`
 (resharded to this run's TP) and its greedy answers.
 
-    job = GptTuning(cfg, stage, base_path, data, method)        # data: tuning/answer_data.py; method: one of the methods
+    # data: tuning/answer_data.py; method: one of the methods
+    job = GptTuning(cfg, stage, base_path, data, method)
     return run_program(argv, prog, schema, job.recipe, build=job.build, module_class=job.module)
 """
 

@@ -2,7 +2,8 @@
 
     encoder = ClipTextEncoder(pretrained="/models/clip-vit-large-patch14")   # a local folder, transformers format
     hidden, mask = encoder.encode(["a red circle", "a blue square"])         # (2, 77, 768), (2, 77)
-    ClipImageEncoder(image_size=32, patch_size=8, hidden_size=32, ..., seed=0).encode([pil_image])  # (1, projection_dim)
+    ClipImageEncoder(image_size=32, patch_size=8, hidden_size=32, ..., seed=0).encode([pil_image])
+    # -> (1, projection_dim)
 
 With `pretrained` the weights (and the text tokenizer) come from that folder; nothing is downloaded. Without it the
 tower is built from the remaining arguments (transformers' CLIPVisionConfig / CLIPTextConfig keys) and initialised

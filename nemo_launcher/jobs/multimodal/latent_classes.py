@@ -1,7 +1,8 @@
 """How well generated latents of the synthetic shapes (shapes.py) keep their class: each prompt's samples against
 the mean latent of every class in the reference data. Used by DiT's and Stable Diffusion's sampling programs.
 
-    scores = nearest_class_scores(latents, prompts, means)   # latents: per prompt [images, C, ...]; means: caption -> mean
+    # latents: per prompt [images, C, ...]; means: caption -> mean
+    scores = nearest_class_scores(latents, prompts, means)
     scores["accuracy"], scores["chance"], scores["per_prompt"]["a red circle"]["nearest_is_own_class"]
 """
 

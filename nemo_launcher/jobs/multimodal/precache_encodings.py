@@ -63,7 +63,8 @@ def build_encoders(spec: PrecacheSpec) -> list:
 
 
 def input_tars(folder: str) -> list[str]:
-    """reorganize_tar's output order when it planned this folder (the tars may not all exist yet), else the tars here."""
+    """reorganize_tar's output order when it planned this folder (the tars may not all exist yet), else the tars
+    here."""
     plan = os.path.join(folder, PLAN)
     if os.path.isfile(plan):
         with open(plan) as handle:

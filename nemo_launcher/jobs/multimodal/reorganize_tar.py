@@ -1,4 +1,5 @@
-"""reorganize_tar: repack the downloaded tars into tars of exactly tar_chunk_size examples (the last one holds the rest).
+"""reorganize_tar: repack the downloaded tars into tars of exactly tar_chunk_size examples (the last one holds the
+rest).
 
     python3 -u -m nemo_launcher.jobs.multimodal.reorganize_tar --config <job dir>/<run.name>_hydra.yaml
 

@@ -57,7 +57,10 @@ def tensors_pbtxt(inputs, outputs) -> list:
 
     def tensor(spec) -> str:
         optional = " optional: true" if spec.optional else ""
-        return f'  {{ name: "{spec.name}" data_type: {spec.triton_type} dims: [ {", ".join(map(str, spec.dims))} ]{optional} }}'
+        return (
+            f'  {{ name: "{spec.name}" data_type: {spec.triton_type} '
+            f"dims: [ {', '.join(map(str, spec.dims))} ]{optional} }}"
+        )
 
     return [
         "input [",

@@ -135,5 +135,8 @@ def describe(cfg, train, valid) -> str:
     data = cfg.model.data
     text = f"DreamBooth: {len(train.instances)} instance images ({data.instance_prompt!r})"
     if train.classes:
-        text += f", {len(train.classes)} class images ({data.regularization_prompt!r}, loss x {cfg.model.prior_loss_weight})"
+        text += (
+            f", {len(train.classes)} class images ({data.regularization_prompt!r}, "
+            f"loss x {cfg.model.prior_loss_weight})"
+        )
     return text

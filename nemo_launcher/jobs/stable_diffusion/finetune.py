@@ -1,7 +1,8 @@
 """What InstructPix2Pix and DreamBooth training add to Stable Diffusion's: the networks start from the SD checkpoint
 the config names, and the data is theirs. The loss, EMA, checkpoints and the .nemo are recipe.py's.
 
-    run_finetune(argv, prog, InstructPix2PixTrainingConfig, edit_data)   # jobs/stable_diffusion/instruct_pix2pix_train.py
+    # jobs/stable_diffusion/instruct_pix2pix_train.py
+    run_finetune(argv, prog, InstructPix2PixTrainingConfig, edit_data)
 
 Every network starts from cfg.starting_checkpoint() (a .nemo or a training checkpoint folder of ours), except a
 DreamBooth UNet that unet_config.from_pretrained names. A UNet reading more input channels than the checkpoint's

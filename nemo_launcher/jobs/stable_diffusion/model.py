@@ -1,7 +1,8 @@
 """Stable Diffusion's networks, built from a bound `model:` section with the libraries that define them: diffusers'
 UNet2DConditionModel, AutoencoderKL and DDPMScheduler, transformers' CLIPTextModel.
 
-    parts = build_stable_diffusion(model_section)        # LatentDiffusionModel (contract/schemas/stable_diffusion_model.py)
+    # model_section: a LatentDiffusionModel (contract/schemas/stable_diffusion_model.py)
+    parts = build_stable_diffusion(model_section)
     context = parts.encode_text(["a red circle"])          # [b, max_length, context_dim]
     latents = parts.encode_images(pixels)                  # pixels [b, 3, H, W] in [-1, 1] -> scaled latents
     parts = load_stable_diffusion("results/checkpoints/nemo_stable_diffusion.nemo")   # or a step-<N> folder

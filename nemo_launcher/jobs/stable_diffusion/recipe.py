@@ -217,9 +217,9 @@ def build_sd_parts(
 
 
 class SdModule(AveragingModule):
-    """The core's module with the EMA weights of exp_manager.ema (core/weight_average.py: the UNet's trained parameters),
-    the model section in every checkpoint (load_stable_diffusion rebuilds the networks from a step folder alone), and
-    the .nemo at the end."""
+    """The core's module with the EMA weights of exp_manager.ema (core/weight_average.py: the UNet's trained
+    parameters), the model section in every checkpoint (load_stable_diffusion rebuilds the networks from a step
+    folder alone), and the .nemo at the end."""
 
     def sharded_extra_state(self):
         state = super().sharded_extra_state()
@@ -228,7 +228,8 @@ class SdModule(AveragingModule):
         return state
 
     def write_outputs(self):
-        """Rank 0 writes the family's .nemo (cfg.nemo_path()) beside the checkpoints (the EMA weights where EMA is on)."""
+        """Rank 0 writes the family's .nemo (cfg.nemo_path()) beside the checkpoints (the EMA weights where EMA is
+        on)."""
         from pathlib import Path
 
         from .model import StableDiffusionParts, save_stable_diffusion

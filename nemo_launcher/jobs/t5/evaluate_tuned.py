@@ -18,7 +18,8 @@ PROG = "python3 -m nemo_launcher.jobs.t5.evaluate_tuned"
 
 
 class T5Side:
-    """What a T5 does in common/tuned_evaluation.evaluate_tuned: the prompt is the encoder's, the answer the decoder's."""
+    """What a T5 does in common/tuned_evaluation.evaluate_tuned: the prompt is the encoder's, the answer the
+    decoder's."""
 
     def __init__(self):
         self._ready = None  # the base as generation runs it (inside Float16Module in bf16/fp16)

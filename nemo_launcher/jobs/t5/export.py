@@ -2,9 +2,10 @@
 
     python3 -u -m nemo_launcher.jobs.t5.export --config <job dir>/<run.name>_hydra.yaml
 
-The text families' export (serving/triton_export.py: config.pbtxt, 1/model.py, 1/model.nemo, swapped in when complete), with the T5 rules
-for merging a TP-sharded archive and config.pbtxt naming T5's generator (serving.py), so the same backend file and
-deployment/serve_pytriton.py answer with T5's decoding. Needs no GPU. Exit codes as GPT's: 0, 2, 74, 75.
+The text families' export (serving/triton_export.py: config.pbtxt, 1/model.py, 1/model.nemo, swapped in when
+complete), with the T5 rules for merging a TP-sharded archive and config.pbtxt naming T5's generator (serving.py),
+so the same backend file and deployment/serve_pytriton.py answer with T5's decoding. Needs no GPU. Exit codes as
+GPT's: 0, 2, 74, 75.
 """
 
 import sys

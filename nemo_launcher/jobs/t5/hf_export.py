@@ -69,8 +69,9 @@ def hf_architecture(model: Mapping[str, Any]) -> str:
             (bool(get("bias", True)), "bias is true (T5's linear layers have no biases: train with bias: false)"),
             (
                 bool(get("share_embeddings_and_output_weights", True)),
-                "share_embeddings_and_output_weights is true (megatron-core's tied output layer adds a trained bias per "
-                "vocabulary entry, which T5's lm_head lacks: train with share_embeddings_and_output_weights: false)",
+                "share_embeddings_and_output_weights is true (megatron-core's tied output layer adds a trained bias "
+                "per vocabulary entry, which T5's lm_head lacks: train with "
+                "share_embeddings_and_output_weights: false)",
             ),
             (
                 activation not in FEED_FORWARD,

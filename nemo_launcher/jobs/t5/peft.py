@@ -3,10 +3,10 @@ cross), the rest frozen, on the trainer core.
 
     python3 -u -m nemo_launcher.jobs.t5.peft --config <job dir>/<run.name>_hydra.yaml
 
-The peft program (tuning/job.py's run_sft) with a T5 base: the section (schema gpt_sft) and the method (tuning/lora.py) are GPT's, the base
-is loaded as T5's other tuning methods load it (t5/tuning.load_base_model: any TP the heads allow), the samples are
-prompt/answer jsonl laid out for an encoder and a decoder (answer_data.py). At the last step it writes to
-<explicit_log_dir>/checkpoints/:
+The peft program (tuning/job.py's run_sft) with a T5 base: the section (schema gpt_sft) and the method
+(tuning/lora.py) are GPT's, the base is loaded as T5's other tuning methods load it (t5/tuning.load_base_model: any
+TP the heads allow), the samples are prompt/answer jsonl laid out for an encoder and a decoder (answer_data.py). At
+the last step it writes to <explicit_log_dir>/checkpoints/:
 - <name>.nemo: the adapter file (the LoRA settings and the adapters alone, whole whatever the TP);
 - <name>_merged.nemo (model.peft.merge: true): the base with every update added into its weights, a plain T5
   .nemo in the layout it was trained in, which evaluation and export read like any other.

@@ -1,6 +1,6 @@
-"""Answers behind a T5/mT5 Triton model: the text families' request handling (serving/text.py: the same tensors, prompt in,
-completion and output_ids out, and the same unbatched answers) with T5's greedy decoding. The prompt is the source
-text, encoded as fine-tuning encodes sources (eos appended); the completion is the decoded answer.
+"""Answers behind a T5/mT5 Triton model: the text families' request handling (serving/text.py: the same tensors,
+prompt in, completion and output_ids out, and the same unbatched answers) with T5's greedy decoding. The prompt is
+the source text, encoded as fine-tuning encodes sources (eos appended); the completion is the decoded answer.
 
     generator = T5Generator.load("<model dir>/1/model.nemo", data_type="bf16", tokens_to_generate=32)
     generator.answer({"prompt": np.array([[b"question: ... context: ..."]], dtype=object)})

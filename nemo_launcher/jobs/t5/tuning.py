@@ -66,7 +66,8 @@ def _validation_files(cfg, encoder: PairEncoder) -> list[ValidationFile]:
 
 def load_base_model(path: str, tp: int, dropout, precision: str, key: str = "model.restore_from_path"):
     """(this rank's T5Model with the .nemo's weights, in training mode, the .nemo's config, tokenizer). The
-    architecture is the .nemo's; dropout, (hidden, attention), is the tuning config's. `key` names the path in errors."""
+    architecture is the .nemo's; dropout, (hidden, attention), is the tuning config's. `key` names the path in
+    errors."""
     from megatron.core import parallel_state
 
     from ...contract.schemas.t5_training import T5ModelSection

@@ -1,4 +1,5 @@
-"""The data side of a prompt/answer tuning run (GPT's, T5's): the training mix, the validation files, the collate and the exact-match score.
+"""The data side of a prompt/answer tuning run (GPT's, T5's): the training mix, the validation files, the collate
+and the exact-match score.
 
     data = PromptAnswerData(cfg.model.data, answer_only_loss=True)            # fine-tuning and LoRA (sft_data.py)
     train = data.train_dataset(tokenizer, size=steps * global_batch, seed=1234)

@@ -17,8 +17,8 @@ child module of the linear (`<linear>.lora.a` / `.lora.b`) and is added through 
 base model's parameter names and forward code stay untouched and its state dict keeps loading as usual.
 
 Tensor parallelism follows the layer it adapts, so the update lands where the base output does:
-- column-parallel (linear_qkv, linear_q, linear_kv, linear_fc1: input whole, output split): A whole, B split by rows; the
-  r-dim activation enters the TP region like the base layer's input (gradients all-reduced).
+- column-parallel (linear_qkv, linear_q, linear_kv, linear_fc1: input whole, output split): A whole, B split by rows;
+  the r-dim activation enters the TP region like the base layer's input (gradients all-reduced).
 - row-parallel (linear_proj, linear_fc2: input split, output reduced): A split by columns, its r-dim
   output all-reduced, B whole.
 Initial values are drawn for the whole matrix from a generator seeded per adapter and then cut to this

@@ -2,7 +2,8 @@
 and a GPU is visible); elsewhere the reason why not, which the export job reports as it is.
 
     reason = unavailable()            # None where engines can be built
-    build_engine("/out/onnx/vit.onnx", "/out/plan/vit.plan", {"images": ((1, 3, 224, 224), (64, ...), (64, ...))}, fp16=True)
+    build_engine("/out/onnx/vit.onnx", "/out/plan/vit.plan", {"images": ((1, 3, 224, 224), (64, ...), (64, ...))},
+                 fp16=True)
 
 Each input gets one optimisation profile from batch 1 to max_batch_size (optimised for the largest), so an engine
 accepts any batch in that range.

@@ -1,7 +1,8 @@
 """ViT fine-tuning on the trainer core: the classifier built from a pretrained `.nemo` at the fine-tuning resolution,
 with the seed's linear head, trained like pretraining (same forward step and loss) by the fine-tuning optimizer.
 
-    run_program(argv, prog, VitFinetuneConfig, finetune_recipe, build=build_finetune_parts, module_class=VitFinetuneModule)
+    run_program(argv, prog, VitFinetuneConfig, finetune_recipe, build=build_finetune_parts,
+                module_class=VitFinetuneModule)
 
 What changes against the `.nemo`:
 - the learned positions of the patch grid are resized bicubically to the new grid (img_h / patch_dim rows by

@@ -49,7 +49,8 @@ class BcpBackend(Backend):
     def render(self, spec: JobSpec) -> str:
         lines = [
             "#!/bin/bash",
-            f"# Written by nemo_launcher ({spec.stage} stage) for Base Command Platform: bash <this file> inside the NGC job.",
+            f"# Written by nemo_launcher ({spec.stage} stage) for Base Command Platform: "
+            "bash <this file> inside the NGC job.",
             "set -euo pipefail",
         ]
         # Read on the node when the job starts, so no secret lands in a script or a log.

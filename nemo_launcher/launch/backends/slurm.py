@@ -190,11 +190,15 @@ class SlurmBackend(Backend):
         if source == "trainer.devices":
             fix = f"{key} must equal cluster.gpus_per_node (one process per GPU); set one to the other"
         else:
-            fix = f"{key} must be at most cluster.gpus_per_node (one process per GPU); lower it or raise cluster.gpus_per_node"
+            fix = (
+                f"{key} must be at most cluster.gpus_per_node (one process per GPU); "
+                "lower it or raise cluster.gpus_per_node"
+            )
         raise config_error(
             key,
             spec.tasks_per_node,
-            f"the {spec.stage} job starts {spec.tasks_per_node} processes per node, but cluster.gpus_per_node={gpus}; {fix}",
+            f"the {spec.stage} job starts {spec.tasks_per_node} processes per node, "
+            f"but cluster.gpus_per_node={gpus}; {fix}",
         )
 
     def srun_line(self, spec: JobSpec, command) -> str:
@@ -236,7 +240,8 @@ class SlurmBackend(Backend):
         if spec.requeue_marker:
             lines += [
                 "",
-                "# The job stopped before its last step (time limit, max_time) and saved a checkpoint: queue the next attempt.",
+                "# The job stopped before its last step (time limit, max_time) and saved a checkpoint: "
+                "queue the next attempt.",
                 f"if [[ -f {quote(str(spec.requeue_marker))} ]]; then",
                 '  scontrol requeue "${SLURM_JOB_ID}"',
                 "fi",

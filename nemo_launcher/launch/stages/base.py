@@ -152,7 +152,8 @@ class Stage(ABC):
                     stage=self.kind,
                     name=f"{run.name}_{plan.name}",
                     directory=Path(run.results_dir) / plan.name,
-                    # Several tasks of one step each run the program (srun over all tasks, torchrun here); one task runs it once.
+                    # Several tasks of one step each run the program (srun over all tasks, torchrun here);
+                    # one task runs it once.
                     commands=(
                         Command(
                             f"{package}.{plan.name}",

@@ -62,7 +62,8 @@ def test_a_live_holder_refuses_the_second_writer_with_its_details(tmp_path):
         RunDirectoryLock(tmp_path, me=holder(), job_is_live=never_asked).acquire()
     assert refused.value.exit_code == RUN_DIRECTORY_IN_USE_EXIT_CODE == 75
     assert str(refused.value).startswith(
-        f"{tmp_path} is in use by alice's job 777 on {socket.gethostname()} (pid {os.getpid()}, since 2026-11-22 09:30:00"
+        f"{tmp_path} is in use by alice's job 777 on {socket.gethostname()} "
+        f"(pid {os.getpid()}, since 2026-11-22 09:30:00"
     )
     assert "; wait for it, cancel it, or use another run name" in str(refused.value)
     assert path.read_bytes() == before

@@ -60,7 +60,10 @@ def test_every_predefined_config_binds(tmp_path, size):
         ),
         (
             "trainer.max_epoch=3",
-            "training.trainer.max_epoch: unknown key; did you mean max_epochs or max_steps? valid keys under training.trainer: num_nodes,",
+            (
+                "training.trainer.max_epoch: unknown key; did you mean max_epochs or max_steps? "
+                "valid keys under training.trainer: num_nodes,"
+            ),
         ),
         ("trainer.precision=bf17", "training.trainer.precision='bf17': choose one of bf16, bf16-mixed"),
         ("trainer.precision=bf16", "training.trainer.precision='bf16': needs accelerator gpu"),
@@ -88,7 +91,10 @@ def test_every_predefined_config_binds(tmp_path, size):
         ),
         (
             "trainer.devices=4",
-            "training.model.global_batch_size=8: must be a multiple of micro_batch_size(4) x data-parallel size(4) = 16",
+            (
+                "training.model.global_batch_size=8: must be a multiple of micro_batch_size(4) "
+                "x data-parallel size(4) = 16"
+            ),
         ),
         ("model.tensor_model_parallel_size=3", "TP(3) x PP(1) x CP(1) = 3 does not divide nodes(1) x devices(1) = 1"),
         (

@@ -198,8 +198,8 @@ _KILLABLE = textwrap.dedent("""
         return slow(task, tokenizer)
     chunk_encoder.encode_chunk = paced
     spec = TokenizerSpec("megatron", "BertWordPieceLowerCase", vocab_file={vocab!r})
-    build_shard(ShardJob({corpus!r}, {prefix!r}, chunk_bytes=8000, append_eod=False, split_sentences=True), spec, workers=1,
-                progress=False)
+    build_shard(ShardJob({corpus!r}, {prefix!r}, chunk_bytes=8000, append_eod=False, split_sentences=True), spec,
+                workers=1, progress=False)
 """)
 
 

@@ -64,7 +64,8 @@ def test_equal_tars_hold_every_downloaded_example_once(pipeline):
     records = [json.loads(p.read_text()) for p in sorted((data / "tarfiles_raw").glob("*_stats.json"))]
     assert sum(r["count"] for r in records) == 120
     assert sum(r["successes"] for r in records) == len(expected) == 72
-    # missing (404), slow (timeout) and error (500) rows fail to download; garbage fails to decode; flaky succeeds on retry.
+    # missing (404), slow (timeout) and error (500) rows fail to download; garbage fails to decode; flaky succeeds
+    # on retry.
     assert sum(r["failed_to_download"] for r in records) == 36 and sum(r["failed_to_resize"] for r in records) == 12
     reorganized = data / "tarfiles_reorganized"
     counts = [count_examples(str(reorganized / name), [".jpg", ".txt"]) for name in tar_files(reorganized)]

@@ -26,7 +26,8 @@ PROMPT = "a red circle"
 
 
 def _tiny_nemo(folder: Path, overrides=()) -> Path:
-    """A tiny .nemo as the family's model module saves it (weights from the config's seeds: export needs no training)."""
+    """A tiny .nemo as the family's model module saves it (weights from the config's seeds: export needs no
+    training)."""
     from nemo_launcher.jobs.common.config import load_resolved_config
     from nemo_launcher.jobs.stable_diffusion.model import build_stable_diffusion, model_section, save_stable_diffusion
     from nemo_launcher.launch.stage_config import write_stage_config

@@ -32,7 +32,8 @@ from .test_stable_diffusion_train import PROGRAM, _precache  # noqa: E402
 
 @pytest.fixture(scope="module")
 def sd_nemo(tmp_path_factory):
-    """A tiny SD trained on the shapes for 500 steps (every program reads the .nemo; the caption check needs the steps)."""
+    """A tiny SD trained on the shapes for 500 steps (every program reads the .nemo; the caption check needs the
+    steps)."""
     work = tmp_path_factory.mktemp("sd_eval")
     data = work / "data"
     write_shape_tars(data / "raw", examples=480, per_tar=240)

@@ -262,7 +262,8 @@ def mt5_tp1(tmp_path_factory):
 
 
 def _reference(run, name, tmp_path, tokenizer, processes):
-    """The checkpoint's logits for two encoder inputs (the second padded) and decoder inputs, as the trainer computes them."""
+    """The checkpoint's logits for two encoder inputs (the second padded) and decoder inputs, as the trainer
+    computes them."""
     texts = ["The licensee may copy and distribute the Program.", "Each time you redistribute the Program"]
     encoded = [tokenizer.encode(text)[:12] for text in texts]
     width = max(len(ids) for ids in encoded)

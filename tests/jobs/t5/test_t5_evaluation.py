@@ -70,7 +70,7 @@ def test_exact_string_match_and_averages_over_files():
     assert average_over_files(files, "macro") == average_over_files(files, None) == pytest.approx(50.0)
 
 
-# ---- the preparer -----------------------------------------------------------------------------------------------------
+# ---- the preparer ----------------------------------------------------------------------------------------------------
 def squad_document(records):
     """A SQuAD v1.1-format document: records are (context, question, [answers]) tuples, one paragraph each."""
     return {
@@ -150,7 +150,7 @@ def test_preparer_refuses_a_missing_source_and_unknown_keys_in_one_line(tmp_path
     assert result.returncode == 2 and "squad_preparation[0].src_file" in result.stderr
 
 
-# ---- the evaluation program -------------------------------------------------------------------------------------------
+# ---- the evaluation program ------------------------------------------------------------------------------------------
 QUESTIONS = [
     ("the river is green .", "what colour is the river ?", ["green", "a green one"]),
     ("the door is red .", "what colour is the door ?", ["red"]),

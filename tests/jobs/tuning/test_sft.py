@@ -62,7 +62,10 @@ def test_squad_json_becomes_prompt_answer_jsonl(tmp_path):
     assert counts == {"train": 2}  # the unanswerable question is skipped
     lines = [json.loads(line) for line in output.read_text().splitlines()]
     assert lines[0] == {
-        "input": "Context: Super Bowl 50 was played in Santa Clara. The Denver Broncos won.\nQuestion: Who won Super Bowl 50?",
+        "input": (
+            "Context: Super Bowl 50 was played in Santa Clara. The Denver Broncos won.\n"
+            "Question: Who won Super Bowl 50?"
+        ),
         "output": "Denver Broncos",
         "answers": ["Denver Broncos", "The Denver Broncos"],
     }

@@ -141,7 +141,8 @@ def test_each_method_trains_and_saves_only_its_own_tensors(name, uninterrupted, 
         )
         assert {k.split(".")[0] for k in state} == {"encoder", "decoder"}
     else:
-        # per layer: the self-attention's key and value and the FFN's; a decoder layer's cross-attention key and value too
+        # per layer: the self-attention's key and value and the FFN's; a decoder layer's cross-attention key and
+        # value too
         assert len(state) == 2 * 3 + 2 * 5, sorted(state)
         assert state["decoder.layers.1.cross_attention.linear_kv.ia3.value"].shape == (64,)
         assert state["encoder.layers.0.mlp.linear_fc2.ia3_ffn"].shape == (128,)
