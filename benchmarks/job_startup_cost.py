@@ -45,8 +45,9 @@ print(time.process_time() - started)
 
 def cpu_seconds(modules, plain: bool) -> float:
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", TIMED.format(plain=plain, modules=modules)], cwd=REPO,
-                            env=env, capture_output=True, text=True)
+    code = TIMED.format(plain=plain, modules=modules)
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], cwd=REPO, env=env, capture_output=True,
+                            text=True)
     if result.returncode != 0:
         raise SystemExit(f"{'plain' if plain else 'ours'} {modules} failed:\n{result.stderr[-2000:]}")
     return float(result.stdout.split()[-1])
