@@ -1,4 +1,4 @@
-"""Four third-party imports that job processes make differently, all through one finder in front of the import
+"""Five third-party imports that job processes make differently, all through one finder in front of the import
 system. `install()` runs when the job package is imported (nemo_launcher/jobs/__init__.py), before anything
 imports torch; standard library only.
 
@@ -42,6 +42,14 @@ imports torch; standard library only.
    it is one of the real class (none can be while TorchDynamo is not imported); any other name asked of the
    stand-in imports the real package and answers from it. (diffusers imports TorchDynamo for its own decorators,
    so the diffusion jobs still load it, and everything above then takes the real path.)
+
+5. megatron-core imports TensorBoard only for whoever writes to it. megatron.core.timers imports TensorBoard's
+   `SummaryWriter` (with TensorBoard, its protobuf messages and boto3: about 0.3 s of CPU) for one test,
+   `isinstance(writer, SummaryWriter)` in `Timers.write`, which our jobs never call. While its body runs,
+   `torch.utils.tensorboard` is a stand-in module whose `SummaryWriter` is a stand-in class: an object is an
+   instance of it exactly when it is one of the real class (none can be while TensorBoard's writer is not
+   imported). Jobs that log to TensorBoard (exp_manager.create_tensorboard_logger) import the real one through
+   Lightning as before; the others (conversion, evaluation, export, ...) no longer load it.
 """
 
 import functools
@@ -65,6 +73,8 @@ DYNAMO_PACKAGE = "torch._dynamo"
 TORCH_LAZY_COMPILE_MODULE = "torch._compile"  # torch's `_disable_dynamo`, bound by torch's modules as torch imports
 TORCH_OPTIMIZER_MODULE = "torch.optim.optimizer"  # `_use_grad_for_differentiable`, which wraps every `step`
 LIGHTNING_PACKAGES = ("lightning_fabric", "pytorch_lightning")  # their bodies import all their modules
+TIMERS_MODULE = "megatron.core.timers"  # imports SummaryWriter for an isinstance test
+TENSORBOARD_MODULE = "torch.utils.tensorboard"
 
 
 def compile_on_first_call(compile_function):
@@ -146,11 +156,12 @@ def grad_mode_step(use_grad_for_differentiable):
 
 
 class _DynamoClass(type):
-    """Metaclass of a stand-in for a class of torch._dynamo: isinstance and issubclass answer as the real class once
-    torch._dynamo is imported, and False before (no instance of it can exist then)."""
+    """Metaclass of a stand-in for a class of a module not yet imported (torch._dynamo, by default): isinstance and
+    issubclass answer as the real class once that module is imported, and False before (no instance of it can
+    exist then)."""
 
     def _real(cls):
-        package = sys.modules.get(DYNAMO_PACKAGE)
+        package = sys.modules.get(getattr(cls, "real_module", DYNAMO_PACKAGE))
         real = getattr(package, cls.__name__, None) if package is not None else None
         return real if isinstance(real, type) and not isinstance(real, _DynamoClass) else None
 
@@ -177,6 +188,24 @@ class _DynamoStandIn(types.ModuleType):
         if sys.modules.get(DYNAMO_PACKAGE) is self:
             del sys.modules[DYNAMO_PACKAGE]
         return getattr(importlib.import_module(DYNAMO_PACKAGE), name)
+
+
+class _TensorBoardStandIn(types.ModuleType):
+    """torch.utils.tensorboard while megatron.core.timers' body runs: `SummaryWriter` is a stand-in class; any other
+    name imports the real module (the stand-in leaves sys.modules) and answers from it."""
+
+    def __init__(self):
+        super().__init__(TENSORBOARD_MODULE)
+        self.SummaryWriter = _DynamoClass(
+            "SummaryWriter", (), {"__module__": TENSORBOARD_MODULE, "real_module": TENSORBOARD_MODULE}
+        )
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # the import system's own questions: a plain module's answers
+            raise AttributeError(name)
+        if sys.modules.get(TENSORBOARD_MODULE) is self:
+            del sys.modules[TENSORBOARD_MODULE]
+        return getattr(importlib.import_module(TENSORBOARD_MODULE), name)
 
 
 class _WrappedLoader(importlib.abc.Loader):
@@ -265,6 +294,22 @@ class _LightningPackageLoader(_WrappedLoader):
                 del sys.modules[DYNAMO_PACKAGE]
 
 
+class _TimersLoader(_WrappedLoader):
+    """megatron.core.timers' body, run with torch.utils.tensorboard a stand-in unless it is imported already."""
+
+    def exec_module(self, module):
+        if TENSORBOARD_MODULE in sys.modules:
+            self._loader.exec_module(module)
+            return
+        stand_in = _TensorBoardStandIn()
+        sys.modules[TENSORBOARD_MODULE] = stand_in
+        try:
+            self._loader.exec_module(module)
+        finally:
+            if sys.modules.get(TENSORBOARD_MODULE) is stand_in:
+                del sys.modules[TENSORBOARD_MODULE]
+
+
 class _BarePackageLoader(importlib.abc.Loader):
     """The package's module with its search path set (by the import system, from the spec) and no `__init__` run."""
 
@@ -284,6 +329,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         TORCH_LAZY_COMPILE_MODULE: _LazyCompileLoader,
         TORCH_OPTIMIZER_MODULE: _OptimizerLoader,
         **dict.fromkeys(LIGHTNING_PACKAGES, _LightningPackageLoader),
+        TIMERS_MODULE: _TimersLoader,
     }
 
     def find_spec(self, name, path, target=None):

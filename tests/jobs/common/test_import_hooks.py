@@ -1,7 +1,8 @@
 """The job package's import hooks (nemo_launcher/jobs/common/import_hooks.py): megatron-core's fused functions
 compile on their first call instead of importing the compiler when megatron-core is imported, torchmetrics
 (which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent, and an
-optimizer steps and Lightning imports without TorchDynamo, to the same weights as plain torch."""
+optimizer steps and Lightning imports without TorchDynamo, to the same weights as plain torch, and megatron-core
+imports without TensorBoard, which imports as before for whoever logs to it."""
 
 import subprocess
 import sys
@@ -120,3 +121,18 @@ def test_training_steps_and_lightning_import_without_the_compiler_and_give_the_s
     assert ours["weights"] == plain["weights"] and ours["grad_mode"] is True
     # Lightning's OptimizedModule test: nothing is one before TorchDynamo, a compiled module is one after.
     assert ours["plain"] and ours["compiled_unwrapped"] and plain["compiled_unwrapped"]
+
+
+def test_megatron_core_imports_without_tensorboard_and_its_timers_still_know_a_real_writer():
+    out = _fresh_python(
+        "import sys, nemo_launcher.jobs, megatron.core, tempfile\n"
+        "from megatron.core import timers\n"
+        "before = [name for name in ('tensorboard', 'torch.utils.tensorboard') if name in sys.modules]\n"
+        "plain = isinstance(object(), timers.SummaryWriter)\n"
+        "from torch.utils.tensorboard import SummaryWriter\n"  # as Lightning's TensorBoardLogger imports it
+        "writer = SummaryWriter(tempfile.mkdtemp())\n"
+        "subclass = issubclass(SummaryWriter, timers.SummaryWriter)\n"
+        "print(before, plain, isinstance(writer, timers.SummaryWriter), subclass,\n"
+        "      type(sys.modules['torch.utils.tensorboard']).__name__)\n"
+    )
+    assert out.split() == ["[]", "False", "True", "True", "module"], out
