@@ -14,7 +14,8 @@ from tests.jobs.gpt_train_support import losses, weights
 from tests.jobs.sft_support import assert_same_tensors, rerun_after_kill_9, run_tuning
 from tests.jobs.t5_tuning_support import THINGS
 
-from .t5_peft_support import prompt_lines as lines  # noqa: F401  (fixture)
+from .t5_peft_support import prompt_lines as lines
+from .t5_peft_support import sharp_t5  # noqa: F401  (fixture)
 
 torch = require_module("torch")
 
