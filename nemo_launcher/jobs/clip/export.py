@@ -6,14 +6,10 @@ nemo_launcher/jobs/vision/export.py.
 
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.clip.export"
+from ...contract.schemas.vision_export import ClipExportConfig
+from ..vision.entry import vision_export_main
 
-
-def main(argv=None) -> int:
-    from ...contract.schemas.vision_export import ClipExportConfig
-    from ..vision.export import run_vision_export
-
-    return run_vision_export(argv, PROG, ClipExportConfig, "clip")
+main = vision_export_main(__package__, ClipExportConfig, "clip")
 
 
 if __name__ == "__main__":

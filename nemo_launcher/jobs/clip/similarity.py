@@ -16,8 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...contract.schemas.vision_inference import SIMILARITY_FILE, STAGE
+from ...contract.schemas.vision_inference import SIMILARITY_FILE, STAGE, ClipSimilarityConfig
 from ..common.config import JobConfigError
+from ..vision.entry import saved_model_main
 
 PROG = "python3 -m nemo_launcher.jobs.clip.similarity"
 
@@ -85,11 +86,7 @@ def work(cfg):
     return summary.add("results", output)
 
 
-def main(argv=None) -> int:
-    from ...contract.schemas.vision_inference import ClipSimilarityConfig
-    from ..vision.saved_model_job import run_saved_model_job
-
-    return run_saved_model_job(argv, PROG, ClipSimilarityConfig, STAGE, work)
+main = saved_model_main(PROG, ClipSimilarityConfig, STAGE, work)
 
 
 if __name__ == "__main__":

@@ -9,16 +9,9 @@ complete checkpoint at the next unseen example. Signals, max_time, self-requeue,
 import sys
 
 from ...contract.schemas.clip_training import ClipTrainingConfig
-from ..core.entry import training_main
+from ..vision.entry import image_training_main
 
-main = training_main(
-    "python3 -m nemo_launcher.jobs.clip.train",
-    ClipTrainingConfig,
-    f"{__package__}.recipe",
-    recipe="clip_recipe",
-    build="build_clip_parts",
-    module="ClipModule",
-)
+main = image_training_main(__package__, ClipTrainingConfig, "clip_recipe", "build_clip_parts", "ClipModule")
 
 if __name__ == "__main__":
     sys.exit(main())

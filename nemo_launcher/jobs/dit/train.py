@@ -8,16 +8,9 @@ stopped. Signals, max_time, self-requeue, exit codes: the trainer core's (nemo_l
 import sys
 
 from ...contract.schemas.dit_training import DitTrainingConfig
-from ..core.entry import training_main
+from ..vision.entry import image_training_main
 
-main = training_main(
-    "python3 -m nemo_launcher.jobs.dit.train",
-    DitTrainingConfig,
-    f"{__package__}.recipe",
-    recipe="dit_recipe",
-    build="build_dit_parts",
-    module="DitModule",
-)
+main = image_training_main(__package__, DitTrainingConfig, "dit_recipe", "build_dit_parts", "DitModule")
 
 if __name__ == "__main__":
     sys.exit(main())

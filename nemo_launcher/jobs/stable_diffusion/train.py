@@ -9,16 +9,9 @@ self-requeue, exit codes: the trainer core's (nemo_launcher/jobs/core/program.py
 import sys
 
 from ...contract.schemas.stable_diffusion_training import StableDiffusionTrainingConfig
-from ..core.entry import training_main
+from ..vision.entry import image_training_main
 
-main = training_main(
-    "python3 -m nemo_launcher.jobs.stable_diffusion.train",
-    StableDiffusionTrainingConfig,
-    f"{__package__}.recipe",
-    recipe="sd_recipe",
-    build="build_sd_parts",
-    module="SdModule",
-)
+main = image_training_main(__package__, StableDiffusionTrainingConfig, "sd_recipe", "build_sd_parts", "SdModule")
 
 if __name__ == "__main__":
     sys.exit(main())

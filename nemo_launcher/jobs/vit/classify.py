@@ -16,9 +16,10 @@ import json
 import sys
 from pathlib import Path
 
-from ...contract.schemas.vision_inference import PREDICTIONS_FILE, STAGE
+from ...contract.schemas.vision_inference import PREDICTIONS_FILE, STAGE, VitClassifyConfig
 from ...contract.schemas.vision_training import IMAGE_EXTENSIONS
 from ..common.config import JobConfigError
+from ..vision.entry import saved_model_main
 
 PROG = "python3 -m nemo_launcher.jobs.vit.classify"
 _TABLE_ROWS = 20  # images listed in the log; predictions.json holds them all
@@ -134,11 +135,7 @@ def work(cfg):
     return summary.add("predictions", output)
 
 
-def main(argv=None) -> int:
-    from ...contract.schemas.vision_inference import VitClassifyConfig
-    from ..vision.saved_model_job import run_saved_model_job
-
-    return run_saved_model_job(argv, PROG, VitClassifyConfig, STAGE, work)
+main = saved_model_main(PROG, VitClassifyConfig, STAGE, work)
 
 
 if __name__ == "__main__":

@@ -9,40 +9,24 @@ validating top-1 accuracy on the second data folder. TensorBoard events and step
 exp_manager.explicit_log_dir; a rerun continues from the newest complete checkpoint. At the end the model is
 written to <explicit_log_dir>/checkpoints/<exp_manager.name>.nemo. Exit codes as every trainer's (core/program.py).
 
-Only the standard library is imported at module level: dist_checkpointing starts a helper process by spawning,
-which re-imports this module.
+Only the standard library and the contract are imported at module level: dist_checkpointing starts a helper
+process by spawning, which re-imports this module.
 """
 
 import sys
 
-PROG = "python3 -m nemo_launcher.jobs.vit.finetune"
-
-
-def main(argv=None) -> int:
-    from ...contract.schemas.vit_finetuning import VitFinetuneConfig
-    from ..core.program import run_program
-
-    return run_program(argv, PROG, VitFinetuneConfig, _recipe, build=_build_parts, module_class=_module)
-
+from ...contract.schemas.vit_finetuning import VitFinetuneConfig
+from ..core.entry import training_main
 
 # torch, megatron-core and Lightning load only once run_program has set up the job's logging.
-def _recipe(cfg):
-    from .finetuning import finetune_recipe
-
-    return finetune_recipe(cfg)
-
-
-def _build_parts(*args):
-    from .finetuning import build_finetune_parts
-
-    return build_finetune_parts(*args)
-
-
-def _module(parts):
-    from .finetuning import VitFinetuneModule
-
-    return VitFinetuneModule(parts)
-
+main = training_main(
+    "python3 -m nemo_launcher.jobs.vit.finetune",
+    VitFinetuneConfig,
+    f"{__package__}.finetuning",
+    recipe="finetune_recipe",
+    build="build_finetune_parts",
+    module="VitFinetuneModule",
+)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,16 +8,9 @@ unseen image. Signals, max_time, self-requeue, exit codes: the trainer core's (n
 import sys
 
 from ...contract.schemas.vit_training import VitTrainingConfig
-from ..core.entry import training_main
+from ..vision.entry import image_training_main
 
-main = training_main(
-    "python3 -m nemo_launcher.jobs.vit.train",
-    VitTrainingConfig,
-    f"{__package__}.recipe",
-    recipe="vit_recipe",
-    build="build_vit_parts",
-    module="VitModule",
-)
+main = image_training_main(__package__, VitTrainingConfig, "vit_recipe", "build_vit_parts", "VitModule")
 
 if __name__ == "__main__":
     sys.exit(main())
