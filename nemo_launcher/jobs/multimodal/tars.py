@@ -12,7 +12,10 @@ consecutive members with one key are one example.
 
 import os
 import tarfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -21,21 +24,28 @@ def split_name(name: str) -> tuple[str, str]:
     return (f"{folder}/{stem}" if folder else stem), (dot + rest)
 
 
-def examples(path: str) -> Iterator[tuple[str, dict[str, bytes]]]:
-    """(key, {extension: bytes}) of each example, in the order of the tar."""
-    key, members = None, {}
-    with tarfile.open(path, "r|") as tar:
-        for info in tar:
-            if not info.isfile():
-                continue
-            member_key, extension = split_name(info.name)
-            if member_key != key and members:
-                yield key, members
-                members = {}
-            key = member_key
-            members[extension] = tar.extractfile(info).read()
+def grouped_members(tar, read: Callable[[tarfile.TarInfo], T]) -> Iterator[tuple[str, list[tuple[str, T]]]]:
+    """(key, [(extension, read(member)), ...]) of each example of an open tar, in its order: consecutive file members
+    of one key, as webdataset groups them. `read` sees each member as the tar reaches it (a stream cannot go back)."""
+    key, members = None, []
+    for info in tar:
+        if not info.isfile():
+            continue
+        member_key, extension = split_name(info.name)
+        if member_key != key and members:
+            yield key, members
+            members = []
+        key = member_key
+        members.append((extension, read(info)))
     if members:
         yield key, members
+
+
+def examples(path: str) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """(key, {extension: bytes}) of each example, in the order of the tar."""
+    with tarfile.open(path, "r|") as tar:
+        for key, members in grouped_members(tar, lambda info: tar.extractfile(info).read()):
+            yield key, dict(members)
 
 
 def complete(members: dict[str, bytes], extensions: Sequence[str]) -> bool:

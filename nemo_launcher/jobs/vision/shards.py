@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..common.config import JobConfigError
-from ..multimodal.tars import split_name, tar_files
+from ..multimodal.tars import grouped_members, split_name, tar_files
 
 IMAGE_MEMBERS = ("jpg", "jpeg", "png", "webp")
 
@@ -92,19 +92,11 @@ def index_examples(path: str, complete=_complete) -> list[tuple[str, Members]]:
     """(key, members) of the complete examples of one tar, in its order (the samples webdataset's tar reader
     groups), from its headers alone: iterating a tar opened for random access seeks past each member's data."""
     found: list[tuple[str, Members]] = []
-    key, members = None, {}
     with tarfile.open(path, "r:") as tar:
-        for info in tar:
-            if not info.isfile():
-                continue
-            name, extension = split_name(info.name)
-            if name != key:  # as webdataset groups: consecutive members of one key are an example
-                if key is not None and complete(set(members)):
-                    found.append((key, members))
-                key, members = name, {}
-            members[extension.lstrip(".").lower()] = (info.offset_data, info.size)
-    if key is not None and complete(set(members)):
-        found.append((key, members))
+        for key, places in grouped_members(tar, lambda info: (info.offset_data, info.size)):
+            members = {extension.lstrip(".").lower(): place for extension, place in places}
+            if complete(set(members)):
+                found.append((key, members))
     return found
 
 
