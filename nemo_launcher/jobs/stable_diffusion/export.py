@@ -20,7 +20,6 @@ from pathlib import Path
 
 from ...contract.schemas.sd_export import (
     EDIT_MODEL,
-    EXPORT_REPORT_FILE,
     INFER_CONFIG_FILE,
     SD_MODEL,
     STAGE,
@@ -94,8 +93,7 @@ def _task(cfg, parts) -> Task:
 def export(cfg):
     import torch
 
-    from ..common.report import Summary
-    from ..vision.export import GraphMismatch
+    from ..vision.export import GraphMismatch, export_folders, finish_export, settings_yaml
     from ..vision.onnx_graphs import check_graph
     from ..vision.triton_entries import copy_entry
     from .model import load_stable_diffusion
@@ -111,9 +109,7 @@ def export(cfg):
     task = _task(cfg, parts)
     places = cfg.places
     out = Path(cfg.out_path)
-    onnx_dir, plan_dir, repository = out / "onnx", out / "plan", out / "model_repo"
-    for folder in (onnx_dir, plan_dir, repository):
-        folder.mkdir(parents=True, exist_ok=True)
+    onnx_dir, plan_dir, repository = export_folders(out)
     factor = vae_factor(parts)
     graphs = pipeline_graphs(parts, task.images, (task.height // factor, task.width // factor), task.edit)
     differences = {}
@@ -129,7 +125,7 @@ def export(cfg):
             )
     engines = _engines(cfg, graphs, onnx_dir, plan_dir)
     settings = _settings(cfg, parts, task, graphs, engines)
-    (plan_dir / INFER_CONFIG_FILE).write_text(_yaml({k: v for k, v in settings.items() if k != "model"}))
+    (plan_dir / INFER_CONFIG_FILE).write_text(settings_yaml({k: v for k, v in settings.items() if k != "model"}))
     entry = _entry(repository, EDIT_MODEL if task.edit else SD_MODEL, parts, settings, graphs, onnx_dir, plan_dir)
     pipeline = _check_pipeline(parts, entry / "1", task)
     differences["pipeline"] = pipeline
@@ -146,33 +142,21 @@ def export(cfg):
         "batch": {g.name: g.batch for g in graphs},
         "max_abs_difference": differences,
         "check_tolerance": places.check_tolerance,
-        "tensorrt": engines,
-        "model_repository": str(repository),
-        "entries": [str(e) for e in entries],
     }
-    (out / EXPORT_REPORT_FILE).write_text(json.dumps(report, indent=1))
-    summary = Summary(f"export finished: {cfg.model.restore_from_path}")
-    summary.add(
-        "onnx",
+    return finish_export(
+        out,
+        report,
+        engines,
+        entries,
         f"{onnx_dir} ({', '.join(f'{g.name}.onnx [{g.batch}]' for g in graphs)}; "
         f"{task.images} images of {task.height}x{task.width} per request)",
-    )
-    summary.add(
-        "onnx check",
-        ", ".join(f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in differences.items())
-        + f" (tolerance {places.check_tolerance:g}; pipeline: {CHECK_STEPS} steps, images in [0, 1])",
-    )
-    summary.add("tensorrt", ", ".join(engines["built"].values()) if engines["built"] else engines["reason"])
-    summary.add("plan", plan_dir / INFER_CONFIG_FILE)
-    summary.add("triton entries", ", ".join(str(e) for e in entries))
-    summary.add(
-        "serve it with",
+        f" (tolerance {places.check_tolerance:g}; pipeline: {CHECK_STEPS} steps, images in [0, 1])",
         f"tritonserver --model-repository {repository} --model-control-mode=explicit --load-model {entry.name}",
     )
-    return summary.add("report", out / EXPORT_REPORT_FILE)
 
 
 def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path) -> dict:
+    from ..vision.export import fixed_generator
     from ..vision.tensorrt_engines import build_engine, unavailable
 
     reason = unavailable()
@@ -181,7 +165,7 @@ def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path) -> dict:
     built = {}
     for graph in graphs:
         path = plan_dir / f"{graph.name}.plan"
-        generator = _generator()
+        generator = fixed_generator()
         shapes = {name: tuple(make(graph.batch, generator).shape) for name, make in graph.inputs.items()}
         build_engine(
             str(onnx_dir / f"{graph.name}.onnx"),
@@ -191,12 +175,6 @@ def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path) -> dict:
         )
         built[graph.name] = str(path)
     return {"built": built, "reason": None}
-
-
-def _generator():
-    import torch
-
-    return torch.Generator().manual_seed(0)
 
 
 def _settings(cfg, parts, task: Task, graphs, engines) -> dict:
@@ -215,12 +193,6 @@ def _settings(cfg, parts, task: Task, graphs, engines) -> dict:
         "model": stored_config(parts.config, parts.text_encoder),
         **network_settings(parts),
     }
-
-
-def _yaml(settings: dict) -> str:
-    import yaml
-
-    return yaml.safe_dump(settings, sort_keys=False)
 
 
 def _entry(repository: Path, name: str, parts, settings: dict, graphs, onnx_dir: Path, plan_dir: Path) -> Path:

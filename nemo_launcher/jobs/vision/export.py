@@ -73,16 +73,13 @@ def _engines(cfg, graphs, onnx_dir: Path, plan_dir: Path, input_shapes) -> dict:
 
 
 def export(cfg, family: str):
-    from ..common.report import Summary
     from .onnx_graphs import check_graph, export_graph, model_graphs
     from .saved_model_job import load_for
 
     saved = load_for(cfg, family, STAGE, precision="fp32")  # the graphs are fp32; engines take trainer.precision
     _check_sizes(cfg, saved)
     out = Path(cfg.infer.out_path)
-    onnx_dir, plan_dir, repository = out / "onnx", out / "plan", out / "model_repo"
-    for folder in (onnx_dir, plan_dir, repository):
-        folder.mkdir(parents=True, exist_ok=True)
+    onnx_dir, plan_dir, repository = export_folders(out)
     graphs = model_graphs(saved, cfg.infer.max_dim, getattr(cfg.infer, "max_text", 0))
     differences, input_shapes = {}, {}
     for graph in graphs:
@@ -95,10 +92,12 @@ def export(cfg, family: str):
                 f"{path}: onnxruntime's output differs from the model's by up to {worst:.3g}, more "
                 f"than {STAGE}.infer.check_tolerance={cfg.infer.check_tolerance}; nothing was served from it"
             )
-        input_shapes[graph.name] = {name: tuple(make(1, _generator()).shape[1:]) for name, make in graph.inputs.items()}
+        input_shapes[graph.name] = {
+            name: tuple(make(1, fixed_generator()).shape[1:]) for name, make in graph.inputs.items()
+        }
     engines = _engines(cfg, graphs, onnx_dir, plan_dir, input_shapes)
     settings = _infer_settings(cfg, saved, graphs, engines)
-    (plan_dir / INFER_CONFIG_FILE).write_text(_yaml(settings))
+    (plan_dir / INFER_CONFIG_FILE).write_text(settings_yaml(settings))
     entries = _repository(cfg, saved, graphs, engines, onnx_dir, repository, settings)
     report = {
         "model": cfg.model.restore_from_path,
@@ -107,27 +106,58 @@ def export(cfg, family: str):
         "max_abs_difference": differences,
         "check_tolerance": cfg.infer.check_tolerance,
         "checked_batch_sizes": sorted({1, cfg.infer.max_batch_size}),
+    }
+    return finish_export(
+        out,
+        report,
+        engines,
+        entries,
+        f"{onnx_dir} ({', '.join(f'{g.name}.onnx' for g in graphs)}; batch 1..{cfg.infer.max_batch_size})",
+        f" (tolerance {cfg.infer.check_tolerance:g})",
+    )
+
+
+def export_folders(out: Path) -> tuple[Path, Path, Path]:
+    """<out>/onnx, <out>/plan and <out>/model_repo, created: the graphs, the engines and inference settings, and
+    the Triton entries of an export (this one's and the Stable Diffusion export's)."""
+    folders = out / "onnx", out / "plan", out / "model_repo"
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
+def finish_export(out: Path, report: dict, engines: dict, entries, onnx: str, check: str, serve: str | None = None):
+    """Writes <out>/export_report.json, `report` followed by what every export built (the TensorRT engines, the model
+    repository and its Triton entries), and returns the summary an export ends with: `onnx` says what graphs were
+    written, `check` what the check of their max_abs_difference compared, `serve` (where given) how to serve it."""
+    from ..common.report import Summary
+
+    report = {
+        **report,
         "tensorrt": engines,
-        "model_repository": str(repository),
+        "model_repository": str(out / "model_repo"),
         "entries": [str(e) for e in entries],
     }
     (out / EXPORT_REPORT_FILE).write_text(json.dumps(report, indent=1))
-    summary = Summary(f"export finished: {cfg.model.restore_from_path}")
-    summary.add(
-        "onnx", f"{onnx_dir} ({', '.join(f'{g.name}.onnx' for g in graphs)}; batch 1..{cfg.infer.max_batch_size})"
-    )
+    summary = Summary(f"export finished: {report['model']}")
+    summary.add("onnx", onnx)
     summary.add(
         "onnx check",
-        ", ".join(f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in differences.items())
-        + f" (tolerance {cfg.infer.check_tolerance:g})",
+        ", ".join(
+            f"{name} max |onnxruntime - model| = {value:.2e}" for name, value in report["max_abs_difference"].items()
+        )
+        + check,
     )
     summary.add("tensorrt", ", ".join(engines["built"].values()) if engines["built"] else engines["reason"])
-    summary.add("plan", plan_dir / INFER_CONFIG_FILE)
-    summary.add("triton entries", ", ".join(str(e) for e in entries))
+    summary.add("plan", out / "plan" / INFER_CONFIG_FILE)
+    summary.add("triton entries", ", ".join(report["entries"]))
+    if serve:
+        summary.add("serve it with", serve)
     return summary.add("report", out / EXPORT_REPORT_FILE)
 
 
-def _generator():
+def fixed_generator():
+    """The seeded generator of an export's check inputs."""
     import torch
 
     return torch.Generator().manual_seed(0)
@@ -154,7 +184,7 @@ def _infer_settings(cfg, saved, graphs, engines) -> dict:
     return settings
 
 
-def _yaml(settings: dict) -> str:
+def settings_yaml(settings: dict) -> str:
     import yaml
 
     return yaml.safe_dump(settings, sort_keys=False)
