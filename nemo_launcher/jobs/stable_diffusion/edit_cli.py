@@ -6,11 +6,10 @@ input scaled so its longer side is edit.resolution: `<outpath>/edit_<n>.png`, wi
 a `grid.png`, and `edit.json`.
 """
 
-import json
 import sys
 
 from ...contract.schemas.sd_inference import EDIT_RESULTS, EditConfig
-from .inference import output_folder, run_program
+from .inference import output_folder, run_program, write_results
 
 
 def edit(cfg: EditConfig, parts):
@@ -63,11 +62,8 @@ def edit(cfg: EditConfig, parts):
         "seed": settings.seed,
         "images": files,
     }
-    (output / EDIT_RESULTS).write_text(json.dumps(report, indent=1))
     summary = Summary(f"edit finished: {len(images)} edits of {settings.input} by {settings.prompt!r}")
-    summary.add("images", f"{output} ({len(files)} PNG)")
-    summary.add("results", output / EDIT_RESULTS)
-    return summary
+    return write_results(summary, output, EDIT_RESULTS, report, f"{output} ({len(files)} PNG)")
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,6 @@
 """What text2img and edit_cli share: the bound config, the model in the configured precision, the closing summary."""
 
+import json
 import time
 from pathlib import Path
 
@@ -46,3 +47,10 @@ def output_folder(path: str) -> Path:
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def write_results(summary, output: Path, results_file: str, report: dict, images: str):
+    """Writes `report` to <output>/<results_file> and ends the summary with the images written and that file."""
+    (output / results_file).write_text(json.dumps(report, indent=1))
+    summary.add("images", images)
+    return summary.add("results", output / results_file)

@@ -127,20 +127,10 @@ def text_to_latents(
 
 
 @torch.no_grad()
-def text_to_images(
-    parts,
-    prompts: list[str],
-    sampling: Sampling,
-    guidance_scale: float,
-    images_per_prompt: int,
-    height: int,
-    width: int,
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """[len(prompts) x images_per_prompt, 3, height, width] images in [0, 1], prompt-major (text_to_latents decoded)."""
-    return decode_to_unit(
-        parts, text_to_latents(parts, prompts, sampling, guidance_scale, images_per_prompt, height, width, generator)
-    )
+def text_to_images(parts, *request, **named) -> torch.Tensor:
+    """[len(prompts) x images_per_prompt, 3, height, width] images in [0, 1], prompt-major: text_to_latents of the
+    same arguments (prompts, sampling, guidance_scale, images_per_prompt, height, width, generator), decoded."""
+    return decode_to_unit(parts, text_to_latents(parts, *request, **named))
 
 
 def resize_for_edit(image, resolution: int, multiple: int):

@@ -10,12 +10,11 @@ against the mean VAE latent of each class's reference images: what the UNet lear
 random, so its decoder draws no shapes).
 """
 
-import json
 import sys
 from pathlib import Path
 
 from ...contract.schemas.sd_inference import TEXT2IMG_RESULTS, Text2ImgConfig
-from .inference import output_folder, run_program
+from .inference import output_folder, run_program, write_results
 
 
 def class_folder_means(root: str, height: int, width: int, encode=None) -> dict[str, object]:
@@ -145,10 +144,8 @@ def generate(cfg: Text2ImgConfig, parts):
                     f"nearest class ({space})",
                     f"{100 * scores[space]['accuracy']:.0f}% of {what} (chance {100 * scores[space]['chance']:.0f}%)",
                 )
-    (output / TEXT2IMG_RESULTS).write_text(json.dumps(report, indent=1))
-    summary.add("images", f"{images_dir} ({len(infer.prompts) * infer.num_images_per_prompt} PNG)")
-    summary.add("results", output / TEXT2IMG_RESULTS)
-    return summary
+    images = f"{images_dir} ({len(infer.prompts) * infer.num_images_per_prompt} PNG)"
+    return write_results(summary, output, TEXT2IMG_RESULTS, report, images)
 
 
 def main(argv=None) -> int:
