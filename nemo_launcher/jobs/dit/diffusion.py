@@ -8,15 +8,12 @@
 
 import torch
 
+# The `diffusion:` keys that are diffusers schedulers' own arguments, under the same names.
+SCHEDULE_KEYS = ("num_train_timesteps", "beta_schedule", "beta_start", "beta_end", "prediction_type")
+
 
 def _schedule_settings(diffusion) -> dict:
-    return dict(
-        num_train_timesteps=diffusion.num_train_timesteps,
-        beta_schedule=diffusion.beta_schedule,
-        beta_start=diffusion.beta_start,
-        beta_end=diffusion.beta_end,
-        prediction_type=diffusion.prediction_type,
-    )
+    return {key: getattr(diffusion, key) for key in SCHEDULE_KEYS}
 
 
 def noise_schedule(diffusion):

@@ -163,6 +163,11 @@ def build_vae(first_stage, scale_factor: float, load_pretrained: bool = True):
     return vae.requires_grad_(False).eval()
 
 
+# The keys cond_stage_config and transformers' CLIPTextConfig share: a text encoder built from scratch takes them
+# from the section, and a stored section (stored_config) describes the encoder it holds by them.
+TEXT_ENCODER_SIZES = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "hidden_act")
+
+
 def build_text_encoder(text, tokenizer, trainable: bool = False, load_pretrained: bool = True):
     """The CLIPTextModel of a CondStageConfig, frozen unless trainable."""
     from transformers import CLIPTextConfig, CLIPTextModel
@@ -178,11 +183,7 @@ def build_text_encoder(text, tokenizer, trainable: bool = False, load_pretrained
         settings = dict(
             vocab_size=tokenizer.vocab_size,
             max_position_embeddings=text.max_length,
-            hidden_size=text.hidden_size,
-            intermediate_size=text.intermediate_size,
-            num_hidden_layers=text.num_hidden_layers,
-            num_attention_heads=text.num_attention_heads,
-            hidden_act=text.hidden_act,
+            **{key: getattr(text, key) for key in TEXT_ENCODER_SIZES},
             pad_token_id=tokenizer.pad,
             bos_token_id=tokenizer.bos,
             eos_token_id=tokenizer.eos,
@@ -342,14 +343,7 @@ def stored_config(model: LatentDiffusionModel, text_encoder) -> dict[str, Any]:
     section["unet_config"]["from_pretrained"] = None
     section["first_stage_config"]["from_pretrained"] = None
     text = text_encoder.config
-    section["cond_stage_config"].update(
-        pretrained=None,
-        hidden_size=text.hidden_size,
-        hidden_act=text.hidden_act,
-        intermediate_size=text.intermediate_size,
-        num_hidden_layers=text.num_hidden_layers,
-        num_attention_heads=text.num_attention_heads,
-    )
+    section["cond_stage_config"].update(pretrained=None, **{key: getattr(text, key) for key in TEXT_ENCODER_SIZES})
     return section
 
 
