@@ -22,20 +22,12 @@ def _model(training, on_gpu: bool):
 
     from ..core.standalone import start_model_parallel
     from ..core.transformer import cpu_build_context
+    from ..vision.saved_models import inference_section
     from .model import dit_chunk, transformer_config
 
     start_model_parallel(1, 1, seed=training.model.seed)
-    model = dataclasses.replace(
-        training.model,
-        tensor_model_parallel_size=1,
-        context_parallel_size=1,
-        sequence_parallel=False,
-        activations_checkpoint_granularity=None,
-        activations_checkpoint_method=None,
-        activations_checkpoint_num_layers=None,
-        transformer_engine=False,
-        use_cpu_initialization=True,
-    )
+    # One process: the training speed-ups switched off as for a saved vision model, and no split of the tokens.
+    model = dataclasses.replace(inference_section(training.model), context_parallel_size=1, sequence_parallel=False)
     config = transformer_config(model, "fp32", on_gpu, use_te=False)
     with cpu_build_context():
         network = dit_chunk(model, config, 0, False, None)
