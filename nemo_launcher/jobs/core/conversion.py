@@ -73,19 +73,13 @@ def run_conversion(argv, program: str, config_schema, load_family: Callable[[], 
     bound, so a configuration error costs no megatron import."""
     import time
 
-    from ..common.config import config_path_from_argv, load_resolved_config
-    from ..common.distributed import placement_from_env
-    from ..common.quiet import start_job
     from ..common.report import JobFault, print_error
-    from ..common.run_directory import claimed
+    from ..common.run_directory import claimed_run
 
     started = time.monotonic()
     try:
-        path = config_path_from_argv(argv, prog=f"python3 -m {program}")
-        placement = placement_from_env()
-        start_job(placement.rank)
-        cfg = config_schema.from_dict(load_resolved_config(path))
-        with claimed(cfg.writes()[0], placement.rank, placement.world_size):
+        prog = f"python3 -m {program}"
+        with claimed_run(argv, prog, config_schema.from_dict, lambda cfg: cfg.writes()[0]) as (cfg, placement):
             result = convert(cfg, load_family())
             conversion_summary(result, time.monotonic() - started).show(placement.rank)
         return 0
