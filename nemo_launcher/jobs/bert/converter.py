@@ -8,9 +8,8 @@ from typing import Any
 import torch
 
 from ...contract.schemas.bert_training import BertModelSection, BertTrainingConfig
-from ..common.config import JobConfigError
 from ..core import nemo_archive
-from ..core.conversion import ConversionFamily
+from ..core.conversion import ConversionFamily, check_model_split, config_tokenizer, hf_dtype
 from ..core.shards import merge_shards
 from . import hf_export
 from .shards import bert_shard_layout
@@ -18,27 +17,17 @@ from .standalone import build_inference_model, inference_section, start_bert_mod
 
 
 def _check_layout(section: BertModelSection, tp: int, pp: int) -> None:
-    if section.num_attention_heads % tp or section.ffn_hidden_size % tp:
-        raise JobConfigError(
-            f"model.tensor_model_parallel_size: TP({tp}) must divide num_attention_heads"
-            f"({section.num_attention_heads}) and ffn_hidden_size({section.ffn_hidden_size})"
-        )
-    if section.num_layers % pp:
-        raise JobConfigError(
-            f"model.pipeline_model_parallel_size: PP({pp}) must divide num_layers({section.num_layers})"
-        )
+    split = {"num_attention_heads": section.num_attention_heads, "ffn_hidden_size": section.ffn_hidden_size}
+    check_model_split(tp, split, pp, section.num_layers)
 
 
 def _write_hf(cfg, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> str:
-    from ..common.tokenizer import WORDPIECE_TYPES, load_tokenizer
+    from ..common.tokenizer import WORDPIECE_TYPES
 
     spec = model_config["tokenizer"]
-    tokenizer = load_tokenizer(
-        spec["library"], spec.get("type"), spec.get("model"), spec.get("vocab_file"), spec.get("merge_file")
-    )
-    dtype = getattr(torch, cfg.hf.dtype) if cfg.hf.dtype else None
+    tokenizer = config_tokenizer(spec)
     architecture = hf_export.export_hf(
-        model_config, full, cfg.hf_dir, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad, dtype=dtype
+        model_config, full, cfg.hf_dir, vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad, dtype=hf_dtype(cfg)
     )
     hf_export.write_hf_tokenizer(
         tokenizer,

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from ...contract.schemas.bert_training import BertModelSection
 from ..core.recipe import ChunkStage
-from ..core.transformer import shared_transformer_settings
+from ..core.transformer import language_model_settings, shared_transformer_settings
 
 SENTENCE_TYPES = 2  # token types with the binary head: the first segment and the second
 
@@ -55,11 +55,7 @@ def bert_chunk(model: BertModelSection, config, vocab_size: int, use_te: bool, s
         num_tokentypes=token_types(model),
         transformer_layer_spec=layer_spec(use_te),
         vocab_size=vocab_size,
-        max_sequence_length=model.max_position_embeddings,
-        pre_process=stage.pre_process,
-        post_process=stage.post_process,
-        share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
-        position_embedding_type=model.position_embedding_type,
+        **language_model_settings(model, stage),
         add_binary_head=model.bert_binary_head,
         vp_stage=stage.vp_stage,
     )

@@ -12,31 +12,16 @@ holds the final norm and every head.
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.shards import ShardLayout, ShardRules
+from ..core.shards import LAYER_COLUMNS, LAYER_REPLICATED, LAYER_ROWS, ShardLayout, ShardRules, section_layout
 
 BERT_RULES = ShardRules(
     stack="encoder",
-    column=(
-        "embedding.word_embeddings.weight",
-        "output_layer.weight",
-        "output_layer.bias",
-        "self_attention.linear_qkv.weight",
-        "self_attention.linear_qkv.bias",
-        "mlp.linear_fc1.weight",
-        "mlp.linear_fc1.bias",
-    ),
-    row=("self_attention.linear_proj.weight", "mlp.linear_fc2.weight"),
+    column=("embedding.word_embeddings.weight", "output_layer.weight", "output_layer.bias", *LAYER_COLUMNS),
+    row=LAYER_ROWS,
     replicated=(
+        *LAYER_REPLICATED,
         "embedding.position_embeddings.weight",
         "embedding.tokentype_embeddings.weight",
-        "input_layernorm.weight",
-        "input_layernorm.bias",
-        "pre_mlp_layernorm.weight",
-        "pre_mlp_layernorm.bias",
-        "self_attention.linear_proj.bias",
-        "mlp.linear_fc2.bias",
-        "final_layernorm.weight",
-        "final_layernorm.bias",
         "lm_head.dense.weight",
         "lm_head.dense.bias",
         "lm_head.layer_norm.weight",
@@ -52,11 +37,4 @@ BERT_RULES = ShardRules(
 
 def bert_shard_layout(model: Mapping[str, Any], tensor_parallel: int, pipeline_parallel: int) -> ShardLayout:
     """The layout of a BERT `model:` section split over TP x PP."""
-    return ShardLayout(
-        BERT_RULES,
-        tensor_parallel,
-        pipeline_parallel,
-        int(model["num_layers"]),
-        gated_mlp=model.get("activation") == "geglu",
-        tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)),
-    )
+    return section_layout(BERT_RULES, model, tensor_parallel, pipeline_parallel, gated_activations=("geglu",))

@@ -52,6 +52,7 @@ imports torch; standard library only.
    Lightning as before; the others (conversion, evaluation, export, ...) no longer load it.
 """
 
+import contextlib
 import functools
 import importlib.abc
 import importlib.machinery
@@ -174,38 +175,33 @@ class _DynamoClass(type):
         return real is not None and issubclass(subclass, real)
 
 
-class _DynamoStandIn(types.ModuleType):
-    """torch._dynamo while Lightning's bodies run: `OptimizedModule` is a stand-in class; any other name imports the
-    real package (the stand-in leaves sys.modules) and answers from it."""
+class _StandInModule(types.ModuleType):
+    """A module not imported yet while another module's body runs (torch._dynamo for Lightning's,
+    torch.utils.tensorboard for megatron.core.timers'): its class `class_name` is a stand-in; any other name imports
+    the real module (the stand-in leaves sys.modules) and answers from it."""
 
-    def __init__(self):
-        super().__init__(DYNAMO_PACKAGE)
-        self.OptimizedModule = _DynamoClass("OptimizedModule", (), {"__module__": DYNAMO_PACKAGE})
+    def __init__(self, name: str, class_name: str):
+        super().__init__(name)
+        setattr(self, class_name, _DynamoClass(class_name, (), {"__module__": name, "real_module": name}))
 
     def __getattr__(self, name):
         if name.startswith("__"):  # the import system's own questions (`__path__`, ...): a plain module's answers
             raise AttributeError(name)
-        if sys.modules.get(DYNAMO_PACKAGE) is self:
-            del sys.modules[DYNAMO_PACKAGE]
-        return getattr(importlib.import_module(DYNAMO_PACKAGE), name)
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), name)
 
 
-class _TensorBoardStandIn(types.ModuleType):
-    """torch.utils.tensorboard while megatron.core.timers' body runs: `SummaryWriter` is a stand-in class; any other
-    name imports the real module (the stand-in leaves sys.modules) and answers from it."""
-
-    def __init__(self):
-        super().__init__(TENSORBOARD_MODULE)
-        self.SummaryWriter = _DynamoClass(
-            "SummaryWriter", (), {"__module__": TENSORBOARD_MODULE, "real_module": TENSORBOARD_MODULE}
-        )
-
-    def __getattr__(self, name):
-        if name.startswith("__"):  # the import system's own questions: a plain module's answers
-            raise AttributeError(name)
-        if sys.modules.get(TENSORBOARD_MODULE) is self:
-            del sys.modules[TENSORBOARD_MODULE]
-        return getattr(importlib.import_module(TENSORBOARD_MODULE), name)
+@contextlib.contextmanager
+def _standing_in(name: str, class_name: str):
+    """sys.modules[name] is a _StandInModule for the length of the block, unless the real module came meanwhile."""
+    stand_in = _StandInModule(name, class_name)
+    sys.modules[name] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
 
 
 class _WrappedLoader(importlib.abc.Loader):
@@ -283,15 +279,13 @@ class _LightningPackageLoader(_WrappedLoader):
         if DYNAMO_PACKAGE in sys.modules or getattr(torch.compiler.disable, "is_stand_in", False):
             self._loader.exec_module(module)  # already imported, or the other Lightning package's body is running
             return
-        stand_in, real_disable = _DynamoStandIn(), torch.compiler.disable
-        sys.modules[DYNAMO_PACKAGE] = stand_in
-        torch.compiler.disable = disable_on_first_call(real_disable)
-        try:
-            self._loader.exec_module(module)
-        finally:
-            torch.compiler.disable = real_disable
-            if sys.modules.get(DYNAMO_PACKAGE) is stand_in:
-                del sys.modules[DYNAMO_PACKAGE]
+        real_disable = torch.compiler.disable
+        with _standing_in(DYNAMO_PACKAGE, "OptimizedModule"):
+            torch.compiler.disable = disable_on_first_call(real_disable)
+            try:
+                self._loader.exec_module(module)
+            finally:
+                torch.compiler.disable = real_disable
 
 
 class _TimersLoader(_WrappedLoader):
@@ -301,13 +295,8 @@ class _TimersLoader(_WrappedLoader):
         if TENSORBOARD_MODULE in sys.modules:
             self._loader.exec_module(module)
             return
-        stand_in = _TensorBoardStandIn()
-        sys.modules[TENSORBOARD_MODULE] = stand_in
-        try:
+        with _standing_in(TENSORBOARD_MODULE, "SummaryWriter"):
             self._loader.exec_module(module)
-        finally:
-            if sys.modules.get(TENSORBOARD_MODULE) is stand_in:
-                del sys.modules[TENSORBOARD_MODULE]
 
 
 class _BarePackageLoader(importlib.abc.Loader):

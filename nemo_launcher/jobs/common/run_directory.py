@@ -30,10 +30,14 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE
+from .config import config_path_from_argv, load_resolved_config
+from .distributed import Placement, placement_from_env
+from .quiet import start_job
 from .report import JobFault
 from .run_lock import RunDirectoryInUse, RunDirectoryLock
 from .storage import storage_errno, write_fault
@@ -47,6 +51,21 @@ RANK_ZERO_WAIT_S = 300.0
 # How long a refused rank 0 of a several-process step waits before exiting, so that the other ranks (started at
 # the same time, a second or two from their handlers, more on a loaded or container-starting node) have them.
 REFUSAL_GRACE_S = 10.0
+
+
+@contextlib.contextmanager
+def claimed_run(
+    argv, prog: str, bind: Callable[[dict], Any], run_dir: Callable[[Any], Any]
+) -> Iterator[tuple[Any, Placement]]:
+    """The start every job program shares: the resolved config that argv names, bound by `bind`, with this process
+    placed and its logging set up, inside the claim on the run directory run_dir(bound config).
+    Yields (bound config, placement)."""
+    path = config_path_from_argv(argv, prog=prog)
+    placement = placement_from_env()
+    start_job(placement.rank)
+    cfg = bind(load_resolved_config(path))
+    with claimed(run_dir(cfg), placement.rank, placement.world_size):
+        yield cfg, placement
 
 
 @contextlib.contextmanager

@@ -57,6 +57,33 @@ class ConversionFamily:
     nemo_config: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] | None = None
 
 
+def check_model_split(tp: int, split_by_tp: Mapping[str, int], pp: int = 1, num_layers: int | None = None) -> None:
+    """A family's check_layout: JobConfigError unless TP divides every size in split_by_tp (name -> size: the
+    heads, query groups, hidden units the family splits over tensor-parallel ranks) and PP divides num_layers (when
+    the family splits layers over pipeline stages)."""
+    if any(size % tp for size in split_by_tp.values()):
+        named = [f"{name}({size})" for name, size in split_by_tp.items()]
+        raise JobConfigError(
+            f"model.tensor_model_parallel_size: TP({tp}) must divide {', '.join(named[:-1])} and {named[-1]}"
+        )
+    if num_layers is not None and num_layers % pp:
+        raise JobConfigError(f"model.pipeline_model_parallel_size: PP({pp}) must divide num_layers({num_layers})")
+
+
+def config_tokenizer(spec: Mapping[str, Any], **options):
+    """The tokenizer a model config's `tokenizer` mapping names; options: load_tokenizer's (T5's sentinels)."""
+    from ..common.tokenizer import load_tokenizer
+
+    return load_tokenizer(
+        **{key: spec.get(key) for key in ("library", "type", "model", "vocab_file", "merge_file")}, **options
+    )
+
+
+def hf_dtype(cfg) -> torch.dtype | None:
+    """The dtype hf.dtype asks the Hugging Face weights in; None keeps the checkpoint's."""
+    return getattr(torch, cfg.hf.dtype) if cfg.hf.dtype else None
+
+
 @dataclasses.dataclass(frozen=True)
 class ConversionResult:
     """What rank 0 wrote, for the job's summary."""
@@ -73,19 +100,13 @@ def run_conversion(argv, program: str, config_schema, load_family: Callable[[], 
     bound, so a configuration error costs no megatron import."""
     import time
 
-    from ..common.config import config_path_from_argv, load_resolved_config
-    from ..common.distributed import placement_from_env
-    from ..common.quiet import start_job
     from ..common.report import JobFault, print_error
-    from ..common.run_directory import claimed
+    from ..common.run_directory import claimed_run
 
     started = time.monotonic()
     try:
-        path = config_path_from_argv(argv, prog=f"python3 -m {program}")
-        placement = placement_from_env()
-        start_job(placement.rank)
-        cfg = config_schema.from_dict(load_resolved_config(path))
-        with claimed(cfg.writes()[0], placement.rank, placement.world_size):
+        prog = f"python3 -m {program}"
+        with claimed_run(argv, prog, config_schema.from_dict, lambda cfg: cfg.writes()[0]) as (cfg, placement):
             result = convert(cfg, load_family())
             conversion_summary(result, time.monotonic() - started).show(placement.rank)
         return 0

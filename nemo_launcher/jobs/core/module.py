@@ -97,6 +97,13 @@ class TrainingModule(pl.LightningModule):
 
     # ---- data ----------------------------------------------------------------------------------------
     def train_dataloader(self):
+        data, seed = self.parts.cfg.model.data, self.parts.cfg.model.seed
+        return self.step_loader(data.num_workers, shuffle_seed=seed if data.dataloader_type == "cyclic" else None)
+
+    def step_loader(self, num_workers: int, shuffle_seed: int | None = None, collate_fn=None):
+        """The training loader: parts.train_dataset in the batches of parts.batches, from the step the trainer has
+        reached (so a resumed run goes on where it stopped). shuffle_seed None reads the dataset in order (for a
+        dataset that shuffles itself); collate_fn as in make_loader."""
         p = self.parts
         sampler = StepBatchSampler(
             len(p.train_dataset),
@@ -104,9 +111,9 @@ class TrainingModule(pl.LightningModule):
             p.cfg.trainer.max_steps,
             start_step=lambda: self.trainer.global_step,
             dp_rank=p.dp_rank,
-            shuffle_seed=p.cfg.model.seed if p.cfg.model.data.dataloader_type == "cyclic" else None,
+            shuffle_seed=shuffle_seed,
         )
-        return make_loader(p.train_dataset, sampler, p.cfg.model.data.num_workers, p.on_gpu, p.cfg.model.seed)
+        return make_loader(p.train_dataset, sampler, num_workers, p.on_gpu, p.cfg.model.seed, collate_fn)
 
     def val_dataloader(self):
         p = self.parts

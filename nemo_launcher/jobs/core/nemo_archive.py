@@ -243,14 +243,19 @@ def _open(path) -> tarfile.TarFile:
         raise JobConfigError(f"{path}: not a .nemo archive ({error})") from None
 
 
-def _member_bytes(archive: tarfile.TarFile, path: Path, name: str) -> bytes:
+def _member(archive: tarfile.TarFile, path: Path, name: str):
+    """The open member `name` (a file object), or JobConfigError naming the archive when it has none."""
     try:
         handle = archive.extractfile(name)
     except KeyError:
         handle = None
     if handle is None:
         raise JobConfigError(f"{path}: the archive has no {name}")
-    return handle.read()
+    return handle
+
+
+def _member_bytes(archive: tarfile.TarFile, path: Path, name: str) -> bytes:
+    return _member(archive, path, name).read()
 
 
 def _read_config(archive: tarfile.TarFile, path: Path, extract_dir: os.PathLike | None) -> dict[str, Any]:
@@ -277,14 +282,8 @@ def _read_config(archive: tarfile.TarFile, path: Path, extract_dir: os.PathLike 
 def _read_weights(archive: tarfile.TarFile, path: Path, name: str) -> dict[str, Any]:
     import torch
 
-    try:
-        handle = archive.extractfile(name)
-    except KeyError:
-        handle = None
-    if handle is None:
-        raise JobConfigError(f"{path}: the archive has no {name}")
     # An uncompressed member is a seekable view into the tar, which torch.load needs.
-    return torch.load(handle, map_location="cpu", weights_only=True)
+    return torch.load(_member(archive, path, name), map_location="cpu", weights_only=True)
 
 
 def _temporary_dir() -> Path:

@@ -26,6 +26,7 @@ A family's train.py must keep its own module level as light, and guard its entry
 import logging
 import time
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from pathlib import Path
 
 from .recipe import Recipe
@@ -48,18 +49,12 @@ def run_program(
     arguments: recipe, cfg, placement, on_gpu, resume), and `module_class` the TrainingModule (a subclass that
     validates its own way, or writes the tuned model in `write_outputs`)."""
     started = time.monotonic()
-    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
-    from ..common.distributed import placement_from_env
-    from ..common.quiet import start_job
+    from ..common.config import JobConfigError
     from ..common.report import JobFault, print_error
-    from ..common.run_directory import claimed
+    from ..common.run_directory import claimed_run
 
     try:
-        path = config_path_from_argv(argv, prog=prog)
-        placement = placement_from_env()
-        start_job(placement.rank)
-        cfg = schema.from_dict(load_resolved_config(path))
-        with claimed(cfg.exp_manager.explicit_log_dir, placement.rank, placement.world_size):
+        with claimed_run(argv, prog, schema.from_dict, attrgetter("exp_manager.explicit_log_dir")) as (cfg, placement):
             from ..common.numa import apply_numa_mapping
 
             # Before torch starts its thread pools, which size themselves by the CPUs this process may use.

@@ -14,6 +14,7 @@ system ends the job with the storage exit code and an advice line naming the sta
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -93,19 +94,13 @@ def run_evaluation(
     """The main() of a question-answering evaluation program: binds the resolved section, holds run.results_dir's
     lock, runs `evaluate(cfg, placement)` (which writes the files), prints the table and the closing summary
     (`described(cfg)` names what was evaluated). Returns the exit code."""
-    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
-    from ..common.distributed import placement_from_env
-    from ..common.quiet import start_job
+    from ..common.config import JobConfigError
     from ..common.report import JobFault, Summary, duration, print_error
-    from ..common.run_directory import claimed
+    from ..common.run_directory import claimed_run
 
     started = time.monotonic()
     try:
-        path = config_path_from_argv(argv, prog=prog)
-        placement = placement_from_env()
-        start_job(placement.rank)
-        cfg = bind(load_resolved_config(path))
-        with claimed(cfg.run.results_dir, placement.rank, placement.world_size):
+        with claimed_run(argv, prog, bind, attrgetter("run.results_dir")) as (cfg, placement):
             try:
                 results = evaluate(cfg, placement)
             finally:

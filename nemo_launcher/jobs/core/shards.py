@@ -23,6 +23,26 @@ from typing import Any
 import torch
 
 _GATED = ("mlp.linear_fc1.weight", "mlp.linear_fc1.bias")
+
+# megatron-core's local transformer layer (self-attention and MLP) and the stack's final norm, by how tensor
+# parallelism splits them: the same in every family, whose rules add their embeddings, heads and further attention.
+LAYER_COLUMNS = (
+    "self_attention.linear_qkv.weight",
+    "self_attention.linear_qkv.bias",
+    "mlp.linear_fc1.weight",
+    "mlp.linear_fc1.bias",
+)
+LAYER_ROWS = ("self_attention.linear_proj.weight", "mlp.linear_fc2.weight")
+LAYER_REPLICATED = (
+    "input_layernorm.weight",
+    "input_layernorm.bias",
+    "pre_mlp_layernorm.weight",
+    "pre_mlp_layernorm.bias",
+    "final_layernorm.weight",
+    "final_layernorm.bias",
+    "self_attention.linear_proj.bias",
+    "mlp.linear_fc2.bias",
+)
 _TIED_COPY = "output_layer.weight"
 _WORD_EMBEDDINGS = "embedding.word_embeddings.weight"
 
@@ -55,6 +75,26 @@ class ShardLayout:
         if self.num_layers % self.pipeline_parallel:
             raise ValueError(f"num_layers({self.num_layers}) is not divisible by PP({self.pipeline_parallel})")
         return self.num_layers // self.pipeline_parallel
+
+
+def section_layout(
+    rules: ShardRules,
+    model: Mapping[str, Any],
+    tensor_parallel: int,
+    pipeline_parallel: int,
+    gated_activations: tuple[str, ...],
+) -> ShardLayout:
+    """The layout of a family's `model:` section (a mapping, as a .nemo stores it) split over TP x PP: its
+    `num_layers`, a gated linear_fc1 when its `activation` is one of gated_activations, and tied embeddings unless
+    share_embeddings_and_output_weights says otherwise."""
+    return ShardLayout(
+        rules,
+        tensor_parallel,
+        pipeline_parallel,
+        int(model["num_layers"]),
+        gated_mlp=model.get("activation") in gated_activations,
+        tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)),
+    )
 
 
 def merge_shards(shards: Mapping[tuple[int, int], Mapping[str, Any]], layout: ShardLayout) -> dict[str, torch.Tensor]:

@@ -147,6 +147,18 @@ def shared_transformer_settings(model, precision: str, on_gpu: bool, use_te: boo
     )
 
 
+def language_model_settings(model, stage: ChunkStage) -> dict[str, Any]:
+    """The keyword arguments megatron-core's language models (GPTModel, BertModel, T5Model) take alike from the
+    `model:` section and the chunk's pipeline stage."""
+    return dict(
+        max_sequence_length=model.max_position_embeddings,
+        pre_process=stage.pre_process,
+        post_process=stage.post_process,
+        share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
+        position_embedding_type=model.position_embedding_type,
+    )
+
+
 def userbuffer_settings(model, config) -> dict[str, Any]:
     """Transformer Engine's initialize_ub arguments: one [tokens of a microbatch on this rank, hidden] buffer shape,
     the TP size, FP8 or not, and the per-GEMM settings of model.ub_tp_comm_overlap_cfg (TE's defaults for the rest)."""

@@ -27,12 +27,8 @@ def download_pile(cfg: StepConfig, report: StepReport) -> None:
     layout = PileLayout(cfg)
     policy = fetch_policy(cfg)
     ensure_tokenizer_files(cfg)
-    for number in this_task_items(cfg.bound.shard_numbers()):
-        shard = layout.shard(number)
-        if shard.is_preprocessed():
-            log.info("shard %d: %s is complete; nothing to download", number, shard.output_prefix)
-            report.kept(number)
-            continue
+    for shard in layout.shards_to_do(report, log, "download"):
+        number = shard.number
         if os.path.isfile(shard.extracted):
             log.info("shard %d: %s is extracted; nothing to download", number, shard.extracted)
             report.kept(number)

@@ -13,7 +13,7 @@ import zstandard
 from tqdm import tqdm
 
 from ..common.errors import DataPrepError
-from ..steps.config import StepConfig, run_step, this_task_items
+from ..steps.config import StepConfig, run_step
 from ..steps.step_report import StepReport
 from .pile_layout import PileLayout
 
@@ -67,12 +67,8 @@ def main(argv=None) -> StepReport:
     remove_source = cfg.bound.rm_downloaded
     progress = cfg.bound.progress
     report = StepReport("extract", size_label="compressed input")
-    for number in this_task_items(cfg.bound.shard_numbers()):
-        shard = layout.shard(number)
-        if shard.is_preprocessed():
-            log.info("shard %d: %s is complete; nothing to extract", number, shard.output_prefix)
-            report.kept(number)
-            continue
+    for shard in layout.shards_to_do(report, log, "extract"):
+        number = shard.number
         if os.path.isfile(shard.extracted):
             log.info("shard %d: %s already extracted", number, shard.extracted)
             report.kept(number, output=shard.extracted)

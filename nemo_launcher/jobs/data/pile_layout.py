@@ -8,12 +8,15 @@ Each step asks how far a shard already got, so a rerun after a failure (or after
 removed the intermediate files) skips what is done instead of failing for a missing input.
 """
 
+import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..common.tokenizer import TokenizerSpec
-from ..steps.config import DataConfigError, StepConfig
+from ..steps.config import DataConfigError, StepConfig, this_task_items
 from ..steps.fetch import FetchPolicy, fetch
+from ..steps.step_report import StepReport
 from .indexed_format import complete_dataset
 from .shard_builder import ShardJob
 
@@ -65,6 +68,17 @@ class PileLayout:
             extracted=os.path.join(self.extracted_dir, extracted_name),
             output_prefix=os.path.join(self.preprocessed_dir, f"{prefix}_{self.json_key}_{self.level}"),
         )
+
+    def shards_to_do(self, report: StepReport, log: logging.Logger, step: str) -> Iterator[PileShard]:
+        """This task's shards (all of file_numbers without a Slurm array) that `step` (download, extract) may still
+        have work on: a shard whose dataset is complete already is logged and reported kept instead."""
+        for number in this_task_items(self.cfg.bound.shard_numbers()):
+            shard = self.shard(number)
+            if shard.is_preprocessed():
+                log.info("shard %d: %s is complete; nothing to %s", number, shard.output_prefix, step)
+                report.kept(number)
+            else:
+                yield shard
 
     def checksum(self, shard: PileShard) -> str | None:
         return self.checksums.get(os.path.basename(shard.downloaded))

@@ -88,6 +88,24 @@ def prompt_learning_examples(document: dict[str, Any], source: str = "<json>") -
         }
 
 
+def read_squad_source(source: Path, sample_questions: int | None, what: str) -> dict[str, Any]:
+    """The parsed SQuAD-format JSON file `source` (its `squad_preparation` entry names it; `what` says in the
+    message what to copy there). With sample_questions, a missing `source` is first written with that many generated
+    questions (the tiny pipelines' stand-in)."""
+    if sample_questions is not None:
+        write_sample_squad(source, sample_questions)
+    if not source.is_file():
+        raise JobConfigError(
+            f"{source}: no such file. Nothing is downloaded here: copy {what} "
+            f"({source.name}, as published) there, or point squad_preparation at it"
+        )
+    with open(source, encoding="utf-8") as handle:
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError as error:
+            raise JobConfigError(f"{source}: not valid JSON ({error})") from None
+
+
 def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_questions: int | None = None) -> int:
     """Writes `output` from `source` unless it exists; returns the number of lines it holds. With sample_questions,
     a missing `source` is first written with that many generated questions (the tiny pipelines' stand-in)."""
@@ -96,18 +114,7 @@ def convert(source: Path, output: Path, layout: str = "prompt_answer", sample_qu
             count = sum(1 for line in handle if line.strip())
         log.info("%s exists (%d samples); kept", output, count)
         return count
-    if sample_questions is not None:
-        write_sample_squad(source, sample_questions)
-    if not source.is_file():
-        raise JobConfigError(
-            f"{source}: no such file. Nothing is downloaded here: copy SQuAD v1.1 "
-            f"({source.name}, as published) there, or point squad_preparation at it"
-        )
-    with open(source, encoding="utf-8") as handle:
-        try:
-            document = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise JobConfigError(f"{source}: not valid JSON ({error})") from None
+    document = read_squad_source(source, sample_questions, "SQuAD v1.1")
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(f".{output.name}.{os.getpid()}.partial")
     count = 0

@@ -7,9 +7,8 @@ from typing import Any
 import torch
 
 from ...contract.schemas.gpt_training import ModelSection, TrainingConfig
-from ..common.config import JobConfigError
 from ..core import nemo_archive
-from ..core.conversion import ConversionFamily
+from ..core.conversion import ConversionFamily, check_model_split, config_tokenizer, hf_dtype
 from ..core.shards import merge_shards
 from ..core.standalone import start_model_parallel
 from . import hf_export
@@ -18,28 +17,21 @@ from .shards import gpt_shard_layout
 
 
 def _check_layout(section: ModelSection, tp: int, pp: int) -> None:
-    heads, groups = section.num_attention_heads, section.num_query_groups or section.num_attention_heads
-    if heads % tp or groups % tp or section.ffn_hidden_size % tp:
-        raise JobConfigError(
-            f"model.tensor_model_parallel_size: TP({tp}) must divide num_attention_heads({heads}), "
-            f"num_query_groups({groups}) and ffn_hidden_size({section.ffn_hidden_size})"
-        )
-    if section.num_layers % pp:
-        raise JobConfigError(
-            f"model.pipeline_model_parallel_size: PP({pp}) must divide num_layers({section.num_layers})"
-        )
+    split = {
+        "num_attention_heads": section.num_attention_heads,
+        "num_query_groups": section.num_query_groups or section.num_attention_heads,
+        "ffn_hidden_size": section.ffn_hidden_size,
+    }
+    check_model_split(tp, split, pp, section.num_layers)
 
 
 def _write_hf(cfg, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> str:
-    from ..common.tokenizer import GPT2_EOD, load_tokenizer
+    from ..common.tokenizer import GPT2_EOD
 
     spec = model_config["tokenizer"]
-    tokenizer = load_tokenizer(
-        spec["library"], spec.get("type"), spec.get("model"), spec.get("vocab_file"), spec.get("merge_file")
-    )
-    dtype = getattr(torch, cfg.hf.dtype) if cfg.hf.dtype else None
+    tokenizer = config_tokenizer(spec)
     architecture = hf_export.export_hf(
-        model_config, full, cfg.hf_dir, vocab_size=tokenizer.vocab_size, eod=tokenizer.eod, dtype=dtype
+        model_config, full, cfg.hf_dir, vocab_size=tokenizer.vocab_size, eod=tokenizer.eod, dtype=hf_dtype(cfg)
     )
     eod_token = GPT2_EOD if spec["library"] == "megatron" else _token_of(spec, tokenizer.eod)
     hf_export.write_hf_tokenizer(spec, cfg.hf_dir, eod_token, max_length=int(model_config["encoder_seq_length"]))

@@ -149,19 +149,14 @@ def _rank() -> int:
 def main(argv=None) -> int:
     import time
 
-    from ..common.config import JobConfigError, config_path_from_argv, load_resolved_config
-    from ..common.distributed import placement_from_env
-    from ..common.quiet import start_job
+    from ..common.config import JobConfigError
     from ..common.report import JobFault, print_error
-    from ..common.run_directory import claimed
+    from ..common.run_directory import claimed_run
 
     started = time.monotonic()
     try:
-        path = config_path_from_argv(argv, prog="python3 -m nemo_launcher.jobs.gpt.evaluate")
-        placement = placement_from_env()
-        start_job(placement.rank)
-        cfg = EvaluationConfig.from_dict(load_resolved_config(path))
-        with claimed(cfg.writes()[0], placement.rank, placement.world_size):
+        prog = "python3 -m nemo_launcher.jobs.gpt.evaluate"
+        with claimed_run(argv, prog, EvaluationConfig.from_dict, lambda cfg: cfg.writes()[0]) as (cfg, _):
             results = evaluate(cfg)
             if results is not None:
                 evaluation_summary(cfg, results, time.monotonic() - started).show(_rank())

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ...contract.schemas.gpt_training import ModelSection
 from ..common.config import JobConfigError
 from ..core.recipe import ChunkStage
-from ..core.transformer import build_chunks, shared_transformer_settings
+from ..core.transformer import build_chunks, language_model_settings, shared_transformer_settings
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,7 @@ def build_gpt_chunks(model: ModelSection, config, vocab_size: int, use_te: bool)
 def gpt_model_settings(model: ModelSection, stage: ChunkStage) -> dict:
     """GPTModel's keyword arguments other than the config, the layer spec and the vocabulary size."""
     return dict(
-        max_sequence_length=model.max_position_embeddings,
-        pre_process=stage.pre_process,
-        post_process=stage.post_process,
-        share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
-        position_embedding_type=model.position_embedding_type,
+        **language_model_settings(model, stage),
         rotary_percent=model.rotary_percentage,
         fp16_lm_cross_entropy=model.fp16_lm_cross_entropy,
         vp_stage=stage.vp_stage,

@@ -19,15 +19,8 @@ PROGRAMS = {
 
 
 def run(argv, stage: str) -> int:
-    from ..tuning.peft_methods import method_for, run_method
+    from ..tuning.peft_methods import run_method
     from ..tuning.prompt_data import PromptLearningData
     from .tuning import GptTuning
 
-    return run_method(
-        argv,
-        stage,
-        PROGRAMS[stage],
-        lambda cfg: GptTuning(
-            cfg, stage, cfg.model.language_model_path, PromptLearningData(cfg.model), method_for(cfg, stage)
-        ),
-    )
+    return run_method(argv, stage, PROGRAMS[stage], GptTuning, PromptLearningData)

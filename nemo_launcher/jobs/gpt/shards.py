@@ -14,41 +14,17 @@ pipeline stage holds the final norm and the output layer.
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.shards import ShardLayout, ShardRules
+from ..core.shards import LAYER_COLUMNS, LAYER_REPLICATED, LAYER_ROWS, ShardLayout, ShardRules, section_layout
 
 GPT_RULES = ShardRules(
     stack="decoder",
-    column=(
-        "embedding.word_embeddings.weight",
-        "output_layer.weight",
-        "self_attention.linear_qkv.weight",
-        "self_attention.linear_qkv.bias",
-        "mlp.linear_fc1.weight",
-        "mlp.linear_fc1.bias",
-    ),
-    row=("self_attention.linear_proj.weight", "mlp.linear_fc2.weight"),
-    replicated=(
-        "embedding.position_embeddings.weight",
-        "input_layernorm.weight",
-        "input_layernorm.bias",
-        "pre_mlp_layernorm.weight",
-        "pre_mlp_layernorm.bias",
-        "final_layernorm.weight",
-        "final_layernorm.bias",
-        "self_attention.linear_proj.bias",
-        "mlp.linear_fc2.bias",
-    ),
+    column=("embedding.word_embeddings.weight", "output_layer.weight", *LAYER_COLUMNS),
+    row=LAYER_ROWS,
+    replicated=("embedding.position_embeddings.weight", *LAYER_REPLICATED),
     last_stage=("decoder.final_layernorm.", "output_layer."),
 )
 
 
 def gpt_shard_layout(model: Mapping[str, Any], tensor_parallel: int, pipeline_parallel: int) -> ShardLayout:
     """The layout of a GPT `model:` section split over TP x PP."""
-    return ShardLayout(
-        GPT_RULES,
-        tensor_parallel,
-        pipeline_parallel,
-        int(model["num_layers"]),
-        gated_mlp=model.get("activation") == "fast-swiglu",
-        tied_embeddings=bool(model.get("share_embeddings_and_output_weights", True)),
-    )
+    return section_layout(GPT_RULES, model, tensor_parallel, pipeline_parallel, gated_activations=("fast-swiglu",))

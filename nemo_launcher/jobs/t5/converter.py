@@ -8,9 +8,8 @@ from typing import Any
 import torch
 
 from ...contract.schemas.t5_training import T5ModelSection, T5TrainingConfig
-from ..common.config import JobConfigError
 from ..core import nemo_archive
-from ..core.conversion import ConversionFamily
+from ..core.conversion import ConversionFamily, check_model_split, config_tokenizer, hf_dtype
 from ..core.shards import merge_shards
 from . import hf_export
 from .shards import t5_shard_layout
@@ -19,23 +18,15 @@ from .standalone import build_inference_model, inference_section, start_t5_model
 
 def _check_layout(section: T5ModelSection, tp: int, pp: int) -> None:
     # Attention and the relative-position bias are split by head, the MLP by its hidden units.
-    if section.num_attention_heads % tp or section.ffn_hidden_size % tp:
-        raise JobConfigError(
-            f"model.tensor_model_parallel_size: TP({tp}) must divide num_attention_heads"
-            f"({section.num_attention_heads}) and ffn_hidden_size({section.ffn_hidden_size})"
-        )
+    check_model_split(
+        tp, {"num_attention_heads": section.num_attention_heads, "ffn_hidden_size": section.ffn_hidden_size}
+    )
 
 
 def _write_hf(cfg, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> str:
-    from ..common.tokenizer import load_tokenizer
-
     spec = model_config["tokenizer"]
-    tokenizer = load_tokenizer(
-        **{key: spec.get(key) for key in ("library", "type", "model", "vocab_file", "merge_file")},
-        num_sentinel_tokens=int(spec.get("num_sentinel_tokens", 100)),
-    )
-    dtype = getattr(torch, cfg.hf.dtype) if cfg.hf.dtype else None
-    architecture = hf_export.export_hf(model_config, full, cfg.hf_dir, tokenizer, dtype=dtype)
+    tokenizer = config_tokenizer(spec, num_sentinel_tokens=int(spec.get("num_sentinel_tokens", 100)))
+    architecture = hf_export.export_hf(model_config, full, cfg.hf_dir, tokenizer, dtype=hf_dtype(cfg))
     hf_export.write_hf_tokenizer(spec, tokenizer, cfg.hf_dir, max_length=int(model_config["encoder_seq_length"]))
     return architecture
 

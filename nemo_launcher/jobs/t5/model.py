@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ...contract.schemas.t5_training import T5ModelSection
 from ..core.recipe import ChunkStage
-from ..core.transformer import shared_transformer_settings
+from ..core.transformer import language_model_settings, shared_transformer_settings
 
 GATED = ("geglu", "swiglu", "reglu")
 
@@ -106,11 +106,7 @@ def t5_chunk(model: T5ModelSection, config, vocab_size: int, use_te: bool, stage
         transformer_encoder_layer_spec=encoder_spec,
         transformer_decoder_layer_spec=decoder_spec,
         vocab_size=vocab_size,
-        max_sequence_length=model.max_position_embeddings,
-        pre_process=stage.pre_process,
-        post_process=stage.post_process,
-        share_embeddings_and_output_weights=model.share_embeddings_and_output_weights,
-        position_embedding_type=model.position_embedding_type,
+        **language_model_settings(model, stage),
         relative_attention_num_buckets=model.relative_attention_num_buckets,
         relative_attention_max_distance=model.relative_attention_max_distance,
     )

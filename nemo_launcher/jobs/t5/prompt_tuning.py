@@ -73,14 +73,7 @@ class T5Tuning(TuningJob):
 
 
 def run(argv, stage: str) -> int:
-    from ..tuning.peft_methods import method_for, run_method
+    from ..tuning.peft_methods import run_method
     from .prompt_data import T5PromptData
 
-    return run_method(
-        argv,
-        stage,
-        PROGRAMS[stage],
-        lambda cfg: T5Tuning(
-            cfg, stage, cfg.model.language_model_path, T5PromptData(cfg.model), method_for(cfg, stage)
-        ),
-    )
+    return run_method(argv, stage, PROGRAMS[stage], T5Tuning, T5PromptData)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...contract.schemas.t5_training import T5ModelSection
-from ..core.shards import ShardLayout, ShardRules
+from ..core.shards import LAYER_COLUMNS, LAYER_REPLICATED, LAYER_ROWS, ShardLayout, ShardRules
 from .model import GATED
 
 T5_RULES = ShardRules(
@@ -28,29 +28,19 @@ T5_RULES = ShardRules(
         "embedding.word_embeddings.weight",
         "output_layer.weight",
         "output_layer.bias",
-        "self_attention.linear_qkv.weight",
-        "self_attention.linear_qkv.bias",
+        *LAYER_COLUMNS,
         "cross_attention.linear_q.weight",
         "cross_attention.linear_q.bias",
         "cross_attention.linear_kv.weight",
         "cross_attention.linear_kv.bias",
-        "mlp.linear_fc1.weight",
-        "mlp.linear_fc1.bias",
     ),
-    row=("self_attention.linear_proj.weight", "cross_attention.linear_proj.weight", "mlp.linear_fc2.weight"),
+    row=(*LAYER_ROWS, "cross_attention.linear_proj.weight"),
     replicated=(
+        *LAYER_REPLICATED,
         "position_embeddings.weight",
-        "input_layernorm.weight",
-        "input_layernorm.bias",
         "pre_cross_attn_layernorm.weight",
         "pre_cross_attn_layernorm.bias",
-        "pre_mlp_layernorm.weight",
-        "pre_mlp_layernorm.bias",
-        "final_layernorm.weight",
-        "final_layernorm.bias",
-        "self_attention.linear_proj.bias",
         "cross_attention.linear_proj.bias",
-        "mlp.linear_fc2.bias",
         "relative_pos_emb.relative_attention_bias.weight",
     ),
     last_stage=(

@@ -30,8 +30,7 @@ from typing import Any
 
 from ...contract.schemas.t5_finetuning import QaToText
 from ..common.config import JobConfigError, bind, config_path_from_argv, load_resolved_config
-from ..data.sample_squad import write_sample_squad
-from ..data.squad import squad_questions
+from ..data.squad import read_squad_source, squad_questions
 
 KEY = "squad_preparation"
 
@@ -58,18 +57,7 @@ def convert(item: QaToText) -> tuple[int, bool]:
         with open(outputs[0], encoding="utf-8") as handle:
             return sum(1 for _ in handle), False
     source = Path(item.source)
-    if item.sample_questions is not None:
-        write_sample_squad(source, item.sample_questions)
-    if not source.is_file():
-        raise JobConfigError(
-            f"{source}: no such file. Nothing is downloaded here: copy the SQuAD-format JSON "
-            f"({source.name}, as published) there, or point {KEY} at it"
-        )
-    with open(source, encoding="utf-8") as handle:
-        try:
-            document = json.load(handle)
-        except json.JSONDecodeError as error:
-            raise JobConfigError(f"{source}: not valid JSON ({error})") from None
+    document = read_squad_source(source, item.sample_questions, "the SQuAD-format JSON")
     partials = [path.with_name(f".{path.name}.{os.getpid()}.partial") for path in outputs]
     count = 0
     try:

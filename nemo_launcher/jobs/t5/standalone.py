@@ -23,11 +23,11 @@ from typing import Any
 import torch
 
 from ...contract.schemas.t5_training import T5ModelSection
-from ..common.config import JobConfigError, bind
-from ..core.nemo_archive import layout_of, load_nemo_shard, load_weights, padded_vocab_of, read_nemo_config, save_nemo
-from ..core.shards import merge_shards, split_state_dict
-from ..core.standalone import PRECISIONS, on_gpu, precision_of, start_model_parallel
-from ..core.transformer import build_chunks
+from ..common.config import JobConfigError
+from ..common.tokenizer import load_tokenizer
+from ..core.nemo_archive import layout_of, load_nemo_shard, read_nemo_config, save_nemo
+from ..core.shards import merge_shards
+from ..core.standalone import build_eval_chunk, inference_copy, load_from_nemo, start_model_parallel
 from .model import t5_chunk, transformer_config
 from .shards import t5_shard_layout
 
@@ -46,33 +46,15 @@ def start_t5_model_parallel(tensor_parallel: int, pipeline_parallel: int = 1, se
 
 def inference_section(model: T5ModelSection, tensor_parallel: int, pipeline_parallel: int = 1) -> T5ModelSection:
     """The training `model:` section with what only changes training speed switched off (the weights compute the
-    same function): activation recomputation and Transformer Engine (which the local spec on a CPU cannot run)."""
-    return dataclasses.replace(
-        model,
-        tensor_model_parallel_size=tensor_parallel,
-        pipeline_model_parallel_size=pipeline_parallel,
-        pipeline_model_parallel_split_rank=0,
-        activations_checkpoint_granularity=None,
-        activations_checkpoint_method=None,
-        activations_checkpoint_num_layers=None,
-        transformer_engine=False,
-        use_cpu_initialization=True,
-    )
+    same function): core's INFERENCE_SETTINGS."""
+    return inference_copy(model, tensor_parallel, pipeline_parallel, pipeline_model_parallel_split_rank=0)
 
 
 def build_inference_model(model: T5ModelSection, vocab_size: int, precision: str, initialize: bool = False):
     """This rank's T5Model in eval mode, on this rank's device; `vocab_size` is the padded size the weights were
     trained with (rows of the embedding table). initialize=False skips the random init: the caller loads every
     parameter."""
-    if precision not in PRECISIONS:
-        raise JobConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
-    config = transformer_config(model, precision=precision, on_gpu=on_gpu(), use_te=False)
-    if not initialize:
-        config = dataclasses.replace(config, perform_initialization=False)
-    (chunk,) = build_chunks(t5_chunk, model, config, vocab_size, use_te=False)
-    if on_gpu():
-        chunk = chunk.cuda(torch.cuda.current_device())
-    return chunk.eval()
+    return build_eval_chunk(t5_chunk, transformer_config, model, vocab_size, precision, initialize)
 
 
 def host_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -101,30 +83,12 @@ def load_t5_nemo(path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
 
 
 def load_t5_from_nemo(path, tensor_parallel: int = 1, pipeline_parallel: int = 1, precision: str | None = None):
-    """(T5Model of this rank in eval mode, tokenizer with T5's sentinels) from an archive, at the TP asked for.
-
-    Starts the process group and megatron's parallel state when they are not running (one process for TP=1).
-    An archive written for this TP gives each rank its own shard; any other is merged and re-split.
+    """(T5Model of this rank in eval mode, tokenizer with T5's sentinels) from an archive, at the TP asked for
+    (core/standalone.py's load_from_nemo with T5's parts).
     precision: fp32, bf16 or fp16; by default the dtype the weights are stored in.
     """
-    from megatron.core import parallel_state
+    from .converter import T5  # the converter names T5's parts and imports this module
 
-    from ..common.tokenizer import load_tokenizer
-
-    config = read_nemo_config(path)
-    start_t5_model_parallel(tensor_parallel, pipeline_parallel, seed=int(config.get("seed", 1234)))
-    tp_rank = parallel_state.get_tensor_model_parallel_rank()
-    if layout_of(config) == (tensor_parallel, pipeline_parallel):
-        state_dict = load_nemo_shard(path, tp_rank, 0)
-    else:
-        _, full = load_t5_nemo(path)
-        state_dict = split_state_dict(full, t5_shard_layout(config, tensor_parallel), tp_rank, 0)
-    section = inference_section(bind(T5ModelSection, config, "model"), tensor_parallel, pipeline_parallel)
-    tokenizer = load_tokenizer(**dataclasses.asdict(section.tokenizer))
-    model = build_inference_model(
-        section,
-        padded_vocab_of(state_dict, tensor_parallel, tokenizer.vocab_size),
-        precision or precision_of(state_dict),
+    return load_from_nemo(
+        T5, path, tensor_parallel, pipeline_parallel, precision, lambda spec: load_tokenizer(**dataclasses.asdict(spec))
     )
-    load_weights(model, state_dict, str(path))
-    return model, tokenizer

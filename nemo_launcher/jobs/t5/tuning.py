@@ -181,18 +181,8 @@ class Seq2SeqTuningModule(TrainingModule):
 
     # ---- data --------------------------------------------------------------------------------------------------------
     def train_dataloader(self):
-        from ..core.samplers import StepBatchSampler, make_loader
-
-        p = self.parts
         # MixedDataset shuffles on its own; the sampler reads it in order from the step reached.
-        sampler = StepBatchSampler(
-            len(p.train_dataset),
-            p.batches,
-            p.cfg.trainer.max_steps,
-            start_step=lambda: self.trainer.global_step,
-            dp_rank=p.dp_rank,
-        )
-        return make_loader(p.train_dataset, sampler, p.cfg.model.data.train_ds.num_workers, p.on_gpu, p.cfg.model.seed)
+        return self.step_loader(self.parts.cfg.model.data.train_ds.num_workers)
 
     def val_dataloader(self):
         from ..core.samplers import EvalBatchSampler, make_loader

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ..core.module import TrainingModule, _mean_of
-from ..core.samplers import EvalBatchSampler, StepBatchSampler, make_loader
+from ..core.samplers import EvalBatchSampler, make_loader
 
 
 class Tuning:
@@ -86,18 +86,8 @@ class TuningModule(TrainingModule):
 
     # ---- data ----------------------------------------------------------------------------------------
     def train_dataloader(self):
-        p = self.parts
         # The tuning's datasets shuffle themselves (a pure function of the seed), so the step order stays exact.
-        sampler = StepBatchSampler(
-            len(p.train_dataset),
-            p.batches,
-            p.cfg.trainer.max_steps,
-            start_step=lambda: self.trainer.global_step,
-            dp_rank=p.dp_rank,
-        )
-        return make_loader(
-            p.train_dataset, sampler, self.tuning.num_workers, p.on_gpu, p.cfg.model.seed, self.tuning.collate
-        )
+        return self.step_loader(self.tuning.num_workers, collate_fn=self.tuning.collate)
 
     def val_dataloader(self):
         p = self.parts

@@ -117,11 +117,20 @@ def run_sft(argv, stage: str, prog: str, make_job) -> int:
     tuning job (make_job(cfg, stage)), run the core."""
     from ...contract.schemas.gpt_sft import SftConfig
 
+    def bind_job(section):
+        cfg = SftConfig.from_dict(section, stage=stage)
+        return cfg, make_job(cfg, stage)
+
+    return run_tuning_program(argv, prog, bind_job)
+
+
+def run_tuning_program(argv, prog: str, bind_job) -> int:
+    """A tuning program on the trainer core: bind_job(section) -> (bound config, the family's tuning job, which gives
+    the core its recipe(), build() and module()). The core binds the config first, so the job is made then."""
     jobs = {}
 
     def bind(section):
-        cfg = SftConfig.from_dict(section, stage=stage)
-        jobs["job"] = make_job(cfg, stage)
+        cfg, jobs["job"] = bind_job(section)
         return cfg
 
     return run_program(

@@ -18,8 +18,8 @@ import torch
 from ...contract.schemas.gpt_prompt_learning import AdapterSection, PromptLearningConfig
 from ..common.config import JobConfigError, bind
 from ..core.nemo_archive import load_nemo, save_nemo
-from ..core.program import run_program
 from .base import Method, copy_into, replicated
+from .job import run_tuning_program
 from .layer_adapters import add_houlsby, add_ia3, gather_whole, houlsby_sharded_state, ia3_sharded_state, load_whole
 from .tuned_files import saving, tensor_bytes
 from .virtual_prompts import VirtualPrompts
@@ -163,26 +163,17 @@ def method_for(cfg, stage: str) -> Method:
     return LayerMethod(cfg, "adapter" if stage == "adapter_learning" else "ia3")
 
 
-def run_method(argv, stage: str, prog: str, make_job) -> int:
-    """The program of one of these stages for a family: binds the section (schema gpt_prompt_learning, any family),
-    makes the family's tuning job (make_job(cfg): recipe(), build(), module()) and runs it on the trainer core."""
-    from types import SimpleNamespace
+def run_method(argv, stage: str, prog: str, tuning_class, data_class) -> int:
+    """The program of one of these stages for a family: binds the section (schema gpt_prompt_learning, any family)
+    and runs the family's tuning job on the trainer core: tuning_class(cfg, stage, base model path,
+    data_class(cfg.model), the stage's method)."""
 
-    jobs = {}
-
-    def bind(section):
+    def bind_job(section):
         cfg = PromptLearningConfig.from_dict(section, stage=stage)
-        jobs["job"] = make_job(cfg)
-        return cfg
+        data = data_class(cfg.model)
+        return cfg, tuning_class(cfg, stage, cfg.model.language_model_path, data, method_for(cfg, stage))
 
-    return run_program(
-        argv,
-        prog,
-        SimpleNamespace(from_dict=bind),
-        lambda cfg: jobs["job"].recipe(cfg),
-        build=lambda *args: jobs["job"].build(*args),
-        module_class=lambda parts: jobs["job"].module(parts),
-    )
+    return run_tuning_program(argv, prog, bind_job)
 
 
 def restore_result(model: torch.nn.Module, path: str, methods: tuple[str, ...]):

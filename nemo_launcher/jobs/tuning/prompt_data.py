@@ -11,7 +11,6 @@ tokenized on its own, so truncation can drop tokens from the start of truncate_f
 gets the spaces that end the prompt, as in sft_data.py (GPT-2 BPE glues a space to the word after it).
 """
 
-import json
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,36 +19,27 @@ import torch
 
 from ...contract.schemas.gpt_prompt_learning import FIELD, VIRTUAL_MARKER
 from ..common.config import JobConfigError
-from .sft_data import MixedDataset, collate
+from .sft_data import MixedDataset, collate, jsonl_records
 
 Line = dict[str, Any]
 
 
 def read_prompt_jsonl(path: str, tasks: dict[str, Any]) -> list[Line]:
     """Every line of a prompt-learning file, checked for a known taskname and the fields its template needs."""
-    if not Path(path).is_file():
-        raise JobConfigError(f"{path}: no such jsonl file")
     lines = []
-    with open(path, encoding="utf-8") as handle:
-        for number, text in enumerate(handle, 1):
-            if not text.strip():
-                continue
-            try:
-                line = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise JobConfigError(f"{path}:{number}: not a JSON object ({error.msg})") from None
-            template = tasks.get(line.get("taskname")) if isinstance(line, dict) else None
-            if template is None:
-                raise JobConfigError(
-                    f"{path}:{number}: taskname {line.get('taskname') if isinstance(line, dict) else None!r} "
-                    f"has no task template (model.task_templates: {', '.join(tasks)})"
-                )
-            missing = [f for f in template.fields() + [template.answer_field] if not isinstance(line.get(f), str)]
-            if missing:
-                raise JobConfigError(
-                    f"{path}:{number}: needs text under {missing[0]!r} (the {line['taskname']} template's field)"
-                )
-            lines.append(line)
+    for number, line in jsonl_records(path):
+        template = tasks.get(line.get("taskname")) if isinstance(line, dict) else None
+        if template is None:
+            raise JobConfigError(
+                f"{path}:{number}: taskname {line.get('taskname') if isinstance(line, dict) else None!r} "
+                f"has no task template (model.task_templates: {', '.join(tasks)})"
+            )
+        missing = [f for f in template.fields() + [template.answer_field] if not isinstance(line.get(f), str)]
+        if missing:
+            raise JobConfigError(
+                f"{path}:{number}: needs text under {missing[0]!r} (the {line['taskname']} template's field)"
+            )
+        lines.append(line)
     if not lines:
         raise JobConfigError(f"{path}: holds no line")
     return lines

@@ -20,8 +20,9 @@ cannot influence earlier positions.
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,32 +33,39 @@ from ..common.config import JobConfigError
 Example = dict[str, str]
 
 
-def read_jsonl(path: str, context_key: str = "input", label_key: str = "output") -> list[Example]:
-    """Every line as {"input": ..., "output": ...} (plus "answers" when the line has them)."""
-    examples = []
+def jsonl_records(path: str) -> Iterator[tuple[int, Any]]:
+    """(line number from 1, parsed JSON) of every non-blank line of a jsonl file; JobConfigError when the file does
+    not exist or a line is not JSON."""
     if not Path(path).is_file():
         raise JobConfigError(f"{path}: no such jsonl file")
     with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
+        for number, text in enumerate(handle, 1):
+            if not text.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(text)
             except json.JSONDecodeError as error:
                 raise JobConfigError(f"{path}:{number}: not a JSON object ({error.msg})") from None
-            if (
-                not isinstance(record, dict)
-                or not isinstance(record.get(context_key), str)
-                or not isinstance(record.get(label_key), str)
-            ):
-                raise JobConfigError(
-                    f"{path}:{number}: needs text under {context_key!r} and {label_key!r} "
-                    "(set context_key / label_key to the keys your file uses)"
-                )
-            example = {"input": record[context_key], "output": record[label_key]}
-            if isinstance(record.get("answers"), list):
-                example["answers"] = [str(a) for a in record["answers"]]
-            examples.append(example)
+            yield number, record
+
+
+def read_jsonl(path: str, context_key: str = "input", label_key: str = "output") -> list[Example]:
+    """Every line as {"input": ..., "output": ...} (plus "answers" when the line has them)."""
+    examples = []
+    for number, record in jsonl_records(path):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get(context_key), str)
+            or not isinstance(record.get(label_key), str)
+        ):
+            raise JobConfigError(
+                f"{path}:{number}: needs text under {context_key!r} and {label_key!r} "
+                "(set context_key / label_key to the keys your file uses)"
+            )
+        example = {"input": record[context_key], "output": record[label_key]}
+        if isinstance(record.get("answers"), list):
+            example["answers"] = [str(a) for a in record["answers"]]
+        examples.append(example)
     if not examples:
         raise JobConfigError(f"{path}: holds no sample")
     return examples
