@@ -13,7 +13,7 @@ The seed's rules: no gradient accumulation (micro_batch_size x data-parallel GPU
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, fraction, non_negative, positive, positive_fields
+from ..binding import config_fault, field_fault, fraction, non_negative, positive, positive_fields
 from .common_training import (
     BuildSettings,
     ExpManagerSection,
@@ -62,15 +62,17 @@ class TextTower:
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
         if self.encoder_seq_length < 3:
-            raise config_fault(
-                f"{key}.encoder_seq_length",
-                self.encoder_seq_length,
+            raise field_fault(
+                self,
+                key,
+                "encoder_seq_length",
                 "needs room for the start token, one text token and the end token: at least 3",
             )
         if self.max_position_embeddings < self.encoder_seq_length:
-            raise config_fault(
-                f"{key}.max_position_embeddings",
-                self.max_position_embeddings,
+            raise field_fault(
+                self,
+                key,
+                "max_position_embeddings",
                 f"is below encoder_seq_length ({self.encoder_seq_length}): one position row per token",
             )
         check_heads(self, key)
@@ -110,9 +112,7 @@ class ShardSet:
 
     def check(self, key: str) -> None:
         if not self.dataset_path:
-            raise config_fault(
-                f"{key}.dataset_path", self.dataset_path, "list at least one wdinfo.pkl, .tar or folder of tars"
-            )
+            raise field_fault(self, key, "dataset_path", "list at least one wdinfo.pkl, .tar or folder of tars")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +152,7 @@ class EmaSection:
 
     def check(self, key: str) -> None:
         if not 0.0 < self.decay < 1.0:
-            raise config_fault(f"{key}.decay", self.decay, "must be in (0, 1), e.g. 0.9999")
+            raise field_fault(self, key, "decay", "must be in (0, 1), e.g. 0.9999")
         positive(f"{key}.every_n_steps", self.every_n_steps)
 
 
@@ -190,10 +190,8 @@ class ClipModelSection(BuildSettings):
                     f"{key}.{tower}.output_dim", given, f"must equal {key}.output_dim ({self.output_dim})"
                 )
         if not 0.0 < self.logit_scale_init <= self.logit_scale_max:
-            raise config_fault(
-                f"{key}.logit_scale_init",
-                self.logit_scale_init,
-                f"must be in (0, logit_scale_max ({self.logit_scale_max})]",
+            raise field_fault(
+                self, key, "logit_scale_init", f"must be in (0, logit_scale_max ({self.logit_scale_max})]"
             )
         tp = self.tensor_model_parallel_size
         for tower in ("vision", "text"):

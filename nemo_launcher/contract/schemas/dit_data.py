@@ -10,7 +10,7 @@ model.data.latent_shape ([3, 1, image_size, image_size]), text_length and text_e
 
 import dataclasses
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import StageSchema, field_fault, positive_fields
 from .data_preparation import StepPlan
 from .run import RunBase
 
@@ -36,7 +36,7 @@ class DitShapesDataConfig(StageSchema, stage=STAGE):
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_samples", "shard_size", "image_size", "text_length", "text_embedding_dim")
         if self.image_size < 8:
-            raise config_fault(f"{key}.image_size", self.image_size, "shapes need at least 8 x 8 pixels")
+            raise field_fault(self, key, "image_size", "shapes need at least 8 x 8 pixels")
 
     def steps(self) -> list[StepPlan]:
         return [StepPlan("shapes_data")]

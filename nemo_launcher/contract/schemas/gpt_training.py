@@ -12,7 +12,7 @@ refuses what Megatron would refuse hours later in the queue.
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, non_negative, positive, positive_fields
+from ..binding import config_fault, field_fault, non_negative, positive, positive_fields
 from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .common_training import (
     CheckpointParams,
@@ -194,14 +194,12 @@ class ModelSection(DecoderStackSection):
         check_fixed(self, key, FIXED_MODEL_KEYS)
         positive_fields(self, key, "fp8_interval", "fp8_amax_history_len")
         if not 0.0 < self.rotary_percentage <= 1.0:
-            raise config_fault(f"{key}.rotary_percentage", self.rotary_percentage, "must be in (0, 1]")
+            raise field_fault(self, key, "rotary_percentage", "must be in (0, 1]")
         if self.num_query_groups is not None:
             positive(f"{key}.num_query_groups", self.num_query_groups)
             if self.num_attention_heads % self.num_query_groups:
-                raise config_fault(
-                    f"{key}.num_query_groups",
-                    self.num_query_groups,
-                    f"must divide num_attention_heads ({self.num_attention_heads})",
+                raise field_fault(
+                    self, key, "num_query_groups", f"must divide num_attention_heads ({self.num_attention_heads})"
                 )
         super().check(key)
         if self.overlap_p2p_comm and self.virtual_pipeline_size() == 1:
@@ -316,10 +314,8 @@ class GptCheckpointParams(CheckpointParams):
         )
         if (self.monitor, self.mode) in (("step", "min"), ("val_loss", "max")):
             kept = "newest checkpoints (mode max)" if self.monitor == "step" else "lowest validation losses (mode min)"
-            raise config_fault(
-                f"{key}.mode",
-                self.mode,
-                f"monitor: {self.monitor} keeps the {kept}; set mode to match, or null",
+            raise field_fault(
+                self, key, "mode", f"monitor: {self.monitor} keeps the {kept}; set mode to match, or null"
             )
         if self.model_parallel_size is not None:
             positive(f"{key}.model_parallel_size", self.model_parallel_size)

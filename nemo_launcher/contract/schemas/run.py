@@ -2,9 +2,8 @@
 read `name` and `results_dir`. A stage schema extends `RunBase` with its own run keys."""
 
 import dataclasses
-from pathlib import PurePosixPath
 
-from ..binding import config_fault
+from ..binding import absolute_path_fields, config_fault
 from ..durations import SlurmTime
 
 
@@ -21,5 +20,4 @@ class RunBase:
         name = self.name
         if not name or "/" in name or name in (".", "..") or any(c in name for c in "\n\r\0"):
             raise config_fault(f"{key}.name", name, "a run name is one path component: no slashes, line breaks or NULs")
-        if not PurePosixPath(self.results_dir).is_absolute():
-            raise config_fault(f"{key}.results_dir", self.results_dir, "must be an absolute path")
+        absolute_path_fields(self, key, "results_dir")

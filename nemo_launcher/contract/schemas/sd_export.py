@@ -13,9 +13,8 @@ EDIT_MODEL>/` (Triton's layout) and EXPORT_REPORT_FILE with what was checked.
 """
 
 import dataclasses
-from pathlib import PurePosixPath
 
-from ..binding import StageSchema, config_fault, positive
+from ..binding import StageSchema, absolute_path_fields, config_fault, field_fault, positive
 from .sd_inference import EditSection, InferenceModel, InferenceRun, InferSection
 from .vision_export import EXPORT_REPORT_FILE, INFER_CONFIG_FILE, ExportTrainer
 
@@ -34,11 +33,10 @@ class _ExportPlaces:
     # Also write the Triton entry into this folder (the seed's <launcher>/deployment/server); null: only model_repo/
     deployment_dir: str | None = None
 
-    def _check_places(self, key: str, out_key: str, out_path: str | None) -> None:
+    def _check_places(self, key: str, out_key: str) -> None:
+        """`out_key` names the section's output folder field (the infer and edit sections spell it differently)."""
         positive(f"{key}.check_tolerance", self.check_tolerance)
-        for name, value in ((out_key, out_path), ("deployment_dir", self.deployment_dir)):
-            if value is not None and not PurePosixPath(value).is_absolute():
-                raise config_fault(f"{key}.{name}", value, "must be an absolute path")
+        absolute_path_fields(self, key, out_key, "deployment_dir")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +46,8 @@ class ExportInferSection(InferSection, _ExportPlaces):
     def check(self, key: str) -> None:
         super().check(key)
         if not self.out_path:
-            raise config_fault(f"{key}.out_path", self.out_path, "name the folder of onnx/, plan/ and model_repo/")
-        self._check_places(key, "out_path", self.out_path)
+            raise field_fault(self, key, "out_path", "name the folder of onnx/, plan/ and model_repo/")
+        self._check_places(key, "out_path")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +57,7 @@ class ExportEditSection(EditSection, _ExportPlaces):
 
     def check(self, key: str) -> None:
         super().check(key)
-        self._check_places(key, "outpath", self.outpath)
+        self._check_places(key, "outpath")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ each prompt's images by the nearest class-mean image.
 import dataclasses
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, non_negative, positive_fields
+from ..binding import StageSchema, config_fault, field_fault, non_negative, positive_fields
 from .common_training import Precision, precision_name
 from .run import RunBase
 
@@ -33,9 +33,10 @@ class InferenceRun(RunBase):
     def check(self, key: str) -> None:
         super().check(key)
         if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(
-                f"{key}.ntasks_per_node",
-                self.ntasks_per_node,
+            raise field_fault(
+                self,
+                key,
+                "ntasks_per_node",
                 "framework inference runs in one process: set run.nodes and run.ntasks_per_node to 1",
             )
 
@@ -51,7 +52,7 @@ class InferenceTrainer:
     def check(self, key: str) -> None:
         positive_fields(self, key, "devices", "num_nodes")
         if self.accelerator == "cpu" and self.precision_name() == "fp16":
-            raise config_fault(f"{key}.precision", self.precision, "fp16 runs on GPUs only: use 32 or bf16 on the CPU")
+            raise field_fault(self, key, "precision", "fp16 runs on GPUs only: use 32 or bf16 on the CPU")
 
     def precision_name(self) -> str:
         return precision_name(self.precision)
@@ -89,7 +90,7 @@ class InferSection:
         )
         non_negative(f"{key}.eta", self.eta)
         if self.eta and self.sampler_type != "DDIM":
-            raise config_fault(f"{key}.eta", self.eta, f"only DDIM adds noise by eta; set 0 for {self.sampler_type}")
+            raise field_fault(self, key, "eta", f"only DDIM adds noise by eta; set 0 for {self.sampler_type}")
         for name in ("height", "width"):
             if getattr(self, name) % self.down_factor:
                 raise config_fault(

@@ -11,7 +11,7 @@ Each job writes one JSON file into run.results_dir (PREDICTIONS_FILE, SIMILARITY
 import dataclasses
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import StageSchema, field_fault, positive_fields
 from .common_training import Precision, precision_name
 from .run import RunBase
 
@@ -30,9 +30,10 @@ class SavedModelRun(RunBase):
     def check(self, key: str) -> None:
         super().check(key)
         if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(
-                f"{key}.ntasks_per_node",
-                self.ntasks_per_node,
+            raise field_fault(
+                self,
+                key,
+                "ntasks_per_node",
                 "a saved ViT or CLIP model runs in one process: set nodes and ntasks_per_node to 1",
             )
 
@@ -51,7 +52,7 @@ class SavedModelTrainer:
 
     def check(self, key: str) -> None:
         if (self.devices, self.num_nodes) != (1, 1):
-            raise config_fault(f"{key}.devices", self.devices, "runs on one device: set devices and num_nodes to 1")
+            raise field_fault(self, key, "devices", "runs on one device: set devices and num_nodes to 1")
 
     def dtype(self) -> str | None:
         """fp32, bf16, fp16, or None for the saved weights' own."""
@@ -66,10 +67,8 @@ class SavedModel:
     def check(self, key: str) -> None:
         positive_fields(self, key, "micro_batch_size")
         if not self.restore_from_path.endswith(".nemo"):
-            raise config_fault(
-                f"{key}.restore_from_path",
-                self.restore_from_path,
-                "name the .nemo a vision training, fine-tuning or conversion run wrote",
+            raise field_fault(
+                self, key, "restore_from_path", "name the .nemo a vision training, fine-tuning or conversion run wrote"
             )
 
 
@@ -109,7 +108,7 @@ class ClipSimilarityConfig(StageSchema, stage=STAGE):
 
     def check(self, key: str) -> None:
         if not self.texts or any(not isinstance(text, str) or not text.strip() for text in self.texts):
-            raise config_fault(f"{key}.texts", self.texts, "give a list of one or more non-empty texts")
+            raise field_fault(self, key, "texts", "give a list of one or more non-empty texts")
 
     def reads(self) -> list[tuple[str, str]]:
         return [

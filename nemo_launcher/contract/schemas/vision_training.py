@@ -10,7 +10,7 @@ pre-norm transformer layers attending in both directions.
 
 import dataclasses
 
-from ..binding import config_fault, fraction, positive_fields
+from ..binding import config_fault, field_fault, fraction, no_pipeline_parallel, positive_fields
 from .common_training import check_heads, check_recompute
 
 # CLIP's pixel statistics (OpenAI's) and ImageNet's; null mean/std in a config pick the family's.
@@ -67,7 +67,7 @@ def check_tower(tower, key: str) -> None:
     fraction(f"{key}.hidden_dropout", tower.hidden_dropout)
     fraction(f"{key}.attention_dropout", tower.attention_dropout)
     if tower.num_channels != 3:
-        raise config_fault(f"{key}.num_channels", tower.num_channels, "images are read as RGB: set 3")
+        raise field_fault(tower, key, "num_channels", "images are read as RGB: set 3")
     for side in ("img_h", "img_w"):
         if getattr(tower, side) % tower.patch_dim:
             raise config_fault(
@@ -110,11 +110,10 @@ def check_parallel(model, key: str) -> None:
         "tensor_model_parallel_size",
         "pipeline_model_parallel_size",
     )
-    if model.pipeline_model_parallel_size != 1:
-        raise config_fault(
-            f"{key}.pipeline_model_parallel_size",
-            model.pipeline_model_parallel_size,
-            "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1 and split the "
-            "model with tensor_model_parallel_size",
-        )
+    no_pipeline_parallel(
+        model,
+        key,
+        "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1 and split the "
+        "model with tensor_model_parallel_size",
+    )
     check_recompute(model, key)

@@ -14,7 +14,7 @@ per `dataset`:
 import dataclasses
 from typing import Any, Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, field_fault, positive_fields
 from .data_preparation import StepPlan
 from .run import RunBase
 
@@ -39,7 +39,7 @@ class VitShapeFoldersConfig(StageSchema, stage=STAGE):
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_train", "num_val", "image_size")
         if self.image_size < 16:
-            raise config_fault(f"{key}.image_size", self.image_size, "shapes need at least 16 x 16 pixels")
+            raise field_fault(self, key, "image_size", "shapes need at least 16 x 16 pixels")
 
     def steps(self) -> list[StepPlan]:
         return [StepPlan("shape_folders")]
@@ -64,9 +64,7 @@ class ImagenetShardsConfig(StageSchema, stage=STAGE):
     def check(self, key: str) -> None:
         positive_fields(self, key, "examples_per_shard")
         if not self.splits or len(set(self.splits)) != len(self.splits) or any("/" in s or not s for s in self.splits):
-            raise config_fault(
-                f"{key}.splits", self.splits, "list distinct sub-folder names of input_dir, e.g. [train, val]"
-            )
+            raise field_fault(self, key, "splits", "list distinct sub-folder names of input_dir, e.g. [train, val]")
 
     def steps(self) -> list[StepPlan]:
         return [StepPlan("imagenet_shards")]
