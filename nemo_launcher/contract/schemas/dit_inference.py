@@ -13,24 +13,17 @@ import dataclasses
 from typing import Literal
 
 from ..binding import StageSchema, field_fault, non_negative, positive_fields
-from .run import RunBase
+from .run import OneProcessRun
 
 STAGE = "fw_inference"
 RESULTS_FILE = "samples.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DitSampleRun(RunBase):
-    model_train_name: str | None = None  # the training run whose checkpoint is sampled
-    nodes: int = 1
-    ntasks_per_node: int = 1  # one process: sampling runs unsplit (TP = CP = 1)
+class DitSampleRun(OneProcessRun):
+    """model_train_name: the training run whose checkpoint is sampled; sampling runs unsplit (TP = CP = 1)."""
 
-    def check(self, key: str) -> None:
-        super().check(key)
-        if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise field_fault(
-                self, key, "ntasks_per_node", "DiT sampling runs in one process: set nodes and ntasks_per_node to 1"
-            )
+    one_process_fix = "DiT sampling runs in one process: set nodes and ntasks_per_node to 1"
 
 
 @dataclasses.dataclass(frozen=True)

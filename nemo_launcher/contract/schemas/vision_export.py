@@ -12,8 +12,8 @@ clip_vision_trt and clip_trt), plus EXPORT_REPORT_FILE with what was checked.
 
 import dataclasses
 
-from ..binding import StageSchema, absolute_path_fields, field_fault, positive, positive_fields
-from .vision_inference import SavedModel, SavedModelRun, SavedModelTrainer
+from ..binding import absolute_path_fields, field_fault, positive, positive_fields
+from .vision_inference import SavedModelJob, SavedModelTrainer
 
 STAGE = "export"
 INFER_CONFIG_FILE = "infer_config.yaml"
@@ -60,16 +60,11 @@ class ClipInferSection(InferSection):
 
 
 @dataclasses.dataclass(frozen=True)
-class _VisionExport(StageSchema, stage=STAGE):
-    run: SavedModelRun
+class _VisionExport(SavedModelJob, stage=STAGE):
     trainer: ExportTrainer
-    model: SavedModel
-
-    def reads(self) -> list[tuple[str, str]]:
-        return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
 
     def writes(self) -> list[str]:
-        written = [self.run.results_dir, self.infer.out_path]
+        written = super().writes() + [self.infer.out_path]
         return written + ([self.infer.deployment_dir] if self.infer.deployment_dir else [])
 
     def uses_gpus(self) -> bool:
