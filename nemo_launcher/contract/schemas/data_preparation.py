@@ -14,9 +14,18 @@ the data preparation stage submits exactly that, so a new dataset adds steps her
 
 import dataclasses
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from ..binding import bind_stage, config_fault, field_fault, nearest, non_negative, positive, positive_fields
+from ..binding import (
+    StageSchema,
+    bind_stage,
+    config_fault,
+    field_fault,
+    nearest,
+    non_negative,
+    positive,
+    positive_fields,
+)
 from ..file_numbers import FileNumbersError, parse_file_numbers
 from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .run import RunBase
@@ -46,6 +55,23 @@ class StepPlan:
     # True: array task i reads only what task i of the array step before wrote (Slurm aftercorr); False: it reads
     # what every task of that step wrote, so it waits for the whole step.
     per_task: bool = True
+
+
+class OneStepDataStage(StageSchema, stage=STAGE):
+    """Mixed into a data_preparation schema that runs as one job, the family's program `<package>.<step>` writing
+    `output_dir` (generated data, or a dataset repacked); it reads nothing unless the schema says otherwise. Its run
+    section is RunBase's keys alone."""
+
+    step: ClassVar[str]
+
+    def steps(self) -> list[StepPlan]:
+        return [StepPlan(self.step)]
+
+    def reads(self) -> list[tuple[str, str]]:
+        return []
+
+    def writes(self) -> list[str]:
+        return [self.output_dir]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
