@@ -13,8 +13,9 @@ The seed's rules: no gradient accumulation (micro_batch_size x data-parallel GPU
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, field_fault, fraction, non_negative, positive, positive_fields
+from ..binding import config_fault, field_fault, non_negative, positive, positive_fields
 from .common_training import (
+    LAYER_WIDTHS,
     BuildSettings,
     ExpManagerSection,
     OptimSection,
@@ -24,6 +25,7 @@ from .common_training import (
     check_heads,
     check_layout,
     check_schedule,
+    check_stack_sizes,
 )
 from .vision_training import VisionTower, check_amp_o2, check_parallel
 
@@ -49,18 +51,7 @@ class TextTower:
     layernorm_epsilon: float = 1.0e-5
 
     def check(self, key: str) -> None:
-        positive_fields(
-            self,
-            key,
-            "num_layers",
-            "hidden_size",
-            "ffn_hidden_size",
-            "num_attention_heads",
-            "encoder_seq_length",
-            "max_position_embeddings",
-        )
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
+        check_stack_sizes(self, key, "num_layers", *LAYER_WIDTHS, "encoder_seq_length", "max_position_embeddings")
         if self.encoder_seq_length < 3:
             raise field_fault(
                 self,

@@ -312,6 +312,19 @@ def check_heads(model, key: str) -> None:
         positive(f"{key}.kv_channels", model.kv_channels)
 
 
+# The widths of a transformer layer and the model-parallel split: positive in every family's model section.
+LAYER_WIDTHS = ("hidden_size", "ffn_hidden_size", "num_attention_heads")
+MODEL_PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size")
+
+
+def check_stack_sizes(section, key: str, *sizes: str) -> None:
+    """The named sizes of a section holding a transformer stack are positive (in this order); its hidden and
+    attention dropouts are in [0, 1)."""
+    positive_fields(section, key, *sizes)
+    fraction(f"{key}.hidden_dropout", section.hidden_dropout)
+    fraction(f"{key}.attention_dropout", section.attention_dropout)
+
+
 # Activation recompute: selective (attention only) or full (whole layers, by method and count); null = none.
 Recompute = Literal["selective", "full"] | None
 RecomputeMethod = Literal["uniform", "block"] | None
@@ -352,21 +365,16 @@ class LayerStack(BuildSettings):
 
     def check_sizes(self, key: str, *more_positive: str) -> None:
         """Every size, batch and split is positive (and the family's `more_positive` keys); dropouts in [0, 1)."""
-        positive_fields(
+        check_stack_sizes(
             self,
             key,
             "micro_batch_size",
             "global_batch_size",
             "num_layers",
-            "hidden_size",
-            "ffn_hidden_size",
-            "num_attention_heads",
-            "tensor_model_parallel_size",
-            "pipeline_model_parallel_size",
+            *LAYER_WIDTHS,
+            *MODEL_PARALLEL,
             *more_positive,
         )
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -529,3 +537,22 @@ class TrainingStage(StageSchema, stage="training"):
 
     def layout_data_parallel_size(self, world_size: int) -> int:
         return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, self.stage)
+
+    def check_layout_and_schedule(self, key: str) -> None:
+        """The model's process layout on trainer.num_nodes x trainer.devices, and its learning-rate schedule."""
+        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextPretrainingConfig(TrainingStage):
+    """The `training` schema of a family pretraining on tokenized .bin/.idx text (GPT, BERT, T5): the shared run,
+    trainer and exp_manager sections (a family may narrow their types) and rules; the family adds its `model`."""
+
+    run: RunSection
+    trainer: TrainerSection
+    exp_manager: ExpManagerSection
+
+    def check(self, key: str) -> None:
+        check_data_source(self.run, self.model.data, key)
+        self.check_layout_and_schedule(key)

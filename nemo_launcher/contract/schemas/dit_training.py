@@ -22,9 +22,7 @@ from .common_training import (
     TrainerSection,
     TrainingStage,
     check_heads,
-    check_layout,
     check_recompute,
-    check_schedule,
 )
 from .run import RunBase
 
@@ -165,8 +163,7 @@ class DitTrainingConfig(TrainingStage):
                         "an Energon dataset is read as one endless training stream here: set 0 "
                         "(or use model.data.data_type: mock to validate on held-out mock samples)",
                     )
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
+        self.check_layout_and_schedule(key)
         self._check_cpu_parallelism(key)
 
     def _check_cpu_parallelism(self, key: str) -> None:

@@ -19,13 +19,9 @@ from .common_training import (
     DecoderStackSection,
     ExpManagerSection,
     OptimSection,
-    RunSection,
+    TextPretrainingConfig,
     TrainerSection,
-    TrainingStage,
     blend,
-    check_data_source,
-    check_layout,
-    check_schedule,
     check_splits,
     data_reads,
 )
@@ -383,17 +379,14 @@ def tokenizer_files(tokenizer: TokenizerSection, key: str) -> list[tuple[str, st
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingConfig(TrainingStage):
-    run: RunSection
+class TrainingConfig(TextPretrainingConfig):
     trainer: GptTrainerSection
     exp_manager: GptExpManagerSection
     model: ModelSection
 
     def check(self, key: str) -> None:
+        super().check(key)
         model, trainer, params = self.model, self.trainer, self.exp_manager.checkpoint_callback_params
-        check_data_source(self.run, model.data, key)
-        check_layout(model, trainer.num_nodes, trainer.devices, key)
-        check_schedule(model, trainer, key)
         check_gpu_settings(model, trainer, f"{key}.model")
         check_profile_ranks(model.nsys_profile, trainer.num_nodes * trainer.devices, f"{key}.model.nsys_profile")
         model_parallel = model.tensor_model_parallel_size * model.pipeline_model_parallel_size

@@ -15,7 +15,7 @@ import os
 
 from ..binding import config_fault, field_fault, must_be_one, non_negative, positive_fields
 from .clip_training import ClipExpManager, ShardSet
-from .common_training import OptimSection, RunSection, TrainingStage, check_layout, check_schedule
+from .common_training import OptimSection, RunSection, TrainingStage
 from .gpt_training import GptTrainerSection
 from .stable_diffusion_model import LatentDiffusionModel
 
@@ -134,8 +134,7 @@ class StableDiffusionTrainingConfig(TrainingStage):
                 self.trainer.limit_test_batches,
                 "Stable Diffusion has no test split here: set 0 (evaluation=stable_diffusion/fid_clip scores it)",
             )
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
+        self.check_layout_and_schedule(key)
 
     def check_validation(self, key: str) -> None:
         if self.trainer.limit_val_batches and self.model.data.validation is None:

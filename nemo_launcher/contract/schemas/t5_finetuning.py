@@ -13,7 +13,7 @@ import dataclasses
 from typing import Literal
 
 from ..binding import config_fault, field_fault, fraction, positive_fields
-from .common_training import OptimSection, check_layout, check_schedule
+from .common_training import OptimSection
 from .common_tuning import FinetuningStage, SquadSource
 from .t5_training import check_no_pipeline_split
 
@@ -194,8 +194,7 @@ class T5FinetuneConfig(FinetuningStage, stage=STAGE):
 
     def check(self, key: str) -> None:
         check_preparation(self.squad_preparation, key)
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
+        self.check_layout_and_schedule(key)
 
     def reads(self) -> list[tuple[str, str]]:
         key = f"{STAGE}.model"

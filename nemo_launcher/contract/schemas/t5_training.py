@@ -12,20 +12,17 @@ position embeddings other than learned_absolute and relative, a mean span length
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, field_fault, fraction, no_pipeline_parallel, positive, positive_fields
+from ..binding import config_fault, field_fault, no_pipeline_parallel, positive, positive_fields
 from .common_training import (
+    LAYER_WIDTHS,
+    MODEL_PARALLEL,
     BuildSettings,
-    ExpManagerSection,
     MaskedLmData,
     OptimSection,
-    RunSection,
-    TrainerSection,
-    TrainingStage,
-    check_data_source,
+    TextPretrainingConfig,
     check_heads,
-    check_layout,
     check_recompute,
-    check_schedule,
+    check_stack_sizes,
     data_reads,
 )
 
@@ -159,24 +156,19 @@ class T5ModelSection(BuildSettings):
     make_vocab_size_divisible_by: int = 128  # vocab (with the sentinels) padded to a multiple of this x TP
 
     def check(self, key: str) -> None:
-        positive_fields(
+        check_stack_sizes(
             self,
             key,
             "micro_batch_size",
             "global_batch_size",
             "encoder_num_layers",
             "decoder_num_layers",
-            "hidden_size",
-            "ffn_hidden_size",
-            "num_attention_heads",
-            "tensor_model_parallel_size",
-            "pipeline_model_parallel_size",
+            *LAYER_WIDTHS,
+            *MODEL_PARALLEL,
             "encoder_seq_length",
             "max_position_embeddings",
             "make_vocab_size_divisible_by",
         )
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
         check_no_pipeline_split(self, key)
         if self.data.seq_length != self.encoder_seq_length:
             raise config_fault(
@@ -209,16 +201,8 @@ class T5ModelSection(BuildSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class T5TrainingConfig(TrainingStage):
-    run: RunSection
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
+class T5TrainingConfig(TextPretrainingConfig):
     model: T5ModelSection
-
-    def check(self, key: str) -> None:
-        check_data_source(self.run, self.model.data, key)
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> list[tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the tokenizer file and the data. mC4's preparation
