@@ -19,9 +19,7 @@ from .common_training import (
     BuildSettings,
     ExpManagerSection,
     OptimSection,
-    RunSection,
-    TrainerSection,
-    TrainingStage,
+    TrainingSections,
     check_heads,
     check_layout,
     check_schedule,
@@ -195,9 +193,7 @@ class ClipModelSection(BuildSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class ClipTrainingConfig(TrainingStage):
-    run: RunSection
-    trainer: TrainerSection
+class ClipTrainingConfig(TrainingSections):
     exp_manager: ClipExpManager
     model: ClipModelSection
 

@@ -545,13 +545,18 @@ class TrainingStage(StageSchema, stage="training"):
 
 
 @dataclasses.dataclass(frozen=True)
-class TextPretrainingConfig(TrainingStage):
-    """The `training` schema of a family pretraining on tokenized .bin/.idx text (GPT, BERT, T5): the shared run,
-    trainer and exp_manager sections (a family may narrow their types) and rules; the family adds its `model`."""
+class TrainingSections(TrainingStage):
+    """The run, trainer and exp_manager sections a family's `training` schema starts with (a family may narrow
+    their types by declaring them again: they keep their place); the family adds its `model`."""
 
     run: RunSection
     trainer: TrainerSection
     exp_manager: ExpManagerSection
+
+
+@dataclasses.dataclass(frozen=True)
+class TextPretrainingConfig(TrainingSections):
+    """The `training` schema of a family pretraining on tokenized .bin/.idx text (GPT, BERT, T5), and its rules."""
 
     def check(self, key: str) -> None:
         check_data_source(self.run, self.model.data, key)

@@ -16,11 +16,9 @@ from typing import Literal
 
 from ..binding import config_fault, field_fault, no_pipeline_parallel, non_negative, positive, positive_fields
 from .common_training import (
-    ExpManagerSection,
     LayerStack,
     OptimSection,
-    TrainerSection,
-    TrainingStage,
+    TrainingSections,
     check_heads,
     check_recompute,
 )
@@ -147,10 +145,8 @@ class DitModelSection(LayerStack):
 
 
 @dataclasses.dataclass(frozen=True)
-class DitTrainingConfig(TrainingStage):
+class DitTrainingConfig(TrainingSections):
     run: DitRun
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
     model: DitModelSection
 
     def check(self, key: str) -> None:

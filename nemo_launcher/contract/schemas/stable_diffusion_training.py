@@ -15,7 +15,7 @@ import os
 
 from ..binding import config_fault, field_fault, must_be_one, non_negative, positive_fields
 from .clip_training import ClipExpManager, ShardSet
-from .common_training import OptimSection, RunSection, TrainingStage
+from .common_training import OptimSection, TrainingSections
 from .gpt_training import GptTrainerSection
 from .stable_diffusion_model import LatentDiffusionModel
 
@@ -117,10 +117,9 @@ class SdModelSection(LatentDiffusionModel):
 
 
 @dataclasses.dataclass(frozen=True)
-class StableDiffusionTrainingConfig(TrainingStage):
+class StableDiffusionTrainingConfig(TrainingSections):
     NEMO_FILE_NAME = "nemo_stable_diffusion.nemo"  # what a finished run writes into checkpoints/ (ClassVar: no key)
 
-    run: RunSection
     # GPT's: the run is sized in optimizer steps, so the seed's trainer.max_epochs is refused with that fix.
     trainer: GptTrainerSection
     exp_manager: ClipExpManager

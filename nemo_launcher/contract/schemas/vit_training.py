@@ -15,11 +15,8 @@ from typing import Literal
 from ..binding import config_fault, field_fault, non_negative
 from .common_training import (
     BuildSettings,
-    ExpManagerSection,
     OptimSection,
-    RunSection,
-    TrainerSection,
-    TrainingStage,
+    TrainingSections,
     check_layout,
     check_schedule,
 )
@@ -93,10 +90,7 @@ def check_classifier_run(model, trainer, key: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class VitTrainingConfig(TrainingStage):
-    run: RunSection
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
+class VitTrainingConfig(TrainingSections):
     model: VitModelSection
 
     def check(self, key: str) -> None:
