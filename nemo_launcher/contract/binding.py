@@ -13,6 +13,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any, Union
 
 _NO_VALUE = object()
@@ -214,3 +215,28 @@ def positive_fields(instance, key: str, *names: str) -> None:
 def non_negative_fields(instance, key: str, *names: str) -> None:
     for name in names:
         non_negative(_join(key, name), getattr(instance, name))
+
+
+def field_fault(section, key: str, name: str, fix: str) -> JobConfigError:
+    """The `key=value: fix` error of one field of a section (`key` is the section's): `key.name=<its value>: fix`."""
+    return config_fault(f"{key}.{name}", getattr(section, name), fix)
+
+
+def must_be_one(section, key: str, *names: str, fix: str) -> None:
+    """Each named field must be 1 (a feature this stage does not split over, e.g. pipeline parallelism)."""
+    for name in names:
+        if getattr(section, name) != 1:
+            raise field_fault(section, key, name, fix)
+
+
+def no_pipeline_parallel(model, key: str, fix: str) -> None:
+    """A model section whose stage runs without pipeline stages: pipeline_model_parallel_size must be 1."""
+    must_be_one(model, key, "pipeline_model_parallel_size", fix=fix)
+
+
+def absolute_path_fields(section, key: str, *names: str, fix: str = "must be an absolute path") -> None:
+    """Each named path field is absolute (a null one is left to its own rules)."""
+    for name in names:
+        value = getattr(section, name)
+        if value is not None and not PurePosixPath(value).is_absolute():
+            raise field_fault(section, key, name, fix)

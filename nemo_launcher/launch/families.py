@@ -56,6 +56,30 @@ def _tuned_evaluation(method: str, family: str, program: str, schema: str) -> Fa
     )
 
 
+_SD_JOBS = "nemo_launcher.jobs.stable_diffusion"
+
+
+def _stable_diffusion_variant(name: str, description: str, kind: str, inference: str, export_schema: str) -> Family:
+    """A Stable Diffusion fine-tuning variant: its trainer (jobs.stable_diffusion.<name>_train, bound to
+    sd_finetuning:<kind>TrainingConfig), its inference (`<program>:<sd_inference schema>`) and the SD export program
+    (bound to sd_export:<export_schema>)."""
+    program, inference_schema = inference.split(":")
+    return Family(
+        name,
+        description,
+        programs={
+            "training": f"{_SD_JOBS}.{name}_train",
+            "fw_inference": f"{_SD_JOBS}.{program}",
+            "export": f"{_SD_JOBS}.export",
+        },
+        schemas={
+            "training": f"{_SCHEMAS}.sd_finetuning:{kind}TrainingConfig",
+            "fw_inference": f"{_SCHEMAS}.sd_inference:{inference_schema}",
+            "export": f"{_SCHEMAS}.sd_export:{export_schema}",
+        },
+    )
+
+
 # T5 and mT5 are one architecture: mT5 differs in its configs (sizes, mC4, a SentencePiece vocabulary), not in
 # its programs or schemas.
 _T5_PROGRAMS = {
@@ -198,10 +222,10 @@ FAMILIES: dict[str, Family] = {
             ),
             # Evaluation (fid_clip) runs nemo_launcher.jobs.fid_evaluation.<step>: generate -> fid -> clip -> plot.
             programs={
-                "training": "nemo_launcher.jobs.stable_diffusion.train",
-                "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
+                "training": f"{_SD_JOBS}.train",
+                "fw_inference": f"{_SD_JOBS}.text2img",
                 "evaluation": "nemo_launcher.jobs.fid_evaluation",
-                "export": "nemo_launcher.jobs.stable_diffusion.export",
+                "export": f"{_SD_JOBS}.export",
             },
             schemas={
                 "training": f"{_SCHEMAS}.stable_diffusion_training:StableDiffusionTrainingConfig",
@@ -210,33 +234,19 @@ FAMILIES: dict[str, Family] = {
                 "export": f"{_SCHEMAS}.sd_export:SdExportConfig",
             },
         ),
-        Family(
-            name="dreambooth",
-            description="Stable Diffusion fine-tuned to bind a token to one subject: SD's text2img on its .nemo",
-            programs={
-                "training": "nemo_launcher.jobs.stable_diffusion.dreambooth_train",
-                "fw_inference": "nemo_launcher.jobs.stable_diffusion.text2img",
-                "export": "nemo_launcher.jobs.stable_diffusion.export",
-            },
-            schemas={
-                "training": f"{_SCHEMAS}.sd_finetuning:DreamBoothTrainingConfig",
-                "fw_inference": f"{_SCHEMAS}.sd_inference:Text2ImgConfig",
-                "export": f"{_SCHEMAS}.sd_export:SdExportConfig",
-            },
+        _stable_diffusion_variant(
+            "dreambooth",
+            "Stable Diffusion fine-tuned to bind a token to one subject: SD's text2img on its .nemo",
+            "DreamBooth",
+            inference="text2img:Text2ImgConfig",
+            export_schema="SdExportConfig",
         ),
-        Family(
-            name="instruct_pix2pix",
-            description="Stable Diffusion editing an input image by an instruction (8-channel UNet input)",
-            programs={
-                "training": "nemo_launcher.jobs.stable_diffusion.instruct_pix2pix_train",
-                "fw_inference": "nemo_launcher.jobs.stable_diffusion.edit_cli",
-                "export": "nemo_launcher.jobs.stable_diffusion.export",
-            },
-            schemas={
-                "training": f"{_SCHEMAS}.sd_finetuning:InstructPix2PixTrainingConfig",
-                "fw_inference": f"{_SCHEMAS}.sd_inference:EditConfig",
-                "export": f"{_SCHEMAS}.sd_export:EditExportConfig",
-            },
+        _stable_diffusion_variant(
+            "instruct_pix2pix",
+            "Stable Diffusion editing an input image by an instruction (8-channel UNet input)",
+            "InstructPix2Pix",
+            inference="edit_cli:EditConfig",
+            export_schema="EditExportConfig",
         ),
         Family(
             name="fid_evaluation",

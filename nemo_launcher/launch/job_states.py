@@ -13,7 +13,7 @@ Jobs run here (interactive, bcp): from the exit codes the launcher recorded and 
 import os
 import socket
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -117,18 +117,32 @@ def _squeue(ids: list[str]) -> dict[str, dict[str | None, _Task]]:
         if "Invalid job id" in result.stderr:
             return {}
         raise LauncherError(f"squeue failed: {(result.stderr or result.stdout).strip()}")
+    return _table_tasks(result.stdout, _queue_detail)
+
+
+def _queue_detail(state: str, fields: list[str]) -> str:
+    """squeue's %i|%T|%M|%r: a running job's time so far, else the reason it waits."""
+    if state == "RUNNING":
+        return fields[2]
+    return f"({fields[3]})" if len(fields) > 3 and fields[3] not in ("", "None") else "-"
+
+
+def _accounting_detail(state: str, fields: list[str]) -> str:
+    """sacct's JobID|State|ExitCode|Elapsed: a live job's time so far, else how it ended."""
+    return fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(state, fields[2])
+
+
+def _table_tasks(output: str, detail: Callable[[str, list[str]], str]) -> dict[str, dict[str | None, _Task]]:
+    """The jobs and tasks of squeue's or sacct's `|`-separated lines (job id, state, ...); `detail(state, fields)`
+    gives what is shown beside each state."""
     found: dict[str, dict[str | None, _Task]] = {}
-    for line in result.stdout.splitlines():
+    for line in output.splitlines():
         fields = line.strip().split("|")
         if len(fields) < 3:
             continue
         job_id, task = _split_id(fields[0])
         state = _state_word(fields[1])
-        if state == "RUNNING":
-            detail = fields[2]
-        else:
-            detail = f"({fields[3]})" if len(fields) > 3 and fields[3] not in ("", "None") else "-"
-        _add(found, job_id, task, (state, detail))
+        _add(found, job_id, task, (state, detail(state, fields)))
     return found
 
 
@@ -146,16 +160,7 @@ def _ended(ids: list[str], since: str) -> tuple[dict[str, dict[str | None, _Task
         ["sacct", "-n", "-P", "-X", "-S", since, "-j", ",".join(ids), "-o", "JobID,State,ExitCode,Elapsed"]
     )
     if result.returncode == 0:
-        found: dict[str, dict[str | None, _Task]] = {}
-        for line in result.stdout.splitlines():
-            fields = line.strip().split("|")
-            if len(fields) < 3:
-                continue
-            job_id, task = _split_id(fields[0])
-            state = _state_word(fields[1])
-            detail = fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(state, fields[2])
-            _add(found, job_id, task, (state, detail))
-        return found, "ENDED (state unknown)"
+        return _table_tasks(result.stdout, _accounting_detail), "ENDED (state unknown)"
     message = (result.stderr or result.stdout).strip()
     unknown = (
         NO_ACCOUNTING

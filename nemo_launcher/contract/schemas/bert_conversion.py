@@ -7,7 +7,7 @@ MegatronBert classes, for gelu with learned absolute positions). The keys are ev
 import dataclasses
 from typing import ClassVar, Literal
 
-from ..binding import config_fault
+from ..binding import field_fault
 from .common_conversion import CheckpointSourceBase, ConversionRunBase, ConversionStage, HFSection, check_no_merges
 
 
@@ -24,9 +24,10 @@ class BertConversionModel(CheckpointSourceBase):
         super().check(key)
         check_no_merges(self, key)
         if self.tokenizer_model is not None:
-            raise config_fault(
-                f"{key}.tokenizer_model",
-                self.tokenizer_model,
+            raise field_fault(
+                self,
+                key,
+                "tokenizer_model",
                 "BERT reads a WordPiece vocabulary: replace it with vocab_file, or set null",
             )
 

@@ -14,15 +14,9 @@ from typing import Literal
 from ..binding import config_fault
 from .common_training import (
     DecoderStackSection,
-    ExpManagerSection,
     MaskedLmData,
     OptimSection,
-    RunSection,
-    TrainerSection,
-    TrainingStage,
-    check_data_source,
-    check_layout,
-    check_schedule,
+    TextPretrainingConfig,
     data_reads,
 )
 
@@ -64,16 +58,8 @@ class BertModelSection(DecoderStackSection):
 
 
 @dataclasses.dataclass(frozen=True)
-class BertTrainingConfig(TrainingStage):
-    run: RunSection
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
+class BertTrainingConfig(TextPretrainingConfig):
     model: BertModelSection
-
-    def check(self, key: str) -> None:
-        check_data_source(self.run, self.model.data, key)
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> list[tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the vocabulary and the data."""

@@ -13,17 +13,17 @@ The seed's rules: no gradient accumulation (micro_batch_size x data-parallel GPU
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, fraction, non_negative, positive, positive_fields
+from ..binding import config_fault, field_fault, non_negative, positive, positive_fields
 from .common_training import (
+    LAYER_WIDTHS,
     BuildSettings,
     ExpManagerSection,
     OptimSection,
-    RunSection,
-    TrainerSection,
-    TrainingStage,
+    TrainingSections,
     check_heads,
     check_layout,
     check_schedule,
+    check_stack_sizes,
 )
 from .vision_training import VisionTower, check_amp_o2, check_parallel
 
@@ -49,28 +49,19 @@ class TextTower:
     layernorm_epsilon: float = 1.0e-5
 
     def check(self, key: str) -> None:
-        positive_fields(
-            self,
-            key,
-            "num_layers",
-            "hidden_size",
-            "ffn_hidden_size",
-            "num_attention_heads",
-            "encoder_seq_length",
-            "max_position_embeddings",
-        )
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
+        check_stack_sizes(self, key, "num_layers", *LAYER_WIDTHS, "encoder_seq_length", "max_position_embeddings")
         if self.encoder_seq_length < 3:
-            raise config_fault(
-                f"{key}.encoder_seq_length",
-                self.encoder_seq_length,
+            raise field_fault(
+                self,
+                key,
+                "encoder_seq_length",
                 "needs room for the start token, one text token and the end token: at least 3",
             )
         if self.max_position_embeddings < self.encoder_seq_length:
-            raise config_fault(
-                f"{key}.max_position_embeddings",
-                self.max_position_embeddings,
+            raise field_fault(
+                self,
+                key,
+                "max_position_embeddings",
                 f"is below encoder_seq_length ({self.encoder_seq_length}): one position row per token",
             )
         check_heads(self, key)
@@ -110,9 +101,7 @@ class ShardSet:
 
     def check(self, key: str) -> None:
         if not self.dataset_path:
-            raise config_fault(
-                f"{key}.dataset_path", self.dataset_path, "list at least one wdinfo.pkl, .tar or folder of tars"
-            )
+            raise field_fault(self, key, "dataset_path", "list at least one wdinfo.pkl, .tar or folder of tars")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +141,7 @@ class EmaSection:
 
     def check(self, key: str) -> None:
         if not 0.0 < self.decay < 1.0:
-            raise config_fault(f"{key}.decay", self.decay, "must be in (0, 1), e.g. 0.9999")
+            raise field_fault(self, key, "decay", "must be in (0, 1), e.g. 0.9999")
         positive(f"{key}.every_n_steps", self.every_n_steps)
 
 
@@ -190,10 +179,8 @@ class ClipModelSection(BuildSettings):
                     f"{key}.{tower}.output_dim", given, f"must equal {key}.output_dim ({self.output_dim})"
                 )
         if not 0.0 < self.logit_scale_init <= self.logit_scale_max:
-            raise config_fault(
-                f"{key}.logit_scale_init",
-                self.logit_scale_init,
-                f"must be in (0, logit_scale_max ({self.logit_scale_max})]",
+            raise field_fault(
+                self, key, "logit_scale_init", f"must be in (0, logit_scale_max ({self.logit_scale_max})]"
             )
         tp = self.tensor_model_parallel_size
         for tower in ("vision", "text"):
@@ -206,9 +193,7 @@ class ClipModelSection(BuildSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class ClipTrainingConfig(TrainingStage):
-    run: RunSection
-    trainer: TrainerSection
+class ClipTrainingConfig(TrainingSections):
     exp_manager: ClipExpManager
     model: ClipModelSection
 

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import StageSchema, absolute_path_fields, config_fault, field_fault, positive_fields
 from .run import RunBase
 
 
@@ -28,7 +28,7 @@ class ConversionRunBase(RunBase):
         super().check(key)
         positive_fields(self, key, "nodes", "ntasks_per_node")
         if not self.nemo_file_name or "/" in self.nemo_file_name:
-            raise config_fault(f"{key}.nemo_file_name", self.nemo_file_name, f"a file name such as {self.example_nemo}")
+            raise field_fault(self, key, "nemo_file_name", f"a file name such as {self.example_nemo}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,12 +50,8 @@ class CheckpointSourceBase:
         positive_fields(self, key, "tensor_model_parallel_size", "pipeline_model_parallel_size")
         tp, pp = self.tensor_model_parallel_size, self.pipeline_model_parallel_size
         if self.model_parallel_size is not None and self.model_parallel_size != tp * pp:
-            raise config_fault(
-                f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP({pp}) = {tp * pp}"
-            )
-        for name in ("checkpoint_folder", "hparams_file"):
-            if not Path(getattr(self, name)).is_absolute():
-                raise config_fault(f"{key}.{name}", getattr(self, name), "must be an absolute path")
+            raise field_fault(self, key, "model_parallel_size", f"must equal TP({tp}) x PP({pp}) = {tp * pp}")
+        absolute_path_fields(self, key, "checkpoint_folder", "hparams_file")
 
 
 def check_processes(run: ConversionRunBase, model: CheckpointSourceBase, key: str) -> None:
@@ -74,9 +70,7 @@ def check_processes(run: ConversionRunBase, model: CheckpointSourceBase, key: st
 def check_no_merges(model: CheckpointSourceBase, key: str) -> None:
     """WordPiece and SentencePiece tokenizers (T5, mT5, BERT) have no merges file."""
     if model.merge_file is not None:
-        raise config_fault(
-            f"{key}.merge_file", model.merge_file, "WordPiece and SentencePiece have no merges file: set null"
-        )
+        raise field_fault(model, key, "merge_file", "WordPiece and SentencePiece have no merges file: set null")
 
 
 def checkpoint_reads(model: CheckpointSourceBase, stage: str) -> list[tuple[str, str]]:

@@ -9,7 +9,17 @@ Megatron's masked-LM datasets (T5's span corruption, BERT's masked tokens) share
 import dataclasses
 from typing import Any, Literal
 
-from ..binding import StageSchema, config_fault, fraction, non_negative, non_negative_fields, positive, positive_fields
+from ..binding import (
+    StageSchema,
+    config_fault,
+    field_fault,
+    fraction,
+    must_be_one,
+    non_negative,
+    non_negative_fields,
+    positive,
+    positive_fields,
+)
 from ..durations import WallClock
 from .run import RunBase
 
@@ -89,18 +99,19 @@ class TrainerSection(TrainerClock):
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
         non_negative_fields(self, key, "limit_val_batches", "limit_test_batches")
-        if self.accumulate_grad_batches != 1:
-            raise config_fault(
-                f"{key}.accumulate_grad_batches",
-                self.accumulate_grad_batches,
-                "must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size",
-            )
+        must_be_one(
+            self,
+            key,
+            "accumulate_grad_batches",
+            fix="must be 1: gradient accumulation follows from model.global_batch_size / micro_batch_size",
+        )
         if self.gradient_clip_val is not None:
             non_negative(f"{key}.gradient_clip_val", self.gradient_clip_val)
         if self.accelerator == "cpu" and self.precision_name() != "fp32":
-            raise config_fault(
-                f"{key}.precision",
-                self.precision,
+            raise field_fault(
+                self,
+                key,
+                "precision",
                 "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); "
                 "use 32 on the CPU",
             )
@@ -114,9 +125,10 @@ class CheckpointParams:
     def check(self, key: str) -> None:
         positive(f"{key}.every_n_train_steps", self.every_n_train_steps)
         if self.save_top_k == 0 or self.save_top_k < -1:
-            raise config_fault(
-                f"{key}.save_top_k",
-                self.save_top_k,
+            raise field_fault(
+                self,
+                key,
+                "save_top_k",
                 "must be >= 1 or -1 (keep all); to save nothing set exp_manager.create_checkpoint_callback: false",
             )
 
@@ -173,7 +185,7 @@ class OptimSection:
         positive(f"{key}.lr", self.lr)
         non_negative(f"{key}.weight_decay", self.weight_decay)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise config_fault(f"{key}.betas", self.betas, "expected [beta1, beta2], each in [0, 1)")
+            raise field_fault(self, key, "betas", "expected [beta1, beta2], each in [0, 1)")
         if self.sched.min_lr > self.lr:
             raise config_fault(f"{key}.sched.min_lr", self.sched.min_lr, f"is above optim.lr ({self.lr}); lower it")
 
@@ -254,9 +266,9 @@ class MaskedLmData:
         if self.data_prefix is not None:
             self.blend(key)
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise config_fault(f"{key}.masked_lm_prob", self.masked_lm_prob, "must be in (0, 1), e.g. 0.15")
+            raise field_fault(self, key, "masked_lm_prob", "must be in (0, 1), e.g. 0.15")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise config_fault(f"{key}.short_seq_prob", self.short_seq_prob, "must be in [0, 1], e.g. 0.1")
+            raise field_fault(self, key, "short_seq_prob", "must be in [0, 1], e.g. 0.1")
         positive(f"{key}.max_ngram_size", self.max_ngram_size)
         if self.permutation and self.geometric_dist:
             raise config_fault(
@@ -290,13 +302,27 @@ def check_recompute(model, key: str) -> None:
 def check_heads(model, key: str) -> None:
     """Per-head size: kv_channels, or hidden_size / num_attention_heads when that divides."""
     if model.kv_channels is None and model.hidden_size % model.num_attention_heads:
-        raise config_fault(
-            f"{key}.hidden_size",
-            model.hidden_size,
+        raise field_fault(
+            model,
+            key,
+            "hidden_size",
             f"is not divisible by num_attention_heads ({model.num_attention_heads}); set kv_channels",
         )
     if model.kv_channels is not None:
         positive(f"{key}.kv_channels", model.kv_channels)
+
+
+# The widths of a transformer layer and the model-parallel split: positive in every family's model section.
+LAYER_WIDTHS = ("hidden_size", "ffn_hidden_size", "num_attention_heads")
+MODEL_PARALLEL = ("tensor_model_parallel_size", "pipeline_model_parallel_size")
+
+
+def check_stack_sizes(section, key: str, *sizes: str) -> None:
+    """The named sizes of a section holding a transformer stack are positive (in this order); its hidden and
+    attention dropouts are in [0, 1)."""
+    positive_fields(section, key, *sizes)
+    fraction(f"{key}.hidden_dropout", section.hidden_dropout)
+    fraction(f"{key}.attention_dropout", section.attention_dropout)
 
 
 # Activation recompute: selective (attention only) or full (whole layers, by method and count); null = none.
@@ -339,21 +365,16 @@ class LayerStack(BuildSettings):
 
     def check_sizes(self, key: str, *more_positive: str) -> None:
         """Every size, batch and split is positive (and the family's `more_positive` keys); dropouts in [0, 1)."""
-        positive_fields(
+        check_stack_sizes(
             self,
             key,
             "micro_batch_size",
             "global_batch_size",
             "num_layers",
-            "hidden_size",
-            "ffn_hidden_size",
-            "num_attention_heads",
-            "tensor_model_parallel_size",
-            "pipeline_model_parallel_size",
+            *LAYER_WIDTHS,
+            *MODEL_PARALLEL,
             *more_positive,
         )
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -382,9 +403,10 @@ class DecoderStackSection(LayerStack):
             self.position_embedding_type == "learned_absolute"
             and self.max_position_embeddings < self.encoder_seq_length
         ):
-            raise config_fault(
-                f"{key}.max_position_embeddings",
-                self.max_position_embeddings,
+            raise field_fault(
+                self,
+                key,
+                "max_position_embeddings",
                 f"is below encoder_seq_length ({self.encoder_seq_length}): learned positions need one row per token",
             )
         check_heads(self, key)
@@ -402,9 +424,10 @@ class DecoderStackSection(LayerStack):
             positive(f"{key}.virtual_pipeline_model_parallel_size", vpp)
         pp, chunks = self.pipeline_model_parallel_size, self.virtual_pipeline_size()
         if self.num_layers % (pp * chunks):
-            raise config_fault(
-                f"{key}.num_layers",
-                self.num_layers,
+            raise field_fault(
+                self,
+                key,
+                "num_layers",
                 f"must be divisible by PP({pp}) x virtual PP({chunks}) = {pp * chunks}; "
                 "change num_layers or the pipeline sizes",
             )
@@ -514,3 +537,27 @@ class TrainingStage(StageSchema, stage="training"):
 
     def layout_data_parallel_size(self, world_size: int) -> int:
         return check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, self.stage)
+
+    def check_layout_and_schedule(self, key: str) -> None:
+        """The model's process layout on trainer.num_nodes x trainer.devices, and its learning-rate schedule."""
+        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
+        check_schedule(self.model, self.trainer, key)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSections(TrainingStage):
+    """The run, trainer and exp_manager sections a family's `training` schema starts with (a family may narrow
+    their types by declaring them again: they keep their place); the family adds its `model`."""
+
+    run: RunSection
+    trainer: TrainerSection
+    exp_manager: ExpManagerSection
+
+
+@dataclasses.dataclass(frozen=True)
+class TextPretrainingConfig(TrainingSections):
+    """The `training` schema of a family pretraining on tokenized .bin/.idx text (GPT, BERT, T5), and its rules."""
+
+    def check(self, key: str) -> None:
+        check_data_source(self.run, self.model.data, key)
+        self.check_layout_and_schedule(key)

@@ -8,7 +8,7 @@ core reads of a pretraining run too: max_time, TensorBoard/W&B, resuming and the
 import dataclasses
 from typing import Any, Literal
 
-from ..binding import config_fault, positive_fields
+from ..binding import field_fault, positive_fields
 from ..durations import WallClock
 from .common_training import CheckpointParams, Precision, TrainerClock, TrainingStage
 from .run import RunBase
@@ -38,9 +38,7 @@ class SftTrainer(TrainerClock):
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
         if self.limit_val_batches < 0:
-            raise config_fault(
-                f"{key}.limit_val_batches", self.limit_val_batches, "must be >= 0 (0 disables validation)"
-            )
+            raise field_fault(self, key, "limit_val_batches", "must be >= 0 (0 disables validation)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,10 +73,8 @@ class SquadSource:
 
     def check(self, key: str) -> None:
         if self.sample_questions is not None and self.sample_questions < 1:
-            raise config_fault(
-                f"{key}.sample_questions",
-                self.sample_questions,
-                "give a positive number of questions, or null to read the published file",
+            raise field_fault(
+                self, key, "sample_questions", "give a positive number of questions, or null to read the published file"
             )
 
 

@@ -14,9 +14,18 @@ the data preparation stage submits exactly that, so a new dataset adds steps her
 
 import dataclasses
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from ..binding import bind_stage, config_fault, nearest, non_negative, positive, positive_fields
+from ..binding import (
+    StageSchema,
+    bind_stage,
+    config_fault,
+    field_fault,
+    nearest,
+    non_negative,
+    positive,
+    positive_fields,
+)
 from ..file_numbers import FileNumbersError, parse_file_numbers
 from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .run import RunBase
@@ -46,6 +55,23 @@ class StepPlan:
     # True: array task i reads only what task i of the array step before wrote (Slurm aftercorr); False: it reads
     # what every task of that step wrote, so it waits for the whole step.
     per_task: bool = True
+
+
+class OneStepDataStage(StageSchema, stage=STAGE):
+    """Mixed into a data_preparation schema that runs as one job, the family's program `<package>.<step>` writing
+    `output_dir` (generated data, or a dataset repacked); it reads nothing unless the schema says otherwise. Its run
+    section is RunBase's keys alone."""
+
+    step: ClassVar[str]
+
+    def steps(self) -> list[StepPlan]:
+        return [StepPlan(self.step)]
+
+    def reads(self) -> list[tuple[str, str]]:
+        return []
+
+    def writes(self) -> list[str]:
+        return [self.output_dir]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -121,9 +147,7 @@ class _Tokenizing:
     def check_tokenizing(self, key: str) -> None:
         positive(f"{key}.chunk_size_mb", self.chunk_size_mb)
         if not self.json_key:
-            raise config_fault(
-                f"{key}.json_key", self.json_key, "name the JSON field that holds each document, e.g. text"
-            )
+            raise field_fault(self, key, "json_key", "name the JSON field that holds each document, e.g. text")
         if self.max_sentence_tokens is not None:
             positive(f"{key}.max_sentence_tokens", self.max_sentence_tokens)
         vocab_size = self.train_tokenizer_args.get("vocab_size")
@@ -214,7 +238,7 @@ class PileConfig(_Tokenizing):
         try:
             return parse_file_numbers(self.file_numbers, key=f"{key}.file_numbers")
         except FileNumbersError as error:
-            raise config_fault(f"{key}.file_numbers", self.file_numbers, str(error).split(": ", 1)[-1]) from None
+            raise field_fault(self, key, "file_numbers", str(error).split(": ", 1)[-1]) from None
 
     def reads(self) -> list[tuple[str, str]]:
         """Shards served from this filesystem (file:// URLs) are inputs; http(s) ones are fetched by the job."""
@@ -266,13 +290,9 @@ class CustomDatasetConfig(_Tokenizing):
                 f"{key}.preprocess_data", False, "every step is switched off; enable train_tokenizer or preprocess_data"
             )
         if self.preprocess_data and not self.files():
-            raise config_fault(
-                f"{key}.raw_dataset_files", self.raw_dataset_files, "list the json/jsonl/json.gz files to preprocess"
-            )
+            raise field_fault(self, key, "raw_dataset_files", "list the json/jsonl/json.gz files to preprocess")
         if not self.tokenizer_model:
-            raise config_fault(
-                f"{key}.tokenizer_model", self.tokenizer_model, "name the tokenizer model file to train or to use"
-            )
+            raise field_fault(self, key, "tokenizer_model", "name the tokenizer model file to train or to use")
 
     def files(self) -> list[str]:
         return [f for f in self.raw_dataset_files if f is not None]
@@ -351,16 +371,17 @@ class Mc4Config(_Tokenizing):
             )
         languages = self.language_list()
         if not languages:
-            raise config_fault(f"{key}.languages", self.languages, "list languages, e.g. 'cs,da,de', or all")
+            raise field_fault(self, key, "languages", "list languages, e.g. 'cs,da,de', or all")
         for language in languages:
             if language != "all" and not _LANGUAGE.match(language):
-                raise config_fault(
-                    f"{key}.languages",
-                    self.languages,
+                raise field_fault(
+                    self,
+                    key,
+                    "languages",
                     f"{language!r} is not an mC4 language code (e.g. de, zh, zh-Latn); or use all",
                 )
         if "all" in languages and len(languages) > 1:
-            raise config_fault(f"{key}.languages", self.languages, "all selects every language; list no others with it")
+            raise field_fault(self, key, "languages", "all selects every language; list no others with it")
         if self.run.workers_per_node is None:
             raise config_fault(
                 f"{key}.run.workers_per_node", None, "mc4 preprocessing runs this many tasks per node; set it, e.g. 4"
@@ -373,9 +394,10 @@ class Mc4Config(_Tokenizing):
             )
         self.check_tokenizer_files(key, "sentencepiece", None)
         if self.train_tokenizer and self.download_tokenizer_url:
-            raise config_fault(
-                f"{key}.download_tokenizer_url",
-                self.download_tokenizer_url,
+            raise field_fault(
+                self,
+                key,
+                "download_tokenizer_url",
                 "train_tokenizer writes tokenizer_model; set download_tokenizer_url=null, or train_tokenizer=false",
             )
 

@@ -10,21 +10,17 @@ model.data.latent_shape ([3, 1, image_size, image_size]), text_length and text_e
 
 import dataclasses
 
-from ..binding import StageSchema, config_fault, positive_fields
-from .data_preparation import StepPlan
+from ..binding import field_fault, positive_fields
+from .data_preparation import OneStepDataStage
 from .run import RunBase
 
 STAGE = "data_preparation"
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class DitDataRun(RunBase):
-    pass
-
-
 @dataclasses.dataclass(frozen=True)
-class DitShapesDataConfig(StageSchema, stage=STAGE):
-    run: DitDataRun
+class DitShapesDataConfig(OneStepDataStage):
+    step = "shapes_data"
+    run: RunBase
     output_dir: str  # the Energon dataset folder: shard_NNN.tar and .nv-meta/ (what model.data.path names)
     num_samples: int  # images, each one of the classes at random
     shard_size: int  # samples per WebDataset shard
@@ -36,13 +32,4 @@ class DitShapesDataConfig(StageSchema, stage=STAGE):
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_samples", "shard_size", "image_size", "text_length", "text_embedding_dim")
         if self.image_size < 8:
-            raise config_fault(f"{key}.image_size", self.image_size, "shapes need at least 8 x 8 pixels")
-
-    def steps(self) -> list[StepPlan]:
-        return [StepPlan("shapes_data")]
-
-    def reads(self) -> list[tuple[str, str]]:
-        return []
-
-    def writes(self) -> list[str]:
-        return [self.output_dir]
+            raise field_fault(self, key, "image_size", "shapes need at least 8 x 8 pixels")

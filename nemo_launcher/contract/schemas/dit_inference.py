@@ -12,27 +12,18 @@ prompt's samples are to the mean image of the prompt's class against the other c
 import dataclasses
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, non_negative, positive_fields
-from .run import RunBase
+from ..binding import StageSchema, field_fault, non_negative, positive_fields
+from .run import OneProcessRun
 
 STAGE = "fw_inference"
 RESULTS_FILE = "samples.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DitSampleRun(RunBase):
-    model_train_name: str | None = None  # the training run whose checkpoint is sampled
-    nodes: int = 1
-    ntasks_per_node: int = 1  # one process: sampling runs unsplit (TP = CP = 1)
+class DitSampleRun(OneProcessRun):
+    """model_train_name: the training run whose checkpoint is sampled; sampling runs unsplit (TP = CP = 1)."""
 
-    def check(self, key: str) -> None:
-        super().check(key)
-        if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(
-                f"{key}.ntasks_per_node",
-                self.ntasks_per_node,
-                "DiT sampling runs in one process: set nodes and ntasks_per_node to 1",
-            )
+    one_process_fix = "DiT sampling runs in one process: set nodes and ntasks_per_node to 1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +46,7 @@ class DitSampleConfig(StageSchema, stage=STAGE):
         positive_fields(self, key, "num_images_per_prompt", "inference_steps")
         non_negative(f"{key}.guidance_scale", self.guidance_scale)
         if not self.prompts:
-            raise config_fault(f"{key}.prompts", self.prompts, "give at least one prompt")
+            raise field_fault(self, key, "prompts", "give at least one prompt")
 
     def reads(self) -> list[tuple[str, str]]:
         paths = [(f"{STAGE}.training_config", self.training_config), (f"{STAGE}.checkpoint_dir", self.checkpoint_dir)]

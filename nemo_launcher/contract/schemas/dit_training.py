@@ -14,17 +14,13 @@ every family's (common_training).
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, non_negative, positive, positive_fields
+from ..binding import config_fault, field_fault, no_pipeline_parallel, non_negative, positive, positive_fields
 from .common_training import (
-    ExpManagerSection,
     LayerStack,
     OptimSection,
-    TrainerSection,
-    TrainingStage,
+    TrainingSections,
     check_heads,
-    check_layout,
     check_recompute,
-    check_schedule,
 )
 from .run import RunBase
 
@@ -50,9 +46,7 @@ class DiffusionSection:
     def check(self, key: str) -> None:
         positive(f"{key}.num_train_timesteps", self.num_train_timesteps)
         if not 0.0 < self.beta_start < self.beta_end < 1.0:
-            raise config_fault(
-                f"{key}.beta_start", self.beta_start, f"needs 0 < beta_start < beta_end ({self.beta_end}) < 1"
-            )
+            raise field_fault(self, key, "beta_start", f"needs 0 < beta_start < beta_end ({self.beta_end}) < 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,13 +69,9 @@ class DitData:
         positive_fields(self, key, "seq_length", "text_length", "shuffle_buffer_size", "mock_samples")
         non_negative(f"{key}.num_workers", self.num_workers)
         if len(self.latent_shape) != 4 or not all(isinstance(n, int) and n > 0 for n in self.latent_shape):
-            raise config_fault(
-                f"{key}.latent_shape", self.latent_shape, "expected [channels, frames, height, width], each > 0"
-            )
+            raise field_fault(self, key, "latent_shape", "expected [channels, frames, height, width], each > 0")
         if self.data_type == "energon" and not self.path:
-            raise config_fault(
-                f"{key}.path", self.path, "data_type energon reads an Energon dataset folder: set its path"
-            )
+            raise field_fault(self, key, "path", "data_type energon reads an Energon dataset folder: set its path")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,14 +94,13 @@ class DitModelSection(LayerStack):
     def check(self, key: str) -> None:
         self.check_sizes(key, "text_embedding_dim", "context_parallel_size", "patch_spatial", "patch_temporal")
         if not 0.0 <= self.caption_dropout_rate < 1.0:
-            raise config_fault(f"{key}.caption_dropout_rate", self.caption_dropout_rate, "must be in [0, 1), e.g. 0.1")
-        if self.pipeline_model_parallel_size != 1:
-            raise config_fault(
-                f"{key}.pipeline_model_parallel_size",
-                self.pipeline_model_parallel_size,
-                "DiT runs without pipeline stages here (the per-stage copy of the conditioning is not "
-                "built): set 1 and split the model with tensor_model_parallel_size instead",
-            )
+            raise field_fault(self, key, "caption_dropout_rate", "must be in [0, 1), e.g. 0.1")
+        no_pipeline_parallel(
+            self,
+            key,
+            "DiT runs without pipeline stages here (the per-stage copy of the conditioning is not "
+            "built): set 1 and split the model with tensor_model_parallel_size instead",
+        )
         _, frames, height, width = self.data.latent_shape
         for name, size, patch in (
             ("frames", frames, self.patch_temporal),
@@ -156,10 +145,8 @@ class DitModelSection(LayerStack):
 
 
 @dataclasses.dataclass(frozen=True)
-class DitTrainingConfig(TrainingStage):
+class DitTrainingConfig(TrainingSections):
     run: DitRun
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
     model: DitModelSection
 
     def check(self, key: str) -> None:
@@ -172,8 +159,7 @@ class DitTrainingConfig(TrainingStage):
                         "an Energon dataset is read as one endless training stream here: set 0 "
                         "(or use model.data.data_type: mock to validate on held-out mock samples)",
                     )
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
+        self.check_layout_and_schedule(key)
         self._check_cpu_parallelism(key)
 
     def _check_cpu_parallelism(self, key: str) -> None:

@@ -18,7 +18,7 @@ and coco_captions_file say. Steps, each a job running `nemo_launcher.jobs.fid_ev
 
 import dataclasses
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, field_fault, positive_fields
 from .data_preparation import StepPlan
 from .run import RunBase
 
@@ -88,7 +88,7 @@ class CocoReferenceData:
             or self.generate_shapes.enable
             or self.standin_scorers.enable
         ):
-            raise config_fault(f"{key}.preprocess_images", self.preprocess_images, "every step is disabled; enable one")
+            raise field_fault(self, key, "preprocess_images", "every step is disabled; enable one")
 
     def steps(self) -> list[StepPlan]:
         plans = []

@@ -8,7 +8,15 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, non_negative_fields, positive, positive_fields
+from ..binding import (
+    StageSchema,
+    absolute_path_fields,
+    field_fault,
+    no_pipeline_parallel,
+    non_negative_fields,
+    positive,
+    positive_fields,
+)
 from ..eval_tasks import EVAL_TASKS, parse_tasks
 from .common_training import StoredPrecision, check_model_copies
 from .run import RunBase
@@ -34,9 +42,8 @@ class EvaluationRun(RunBase):
         try:
             parse_tasks(self.tasks)
         except ValueError as error:
-            raise config_fault(f"{key}.tasks", self.tasks, str(error)) from None
-        if not Path(self.task_data_dir).is_absolute():
-            raise config_fault(f"{key}.task_data_dir", self.task_data_dir, "must be an absolute path")
+            raise field_fault(self, key, "tasks", str(error)) from None
+        absolute_path_fields(self, key, "task_data_dir")
 
     def task_names(self) -> list[str]:
         return parse_tasks(self.tasks)
@@ -58,23 +65,17 @@ class EvaluationModel(StoredPrecision):
     bootstrap_iters: int = 1000  # resamples for the standard errors; 0 skips them
 
     def check(self, key: str) -> None:
-        if self.pipeline_model_parallel_size != 1:
-            raise config_fault(
-                f"{key}.pipeline_model_parallel_size",
-                self.pipeline_model_parallel_size,
-                "evaluation runs without pipeline parallelism: set 1 (the .nemo is resharded on load)",
-            )
+        no_pipeline_parallel(
+            self, key, "evaluation runs without pipeline parallelism: set 1 (the .nemo is resharded on load)"
+        )
         positive_fields(self, key, "tensor_model_parallel_size", "eval_batch_size")
         tp = self.tensor_model_parallel_size
         if self.model_parallel_size is not None and self.model_parallel_size != tp:
-            raise config_fault(
-                f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}"
-            )
+            raise field_fault(self, key, "model_parallel_size", f"must equal TP({tp}) x PP(1) = {tp}")
         non_negative_fields(self, key, "num_fewshot", "bootstrap_iters")
         if self.limit is not None:
             positive(f"{key}.limit", self.limit)
-        if not Path(self.nemo_model).is_absolute():
-            raise config_fault(f"{key}.nemo_model", self.nemo_model, "must be an absolute path")
+        absolute_path_fields(self, key, "nemo_model")
 
 
 @dataclasses.dataclass(frozen=True)

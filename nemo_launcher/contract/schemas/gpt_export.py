@@ -5,7 +5,15 @@ import dataclasses
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import (
+    StageSchema,
+    absolute_path_fields,
+    config_fault,
+    field_fault,
+    must_be_one,
+    no_pipeline_parallel,
+    positive_fields,
+)
 from .run import RunBase
 
 STAGE = "export"
@@ -30,18 +38,18 @@ class ExportModel:
     tensor_model_parallel_size: int = 1  # must be 1: the Python backend runs a model in one process
 
     def check(self, key: str) -> None:
-        if self.tensor_model_parallel_size != 1:
-            raise config_fault(
-                f"{key}.tensor_model_parallel_size",
-                self.tensor_model_parallel_size,
-                "the Triton Python backend serves a model in one process per instance: set 1",
-            )
-        if not Path(self.checkpoint_path).is_absolute():
-            raise config_fault(
-                f"{key}.checkpoint_path",
-                self.checkpoint_path,
-                f"name the .nemo to export by absolute path (the conversion stage writes {self.written_by_conversion})",
-            )
+        must_be_one(
+            self,
+            key,
+            "tensor_model_parallel_size",
+            fix="the Triton Python backend serves a model in one process per instance: set 1",
+        )
+        absolute_path_fields(
+            self,
+            key,
+            "checkpoint_path",
+            fix=f"name the .nemo to export by absolute path (the conversion stage writes {self.written_by_conversion})",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,12 +66,7 @@ class TritonDeployment:
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "max_batch_size", "tokens_to_generate", "instance_count")
-        if self.pipeline_model_parallel_size != 1:
-            raise config_fault(
-                f"{key}.pipeline_model_parallel_size",
-                self.pipeline_model_parallel_size,
-                "the Triton Python backend serves a model in one process per instance: set 1",
-            )
+        no_pipeline_parallel(self, key, "the Triton Python backend serves a model in one process per instance: set 1")
         for name in ("int8_mode", "enable_custom_all_reduce"):
             if getattr(self, name):
                 raise config_fault(
@@ -73,9 +76,10 @@ class TritonDeployment:
                 )
         path = Path(self.triton_model_dir)
         if not path.is_absolute() or not path.name:
-            raise config_fault(
-                f"{key}.triton_model_dir",
-                self.triton_model_dir,
+            raise field_fault(
+                self,
+                key,
+                "triton_model_dir",
                 "an absolute path ending in the served model's name, e.g. /results/model_repo/gpt3_5b",
             )
 

@@ -15,7 +15,7 @@ import dataclasses
 import re
 from typing import Any, Literal
 
-from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
+from ..binding import bind_stage, config_fault, field_fault, fraction, no_pipeline_parallel, positive, positive_fields
 from .common_training import OptimSection, check_layout, check_schedule, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer, SquadSource
 
@@ -44,35 +44,36 @@ class TaskTemplate:
     def check(self, key: str) -> None:
         markers = [int(n) for n in VIRTUAL_MARKER.findall(self.prompt_template)]
         if markers != list(range(len(markers))):
-            raise config_fault(
-                f"{key}.prompt_template",
-                self.prompt_template,
+            raise field_fault(
+                self,
+                key,
+                "prompt_template",
                 "number the virtual prompt markers <|VIRTUAL_PROMPT_0|>, <|VIRTUAL_PROMPT_1|>, ... in order",
             )
         if (
             len(self.virtual_token_splits) != len(markers)
             or sum(self.virtual_token_splits) != self.total_virtual_tokens
         ):
-            raise config_fault(
-                f"{key}.virtual_token_splits",
-                self.virtual_token_splits,
+            raise field_fault(
+                self,
+                key,
+                "virtual_token_splits",
                 f"give one count per <|VIRTUAL_PROMPT_n|> marker ({len(markers)}), summing to "
                 f"total_virtual_tokens ({self.total_virtual_tokens})",
             )
         if any(n < 1 for n in self.virtual_token_splits):
-            raise config_fault(f"{key}.virtual_token_splits", self.virtual_token_splits, "each count must be >= 1")
+            raise field_fault(self, key, "virtual_token_splits", "each count must be >= 1")
         if not self.prompt_template.rstrip().endswith("{" + self.answer_field + "}"):
-            raise config_fault(
-                f"{key}.prompt_template",
-                self.prompt_template,
-                f"must end with the answer field {{{self.answer_field}}} (answer_field)",
+            raise field_fault(
+                self, key, "prompt_template", f"must end with the answer field {{{self.answer_field}}} (answer_field)"
             )
         if self.truncate_field is not None and (
             self.truncate_field not in self.fields() or self.truncate_field == self.answer_field
         ):
-            raise config_fault(
-                f"{key}.truncate_field",
-                self.truncate_field,
+            raise field_fault(
+                self,
+                key,
+                "truncate_field",
                 f"name one of the template's input fields ({', '.join(self.fields()) or 'none'}), or null",
             )
 
@@ -140,7 +141,7 @@ class PromptData:
                     f"{key}.{split}", files, "list one or more jsonl files, e.g. [/data/squad_train.jsonl]"
                 )
         if self.num_workers < 0:
-            raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
+            raise field_fault(self, key, "num_workers", "must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,19 +173,13 @@ class PromptLearningModel:
         positive_fields(
             self, key, "global_batch_size", "micro_batch_size", "tensor_model_parallel_size", "encoder_seq_length"
         )
-        if self.pipeline_model_parallel_size != 1:
-            raise config_fault(
-                f"{key}.pipeline_model_parallel_size",
-                self.pipeline_model_parallel_size,
-                "tuning runs without pipeline parallelism: set 1 and split a large model with "
-                "tensor_model_parallel_size",
-            )
+        no_pipeline_parallel(
+            self,
+            key,
+            "tuning runs without pipeline parallelism: set 1 and split a large model with tensor_model_parallel_size",
+        )
         if self.model_parallel_size is not None and self.model_parallel_size != self.tensor_model_parallel_size:
-            raise config_fault(
-                f"{key}.model_parallel_size",
-                self.model_parallel_size,
-                f"must be TP x PP = {self.tensor_model_parallel_size}",
-            )
+            raise field_fault(self, key, "model_parallel_size", f"must be TP x PP = {self.tensor_model_parallel_size}")
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
         names = [t.taskname for t in self.task_templates]
@@ -199,12 +194,10 @@ class PromptLearningModel:
                     f"{unknown[0]!r} has no entry in task_templates ({', '.join(names)})",
                 )
         if not self.new_tasks:
-            raise config_fault(f"{key}.new_tasks", self.new_tasks, "name the task(s) this run trains, e.g. [squad]")
+            raise field_fault(self, key, "new_tasks", "name the task(s) this run trains, e.g. [squad]")
         both = sorted(set(self.new_tasks) & set(self.existing_tasks))
         if both:
-            raise config_fault(
-                f"{key}.new_tasks", self.new_tasks, f"{both[0]!r} is also an existing task; a task is trained once"
-            )
+            raise field_fault(self, key, "new_tasks", f"{both[0]!r} is also an existing task; a task is trained once")
 
     def template(self, task: str) -> TaskTemplate:
         return next(t for t in self.task_templates if t.taskname == task)

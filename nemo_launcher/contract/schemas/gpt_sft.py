@@ -10,7 +10,7 @@ that need it (heads divisible by TP) are the job's; those that need only the bat
 import dataclasses
 from typing import Any, Literal
 
-from ..binding import bind_stage, config_fault, fraction, positive, positive_fields
+from ..binding import bind_stage, config_fault, field_fault, fraction, no_pipeline_parallel, positive, positive_fields
 from .common_training import OptimSection, check_layout, check_schedule, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer
 
@@ -44,16 +44,15 @@ class DatasetSection:
 
     def check(self, key: str) -> None:
         if not self.file_names or not all(self.file_names):
-            raise config_fault(
-                f"{key}.file_names", self.file_names, "list one or more jsonl files, e.g. [/data/train.jsonl]"
-            )
+            raise field_fault(self, key, "file_names", "list one or more jsonl files, e.g. [/data/train.jsonl]")
         positive(f"{key}.max_seq_length", self.max_seq_length)
         if self.num_workers < 0:
-            raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
+            raise field_fault(self, key, "num_workers", "must be >= 0")
         if "{input}" not in self.prompt_template or not self.prompt_template.rstrip().endswith("{output}"):
-            raise config_fault(
-                f"{key}.prompt_template",
-                self.prompt_template,
+            raise field_fault(
+                self,
+                key,
+                "prompt_template",
                 'must contain {input} and end with {output}, e.g. "{input} {output}" or "Q: {input}\\nA: {output}"',
             )
         weights = self.concat_sampling_probabilities
@@ -71,7 +70,7 @@ class DatasetSection:
                 f"give one probability >= 0 per file ({len(self.file_names)} files), summing to 1",
             )
         if self.names is not None and len(self.names) != len(self.file_names):
-            raise config_fault(f"{key}.names", self.names, f"give one name per file ({len(self.file_names)} files)")
+            raise field_fault(self, key, "names", f"give one name per file ({len(self.file_names)} files)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,11 +95,9 @@ class LoraSection:
         fraction(f"{key}.adapter_dropout", self.adapter_dropout)
         unknown = [t for t in self.target_modules if t not in TARGET_MODULES + ("all",)]
         if not self.target_modules or unknown:
-            raise config_fault(
-                f"{key}.target_modules", self.target_modules, f"list some of {', '.join(TARGET_MODULES)}, or all"
-            )
+            raise field_fault(self, key, "target_modules", f"list some of {', '.join(TARGET_MODULES)}, or all")
         if self.layer_selection is not None and any(layer < 1 for layer in self.layer_selection):
-            raise config_fault(f"{key}.layer_selection", self.layer_selection, "layer numbers start at 1")
+            raise field_fault(self, key, "layer_selection", "layer numbers start at 1")
 
     def targets(self) -> list[str]:
         return list(TARGET_MODULES) if "all" in self.target_modules else list(dict.fromkeys(self.target_modules))
@@ -131,20 +128,20 @@ class SftModel:
 
     def check(self, key: str) -> None:
         if not self.restore_from_path:
-            raise config_fault(
-                f"{key}.restore_from_path",
-                self.restore_from_path,
+            raise field_fault(
+                self,
+                key,
+                "restore_from_path",
                 "name the .nemo to fine-tune "
                 "(the conversion stage writes <train dir>/convert_nemo/results/megatron_gpt.nemo)",
             )
         positive_fields(self, key, "global_batch_size", "micro_batch_size", "tensor_model_parallel_size")
-        if self.pipeline_model_parallel_size != 1:
-            raise config_fault(
-                f"{key}.pipeline_model_parallel_size",
-                self.pipeline_model_parallel_size,
-                "fine-tuning runs without pipeline parallelism: set 1 and split a large model with "
-                "tensor_model_parallel_size",
-            )
+        no_pipeline_parallel(
+            self,
+            key,
+            "fine-tuning runs without pipeline parallelism: set 1 and split a large model with "
+            "tensor_model_parallel_size",
+        )
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
 

@@ -12,20 +12,16 @@ refuses what Megatron would refuse hours later in the queue.
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, non_negative, positive, positive_fields
+from ..binding import config_fault, field_fault, non_negative, positive, positive_fields
 from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .common_training import (
     CheckpointParams,
     DecoderStackSection,
     ExpManagerSection,
     OptimSection,
-    RunSection,
+    TextPretrainingConfig,
     TrainerSection,
-    TrainingStage,
     blend,
-    check_data_source,
-    check_layout,
-    check_schedule,
     check_splits,
     data_reads,
 )
@@ -194,14 +190,12 @@ class ModelSection(DecoderStackSection):
         check_fixed(self, key, FIXED_MODEL_KEYS)
         positive_fields(self, key, "fp8_interval", "fp8_amax_history_len")
         if not 0.0 < self.rotary_percentage <= 1.0:
-            raise config_fault(f"{key}.rotary_percentage", self.rotary_percentage, "must be in (0, 1]")
+            raise field_fault(self, key, "rotary_percentage", "must be in (0, 1]")
         if self.num_query_groups is not None:
             positive(f"{key}.num_query_groups", self.num_query_groups)
             if self.num_attention_heads % self.num_query_groups:
-                raise config_fault(
-                    f"{key}.num_query_groups",
-                    self.num_query_groups,
-                    f"must divide num_attention_heads ({self.num_attention_heads})",
+                raise field_fault(
+                    self, key, "num_query_groups", f"must divide num_attention_heads ({self.num_attention_heads})"
                 )
         super().check(key)
         if self.overlap_p2p_comm and self.virtual_pipeline_size() == 1:
@@ -316,10 +310,8 @@ class GptCheckpointParams(CheckpointParams):
         )
         if (self.monitor, self.mode) in (("step", "min"), ("val_loss", "max")):
             kept = "newest checkpoints (mode max)" if self.monitor == "step" else "lowest validation losses (mode min)"
-            raise config_fault(
-                f"{key}.mode",
-                self.mode,
-                f"monitor: {self.monitor} keeps the {kept}; set mode to match, or null",
+            raise field_fault(
+                self, key, "mode", f"monitor: {self.monitor} keeps the {kept}; set mode to match, or null"
             )
         if self.model_parallel_size is not None:
             positive(f"{key}.model_parallel_size", self.model_parallel_size)
@@ -387,17 +379,14 @@ def tokenizer_files(tokenizer: TokenizerSection, key: str) -> list[tuple[str, st
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingConfig(TrainingStage):
-    run: RunSection
+class TrainingConfig(TextPretrainingConfig):
     trainer: GptTrainerSection
     exp_manager: GptExpManagerSection
     model: ModelSection
 
     def check(self, key: str) -> None:
+        super().check(key)
         model, trainer, params = self.model, self.trainer, self.exp_manager.checkpoint_callback_params
-        check_data_source(self.run, model.data, key)
-        check_layout(model, trainer.num_nodes, trainer.devices, key)
-        check_schedule(model, trainer, key)
         check_gpu_settings(model, trainer, f"{key}.model")
         check_profile_ranks(model.nsys_profile, trainer.num_nodes * trainer.devices, f"{key}.model.nsys_profile")
         model_parallel = model.tensor_model_parallel_size * model.pipeline_model_parallel_size

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from ..binding import config_fault, non_negative, positive
+from ..binding import config_fault, field_fault, non_negative, positive
 
 # Transformer Engine's GEMMs whose tensor-parallel communication userbuffers can overlap.
 UB_GEMMS = (
@@ -67,12 +67,12 @@ class NsysSection:
     def check(self, key: str) -> None:
         non_negative(f"{key}.start_step", self.start_step)
         if self.end_step < self.start_step:
-            raise config_fault(f"{key}.end_step", self.end_step, f"must be >= start_step ({self.start_step})")
+            raise field_fault(self, key, "end_step", f"must be >= start_step ({self.start_step})")
         if not self.ranks or any(r < 0 for r in self.ranks):
-            raise config_fault(f"{key}.ranks", self.ranks, "list the global ranks to profile, e.g. [0]")
+            raise field_fault(self, key, "ranks", "list the global ranks to profile, e.g. [0]")
         unknown = [t for t in self.trace if t not in NSYS_TRACES]
         if not self.trace or unknown:
-            raise config_fault(f"{key}.trace", self.trace, f"choose from {', '.join(NSYS_TRACES)}")
+            raise field_fault(self, key, "trace", f"choose from {', '.join(NSYS_TRACES)}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +238,7 @@ def _check_tp_overlap(model, key: str, tp: int, on_cpu: bool) -> None:
 
 def check_profile_ranks(profile: NsysSection, world_size: int, key: str) -> None:
     if profile.enabled and any(rank >= world_size for rank in profile.ranks):
-        raise config_fault(f"{key}.ranks", profile.ranks, f"ranks run from 0 to {world_size - 1} (nodes x devices)")
+        raise field_fault(profile, key, "ranks", f"ranks run from 0 to {world_size - 1} (nodes x devices)")
 
 
 def ordered_kernel_queue_env(model) -> tuple[tuple[str, str], ...]:

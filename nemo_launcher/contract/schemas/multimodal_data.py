@@ -25,7 +25,7 @@ import glob
 import os
 from typing import Any, Literal
 
-from ..binding import StageSchema, bind, config_fault, positive, positive_fields
+from ..binding import StageSchema, bind, config_fault, field_fault, positive, positive_fields
 from ..file_numbers import FileNumbersError, parse_file_numbers
 from .data_preparation import StepPlan
 from .run import RunBase
@@ -68,7 +68,7 @@ class GenerateShapes:
         if self.enable:
             positive_fields(self, key, "num_examples", "num_parquet_files", "image_size", "num_held_out")
             if not self.output_dir:
-                raise config_fault(f"{key}.output_dir", self.output_dir, "name the folder the corpus is written to")
+                raise field_fault(self, key, "output_dir", "name the folder the corpus is written to")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +81,7 @@ class DownloadParquet:
     def check(self, key: str) -> None:
         positive_fields(self, key, "parquet_subpartitions")
         if self.enable and not self.output_dir:
-            raise config_fault(f"{key}.output_dir", self.output_dir, "name the folder the parquet files go to")
+            raise field_fault(self, key, "output_dir", "name the folder the parquet files go to")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,17 +104,15 @@ class ImageDownloadArguments:
 
     def check(self, key: str) -> None:
         if self.input_format != "parquet":
-            raise config_fault(f"{key}.input_format", self.input_format, "the parquet files are the input; use parquet")
+            raise field_fault(self, key, "input_format", "the parquet files are the input; use parquet")
         if self.encode_format not in ENCODE_FORMATS:
-            raise config_fault(f"{key}.encode_format", self.encode_format, f"choose one of {', '.join(ENCODE_FORMATS)}")
+            raise field_fault(self, key, "encode_format", f"choose one of {', '.join(ENCODE_FORMATS)}")
         if self.resize_mode not in RESIZE_MODES:
-            raise config_fault(f"{key}.resize_mode", self.resize_mode, f"choose one of {', '.join(RESIZE_MODES)}")
+            raise field_fault(self, key, "resize_mode", f"choose one of {', '.join(RESIZE_MODES)}")
         quality_range = (0, 9) if self.encode_format == "png" else (1, 100)
         if not quality_range[0] <= self.encode_quality <= quality_range[1]:
-            raise config_fault(
-                f"{key}.encode_quality",
-                self.encode_quality,
-                f"{self.encode_format} takes {quality_range[0]}-{quality_range[1]}",
+            raise field_fault(
+                self, key, "encode_quality", f"{self.encode_format} takes {quality_range[0]}-{quality_range[1]}"
             )
         positive_fields(self, key, "image_size", "number_sample_per_shard", "timeout")
         if self.retries < 0 or self.min_image_size < 0:
@@ -138,10 +136,8 @@ class DownloadImages:
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_parquets_downloaded", "download_num_threads")
         if self.download_num_processes != -1 and self.download_num_processes < 1:
-            raise config_fault(
-                f"{key}.download_num_processes",
-                self.download_num_processes,
-                "use a positive count, or -1 for one per CPU of the task",
+            raise field_fault(
+                self, key, "download_num_processes", "use a positive count, or -1 for one per CPU of the task"
             )
         for name in ("input_dir", "output_dir"):
             if self.enable and not getattr(self, name):
@@ -175,9 +171,10 @@ class PrecacheEncodings:
     def check(self, key: str) -> None:
         positive_fields(self, key, "tar_chunk_size", "tasks_per_node")
         if self.enable and not self.precache_config_path:
-            raise config_fault(
-                f"{key}.precache_config_path",
-                self.precache_config_path,
+            raise field_fault(
+                self,
+                key,
+                "precache_config_path",
                 "name the precache spec, e.g. ${launcher_scripts_path}/conf/_precache/precache_clip.yaml",
             )
 
@@ -194,7 +191,7 @@ class GenerateWdinfo:
         positive_fields(self, key, "tar_chunk_size")
         check_extensions(f"{key}.file_ext_in_tar", self.file_ext_in_tar)
         if self.enable and not self.output_wdinfo_path.endswith(".pkl"):
-            raise config_fault(f"{key}.output_wdinfo_path", self.output_wdinfo_path, "name a .pkl file")
+            raise field_fault(self, key, "output_wdinfo_path", "name a .pkl file")
 
 
 def check_extensions(key: str, extensions: list[str]) -> None:
@@ -233,28 +230,28 @@ class MultimodalDataConfig(StageSchema, stage=STAGE):
 
     def check(self, key: str) -> None:
         if not self.dataset_repo_url.startswith(("http://", "https://", "file://")):
-            raise config_fault(
-                f"{key}.dataset_repo_url",
-                self.dataset_repo_url,
+            raise field_fault(
+                self,
+                key,
+                "dataset_repo_url",
                 "use https://huggingface.co/datasets/<repo id> or file://<folder of parquet files>",
             )
         if not os.path.isabs(self.dataset_output_root):
-            raise config_fault(f"{key}.dataset_output_root", self.dataset_output_root, "must be an absolute path")
+            raise field_fault(self, key, "dataset_output_root", "must be an absolute path")
         if not any(getattr(self, name).enable for name in STEP_ORDER):
             raise config_fault(f"{key}.download_images.enable", False, "every sub-stage is disabled; enable one")
         if self.override_task_count is not None:
             positive(f"{key}.override_task_count", self.override_task_count)
         if self.override_task_id is not None:
             if self.override_task_count is None:
-                raise config_fault(
-                    f"{key}.override_task_id",
-                    self.override_task_id,
-                    "say how many tasks the original run had with override_task_count",
+                raise field_fault(
+                    self, key, "override_task_id", "say how many tasks the original run had with override_task_count"
                 )
             if not 0 <= self.override_task_id < self.override_task_count:
-                raise config_fault(
-                    f"{key}.override_task_id",
-                    self.override_task_id,
+                raise field_fault(
+                    self,
+                    key,
+                    "override_task_id",
                     f"a task of override_task_count={self.override_task_count} "
                     f"runs is 0-{self.override_task_count - 1}",
                 )
@@ -402,9 +399,9 @@ class EncodingSpec:
         if not isinstance(cls, str) or "." not in cls:
             raise config_fault(f"{key}.encoder_config.cls", cls, "name the encoder class as module.Class")
         if not self.key or "/" in self.key:
-            raise config_fault(f"{key}.key", self.key, "a name such as clip-vit-large-patch14_text")
+            raise field_fault(self, key, "key", "a name such as clip-vit-large-patch14_text")
         if self.extension.startswith("."):
-            raise config_fault(f"{key}.extension", self.extension, f"write it without the dot: {self.extension[1:]}")
+            raise field_fault(self, key, "extension", f"write it without the dot: {self.extension[1:]}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -416,7 +413,7 @@ class PrecacheSpec:
     def check(self, key: str) -> None:
         positive(f"{key}.batch_size_per_GPU", self.batch_size_per_GPU)
         if not self.encodings:
-            raise config_fault(f"{key}.encodings", self.encodings, "list at least one encoding")
+            raise field_fault(self, key, "encodings", "list at least one encoding")
         keys = [encoding.key for encoding in self.encodings]
         repeated = sorted({name for name in keys if keys.count(name) > 1})
         if repeated:

@@ -23,7 +23,7 @@ share again. The CSV files and the plot go into run.results_dir.
 
 import dataclasses
 
-from ..binding import StageSchema, config_fault, positive, positive_fields
+from ..binding import StageSchema, config_fault, field_fault, positive, positive_fields
 from .data_preparation import StepPlan
 from .fid_evaluation_data import CocoReferenceData
 from .run import RunBase
@@ -67,16 +67,12 @@ class FidSection:
     def check(self, key: str) -> None:
         positive_fields(self, key, "nnodes_per_cfg", "num_images_to_eval", "image_size")
         if not self.classifier_free_guidance:
-            raise config_fault(
-                f"{key}.classifier_free_guidance", self.classifier_free_guidance, "list at least one scale"
-            )
+            raise field_fault(self, key, "classifier_free_guidance", "list at least one scale")
         if len(set(self.classifier_free_guidance)) != len(self.classifier_free_guidance):
-            raise config_fault(f"{key}.classifier_free_guidance", self.classifier_free_guidance, "list each scale once")
+            raise field_fault(self, key, "classifier_free_guidance", "list each scale once")
         for scale in self.classifier_free_guidance:
             if scale < 0:
-                raise config_fault(
-                    f"{key}.classifier_free_guidance", self.classifier_free_guidance, "scales are 0 or more"
-                )
+                raise field_fault(self, key, "classifier_free_guidance", "scales are 0 or more")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +87,7 @@ class QualityTargets:
         if self.fid is None and self.clip_score is None:
             raise config_fault(f"{key}.fid", None, "set fid and/or clip_score, or drop targets")
         if self.fid is not None and self.fid <= 0:
-            raise config_fault(f"{key}.fid", self.fid, "an FID target is a positive distance")
+            raise field_fault(self, key, "fid", "an FID target is a positive distance")
 
     def met(self, fid: float, clip_score: float) -> dict[str, bool]:
         verdict = {}

@@ -13,9 +13,10 @@ EDIT_MODEL>/` (Triton's layout) and EXPORT_REPORT_FILE with what was checked.
 """
 
 import dataclasses
-from pathlib import PurePosixPath
+from typing import ClassVar
 
-from ..binding import StageSchema, config_fault, positive
+from ..binding import absolute_path_fields, config_fault, field_fault, positive
+from .run import SavedModelStage
 from .sd_inference import EditSection, InferenceModel, InferenceRun, InferSection
 from .vision_export import EXPORT_REPORT_FILE, INFER_CONFIG_FILE, ExportTrainer
 
@@ -28,28 +29,34 @@ __all__ = ["EDIT_MODEL", "EXPORT_REPORT_FILE", "EditExportConfig", "INFER_CONFIG
 
 @dataclasses.dataclass(frozen=True, kw_only=True)  # keyword-only: they follow the inherited sections' required keys
 class _ExportPlaces:
-    """Where the export writes and how closely its graphs must agree with the networks."""
+    """Where the export writes and how closely its graphs must agree with the networks. `out_key` names the section's
+    output folder key (the infer and edit sections spell it differently)."""
 
+    out_key: ClassVar[str]
     check_tolerance: float = 1.0e-3  # largest allowed |onnxruntime - framework| over every checked graph output
     # Also write the Triton entry into this folder (the seed's <launcher>/deployment/server); null: only model_repo/
     deployment_dir: str | None = None
 
-    def _check_places(self, key: str, out_key: str, out_path: str | None) -> None:
+    @property
+    def out_dir(self) -> str:
+        return getattr(self, self.out_key)
+
+    def _check_places(self, key: str) -> None:
         positive(f"{key}.check_tolerance", self.check_tolerance)
-        for name, value in ((out_key, out_path), ("deployment_dir", self.deployment_dir)):
-            if value is not None and not PurePosixPath(value).is_absolute():
-                raise config_fault(f"{key}.{name}", value, "must be an absolute path")
+        absolute_path_fields(self, key, self.out_key, "deployment_dir")
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportInferSection(InferSection, _ExportPlaces):
     """The seed's `infer:` keys; num_images_per_prompt is every graph's batch, height and width the images'."""
 
+    out_key = "out_path"
+
     def check(self, key: str) -> None:
         super().check(key)
         if not self.out_path:
-            raise config_fault(f"{key}.out_path", self.out_path, "name the folder of onnx/, plan/ and model_repo/")
-        self._check_places(key, "out_path", self.out_path)
+            raise field_fault(self, key, "out_path", "name the folder of onnx/, plan/ and model_repo/")
+        self._check_places(key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,19 +64,27 @@ class ExportEditSection(EditSection, _ExportPlaces):
     """The seed's `edit:` keys. The example image `input` fixes the graphs' image size (resized as edit_cli resizes
     it); the served pipeline scales every request's image to that size. `outpath` holds onnx/, plan/, model_repo/."""
 
+    out_key = "outpath"
+
     def check(self, key: str) -> None:
         super().check(key)
-        self._check_places(key, "outpath", self.outpath)
+        self._check_places(key)
 
 
 @dataclasses.dataclass(frozen=True)
-class _SdExport(StageSchema, stage=STAGE):
+class _SdExport(SavedModelStage, stage=STAGE):
+    places_key: ClassVar[str]  # the section of the export's places: infer (text2img) or edit (instruct_pix2pix)
     run: InferenceRun
     trainer: ExportTrainer  # precision names the TensorRT engines' arithmetic (16: FP16, 32: FP32); graphs are fp32
     model: InferenceModel
 
-    def reads(self) -> list[tuple[str, str]]:
-        return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
+    @property
+    def places(self) -> _ExportPlaces:
+        return getattr(self, self.places_key)
+
+    @property
+    def out_path(self) -> str:
+        return self.places.out_dir
 
     def writes(self) -> list[str]:
         places = self.places
@@ -82,15 +97,8 @@ class _SdExport(StageSchema, stage=STAGE):
 
 @dataclasses.dataclass(frozen=True)
 class SdExportConfig(_SdExport):
+    places_key = "infer"
     infer: ExportInferSection
-
-    @property
-    def out_path(self) -> str:
-        return self.infer.out_path
-
-    @property
-    def places(self) -> _ExportPlaces:
-        return self.infer
 
     def check(self, key: str) -> None:
         if self.infer.unconditional_guidance_scale is None:
@@ -101,15 +109,8 @@ class SdExportConfig(_SdExport):
 
 @dataclasses.dataclass(frozen=True)
 class EditExportConfig(_SdExport):
+    places_key = "edit"
     edit: ExportEditSection
 
-    @property
-    def out_path(self) -> str:
-        return self.edit.outpath
-
-    @property
-    def places(self) -> _ExportPlaces:
-        return self.edit
-
-    def reads(self) -> list[tuple[str, str]]:
-        return super().reads() + [(f"{STAGE}.edit.input", self.edit.input)]
+    def input_reads(self) -> list[tuple[str, str]]:
+        return [(f"{STAGE}.edit.input", self.edit.input)]

@@ -17,7 +17,7 @@ text encoder too unless DreamBooth's train_text_encoder asks for it.
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, non_negative, positive_fields
+from ..binding import config_fault, field_fault, non_negative, positive_fields
 from .sd_inference import Sampler
 from .stable_diffusion_training import STAGE, SdModelSection, StableDiffusionTrainingConfig
 
@@ -104,15 +104,17 @@ class EditModelSection(_FineTuneModel, SdModelSection):
                 f"InstructPix2Pix's UNet reads the noisy latents and the input image's: set {2 * self.channels}",
             )
         if not 0.0 <= self.conditioning_dropout_rate <= 1.0 / 3.0:
-            raise config_fault(
-                f"{key}.conditioning_dropout_rate",
-                self.conditioning_dropout_rate,
+            raise field_fault(
+                self,
+                key,
+                "conditioning_dropout_rate",
                 "must be in [0, 1/3] (three disjoint shares of the samples), e.g. 0.05",
             )
         if self.text_embedding_dropout_rate:
-            raise config_fault(
-                f"{key}.text_embedding_dropout_rate",
-                self.text_embedding_dropout_rate,
+            raise field_fault(
+                self,
+                key,
+                "text_embedding_dropout_rate",
                 "InstructPix2Pix drops the instruction by conditioning_dropout_rate: set 0",
             )
 
@@ -151,10 +153,8 @@ class DreamBoothData:
         positive_fields(self, key, "num_reg_images", "num_images_per_prompt", "resolution")
         non_negative(f"{key}.num_workers", self.num_workers)
         if not self.instance_prompt.strip():
-            raise config_fault(
-                f"{key}.instance_prompt",
-                self.instance_prompt,
-                'caption the subject with its special token, e.g. "a photo of a sks dog"',
+            raise field_fault(
+                self, key, "instance_prompt", 'caption the subject with its special token, e.g. "a photo of a sks dog"'
             )
 
 
@@ -174,9 +174,10 @@ class DreamBoothModelSection(_FineTuneModel, SdModelSection):
         super().check(key)
         self.check_start(key)
         if not self.restore_from_path.endswith(".nemo"):
-            raise config_fault(
-                f"{key}.restore_from_path",
-                self.restore_from_path,
+            raise field_fault(
+                self,
+                key,
+                "restore_from_path",
                 "DreamBooth draws its regularization images from a .nemo: name one (nemo_stable_diffusion.nemo)",
             )
         if self.unet_config.in_channels != self.channels:
@@ -186,9 +187,10 @@ class DreamBoothModelSection(_FineTuneModel, SdModelSection):
                 f"DreamBooth fine-tunes a text-to-image UNet: set {self.channels}",
             )
         if self.cond_stage_trainable != self.train_text_encoder:
-            raise config_fault(
-                f"{key}.cond_stage_trainable",
-                self.cond_stage_trainable,
+            raise field_fault(
+                self,
+                key,
+                "cond_stage_trainable",
                 f"must equal train_text_encoder ({self.train_text_encoder}), the seed's key for it",
             )
         non_negative(f"{key}.prior_loss_weight", self.prior_loss_weight)

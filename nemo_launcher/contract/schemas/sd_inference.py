@@ -14,9 +14,9 @@ each prompt's images by the nearest class-mean image.
 import dataclasses
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, non_negative, positive_fields
+from ..binding import config_fault, field_fault, non_negative, positive_fields
 from .common_training import Precision, precision_name
-from .run import RunBase
+from .run import OneProcessRun, SavedModelStage
 
 STAGE = "fw_inference"
 TEXT2IMG_RESULTS = "text2img.json"
@@ -25,19 +25,10 @@ Sampler = Literal["PLMS", "DDIM", "DPM", "Euler"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class InferenceRun(RunBase):
-    model_train_name: str | None = None  # the training run whose .nemo is read by default
-    nodes: int = 1
-    ntasks_per_node: int = 1
+class InferenceRun(OneProcessRun):
+    """model_train_name: the training run whose .nemo is read by default."""
 
-    def check(self, key: str) -> None:
-        super().check(key)
-        if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(
-                f"{key}.ntasks_per_node",
-                self.ntasks_per_node,
-                "framework inference runs in one process: set run.nodes and run.ntasks_per_node to 1",
-            )
+    one_process_fix = "framework inference runs in one process: set run.nodes and run.ntasks_per_node to 1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +42,7 @@ class InferenceTrainer:
     def check(self, key: str) -> None:
         positive_fields(self, key, "devices", "num_nodes")
         if self.accelerator == "cpu" and self.precision_name() == "fp16":
-            raise config_fault(f"{key}.precision", self.precision, "fp16 runs on GPUs only: use 32 or bf16 on the CPU")
+            raise field_fault(self, key, "precision", "fp16 runs on GPUs only: use 32 or bf16 on the CPU")
 
     def precision_name(self) -> str:
         return precision_name(self.precision)
@@ -89,7 +80,7 @@ class InferSection:
         )
         non_negative(f"{key}.eta", self.eta)
         if self.eta and self.sampler_type != "DDIM":
-            raise config_fault(f"{key}.eta", self.eta, f"only DDIM adds noise by eta; set 0 for {self.sampler_type}")
+            raise field_fault(self, key, "eta", f"only DDIM adds noise by eta; set 0 for {self.sampler_type}")
         for name in ("height", "width"):
             if getattr(self, name) % self.down_factor:
                 raise config_fault(
@@ -115,7 +106,7 @@ def check_grid(key: str, grid: list[int] | None, images: int, images_key: str) -
 
 
 @dataclasses.dataclass(frozen=True)
-class Text2ImgConfig(StageSchema, stage=STAGE):
+class Text2ImgConfig(SavedModelStage, stage=STAGE):
     run: InferenceRun
     infer: InferSection
     model: InferenceModel
@@ -136,11 +127,8 @@ class Text2ImgConfig(StageSchema, stage=STAGE):
                 "text2img writes its images: set save_to_file true and out_path to a folder",
             )
 
-    def reads(self) -> list[tuple[str, str]]:
-        paths = [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
-        if self.class_reference_dir:
-            paths.append((f"{STAGE}.class_reference_dir", self.class_reference_dir))
-        return paths
+    def input_reads(self) -> list[tuple[str, str]]:
+        return [(f"{STAGE}.class_reference_dir", self.class_reference_dir)] if self.class_reference_dir else []
 
     def writes(self) -> list[str]:
         return [self.infer.out_path]
@@ -169,7 +157,7 @@ class EditSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class EditConfig(StageSchema, stage=STAGE):
+class EditConfig(SavedModelStage, stage=STAGE):
     run: InferenceRun
     edit: EditSection
     model: InferenceModel
@@ -179,11 +167,8 @@ class EditConfig(StageSchema, stage=STAGE):
         if not self.edit.prompt.strip():
             raise config_fault(f"{key}.edit.prompt", self.edit.prompt, 'give the edit instruction, e.g. "make it blue"')
 
-    def reads(self) -> list[tuple[str, str]]:
-        return [
-            (f"{STAGE}.model.restore_from_path", self.model.restore_from_path),
-            (f"{STAGE}.edit.input", self.edit.input),
-        ]
+    def input_reads(self) -> list[tuple[str, str]]:
+        return [(f"{STAGE}.edit.input", self.edit.input)]
 
     def writes(self) -> list[str]:
         return [self.edit.outpath]

@@ -11,7 +11,7 @@ map onto their constructors as jobs/stable_diffusion/model.py says. What those c
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, positive, positive_fields
+from ..binding import config_fault, field_fault, positive, positive_fields
 from .clip_training import ClipTokenizer
 
 
@@ -54,35 +54,28 @@ class UnetConfig:
             "norm_num_groups",
         )
         if not self.channel_mult or not all(isinstance(m, int) and m > 0 for m in self.channel_mult):
-            raise config_fault(
-                f"{key}.channel_mult", self.channel_mult, "list one positive multiplier per level, e.g. [1, 2, 4, 4]"
-            )
+            raise field_fault(self, key, "channel_mult", "list one positive multiplier per level, e.g. [1, 2, 4, 4]")
         levels = {2**i for i in range(len(self.channel_mult))}
         for resolution in self.attention_resolutions:
             if resolution not in levels:
-                raise config_fault(
-                    f"{key}.attention_resolutions",
-                    self.attention_resolutions,
+                raise field_fault(
+                    self,
+                    key,
+                    "attention_resolutions",
                     f"{resolution} is no level's downsampling factor; choose from {sorted(levels)}",
                 )
         if (self.num_heads is None) == (self.num_head_channels is None):
-            raise config_fault(
-                f"{key}.num_heads",
-                self.num_heads,
-                "set exactly one of num_heads (SD 1.x: 8) and num_head_channels (SD 2.x: 64)",
+            raise field_fault(
+                self, key, "num_heads", "set exactly one of num_heads (SD 1.x: 8) and num_head_channels (SD 2.x: 64)"
             )
         for channels in self.block_channels():
             if channels % self.norm_num_groups:
-                raise config_fault(
-                    f"{key}.norm_num_groups",
-                    self.norm_num_groups,
-                    f"must divide every level's channels {self.block_channels()}",
+                raise field_fault(
+                    self, key, "norm_num_groups", f"must divide every level's channels {self.block_channels()}"
                 )
             if self.num_head_channels is not None and channels % self.num_head_channels:
-                raise config_fault(
-                    f"{key}.num_head_channels",
-                    self.num_head_channels,
-                    f"must divide every level's channels {self.block_channels()}",
+                raise field_fault(
+                    self, key, "num_head_channels", f"must divide every level's channels {self.block_channels()}"
                 )
         if self.from_pretrained == "":
             raise config_fault(f"{key}.from_pretrained", "", "name a checkpoint, or null to start from random weights")
@@ -109,21 +102,18 @@ class DdConfig:
     def check(self, key: str) -> None:
         positive_fields(self, key, "z_channels", "resolution", "in_channels", "out_ch", "ch", "num_res_blocks")
         if not self.double_z:
-            raise config_fault(
-                f"{key}.double_z", self.double_z, "a KL autoencoder encodes mean and log-variance: set true"
-            )
+            raise field_fault(self, key, "double_z", "a KL autoencoder encodes mean and log-variance: set true")
         if self.attn_resolutions:
-            raise config_fault(
-                f"{key}.attn_resolutions",
-                self.attn_resolutions,
+            raise field_fault(
+                self,
+                key,
+                "attn_resolutions",
                 "diffusers' AutoencoderKL attends only in its middle block, as SD's does: set []",
             )
         if self.dropout:
-            raise config_fault(f"{key}.dropout", self.dropout, "the autoencoder is frozen here: set 0.0")
+            raise field_fault(self, key, "dropout", "the autoencoder is frozen here: set 0.0")
         if not self.ch_mult or not all(isinstance(m, int) and m > 0 for m in self.ch_mult):
-            raise config_fault(
-                f"{key}.ch_mult", self.ch_mult, "list one positive multiplier per level, e.g. [1, 2, 4, 4]"
-            )
+            raise field_fault(self, key, "ch_mult", "list one positive multiplier per level, e.g. [1, 2, 4, 4]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,9 +138,7 @@ class FirstStageConfig:
             )
         for channels in (self.ddconfig.ch * m for m in self.ddconfig.ch_mult):
             if channels % self.norm_num_groups:
-                raise config_fault(
-                    f"{key}.norm_num_groups", self.norm_num_groups, f"must divide every level's channels ({channels})"
-                )
+                raise field_fault(self, key, "norm_num_groups", f"must divide every level's channels ({channels})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,9 +167,7 @@ class CondStageConfig:
                     )
                 positive(f"{key}.{name}", getattr(self, name))
             if self.layer == "penultimate" and self.num_hidden_layers < 2:
-                raise config_fault(
-                    f"{key}.num_hidden_layers", self.num_hidden_layers, "layer penultimate needs at least 2 layers"
-                )
+                raise field_fault(self, key, "num_hidden_layers", "layer penultimate needs at least 2 layers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,14 +194,10 @@ class LatentDiffusionModel:
     def check(self, key: str) -> None:
         positive_fields(self, key, "timesteps", "channels", "image_size", "scale_factor")
         if not 0.0 < self.linear_start < self.linear_end < 1.0:
-            raise config_fault(
-                f"{key}.linear_start", self.linear_start, f"needs 0 < linear_start < linear_end ({self.linear_end}) < 1"
-            )
+            raise field_fault(self, key, "linear_start", f"needs 0 < linear_start < linear_end ({self.linear_end}) < 1")
         if self.first_stage_config.embed_dim != self.channels:
-            raise config_fault(
-                f"{key}.channels",
-                self.channels,
-                f"must equal first_stage_config.embed_dim ({self.first_stage_config.embed_dim})",
+            raise field_fault(
+                self, key, "channels", f"must equal first_stage_config.embed_dim ({self.first_stage_config.embed_dim})"
             )
         if self.unet_config.out_channels != self.channels:
             raise config_fault(

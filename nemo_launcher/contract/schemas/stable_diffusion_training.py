@@ -13,9 +13,9 @@ weights alone (model.unet_config.from_pretrained, from_NeMo), 10% caption dropou
 import dataclasses
 import os
 
-from ..binding import config_fault, non_negative, positive_fields
+from ..binding import config_fault, field_fault, must_be_one, non_negative, positive_fields
 from .clip_training import ClipExpManager, ShardSet
-from .common_training import OptimSection, RunSection, TrainingStage, check_layout, check_schedule
+from .common_training import OptimSection, TrainingSections
 from .gpt_training import GptTrainerSection
 from .stable_diffusion_model import LatentDiffusionModel
 
@@ -36,9 +36,10 @@ class Augmentations:
         positive_fields(self, key, "resize_smallest_side")
         height, width = self.crop()
         if min(height, width) <= 0 or max(height, width) > self.resize_smallest_side:
-            raise config_fault(
-                f"{key}.center_crop_h_w",
-                self.center_crop_h_w,
+            raise field_fault(
+                self,
+                key,
+                "center_crop_h_w",
                 f'expected "H, W", each in 1..resize_smallest_side ({self.resize_smallest_side})',
             )
 
@@ -62,10 +63,8 @@ class SdData:
     def check(self, key: str) -> None:
         non_negative(f"{key}.num_workers", self.num_workers)
         if self.dataloader_type != "single":
-            raise config_fault(
-                f"{key}.dataloader_type",
-                self.dataloader_type,
-                "WebDataset shards are read in shard order here: set single",
+            raise field_fault(
+                self, key, "dataloader_type", "WebDataset shards are read in shard order here: set single"
             )
 
 
@@ -91,17 +90,15 @@ class SdModelSection(LatentDiffusionModel):
         for name in ("optim", "data"):
             if getattr(self, name) is None:
                 raise config_fault(f"{key}.{name}", None, "training needs this section")
-        for name in ("tensor_model_parallel_size", "pipeline_model_parallel_size"):
-            if getattr(self, name) != 1:
-                raise config_fault(
-                    f"{key}.{name}",
-                    getattr(self, name),
-                    "Stable Diffusion trains with data parallelism only (the seed's feature matrix): set 1",
-                )
+        must_be_one(
+            self,
+            key,
+            "tensor_model_parallel_size",
+            "pipeline_model_parallel_size",
+            fix="Stable Diffusion trains with data parallelism only (the seed's feature matrix): set 1",
+        )
         if not 0.0 <= self.text_embedding_dropout_rate < 1.0:
-            raise config_fault(
-                f"{key}.text_embedding_dropout_rate", self.text_embedding_dropout_rate, "must be in [0, 1), e.g. 0.1"
-            )
+            raise field_fault(self, key, "text_embedding_dropout_rate", "must be in [0, 1), e.g. 0.1")
         self.check_pixels(key)
 
     def check_pixels(self, key: str) -> None:
@@ -120,10 +117,9 @@ class SdModelSection(LatentDiffusionModel):
 
 
 @dataclasses.dataclass(frozen=True)
-class StableDiffusionTrainingConfig(TrainingStage):
+class StableDiffusionTrainingConfig(TrainingSections):
     NEMO_FILE_NAME = "nemo_stable_diffusion.nemo"  # what a finished run writes into checkpoints/ (ClassVar: no key)
 
-    run: RunSection
     # GPT's: the run is sized in optimizer steps, so the seed's trainer.max_epochs is refused with that fix.
     trainer: GptTrainerSection
     exp_manager: ClipExpManager
@@ -137,8 +133,7 @@ class StableDiffusionTrainingConfig(TrainingStage):
                 self.trainer.limit_test_batches,
                 "Stable Diffusion has no test split here: set 0 (evaluation=stable_diffusion/fid_clip scores it)",
             )
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
+        self.check_layout_and_schedule(key)
 
     def check_validation(self, key: str) -> None:
         if self.trainer.limit_val_batches and self.model.data.validation is None:

@@ -20,7 +20,7 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import StageSchema, absolute_path_fields, config_fault, field_fault, positive_fields
 from .common_training import StoredPrecision, check_model_copies
 from .run import RunBase
 from .t5_finetuning import QaToText, TextPairFiles, check_preparation, prepared_reads, prepared_writes
@@ -77,13 +77,8 @@ class QaEvaluationModel(StoredPrecision):
         check_no_pipeline_split(self, key)
         tp = self.tensor_model_parallel_size
         if self.model_parallel_size is not None and self.model_parallel_size != tp:
-            raise config_fault(
-                f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}"
-            )
-        if not Path(self.restore_from_path).is_absolute():
-            raise config_fault(
-                f"{key}.restore_from_path", self.restore_from_path, "must be an absolute path to the fine-tuned .nemo"
-            )
+            raise field_fault(self, key, "model_parallel_size", f"must equal TP({tp}) x PP(1) = {tp}")
+        absolute_path_fields(self, key, "restore_from_path", fix="must be an absolute path to the fine-tuned .nemo")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ the `.nemo`, so only the batch arithmetic of the layout is checked at bind.
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, fraction, positive_fields
-from .common_training import OptimSection, check_layout, check_schedule
+from ..binding import config_fault, field_fault, fraction, positive_fields
+from .common_training import OptimSection
 from .common_tuning import FinetuningStage, SquadSource
 from .t5_training import check_no_pipeline_split
 
@@ -37,10 +37,8 @@ class TextPairMetric:
 
     def check(self, key: str) -> None:
         if self.num_classes is not None:
-            raise config_fault(
-                f"{key}.num_classes",
-                self.num_classes,
-                "exact_string_match compares whole strings and has no classes: set null",
+            raise field_fault(
+                self, key, "num_classes", "exact_string_match compares whole strings and has no classes: set null"
             )
 
 
@@ -76,19 +74,18 @@ class TextPairFiles:
                     f"{key}.{name}", getattr(self, name), "name one or more text files, e.g. [/data/train_src.txt]"
                 )
         if len(sources) != len(targets):
-            raise config_fault(
-                f"{key}.tgt_file_name",
-                self.tgt_file_name,
-                f"give one target file per source file ({len(sources)} source files)",
+            raise field_fault(
+                self, key, "tgt_file_name", f"give one target file per source file ({len(sources)} source files)"
             )
         if self.answers_file_name is not None and len(self.answers()) != len(sources):
-            raise config_fault(
-                f"{key}.answers_file_name",
-                self.answers_file_name,
+            raise field_fault(
+                self,
+                key,
+                "answers_file_name",
                 f"give one answers file per source file ({len(sources)} source files), or null",
             )
         if self.names is not None and len(self.names) != len(sources):
-            raise config_fault(f"{key}.names", self.names, f"give one name per file pair ({len(sources)} pairs)")
+            raise field_fault(self, key, "names", f"give one name per file pair ({len(sources)} pairs)")
         weights = self.concat_sampling_probabilities
         if weights is not None and (
             len(weights) != len(sources) or any(w < 0 for w in weights) or abs(sum(weights) - 1.0) > 1e-6
@@ -100,7 +97,7 @@ class TextPairFiles:
             )
         positive_fields(self, key, "max_src_seq_length", "max_tgt_seq_length")
         if self.num_workers < 0:
-            raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
+            raise field_fault(self, key, "num_workers", "must be >= 0")
 
     def files(self, key: str) -> list[tuple[str, str]]:
         return (
@@ -156,9 +153,7 @@ class T5FinetuneModel:
 
     def check(self, key: str) -> None:
         if not self.restore_from_path:
-            raise config_fault(
-                f"{key}.restore_from_path", self.restore_from_path, f"name the .nemo to fine-tune ({NEMO_HINT})"
-            )
+            raise field_fault(self, key, "restore_from_path", f"name the .nemo to fine-tune ({NEMO_HINT})")
         positive_fields(self, key, "global_batch_size", "micro_batch_size", "tensor_model_parallel_size")
         check_no_pipeline_split(self, key)
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
@@ -199,8 +194,7 @@ class T5FinetuneConfig(FinetuningStage, stage=STAGE):
 
     def check(self, key: str) -> None:
         check_preparation(self.squad_preparation, key)
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
+        self.check_layout_and_schedule(key)
 
     def reads(self) -> list[tuple[str, str]]:
         key = f"{STAGE}.model"

@@ -12,20 +12,17 @@ position embeddings other than learned_absolute and relative, a mean span length
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, fraction, positive, positive_fields
+from ..binding import config_fault, field_fault, no_pipeline_parallel, positive, positive_fields
 from .common_training import (
+    LAYER_WIDTHS,
+    MODEL_PARALLEL,
     BuildSettings,
-    ExpManagerSection,
     MaskedLmData,
     OptimSection,
-    RunSection,
-    TrainerSection,
-    TrainingStage,
-    check_data_source,
+    TextPretrainingConfig,
     check_heads,
-    check_layout,
     check_recompute,
-    check_schedule,
+    check_stack_sizes,
     data_reads,
 )
 
@@ -43,12 +40,7 @@ NO_PIPELINE_SPLIT = (
 
 def check_no_pipeline_split(model, key: str) -> None:
     """T5 models run with PP 1: the rule of training, conversion, fine-tuning and evaluation alike."""
-    if model.pipeline_model_parallel_size != 1:
-        raise config_fault(
-            f"{key}.pipeline_model_parallel_size",
-            model.pipeline_model_parallel_size,
-            f"{NO_PIPELINE_SPLIT}: set 1 and split the model with tensor_model_parallel_size",
-        )
+    no_pipeline_parallel(model, key, f"{NO_PIPELINE_SPLIT}: set 1 and split the model with tensor_model_parallel_size")
     split = model.pipeline_model_parallel_split_rank
     if split not in (None, 0):
         raise config_fault(
@@ -70,27 +62,21 @@ class T5Tokenizer:
     def check(self, key: str) -> None:
         positive(f"{key}.num_sentinel_tokens", self.num_sentinel_tokens)
         if self.merge_file is not None:
-            raise config_fault(
-                f"{key}.merge_file", self.merge_file, "WordPiece and SentencePiece have no merges file: set null"
-            )
+            raise field_fault(self, key, "merge_file", "WordPiece and SentencePiece have no merges file: set null")
         if self.library == "megatron":
             if self.type is None:
                 raise config_fault(
                     f"{key}.type", None, "library megatron needs BertWordPieceCase (T5) or BertWordPieceLowerCase"
                 )
             if not self.vocab_file:
-                raise config_fault(
-                    f"{key}.vocab_file", self.vocab_file, "library megatron needs the WordPiece vocab.txt"
-                )
+                raise field_fault(self, key, "vocab_file", "library megatron needs the WordPiece vocab.txt")
             if self.model is not None:
-                raise config_fault(
-                    f"{key}.model",
-                    self.model,
-                    "is for library sentencepiece; library megatron reads vocab_file: set null",
+                raise field_fault(
+                    self, key, "model", "is for library sentencepiece; library megatron reads vocab_file: set null"
                 )
         else:
             if not self.model:
-                raise config_fault(f"{key}.model", self.model, "library sentencepiece needs the .model file")
+                raise field_fault(self, key, "model", "library sentencepiece needs the .model file")
             for name in ("type", "vocab_file"):
                 if getattr(self, name) is not None:
                     raise config_fault(
@@ -118,17 +104,19 @@ class T5Data(MaskedLmData):
         super().check(key)
         positive(f"{key}.seq_length_dec", self.seq_length_dec)
         if self.mean_ngram_size is not None:
-            raise config_fault(
-                f"{key}.mean_ngram_size",
-                self.mean_ngram_size,
+            raise field_fault(
+                self,
+                key,
+                "mean_ngram_size",
                 "megatron-core's T5 dataset has no mean span length (geometric_dist draws lengths with "
                 "p = 0.2, mean 5 words, clipped at max_ngram_size): set null",
             )
         needed = self.most_masked_tokens() + 2
         if self.seq_length_dec < needed:
-            raise config_fault(
-                f"{key}.seq_length_dec",
-                self.seq_length_dec,
+            raise field_fault(
+                self,
+                key,
+                "seq_length_dec",
                 f"a full sample masks up to masked_lm_prob({self.masked_lm_prob}) "
                 f"x (seq_length({self.seq_length}) - 2) "
                 f"= {self.most_masked_tokens()} tokens, and the decoder reads bos + those tokens + a sentinel "
@@ -168,24 +156,19 @@ class T5ModelSection(BuildSettings):
     make_vocab_size_divisible_by: int = 128  # vocab (with the sentinels) padded to a multiple of this x TP
 
     def check(self, key: str) -> None:
-        positive_fields(
+        check_stack_sizes(
             self,
             key,
             "micro_batch_size",
             "global_batch_size",
             "encoder_num_layers",
             "decoder_num_layers",
-            "hidden_size",
-            "ffn_hidden_size",
-            "num_attention_heads",
-            "tensor_model_parallel_size",
-            "pipeline_model_parallel_size",
+            *LAYER_WIDTHS,
+            *MODEL_PARALLEL,
             "encoder_seq_length",
             "max_position_embeddings",
             "make_vocab_size_divisible_by",
         )
-        fraction(f"{key}.hidden_dropout", self.hidden_dropout)
-        fraction(f"{key}.attention_dropout", self.attention_dropout)
         check_no_pipeline_split(self, key)
         if self.data.seq_length != self.encoder_seq_length:
             raise config_fault(
@@ -195,9 +178,10 @@ class T5ModelSection(BuildSettings):
             )
         longest = max(self.encoder_seq_length, self.data.seq_length_dec)
         if self.position_embedding_type == "learned_absolute" and self.max_position_embeddings < longest:
-            raise config_fault(
-                f"{key}.max_position_embeddings",
-                self.max_position_embeddings,
+            raise field_fault(
+                self,
+                key,
+                "max_position_embeddings",
                 f"is below the longest sequence ({longest}: encoder_seq_length {self.encoder_seq_length}, "
                 f"data.seq_length_dec {self.data.seq_length_dec}): encoder and decoder share one learned "
                 "position table with a row per token",
@@ -217,16 +201,8 @@ class T5ModelSection(BuildSettings):
 
 
 @dataclasses.dataclass(frozen=True)
-class T5TrainingConfig(TrainingStage):
-    run: RunSection
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
+class T5TrainingConfig(TextPretrainingConfig):
     model: T5ModelSection
-
-    def check(self, key: str) -> None:
-        check_data_source(self.run, self.model.data, key)
-        check_layout(self.model, self.trainer.num_nodes, self.trainer.devices, key)
-        check_schedule(self.model, self.trainer, key)
 
     def reads(self) -> list[tuple[str, str]]:
         """(key, path or glob) of the files the trainer opens: the tokenizer file and the data. mC4's preparation

@@ -21,7 +21,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import StageSchema, config_fault, field_fault, no_pipeline_parallel, positive_fields
 from .common_training import StoredPrecision, check_model_copies
 from .run import RunBase
 
@@ -58,12 +58,10 @@ class EvaluationFiles:
 
     def check(self, key: str) -> None:
         if not self.test_ds or not all(self.test_ds):
-            raise config_fault(
-                f"{key}.test_ds", self.test_ds, "list one or more jsonl files, e.g. [/data/squad_test.jsonl]"
-            )
+            raise field_fault(self, key, "test_ds", "list one or more jsonl files, e.g. [/data/squad_test.jsonl]")
         positive_fields(self, key, "global_batch_size", "micro_batch_size")
         if self.num_workers < 0:
-            raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
+            raise field_fault(self, key, "num_workers", "must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,18 +77,14 @@ class _Parallel(StoredPrecision):
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "tensor_model_parallel_size", "tokens_to_generate")
-        if self.pipeline_model_parallel_size != 1:
-            raise config_fault(
-                f"{key}.pipeline_model_parallel_size",
-                self.pipeline_model_parallel_size,
-                "evaluation runs without pipeline parallelism: set 1 and split the model with "
-                "tensor_model_parallel_size",
-            )
+        no_pipeline_parallel(
+            self,
+            key,
+            "evaluation runs without pipeline parallelism: set 1 and split the model with tensor_model_parallel_size",
+        )
         tp = self.tensor_model_parallel_size
         if self.model_parallel_size is not None and self.model_parallel_size != tp:
-            raise config_fault(
-                f"{key}.model_parallel_size", self.model_parallel_size, f"must equal TP({tp}) x PP(1) = {tp}"
-            )
+            raise field_fault(self, key, "model_parallel_size", f"must equal TP({tp}) x PP(1) = {tp}")
         for name in self.path_keys():
             value = getattr(self, name)
             if not value or not Path(value).is_absolute():
@@ -117,10 +111,8 @@ class TunedEvaluationModel(_Parallel):
                 "adapter_model_file (adapters, IA3)",
             )
         if self.pipeline_model_parallel_split_rank not in (None, 0):
-            raise config_fault(
-                f"{key}.pipeline_model_parallel_split_rank",
-                self.pipeline_model_parallel_split_rank,
-                "must be 0 with pipeline_model_parallel_size 1",
+            raise field_fault(
+                self, key, "pipeline_model_parallel_split_rank", "must be 0 with pipeline_model_parallel_size 1"
             )
         super().check(key)
 
@@ -168,14 +160,15 @@ class PromptGptModel(_Parallel):
 
     def check(self, key: str) -> None:
         if not self.test_files or not all(self.test_files):
-            raise config_fault(
-                f"{key}.prompt_dataset_paths",
-                self.prompt_dataset_paths,
+            raise field_fault(
+                self,
+                key,
+                "prompt_dataset_paths",
                 "name the jsonl test file(s), e.g. /data/prompt_data/v1.1/squad_test.jsonl",
             )
         positive_fields(self, key, "eval_batch_size")
         if self.num_workers < 0:
-            raise config_fault(f"{key}.num_workers", self.num_workers, "must be >= 0")
+            raise field_fault(self, key, "num_workers", "must be >= 0")
         super().check(key)
 
     def path_keys(self) -> tuple[str, ...]:

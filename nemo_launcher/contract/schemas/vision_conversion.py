@@ -14,21 +14,14 @@ exactly (the job says why not otherwise); a ViT conversion has none, so its hf.m
 import dataclasses
 from typing import ClassVar, Literal
 
-from ..binding import config_fault
+from ..binding import config_fault, field_fault, no_pipeline_parallel
 from .common_conversion import CheckpointSourceBase, ConversionRunBase, ConversionStage, HFSection
 
 
 def _check_single_stage(model, key: str) -> None:
-    if model.pipeline_model_parallel_size != 1:
-        raise config_fault(
-            f"{key}.pipeline_model_parallel_size",
-            model.pipeline_model_parallel_size,
-            "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1",
-        )
+    no_pipeline_parallel(model, key, "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1")
     if model.tokenizer_model is not None:
-        raise config_fault(
-            f"{key}.tokenizer_model", model.tokenizer_model, "the vision families read no SentencePiece model: set null"
-        )
+        raise field_fault(model, key, "tokenizer_model", "the vision families read no SentencePiece model: set null")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

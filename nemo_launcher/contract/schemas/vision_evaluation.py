@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, non_negative, positive_fields
+from ..binding import StageSchema, config_fault, field_fault, must_be_one, non_negative, positive_fields
 from .common_training import Precision, precision_name
 from .run import RunBase
 
@@ -30,13 +30,13 @@ class VisionEvaluationRun(RunBase):
 
     def check(self, key: str) -> None:
         super().check(key)
-        for name in ("nodes", "ntasks_per_node"):
-            if getattr(self, name) != 1:
-                raise config_fault(
-                    f"{key}.{name}",
-                    getattr(self, name),
-                    "the vision evaluation runs in one process (the seed's too: data-parallel size 1): set 1",
-                )
+        must_be_one(
+            self,
+            key,
+            "nodes",
+            "ntasks_per_node",
+            fix="the vision evaluation runs in one process (the seed's too: data-parallel size 1): set 1",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +47,13 @@ class VisionEvaluationTrainer:
     precision: Precision | None = None  # the training precision (the seed: evaluate in it); null = as stored
 
     def check(self, key: str) -> None:
-        for name in ("devices", "num_nodes"):
-            if getattr(self, name) != 1:
-                raise config_fault(
-                    f"{key}.{name}",
-                    getattr(self, name),
-                    "the vision evaluation runs in one process (data-parallel size 1): set 1",
-                )
+        must_be_one(
+            self,
+            key,
+            "devices",
+            "num_nodes",
+            fix="the vision evaluation runs in one process (data-parallel size 1): set 1",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +76,10 @@ class VitEvaluationModel:
     def check(self, key: str) -> None:
         positive_fields(self, key, "micro_batch_size")
         if self.global_batch_size is not None and self.global_batch_size != self.micro_batch_size:
-            raise config_fault(
-                f"{key}.global_batch_size",
-                self.global_batch_size,
+            raise field_fault(
+                self,
+                key,
+                "global_batch_size",
                 f"one process scores the images: set it to micro_batch_size ({self.micro_batch_size}) or null",
             )
 
@@ -96,15 +97,11 @@ class ClipZeroshotModel(VitEvaluationModel):
     def check(self, key: str) -> None:
         super().check(key)
         if not self.prompts or any(prompt.count("{}") != 1 for prompt in self.prompts):
-            raise config_fault(
-                f"{key}.prompts",
-                self.prompts,
-                "list prompt templates with exactly one {} each, e.g. ['a photo of a {}.']",
+            raise field_fault(
+                self, key, "prompts", "list prompt templates with exactly one {} each, e.g. ['a photo of a {}.']"
             )
         if self.class_names is not None and not all(isinstance(n, str) and n.strip() for n in self.class_names):
-            raise config_fault(
-                f"{key}.class_names", self.class_names, "list one non-empty name per class folder, or null"
-            )
+            raise field_fault(self, key, "class_names", "list one non-empty name per class folder, or null")
 
 
 class _VisionEvaluation(StageSchema, stage=STAGE):

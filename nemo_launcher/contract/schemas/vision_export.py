@@ -11,10 +11,9 @@ clip_vision_trt and clip_trt), plus EXPORT_REPORT_FILE with what was checked.
 """
 
 import dataclasses
-from pathlib import PurePosixPath
 
-from ..binding import StageSchema, config_fault, positive, positive_fields
-from .vision_inference import SavedModel, SavedModelRun, SavedModelTrainer
+from ..binding import absolute_path_fields, field_fault, positive, positive_fields
+from .vision_inference import SavedModelJob, SavedModelTrainer
 
 STAGE = "export"
 INFER_CONFIG_FILE = "infer_config.yaml"
@@ -30,9 +29,7 @@ class ExportTrainer(SavedModelTrainer):
     def check(self, key: str) -> None:
         super().check(key)
         if self.precision is not None and self.dtype() == "bf16":
-            raise config_fault(
-                f"{key}.precision", self.precision, "TensorRT engines are built in 16 (FP16) or 32 (FP32)"
-            )
+            raise field_fault(self, key, "precision", "TensorRT engines are built in 16 (FP16) or 32 (FP32)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +44,7 @@ class InferSection:
     def check(self, key: str) -> None:
         positive_fields(self, key, "max_batch_size", "max_dim")
         positive(f"{key}.check_tolerance", self.check_tolerance)
-        for name in ("out_path", "deployment_dir"):
-            value = getattr(self, name)
-            if value is not None and not PurePosixPath(value).is_absolute():
-                raise config_fault(f"{key}.{name}", value, "must be an absolute path")
+        absolute_path_fields(self, key, "out_path", "deployment_dir")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,24 +54,17 @@ class ClipInferSection(InferSection):
     def check(self, key: str) -> None:
         super().check(key)
         if self.max_text < 3:
-            raise config_fault(
-                f"{key}.max_text",
-                self.max_text,
-                "needs room for the start token, one token and the end token: at least 3",
+            raise field_fault(
+                self, key, "max_text", "needs room for the start token, one token and the end token: at least 3"
             )
 
 
 @dataclasses.dataclass(frozen=True)
-class _VisionExport(StageSchema, stage=STAGE):
-    run: SavedModelRun
+class _VisionExport(SavedModelJob, stage=STAGE):
     trainer: ExportTrainer
-    model: SavedModel
-
-    def reads(self) -> list[tuple[str, str]]:
-        return [(f"{STAGE}.model.restore_from_path", self.model.restore_from_path)]
 
     def writes(self) -> list[str]:
-        written = [self.run.results_dir, self.infer.out_path]
+        written = super().writes() + [self.infer.out_path]
         return written + ([self.infer.deployment_dir] if self.infer.deployment_dir else [])
 
     def uses_gpus(self) -> bool:

@@ -11,9 +11,9 @@ Each job writes one JSON file into run.results_dir (PREDICTIONS_FILE, SIMILARITY
 import dataclasses
 from typing import Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
+from ..binding import field_fault, positive_fields
 from .common_training import Precision, precision_name
-from .run import RunBase
+from .run import OneProcess, RunBase, SavedModelStage
 
 STAGE = "fw_inference"
 PREDICTIONS_FILE = "predictions.json"
@@ -21,20 +21,12 @@ SIMILARITY_FILE = "similarity.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SavedModelRun(RunBase):
+class SavedModelRun(OneProcess, RunBase):
+    one_process_fix = "a saved ViT or CLIP model runs in one process: set nodes and ntasks_per_node to 1"
     model_train_name: str | None = None  # the training run whose model is read (names the default paths)
     fine_tuning_dir: str | None = None  # ViT: the fine-tuning run whose .nemo is read by default
     nodes: int = 1
     ntasks_per_node: int = 1  # one process: a saved vision model runs unsplit (TP = 1)
-
-    def check(self, key: str) -> None:
-        super().check(key)
-        if (self.nodes, self.ntasks_per_node) != (1, 1):
-            raise config_fault(
-                f"{key}.ntasks_per_node",
-                self.ntasks_per_node,
-                "a saved ViT or CLIP model runs in one process: set nodes and ntasks_per_node to 1",
-            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +43,7 @@ class SavedModelTrainer:
 
     def check(self, key: str) -> None:
         if (self.devices, self.num_nodes) != (1, 1):
-            raise config_fault(f"{key}.devices", self.devices, "runs on one device: set devices and num_nodes to 1")
+            raise field_fault(self, key, "devices", "runs on one device: set devices and num_nodes to 1")
 
     def dtype(self) -> str | None:
         """fp32, bf16, fp16, or None for the saved weights' own."""
@@ -66,56 +58,48 @@ class SavedModel:
     def check(self, key: str) -> None:
         positive_fields(self, key, "micro_batch_size")
         if not self.restore_from_path.endswith(".nemo"):
-            raise config_fault(
-                f"{key}.restore_from_path",
-                self.restore_from_path,
-                "name the .nemo a vision training, fine-tuning or conversion run wrote",
+            raise field_fault(
+                self, key, "restore_from_path", "name the .nemo a vision training, fine-tuning or conversion run wrote"
             )
 
 
 @dataclasses.dataclass(frozen=True)
-class VitClassifyConfig(StageSchema, stage=STAGE):
-    """Every image file under data_path (sub-folders included) through the classifier: its top_k classes."""
+class SavedModelJob(SavedModelStage, stage=STAGE):
+    """The sections of a job that runs a saved vision model in one process and writes into run.results_dir."""
 
     run: SavedModelRun
     trainer: SavedModelTrainer
     model: SavedModel
+
+    def writes(self) -> list[str]:
+        return [self.run.results_dir]
+
+
+@dataclasses.dataclass(frozen=True)
+class VitClassifyConfig(SavedModelJob):
+    """Every image file under data_path (sub-folders included) through the classifier: its top_k classes."""
+
     data_path: str  # a folder of images (ImageNet's class-folder layout works too) or one image file
     top_k: int = 5  # classes listed per image, most probable first
 
     def check(self, key: str) -> None:
         positive_fields(self, key, "top_k")
 
-    def reads(self) -> list[tuple[str, str]]:
-        return [
-            (f"{STAGE}.model.restore_from_path", self.model.restore_from_path),
-            (f"{STAGE}.data_path", self.data_path),
-        ]
-
-    def writes(self) -> list[str]:
-        return [self.run.results_dir]
+    def input_reads(self) -> list[tuple[str, str]]:
+        return [(f"{STAGE}.data_path", self.data_path)]
 
 
 @dataclasses.dataclass(frozen=True)
-class ClipSimilarityConfig(StageSchema, stage=STAGE):
+class ClipSimilarityConfig(SavedModelJob):
     """One image against each text: cosine similarity, the model's logit (temperature x cosine) and the softmax of
     the logits over the texts."""
 
-    run: SavedModelRun
-    trainer: SavedModelTrainer
-    model: SavedModel
     image_path: str  # the image file
     texts: list[str]  # captions to score the image against
 
     def check(self, key: str) -> None:
         if not self.texts or any(not isinstance(text, str) or not text.strip() for text in self.texts):
-            raise config_fault(f"{key}.texts", self.texts, "give a list of one or more non-empty texts")
+            raise field_fault(self, key, "texts", "give a list of one or more non-empty texts")
 
-    def reads(self) -> list[tuple[str, str]]:
-        return [
-            (f"{STAGE}.model.restore_from_path", self.model.restore_from_path),
-            (f"{STAGE}.image_path", self.image_path),
-        ]
-
-    def writes(self) -> list[str]:
-        return [self.run.results_dir]
+    def input_reads(self) -> list[tuple[str, str]]:
+        return [(f"{STAGE}.image_path", self.image_path)]

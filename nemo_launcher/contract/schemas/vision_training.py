@@ -10,8 +10,8 @@ pre-norm transformer layers attending in both directions.
 
 import dataclasses
 
-from ..binding import config_fault, fraction, positive_fields
-from .common_training import check_heads, check_recompute
+from ..binding import config_fault, field_fault, no_pipeline_parallel, positive_fields
+from .common_training import LAYER_WIDTHS, check_heads, check_recompute, check_stack_sizes
 
 # CLIP's pixel statistics (OpenAI's) and ImageNet's; null mean/std in a config pick the family's.
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
@@ -51,30 +51,23 @@ class VisionTower:
         return self.patches() + self.class_token_length
 
 
-def check_tower(tower, key: str) -> None:
-    positive_fields(
-        tower,
-        key,
-        "num_layers",
-        "hidden_size",
-        "ffn_hidden_size",
-        "num_attention_heads",
-        "patch_dim",
-        "img_h",
-        "img_w",
-        "class_token_length",
-    )
-    fraction(f"{key}.hidden_dropout", tower.hidden_dropout)
-    fraction(f"{key}.attention_dropout", tower.attention_dropout)
-    if tower.num_channels != 3:
-        raise config_fault(f"{key}.num_channels", tower.num_channels, "images are read as RGB: set 3")
+def check_patch_tiling(section, key: str) -> None:
+    """The image sides (img_h, img_w) are whole multiples of patch_dim."""
     for side in ("img_h", "img_w"):
-        if getattr(tower, side) % tower.patch_dim:
-            raise config_fault(
-                f"{key}.{side}",
-                getattr(tower, side),
-                f"must be a multiple of patch_dim ({tower.patch_dim}) so that patches tile the image",
+        if getattr(section, side) % section.patch_dim:
+            raise field_fault(
+                section,
+                key,
+                side,
+                f"must be a multiple of patch_dim ({section.patch_dim}) so that patches tile the image",
             )
+
+
+def check_tower(tower, key: str) -> None:
+    check_stack_sizes(tower, key, "num_layers", *LAYER_WIDTHS, "patch_dim", "img_h", "img_w", "class_token_length")
+    if tower.num_channels != 3:
+        raise field_fault(tower, key, "num_channels", "images are read as RGB: set 3")
+    check_patch_tiling(tower, key)
     for name in ("image_mean", "image_std"):
         values = getattr(tower, name)
         if values is not None and (len(values) != 3 or (name == "image_std" and min(values) <= 0)):
@@ -110,11 +103,10 @@ def check_parallel(model, key: str) -> None:
         "tensor_model_parallel_size",
         "pipeline_model_parallel_size",
     )
-    if model.pipeline_model_parallel_size != 1:
-        raise config_fault(
-            f"{key}.pipeline_model_parallel_size",
-            model.pipeline_model_parallel_size,
-            "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1 and split the "
-            "model with tensor_model_parallel_size",
-        )
+    no_pipeline_parallel(
+        model,
+        key,
+        "ViT and CLIP have no pipeline parallelism (the seed's feature matrix): set 1 and split the "
+        "model with tensor_model_parallel_size",
+    )
     check_recompute(model, key)

@@ -14,21 +14,17 @@ per `dataset`:
 import dataclasses
 from typing import Any, Literal
 
-from ..binding import StageSchema, config_fault, positive_fields
-from .data_preparation import StepPlan
+from ..binding import config_fault, field_fault, positive_fields
+from .data_preparation import OneStepDataStage
 from .run import RunBase
 
 STAGE = "data_preparation"
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class VitDataRun(RunBase):
-    pass
-
-
 @dataclasses.dataclass(frozen=True)
-class VitShapeFoldersConfig(StageSchema, stage=STAGE):
-    run: VitDataRun
+class VitShapeFoldersConfig(OneStepDataStage):
+    step = "shape_folders"
+    run: RunBase
     dataset: Literal["shape_folders"]
     output_dir: str  # holds train/ and val/, one sub-folder per class
     num_train: int  # training images, classes drawn at random
@@ -39,21 +35,13 @@ class VitShapeFoldersConfig(StageSchema, stage=STAGE):
     def check(self, key: str) -> None:
         positive_fields(self, key, "num_train", "num_val", "image_size")
         if self.image_size < 16:
-            raise config_fault(f"{key}.image_size", self.image_size, "shapes need at least 16 x 16 pixels")
-
-    def steps(self) -> list[StepPlan]:
-        return [StepPlan("shape_folders")]
-
-    def reads(self) -> list[tuple[str, str]]:
-        return []
-
-    def writes(self) -> list[str]:
-        return [self.output_dir]
+            raise field_fault(self, key, "image_size", "shapes need at least 16 x 16 pixels")
 
 
 @dataclasses.dataclass(frozen=True)
-class ImagenetShardsConfig(StageSchema, stage=STAGE):
-    run: VitDataRun
+class ImagenetShardsConfig(OneStepDataStage):
+    step = "imagenet_shards"
+    run: RunBase
     dataset: Literal["imagenet_shards"]
     input_dir: str  # holds one class-folder tree per split (the seed's data/imagenet_1k: train/ and val/)
     output_dir: str  # <output_dir>/<split>/ gets the tars, classes.json and wdinfo.pkl
@@ -64,18 +52,10 @@ class ImagenetShardsConfig(StageSchema, stage=STAGE):
     def check(self, key: str) -> None:
         positive_fields(self, key, "examples_per_shard")
         if not self.splits or len(set(self.splits)) != len(self.splits) or any("/" in s or not s for s in self.splits):
-            raise config_fault(
-                f"{key}.splits", self.splits, "list distinct sub-folder names of input_dir, e.g. [train, val]"
-            )
-
-    def steps(self) -> list[StepPlan]:
-        return [StepPlan("imagenet_shards")]
+            raise field_fault(self, key, "splits", "list distinct sub-folder names of input_dir, e.g. [train, val]")
 
     def reads(self) -> list[tuple[str, str]]:
         return [(f"{STAGE}.input_dir", f"{self.input_dir}/{split}") for split in self.splits]
-
-    def writes(self) -> list[str]:
-        return [self.output_dir]
 
 
 _DATASETS = {"shape_folders": VitShapeFoldersConfig, "imagenet_shards": ImagenetShardsConfig}

@@ -13,10 +13,10 @@ against it by the job, since the launcher cannot open a file that an earlier sta
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, fraction, positive_fields
+from ..binding import field_fault, fraction, positive_fields
 from .common_training import BuildSettings, OptimSection
 from .common_tuning import FinetuningStage
-from .vision_training import check_parallel
+from .vision_training import check_parallel, check_patch_tiling
 from .vit_training import ClassFolderData, check_classifier_run
 
 STAGE = "fine_tuning"
@@ -34,7 +34,7 @@ class VitFinetuneOptim(OptimSection):
     def check(self, key: str) -> None:
         super().check(key)
         if not 0.0 <= self.momentum < 1.0:
-            raise config_fault(f"{key}.momentum", self.momentum, "must be in [0, 1), e.g. 0.9")
+            raise field_fault(self, key, "momentum", "must be in [0, 1), e.g. 0.9")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,20 +57,12 @@ class VitFinetuneModel(BuildSettings):
 
     def check(self, key: str) -> None:
         if not self.restore_from_path:
-            raise config_fault(
-                f"{key}.restore_from_path", self.restore_from_path, f"name the ViT .nemo to fine-tune ({NEMO_HINT})"
-            )
+            raise field_fault(self, key, "restore_from_path", f"name the ViT .nemo to fine-tune ({NEMO_HINT})")
         positive_fields(self, key, "img_h", "img_w", "patch_dim")
         check_parallel(self, key)
-        for side in ("img_h", "img_w"):
-            if getattr(self, side) % self.patch_dim:
-                raise config_fault(
-                    f"{key}.{side}",
-                    getattr(self, side),
-                    f"must be a multiple of patch_dim ({self.patch_dim}) so that patches tile the image",
-                )
+        check_patch_tiling(self, key)
         if self.num_classes < 2:
-            raise config_fault(f"{key}.num_classes", self.num_classes, "a classifier needs at least 2 classes")
+            raise field_fault(self, key, "num_classes", "a classifier needs at least 2 classes")
         fraction(f"{key}.hidden_dropout", self.hidden_dropout)
         fraction(f"{key}.attention_dropout", self.attention_dropout)
 

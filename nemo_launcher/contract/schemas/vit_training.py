@@ -12,14 +12,11 @@ vision_training's.
 import dataclasses
 from typing import Literal
 
-from ..binding import config_fault, non_negative
+from ..binding import config_fault, field_fault, non_negative
 from .common_training import (
     BuildSettings,
-    ExpManagerSection,
     OptimSection,
-    RunSection,
-    TrainerSection,
-    TrainingStage,
+    TrainingSections,
     check_layout,
     check_schedule,
 )
@@ -46,14 +43,15 @@ class ClassFolderData:
     def check(self, key: str) -> None:
         non_negative(f"{key}.num_workers", self.num_workers)
         if not 1 <= len(self.data_path) <= 2:
-            raise config_fault(
-                f"{key}.data_path", self.data_path, "expected [training folder] or [training folder, validation folder]"
+            raise field_fault(
+                self, key, "data_path", "expected [training folder] or [training folder, validation folder]"
             )
         low, high = (self.random_crop_scale + [0, 0])[:2]
         if len(self.random_crop_scale) != 2 or not 0 < low <= high <= 1:
-            raise config_fault(
-                f"{key}.random_crop_scale",
-                self.random_crop_scale,
+            raise field_fault(
+                self,
+                key,
+                "random_crop_scale",
                 "expected [smallest, largest] share of the image area, 0 < smallest <= largest <= 1",
             )
 
@@ -75,7 +73,7 @@ class VitModelSection(VisionTower, BuildSettings):
         super().check(key)
         check_parallel(self, key)
         if self.num_classes < 2:
-            raise config_fault(f"{key}.num_classes", self.num_classes, "a classifier needs at least 2 classes")
+            raise field_fault(self, key, "num_classes", "a classifier needs at least 2 classes")
 
 
 def check_classifier_run(model, trainer, key: str) -> None:
@@ -92,10 +90,7 @@ def check_classifier_run(model, trainer, key: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class VitTrainingConfig(TrainingStage):
-    run: RunSection
-    trainer: TrainerSection
-    exp_manager: ExpManagerSection
+class VitTrainingConfig(TrainingSections):
     model: VitModelSection
 
     def check(self, key: str) -> None:

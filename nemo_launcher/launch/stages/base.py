@@ -115,6 +115,17 @@ class Stage(ABC):
         """Where the resolved config goes: `<run.results_dir>/<run.name>_hydra.yaml`, beside the script."""
         return Path(run.results_dir) / f"{run.name}_hydra.yaml"
 
+    def program_command(self, program: str, cfg, **options) -> Command:
+        """The job program's command: it reads the resolved config this stage writes (`--config <config file>`)."""
+        return Command(program, ("--config", str(self.config_file(cfg.run))), **options)
+
+    def run_sized_job(self, config: dict[str, Any], cfg, commands) -> list[JobSpec]:
+        """One job of run.nodes x run.ntasks_per_node processes (a stage whose run section sizes its job), declaring
+        what the bound config reads and writes."""
+        return self.one_job(
+            config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node, **self.files_of(cfg)
+        )
+
     def one_job(self, config: dict[str, Any], run, commands, **resources) -> list[JobSpec]:
         """The usual stage: one job in run.results_dir that waits as run.dependency says and writes the config."""
         after_previous, waits = parse_run_dependency(self.key("run", "dependency"), run.dependency)

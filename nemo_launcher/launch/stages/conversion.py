@@ -10,7 +10,7 @@ One job of TP x PP processes (the layout of the .nemo), spread over run.nodes x 
 config derives those from cluster.gpus_per_node. Each process reads its slice of the checkpoint.
 """
 
-from ..job_spec import Command, JobSpec
+from ..job_spec import JobSpec
 from .base import Stage
 
 
@@ -21,12 +21,4 @@ class ConversionStage(Stage):
         # run.nodes divides by these inside an interpolation: a 0 must be reported as itself, not as a division.
         self.check_divisors("model.tensor_model_parallel_size", "model.pipeline_model_parallel_size")
         _, program, config, cfg = self.bind_family()
-        command = Command(program, ("--config", str(self.config_file(cfg.run))))
-        return self.one_job(
-            config,
-            cfg.run,
-            [command],
-            nodes=cfg.run.nodes,
-            tasks_per_node=cfg.run.ntasks_per_node,
-            **self.files_of(cfg),
-        )
+        return self.run_sized_job(config, cfg, [self.program_command(program, cfg)])

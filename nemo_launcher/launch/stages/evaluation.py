@@ -12,7 +12,7 @@ that plans steps (stable_diffusion/fid_clip: generate -> fid -> clip -> plot) ge
 running `<the family's evaluation package>.<step>`, chained as data preparation's steps are.
 """
 
-from ..job_spec import Command, JobSpec
+from ..job_spec import JobSpec
 from .base import Stage
 
 
@@ -24,7 +24,4 @@ class EvaluationStage(Stage):
         family, program, config, cfg = self.bind_family()
         if hasattr(cfg, "steps"):
             return self.step_jobs(program, config, cfg)
-        commands = self.preparation(family, cfg) + (Command(program, ("--config", str(self.config_file(cfg.run)))),)
-        return self.one_job(
-            config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node, **self.files_of(cfg)
-        )
+        return self.run_sized_job(config, cfg, self.preparation(family, cfg) + (self.program_command(program, cfg),))

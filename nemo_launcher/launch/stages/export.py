@@ -10,7 +10,7 @@ a GPU when trainer.accelerator is gpu) and Triton entries under infer.out_path.
 Serve the result with tritonserver (see deployment/README.md) or locally with deployment/serve_pytriton.py.
 """
 
-from ..job_spec import Command, JobSpec
+from ..job_spec import JobSpec
 from .base import Stage
 
 
@@ -19,7 +19,7 @@ class ExportStage(Stage):
 
     def job_specs(self) -> list[JobSpec]:
         _, program, config, cfg = self.bind_family()
-        command = Command(program, ("--config", str(self.config_file(cfg.run))), distributed=False)
+        command = self.program_command(program, cfg, distributed=False)
         # A Triton repository is written on a CPU; a schema whose export builds TensorRT engines asks for a GPU.
         uses_gpus = cfg.uses_gpus() if hasattr(cfg, "uses_gpus") else False
         return self.one_job(config, cfg.run, [command], uses_gpus=uses_gpus, **self.files_of(cfg))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...contract import RESUME_MARKER
 from ...contract.schemas.gpu_training import ordered_kernel_queue_env
-from ..job_spec import Command, JobSpec
+from ..job_spec import JobSpec
 from .base import Stage
 
 
@@ -25,7 +25,7 @@ class FineTuningStage(Stage):
 
     def job_specs(self) -> list[JobSpec]:
         family, program, config, cfg = self.bind_family()
-        commands = self.preparation(family, cfg) + (Command(program, ("--config", str(self.config_file(cfg.run)))),)
+        commands = self.preparation(family, cfg) + (self.program_command(program, cfg),)
         return self.one_job(
             config,
             cfg.run,

@@ -6,7 +6,7 @@ One job of run.nodes x run.ntasks_per_node processes running the family's infere
 prompts, written as images).
 """
 
-from ..job_spec import Command, JobSpec
+from ..job_spec import JobSpec
 from .base import Stage
 
 
@@ -15,12 +15,4 @@ class FwInferenceStage(Stage):
 
     def job_specs(self) -> list[JobSpec]:
         _, program, config, cfg = self.bind_family()
-        command = Command(program, ("--config", str(self.config_file(cfg.run))))
-        return self.one_job(
-            config,
-            cfg.run,
-            [command],
-            nodes=cfg.run.nodes,
-            tasks_per_node=cfg.run.ntasks_per_node,
-            **self.files_of(cfg),
-        )
+        return self.run_sized_job(config, cfg, [self.program_command(program, cfg)])
