@@ -183,7 +183,7 @@ def test_the_package_metadata_reads_the_requirement_files():
 
 def test_plain_pytest_runs_what_ci_runs(monkeypatch):
     """The README's and CI's command is plain `python3 -m pytest`: the settings it needs live in pyproject.toml, and
-    `-n auto` means one worker more than the cores (tests/conftest.py), as CI always ran."""
+    `-n auto` means two workers more than the cores (tests/conftest.py), as in CI."""
     options = PYPROJECT["tool"]["pytest"]["ini_options"]
     assert options["testpaths"] == ["tests"]
     addopts = options["addopts"].split()
@@ -194,6 +194,6 @@ def test_plain_pytest_runs_what_ci_runs(monkeypatch):
     assert pytest_runs == ['python3 -m pytest "$@" || status=$?']
     conftest = importlib.import_module("tests.conftest")
     monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    assert conftest.pytest_xdist_auto_num_workers(None) == len(os.sched_getaffinity(0)) + 1
+    assert conftest.pytest_xdist_auto_num_workers(None) == len(os.sched_getaffinity(0)) + 2
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
     assert conftest.pytest_xdist_auto_num_workers(None) is None  # xdist's own hook reads the variable
