@@ -30,6 +30,14 @@ def compose_config(overrides: list[str], config_name: str = "config"):
     return cfg, choices
 
 
+def run_launcher(overrides: list[str], results: Path, config_name: str = "config") -> int:
+    """`python3 main.py --config-name=<config_name> base_results_dir=<results> <overrides>`, in-process; returns
+    its exit code."""
+    argv = ["main.py", f"base_results_dir={results}", *overrides]
+    cfg, choices = compose_config(argv[1:], config_name)
+    return run(cfg, choices, argv)
+
+
 @pytest.fixture
 def launch(tmp_path, monkeypatch, capsys):
     """Runs the launcher in-process with results under tmp_path; returns (exit code, stdout, stderr)."""
@@ -40,9 +48,7 @@ def launch(tmp_path, monkeypatch, capsys):
             monkeypatch.setenv("NEMO_LAUNCHER_DEBUG", "1")
         else:
             monkeypatch.delenv("NEMO_LAUNCHER_DEBUG", raising=False)
-        argv = ["main.py", f"base_results_dir={results}", *overrides]
-        cfg, choices = compose_config(argv[1:], config_name)
-        code = run(cfg, choices, argv)
+        code = run_launcher(overrides, results, config_name)
         captured = capsys.readouterr()
         return code, captured.out, captured.err
 
@@ -62,6 +68,24 @@ def tiny_pile_data(tmp_path_factory) -> Path:
     from tests.jobs.pipeline_support import prepare_data
 
     return prepare_data("gpt3/tiny_pile", tmp_path_factory.mktemp("tiny_pile"))
+
+
+@pytest.fixture(scope="session")
+def gpt_slurm_pipeline(slurm_cluster, tmp_path_factory):
+    """The tiny GPT pipeline (data preparation to export, 10 training steps on two nodes), run once per session on
+    the real Slurm; a tests.launch.slurm_pipelines.SlurmRun whose jobs have all ended."""
+    from .slurm_pipelines import gpt_pipeline  # it imports test modules, which import this conftest
+
+    return gpt_pipeline(slurm_cluster, tmp_path_factory.mktemp("gpt_slurm_pipeline"))
+
+
+@pytest.fixture(scope="session")
+def t5_slurm_pipeline(slurm_cluster, tmp_path_factory):
+    """The T5 quick start's pipeline (10 training steps on two nodes, 20 fine-tuning steps), run once per session on
+    the real Slurm; a tests.launch.slurm_pipelines.SlurmRun whose jobs have all ended."""
+    from .slurm_pipelines import t5_pipeline  # it imports test modules, which import this conftest
+
+    return t5_pipeline(slurm_cluster, tmp_path_factory.mktemp("t5_slurm_pipeline"))
 
 
 def plan_rows(out: str):

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 from .conftest import plan_rows
-from .test_data_preparation_stage import _wait_for_arrays
 
 # The local cluster has 8 fake GPUs per node; jobs see no CUDA and train on the CPU.
 SLURM_CPU = ["cluster.exclusive=false", "+env_vars.OMP_NUM_THREADS=1"]
@@ -17,31 +16,12 @@ def _checkpoints(results: Path):
     return sorted(int(p.name.split("-")[1]) for p in root.glob("step-*") if (p / "COMPLETE").exists())
 
 
-def test_whole_tiny_pipeline_on_two_nodes(slurm_cluster, launch, tmp_path):
-    """data_preparation -> training (2 nodes) -> conversion -> evaluation -> export, default paths only."""
-    results, data = tmp_path / "results", tmp_path / "data"
-    code, out, err = launch(
-        [
-            "stages=[data_preparation,training,conversion,evaluation,export]",
-            "data_preparation=gpt3/tiny_pile",
-            "training=gpt3/tiny",
-            "evaluation=gpt3/evaluate_lambada",
-            "evaluation.run.prepare_sample_data=true",
-            f"data_dir={data}",
-            "training.trainer.num_nodes=2",
-            "training.trainer.max_steps=10",
-            "training.exp_manager.checkpoint_callback_params.every_n_train_steps=5",
-            *SLURM_CPU,
-        ],
-        debug=False,
-        results=results,
-    )
-    assert code == 0, err
-    ids = [row[2] for row in plan_rows(out)]
+def test_whole_tiny_pipeline_on_two_nodes(gpt_slurm_pipeline):
+    """data_preparation -> training (2 nodes) -> conversion -> evaluation -> export, default paths only (the
+    session's run, which tests/launch/test_prompt_pipeline_on_slurm.py prompt-tunes further)."""
+    results, ids = gpt_slurm_pipeline.results, gpt_slurm_pipeline.ids
     assert len(ids) == 7
-    _wait_for_arrays(ids[:3], timeout_s=300)
-    states = [slurm_cluster.wait(job_id, timeout_s=600) for job_id in ids[3:]]
-    assert states == ["COMPLETED"] * 4, states
+    assert gpt_slurm_pipeline.states == ["COMPLETED"] * 4, gpt_slurm_pipeline.states
     assert _checkpoints(results)[-1] == 10
     (log,) = (results / "gpt3_tiny").glob(f"log-nemo-megatron-gpt3_tiny_{ids[3]}_attempt0.out")
     assert "step=10/10" in log.read_text()
