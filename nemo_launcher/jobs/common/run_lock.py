@@ -2,7 +2,7 @@
 
     lock = RunDirectoryLock(Path(cfg.exp_manager.explicit_log_dir))
     taken_over = lock.acquire()       # raises RunDirectoryInUse naming the other job; says why a stale lock was taken
-    ...                               # write into the directory
+    train_and_save(cfg)               # write into the directory
     lock.release()                    # removes the file only while it is still ours
 
 Two submissions with the same run name (two users, or one user twice) would otherwise train into one checkpoint

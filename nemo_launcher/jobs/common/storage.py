@@ -4,7 +4,7 @@
     check_room(folder, needed, "checkpoint step-40", advice)     # raises StorageFault when free < needed
     fault = storage_fault(error, folder, needed, "checkpoint step-40", advice)   # after a failed write, or None
     with guarded_write(folder, needed, "the fine-tuned model", advice):          # both around one write
-        ...
+        torch.save(state, folder / "model.pt")
 
 A full disk rarely says so by the time the error reaches the job: torch.save reports ENOSPC as
 `[enforce fail at inline_container.cc:672] unexpected pos 704 vs 598`, and dist_checkpointing's writer

@@ -14,6 +14,7 @@ the complete checkpoints stay as they were: a save that fails leaves a step fold
 marker, which is never resumed from and is removed here (it is what filled the disk).
 """
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -141,7 +142,6 @@ class CheckpointSpace:
         """The Slurm script requeues while RESUME_MARKER exists; a job that cannot save would loop."""
         from ...contract import RESUME_MARKER
 
-        try:
+        # Best effort: this runs while the job is already failing for lack of space; its own error is the one to report.
+        with contextlib.suppress(OSError):
             (Path(self.parts.cfg.exp_manager.explicit_log_dir) / RESUME_MARKER).unlink(missing_ok=True)
-        except OSError:
-            pass

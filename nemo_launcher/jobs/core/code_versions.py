@@ -7,6 +7,7 @@ release, and the versions of Python and of the packages the trainer runs on. Eac
 it describes the newest attempt: a requeue in a newer container shows there.
 """
 
+import contextlib
 import os
 import platform
 import subprocess
@@ -52,14 +53,13 @@ def code_versions() -> list[str]:
             lines.append(f"{name}: {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             continue
-    try:
+    # torch only where installed: the module itself stays importable without it (standard library only above).
+    with contextlib.suppress(ImportError):
         import torch
 
         lines.append(f"CUDA: {torch.version.cuda or 'none'}")
         if torch.cuda.is_available():
             lines.append(f"NCCL: {'.'.join(map(str, torch.cuda.nccl.version()))}")
-    except ImportError:
-        pass
     return lines
 
 

@@ -1,7 +1,7 @@
 """Reading and writing the WebDataset tars of the multimodal steps.
 
     for key, members in examples("/data/raw/a_00000.tar"):      # members: {".jpg": bytes, ".txt": bytes, ...}
-        ...
+        caption = members[".txt"].decode()
     count_examples(path, [".jpg", ".txt"])                       # examples holding every listed member
     with AtomicTar("/data/out/000003.tar") as tar:               # renamed into place only when closed cleanly;
         tar.write({"__key__": "000003000", "jpg": data})
