@@ -27,8 +27,9 @@ SHORT = [
     "training.trainer.limit_val_batches=0",
     "training.trainer.limit_test_batches=0",
 ]
-# Long enough for the first job to outlive a second job's start and refusal (a step takes ~0.1 s here).
-STEPS = 150
+# Long enough for the first job to outlive a second job's start and refusal (a step, its checkpoint every 10 steps
+# included, takes ~0.07 s here).
+STEPS = 200
 
 
 def _submit(launch, overrides, results: Path) -> str:
@@ -143,8 +144,8 @@ def test_scancel_saves_a_complete_checkpoint_and_the_resubmission_continues_bit_
 
 
 def test_a_full_disk_ends_the_job_with_74_and_no_requeue(slurm_cluster, launch, tmp_path, tiny_pile_data):
-    # ~39 MiB per checkpoint of the tiny model, and a save asks for 10% + 16 MiB more than the last one took:
-    # 80 MiB hold step-2 (and the job's logs); step-4 does not fit beside it.
+    # The tiny model made wider (hidden 320: about 36 MiB per checkpoint with Adam's state), and a save asks for 10%
+    # + 16 MiB more than the last one took: 80 MiB hold step-2 (and the job's logs); step-4 does not fit beside it.
     with small_filesystem(tmp_path / "disk", "80m") as results:
         run = results / "gpt3_tiny" / "results"
         run.mkdir(parents=True)
@@ -157,6 +158,7 @@ def test_a_full_disk_ends_the_job_with_74_and_no_requeue(slurm_cluster, launch, 
                 "training=gpt3/tiny",
                 f"data_dir={tiny_pile_data}",
                 *SHORT,
+                "training.model.hidden_size=320",
                 "training.trainer.max_steps=6",
                 "training.exp_manager.checkpoint_callback_params.every_n_train_steps=2",
                 *SLURM_CPU,

@@ -1,5 +1,6 @@
 """The tiny GPT pipeline on a real Slurm: data preparation then training on two (fake) nodes, and a training job
-cancelled mid-run that resumes from its checkpoint when the same command is submitted again."""
+that gets the time-limit warning, saves, requeues itself and resumes. (A job cancelled mid-run and submitted again:
+tests/launch/test_job_faults_on_slurm.py, which also checks that the resumed run ends bit-identical.)"""
 
 import subprocess
 import time
@@ -51,22 +52,6 @@ def _submit_and_wait_for_a_checkpoint(launch, train, results):
         assert time.monotonic() < deadline, "no checkpoint within 300 s"
         time.sleep(0.2)
     return job
-
-
-def test_cancelled_training_resumes_when_resubmitted(slurm_cluster, launch, tmp_path, tiny_pile_data):
-    results, train = tmp_path / "results", _train_40_steps(tiny_pile_data)
-    first = _submit_and_wait_for_a_checkpoint(launch, train, results)
-    subprocess.run(["scancel", first], check=True)
-    assert slurm_cluster.wait(first, timeout_s=120) in ("CANCELLED", "COMPLETED")
-    saved = _checkpoints(results)[-1]
-    assert 0 < saved < 40
-    code, out, err = launch(train, debug=False, results=results)  # the same command again
-    assert code == 0, err
-    second = plan_rows(out)[0][2]
-    assert slurm_cluster.wait(second, timeout_s=600) == "COMPLETED"
-    (log,) = (results / "gpt3_tiny").glob(f"log-nemo-megatron-gpt3_tiny_{second}_attempt0.out")
-    assert f"resuming from {results}/gpt3_tiny/results/checkpoints/step-{saved}" in log.read_text()
-    assert _checkpoints(results)[-1] == 40
 
 
 def test_time_limit_warning_saves_and_the_job_requeues_itself(slurm_cluster, launch, tmp_path, tiny_pile_data):
