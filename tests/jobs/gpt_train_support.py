@@ -2,7 +2,7 @@
 
     config = write_config(tmp_path, data_dir, ["trainer.max_steps=8"])
     result = run_training(config, processes=2)          # torchrun when processes > 1
-    losses(result.stdout) -> {1: 7.65, 2: 7.68, ...}
+    losses(result.stdout) -> {1: 7.64, 2: 7.62, ...}
     weights(checkpoint_dir) -> {"decoder.layers.self_attention...": tensor, ...}
 
 The model is the tiny GPT with shorter samples (32 tokens, micro-batch 2, global batch 4) on the tiny BPE's
