@@ -50,7 +50,7 @@ class PlannedRun:
 def build_data(data_dir: Path) -> None:
     """The tiny BPE (corpora/tiny_bpe: 2,048 tokens in GPT-2's file format, read as GPT2BPETokenizer) and a small
     indexed corpus (the first license files) under data_dir. The tests' tiny GPTs only need *a* GPT tokenizer; with
-    GPT-2's 50,257 tokens most of their CPU would go to the output layer and the softmax."""
+    GPT-2's 50,257 tokens most of each training step's CPU would go to the output layer and the softmax."""
     from nemo_launcher.jobs.common.sample_data import build_sample_data, tiny_bpe_files
 
     build_sample_data(data_dir, max_files=8, bpe_files=tiny_bpe_files())
