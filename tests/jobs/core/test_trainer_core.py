@@ -12,12 +12,15 @@ import pytest
 
 from nemo_launcher.jobs.core.recipe import Recipe, Sequences, split_along_batch
 from tests.jobs.gpt_train_support import log_dir, losses, run_training, step_losses, weights, write_config
+from tests.jobs.pipeline_support import TINY_VOCAB_DIVISOR, build_data
 
+# Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by x TP: 192 x TP=1 here and 96 x TP=2
+# below give the same 2112-row table for the tiny BPE's 2,048 tokens, so the TP=1 and TP=2 runs start identical.
 RUN = [
     "trainer.max_steps=4",
     "trainer.val_check_interval=2",
     "exp_manager.checkpoint_callback_params.every_n_train_steps=2",
-    "model.make_vocab_size_divisible_by=256",
+    f"model.make_vocab_size_divisible_by={TINY_VOCAB_DIVISOR}",
 ]
 ENCODER_DECODER = ("tests.jobs.core.recipe_doubles", "encoder_decoder")
 TWO_LOSSES = ("tests.jobs.core.recipe_doubles", "two_losses")
@@ -25,10 +28,8 @@ TWO_LOSSES = ("tests.jobs.core.recipe_doubles", "two_losses")
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    from nemo_launcher.jobs.common.sample_data import build_sample_data
-
     directory = tmp_path_factory.mktemp("core_data")
-    build_sample_data(directory, max_files=8)
+    build_data(directory)
     return directory
 
 
@@ -115,7 +116,12 @@ def test_every_loss_a_recipe_reports_is_logged_and_reduced_across_tensor_paralle
         write_config(
             tmp_path / "tp2",
             data_dir,
-            [*RUN, "trainer.devices=2", "model.tensor_model_parallel_size=2", "model.make_vocab_size_divisible_by=128"],
+            [
+                *RUN,
+                "trainer.devices=2",
+                "model.tensor_model_parallel_size=2",
+                f"model.make_vocab_size_divisible_by={TINY_VOCAB_DIVISOR // 2}",
+            ],
         ),
         processes=2,
         program=TWO_LOSSES,

@@ -22,11 +22,18 @@ from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
 from nemo_launcher.jobs.gpt import inference  # noqa: E402
 from nemo_launcher.jobs.gpt.shards import gpt_shard_layout  # noqa: E402
 from tests.jobs.gpt_models import megatron_logits  # noqa: E402
-from tests.jobs.pipeline_support import IMPROVED, SHORT_TRAINING, plan_pipeline, reference_logits, run_job  # noqa: E402
+from tests.jobs.pipeline_support import (  # noqa: E402
+    IMPROVED,
+    SHORT_TRAINING,
+    TINY_VOCAB_DIVISOR,
+    padded_vocab,
+    plan_pipeline,
+    reference_logits,
+    run_job,
+)
 
 TRAIN, CONVERT = "nemo_launcher.jobs.gpt.train", "nemo_launcher.jobs.gpt.convert"
 TOLERANCE = 1e-5  # max |logit difference| in fp32
-GPT2_VOCAB = 50257
 TEXT = "The licensee may copy and distribute the Program, provided that the notice is kept intact."
 
 
@@ -43,6 +50,7 @@ def improved_tp2(tmp_path_factory, sample_data_dir):
         "conversion=gpt3/convert_gpt3",
         *SHORT_TRAINING,
         *IMPROVED,
+        f"training.model.make_vocab_size_divisible_by={TINY_VOCAB_DIVISOR}",  # padding rows, as in tiny_pipeline
         "training.trainer.devices=2",
         "training.model.tensor_model_parallel_size=2",
     ]
@@ -107,7 +115,9 @@ def test_classic_tp1_nemo_and_gpt2_give_the_checkpoint_logits(classic, tmp_path)
 
     name, hf = _hf_logits(results / "hf", tokens)
     assert name == "GPT2LMHeadModel"
-    assert (hf - reference[..., :GPT2_VOCAB]).abs().max().item() < TOLERANCE
+    # Hugging Face gets the tokenizer's rows only; the checkpoint's padding rows are dropped.
+    assert hf.shape[-1] == tokenizer.vocab_size < reference.shape[-1]
+    assert (hf - reference[..., : tokenizer.vocab_size]).abs().max().item() < TOLERANCE
     # The .nemo carries the training run's model section and its own tokenizer files.
     config = nemo_archive.read_nemo_config(results / "megatron_gpt.nemo")
     assert config["num_layers"] == 2 and config["encoder_seq_length"] == 32
@@ -119,12 +129,16 @@ def test_tp2_checkpoint_to_tp1_nemo_and_llama_give_the_checkpoint_logits(improve
     tokens = _tokens(tokenizer)
     reference = _reference(improved_tp2, tmp_path, tokens, processes=2)
     ours = megatron_logits(model, tokens)
-    assert ours.shape == reference.shape == (1, tokens.shape[1], 50432)  # padded for TP=2 at training time
+    # Padded for TP=2 at training time (2,304 rows; TP=1 would have padded the 2,048 tokens to 2,112).
+    padded = padded_vocab(tokenizer.vocab_size, TINY_VOCAB_DIVISOR * 2)
+    assert padded != padded_vocab(tokenizer.vocab_size, TINY_VOCAB_DIVISOR)
+    assert ours.shape == reference.shape == (1, tokens.shape[1], padded)
     assert (ours - reference).abs().max().item() < TOLERANCE
 
     name, hf = _hf_logits(results / "hf", tokens)
     assert name == "LlamaForCausalLM"
-    assert (hf - reference[..., :GPT2_VOCAB]).abs().max().item() < TOLERANCE
+    assert hf.shape[-1] == tokenizer.vocab_size
+    assert (hf - reference[..., : tokenizer.vocab_size]).abs().max().item() < TOLERANCE
 
 
 def test_tp2_archive_shards_match_our_merge_and_split_rules(improved_tp2):

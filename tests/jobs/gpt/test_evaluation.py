@@ -17,11 +17,9 @@ from lm_eval.api.instance import Instance  # noqa: E402
 
 from nemo_launcher.jobs.common.config import JobConfigError  # noqa: E402
 from nemo_launcher.jobs.gpt.lm_adapter import MegatronGPTLM  # noqa: E402
-from tests.jobs.data_support import gpt2_files  # noqa: E402,F401  (fixture)
 from tests.jobs.gpt_models import megatron_logits, model_section, random_model  # noqa: E402
-from tests.jobs.pipeline_support import run_job  # noqa: E402
+from tests.jobs.pipeline_support import TINY_VOCAB_DIVISOR, padded_vocab, run_job  # noqa: E402
 
-PADDED_VOCAB = 50304
 MAX_LENGTH = 32
 LICENSE_WORDS = (
     "Permission is hereby granted free of charge to any person obtaining a copy of this software and "
@@ -35,11 +33,28 @@ def _requests(kind, arguments):
 
 
 @pytest.fixture(scope="module")
-def tiny(gpt2_files):  # noqa: F811
+def bpe():
+    """The tiny BPE's (vocab.json, merges.txt): the adapter needs a GPT tokenizer, not GPT-2's 50,257 tokens."""
+    from nemo_launcher.jobs.common.sample_data import tiny_bpe_files
+
+    return tuple(str(path) for path in tiny_bpe_files())
+
+
+def _tokenizer_and_padded_vocab(bpe):
+    """The tokenizer, and the model's vocabulary rows: padded as the tiny pipeline pads them (2,112 for 2,048
+    tokens), so the scores run over padding rows past the tokenizer's ids as they did with GPT-2's files."""
     from nemo_launcher.jobs.common.tokenizer import load_tokenizer
 
-    model = random_model(model_section("classic", *gpt2_files, init_method_std=0.05))
-    return model, load_tokenizer("megatron", "GPT2BPETokenizer", vocab_file=gpt2_files[0], merge_file=gpt2_files[1])
+    tokenizer = load_tokenizer("megatron", "GPT2BPETokenizer", vocab_file=bpe[0], merge_file=bpe[1])
+    padded = padded_vocab(tokenizer.vocab_size, TINY_VOCAB_DIVISOR)
+    assert padded > tokenizer.vocab_size
+    return tokenizer, padded
+
+
+@pytest.fixture(scope="module")
+def tiny(bpe):
+    tokenizer, padded = _tokenizer_and_padded_vocab(bpe)
+    return random_model(model_section("classic", *bpe, init_method_std=0.05), vocab_size=padded), tokenizer
 
 
 def _direct_loglikelihood(model, tokenizer, context: str, continuation: str):
@@ -86,17 +101,16 @@ def test_rolling_equals_loglikelihood_of_short_text_and_windows_long_text(tiny):
     assert math.isfinite(value) and value < direct
 
 
-def test_uniform_model_gives_the_analytic_log_likelihood(gpt2_files):  # noqa: F811
-    from nemo_launcher.jobs.common.tokenizer import load_tokenizer
-
-    model = random_model(model_section("classic", *gpt2_files))
+def test_uniform_model_gives_the_analytic_log_likelihood(bpe):
+    tokenizer, padded = _tokenizer_and_padded_vocab(bpe)
+    model = random_model(model_section("classic", *bpe), vocab_size=padded)
     with torch.no_grad():
         model.embedding.word_embeddings.weight.zero_()  # tied: every logit is 0, a uniform distribution
-    tokenizer = load_tokenizer("megatron", "GPT2BPETokenizer", vocab_file=gpt2_files[0], merge_file=gpt2_files[1])
     lm = MegatronGPTLM(model, tokenizer, max_length=MAX_LENGTH)
     text = " ".join(LICENSE_WORDS)
     (value,) = lm.loglikelihood_rolling(_requests("loglikelihood_rolling", [(text,)]), disable_tqdm=True)
-    assert value == pytest.approx(-len(tokenizer.encode(text)) * math.log(PADDED_VOCAB), rel=1e-6)
+    # Uniform over every row, padding included (ln 2112, not ln 2048: 0.4% apart, far beyond rel=1e-6).
+    assert value == pytest.approx(-len(tokenizer.encode(text)) * math.log(padded), rel=1e-6)
 
 
 def test_greedy_generation_stops_at_the_stop_string(tiny):
