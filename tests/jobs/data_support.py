@@ -72,6 +72,18 @@ def gpt2_files(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_bpe_files(tmp_path_factory):
+    """(vocab.json, merges.txt) of the repository's 2,048-token BPE in GPT-2's format (corpora/tiny_bpe), for tests
+    that need *a* GPT tokenizer to train or run a tiny model: GPT-2's 50,257-token output layer would cost such a
+    model most of its CPU. Copied like gpt2_files, so a test that packs or edits the files leaves the repository's
+    own untouched. Tests about GPT-2 itself (its ids, Hugging Face parity) keep gpt2_files."""
+    directory = tmp_path_factory.mktemp("tiny_bpe")
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copyfile(REPO / "corpora" / "tiny_bpe" / name, directory / name)
+    return str(directory / "vocab.json"), str(directory / "merges.txt")
+
+
+@pytest.fixture(scope="session")
 def gpt2_spec(gpt2_files):
     from nemo_launcher.jobs.common.tokenizer import TokenizerSpec
 

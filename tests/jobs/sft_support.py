@@ -8,33 +8,39 @@ from pathlib import Path
 
 import pytest
 
-from .data_support import gpt2_files  # noqa: F401  (fixture)
+from .data_support import tiny_bpe_files  # noqa: F401  (fixture)
 from .gpt_models import model_section, random_model
 
 COLORS = ["red", "blue", "green", "yellow", "black", "white", "purple", "orange"]
 TEMPLATE = "{input}\nAnswer: {output}"
+# Rows of the tiny models' embedding and output layer: the tiny BPE's 2,048 tokens are a multiple of 128 x TP for
+# TP 1 and 2, so megatron pads nothing. It must be passed to random_model, whose default is GPT-2's padded 50,304:
+# a .nemo's loader takes the size from the embedding it finds, so a wrong one would pass unnoticed and bring the
+# large output layer back.
+TINY_BPE_VOCAB = 2048
 
 
 @pytest.fixture(scope="session")
-def tiny_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
-    """A random 2-layer GPT (hidden 64, GPT-2 vocabulary, 64 positions) as a TP=1 .nemo; returns its path."""
+def tiny_nemo(tmp_path_factory, tiny_bpe_files):  # noqa: F811
+    """A random 2-layer GPT (hidden 64, 64 positions) as a TP=1 .nemo; returns its path. Its tokenizer is the
+    2,048-token tiny BPE in GPT-2's format: with GPT-2's 50,257 tokens the output layer would dominate every step."""
     from nemo_launcher.jobs.core.nemo_archive import save_nemo
 
     section = model_section(
         "classic",
-        *gpt2_files,
+        *tiny_bpe_files,
         encoder_seq_length=64,
         max_position_embeddings=64,
         init_method_std=0.02,
         data={"seq_length": 64, "num_workers": 0},
     )
     path = tmp_path_factory.mktemp("tiny_gpt") / "megatron_gpt.nemo"
-    save_nemo(path, section, random_model(section).state_dict())
+    save_nemo(path, section, random_model(section, TINY_BPE_VOCAB).state_dict())
     return str(path)
 
 
 @pytest.fixture(scope="session")
-def sharp_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
+def sharp_nemo(tmp_path_factory, tiny_bpe_files):  # noqa: F811
     """tiny_nemo with large random weights (init std 0.2): its logits span a wide range, so a frozen copy can be
     steered to confident answers by prompts, adapters or IA3 (tiny_nemo's stay near uniform whatever they do), and
     its answers depend on the prompt and on the method's tensors."""
@@ -42,13 +48,13 @@ def sharp_nemo(tmp_path_factory, gpt2_files):  # noqa: F811
 
     section = model_section(
         "classic",
-        *gpt2_files,
+        *tiny_bpe_files,
         encoder_seq_length=64,
         max_position_embeddings=64,
         data={"seq_length": 64, "num_workers": 0},
     )
     path = tmp_path_factory.mktemp("sharp_gpt") / "megatron_gpt.nemo"
-    save_nemo(path, section, random_model(section).state_dict())
+    save_nemo(path, section, random_model(section, TINY_BPE_VOCAB).state_dict())
     return str(path)
 
 

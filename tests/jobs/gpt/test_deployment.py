@@ -16,7 +16,7 @@ import pytest
 
 from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
-from tests.jobs.sft_support import gpt2_files, tiny_nemo  # noqa: F401  (fixtures)
+from tests.jobs.sft_support import tiny_bpe_files, tiny_nemo  # noqa: F401  (fixtures)
 
 torch = require_module("torch")
 require_module("pytriton")

@@ -7,7 +7,15 @@ import pytest
 
 from tests.conftest import require_module
 from tests.jobs.gpt_train_support import losses, weights
-from tests.jobs.sft_support import gpt2_files, lora_section, qa_jsonl, run_tuning, start_tuning, tiny_nemo  # noqa: F401  (fixtures)
+from tests.jobs.sft_support import (  # noqa: F401  (fixtures)
+    TINY_BPE_VOCAB,
+    lora_section,
+    qa_jsonl,
+    run_tuning,
+    start_tuning,
+    tiny_bpe_files,
+    tiny_nemo,
+)
 
 torch = require_module("torch")
 
@@ -127,7 +135,7 @@ def test_adapter_file_refuses_a_full_model(tiny_nemo):  # noqa: F811
         load_adapter_file(tiny_nemo)
 
 
-def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_jsonl):  # noqa: F811
+def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, tiny_bpe_files, qa_jsonl):  # noqa: F811
     """The peft program under torchrun with TP=2, from a TP=1 archive (resharded on load), and with TP=1 give the
     same losses, adapter file and merged model: the column/row splits of A and B, SwiGLU's [gate; up] rows, the
     sharded checkpoints and the sharded save all line up. The model is the `improved` style (SwiGLU, RoPE, GQA)."""
@@ -138,13 +146,13 @@ def test_tensor_parallel_lora_learns_the_same_adapters(tmp_path, gpt2_files, qa_
 
     base = model_section(
         "improved",
-        *gpt2_files,
+        *tiny_bpe_files,
         encoder_seq_length=64,
         max_position_embeddings=64,
         init_method_std=0.02,
         data={"seq_length": 64, "num_workers": 0},
     )
-    save_nemo(tmp_path / "base.nemo", base, random_model(base).state_dict())
+    save_nemo(tmp_path / "base.nemo", base, random_model(base, TINY_BPE_VOCAB).state_dict())
 
     def section(tp: int) -> dict:
         config = lora_section(

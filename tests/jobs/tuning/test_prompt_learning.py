@@ -12,16 +12,20 @@ from tests.jobs.gpt_train_support import losses, weights
 from tests.jobs.sft_support import (  # noqa: F401  (fixtures)
     COLORS,
     assert_same_tensors,
-    gpt2_files,
     rerun_after_kill_9,
     run_tuning,
     sharp_nemo,
+    tiny_bpe_files,
     tiny_nemo,
 )
 
 torch = require_module("torch")
 
 SHAPES = ["circle", "square", "triangle", "star"]
+# The answers the four methods learn: words the tiny BPE keeps whole (" license" is one token), as GPT-2 keeps the
+# colour names whole. A colour is 2 to 5 tiny-BPE pieces; with them prompt tuning's loss fell only 0.6 nats in the
+# 16 steps below, and 1.0 in 32.
+WORDS = ["license", "copy", "source", "program", "patent", "notice", "library", "version"]
 
 
 def _lines(path, task, values):
@@ -135,6 +139,11 @@ METHODS = {
 def _method_section(name, nemo, data, work, tp=1):
     stage, style, _ = METHODS[name]
     section = _section(stage, nemo, data, work)
+    if stage == "prompt_learning":
+        # 2.5x _section's rate for the virtual tokens: over the tiny BPE's 2,048 tokens prompt tuning moves the loss
+        # less per step than over GPT-2's 50,257 (16 steps at 2e-2: 1.7 nats with GPT-2, 0.8 here; at 5e-2: 1.4).
+        # Adapters and IA3 fall 4.7 and 1.6 nats at 2e-2, and a faster start would blur the chance-level check.
+        section["model"]["optim"]["lr"] = 5.0e-2
     section["trainer"].update(max_steps=16, val_check_interval=16, log_every_n_steps=1, devices=tp)
     section["exp_manager"]["checkpoint_callback_params"]["every_n_train_steps"] = 8
     section["model"]["tensor_model_parallel_size"] = tp
@@ -147,7 +156,7 @@ def _method_section(name, nemo, data, work, tp=1):
 def uninterrupted(tmp_path_factory, sharp_nemo):  # noqa: F811
     """name -> (work folder, stdout) of each method's 16-step TP=1 run, made on first use."""
     root = tmp_path_factory.mktemp("methods")
-    data = _lines(root / "colors.jsonl", "colors", COLORS)
+    data = _lines(root / "colors.jsonl", "colors", WORDS)
     runs = {}
 
     def run(name):
@@ -196,14 +205,20 @@ def test_each_method_trains_and_saves_only_its_own_tensors(name, uninterrupted, 
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
-def test_the_loss_falls_on_a_task_the_frozen_base_cannot_do(name, uninterrupted):
-    """The random base answers these questions no better than chance over its 50k tokens (loss ~10.8); each method
-    alone, with the base frozen, brings the answers' loss well down within 16 steps."""
+def test_the_loss_falls_on_a_task_the_frozen_base_cannot_do(name, uninterrupted, tiny_bpe_files):  # noqa: F811
+    """The random base answers these questions no better than chance over its 2,048 tokens (ln 2048 = 7.6); each
+    method alone, with the base frozen, brings the answers' loss well down within 16 steps."""
+    from nemo_launcher.jobs.common.tokenizer import load_tokenizer
+
+    vocab, merges = tiny_bpe_files
+    tokenizer = load_tokenizer("megatron", "GPT2BPETokenizer", vocab_file=vocab, merge_file=merges)
+    assert all(len(tokenizer.encode(" " + word)) == 1 for word in WORDS), "each answer is one token and the end"
     _, stdout = uninterrupted(name)
     curve = losses(stdout)
     assert sorted(curve) == list(range(1, 17))
     first, last = sum(curve[s] for s in (1, 2, 3)) / 3, sum(curve[s] for s in (14, 15, 16)) / 3
-    assert first > 10.0 and last < first - 1.0, curve
+    # Chance is ln 2048 = 7.6 (it was ln 50257 = 10.8 with GPT-2's files, and the bound 10.0); the drop stays 1 nat.
+    assert first > 7.0 and last < first - 1.0, curve
 
 
 # One method: resuming is the trainer core's, the same for every method (the checkpoint holds whatever is trainable

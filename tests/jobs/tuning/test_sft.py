@@ -8,7 +8,8 @@ import yaml
 
 from nemo_launcher.jobs.common.config import JobConfigError
 from nemo_launcher.jobs.data import squad
-from tests.jobs.sft_support import TEMPLATE, gpt2_files, qa_jsonl, run_tuning, sft_section, tiny_nemo  # noqa: F401  (fixtures)
+from tests.jobs.data_support import gpt2_files  # noqa: F401  (fixture)
+from tests.jobs.sft_support import TEMPLATE, qa_jsonl, run_tuning, sft_section, tiny_bpe_files, tiny_nemo  # noqa: F401  (fixtures)
 
 SQUAD = {
     "version": "1.1",
@@ -109,6 +110,8 @@ def test_squad_program_reads_the_stage_config(tmp_path, capsys):
     assert (tmp_path / "v.jsonl").is_file()
 
 
+# The sample-encoding tests below count GPT-2's tokens (" red" is one of them); they run no model, so GPT-2's
+# vocabulary costs them nothing. The model runs further down use the tiny BPE through tiny_nemo.
 @pytest.fixture(scope="module")
 def gpt2_tokenizer(gpt2_files):  # noqa: F811
     from nemo_launcher.jobs.common.tokenizer import load_tokenizer

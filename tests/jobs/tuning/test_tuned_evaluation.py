@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import require_module
 from tests.jobs.gpt_train_support import REPO, command, environment
-from tests.jobs.sft_support import COLORS, gpt2_files, sharp_nemo  # noqa: F401  (fixtures)
+from tests.jobs.sft_support import COLORS, sharp_nemo, tiny_bpe_files  # noqa: F401  (fixtures)
 
 from .tuned_evaluation_support import check_scores, evaluate, launcher_config, read_lines
 
