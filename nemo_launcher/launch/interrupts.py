@@ -1,9 +1,9 @@
 """Ctrl-C and SIGTERM while the launcher submits or runs jobs.
 
     with signals_raised():        # around the submission of a real run only
-        ...                       # SIGINT or SIGTERM raises Interrupted here
+        submit_each(plan)         # SIGINT or SIGTERM raises Interrupted here (pipeline.py)
     with signals_deferred() as noted:
-        ...                       # a rollback: signals are noted, not acted on; `noted` lists them
+        backend.settle()          # a rollback (rollback.py): signals are noted, not acted on; `noted` lists them
 
 Python turns SIGINT into KeyboardInterrupt, but SIGTERM (what `kill` and most schedulers send) kills the process
 outright: jobs already queued would stay queued and the ledger would say `submitting` for ever. Both become

@@ -77,8 +77,8 @@ def _git_commit(repository: Path) -> str | None:
                 words = line.split()
                 if len(words) == 2 and words[1] == ref:
                     return words[0]
-    except OSError:
-        pass
+    except OSError:  # unreadable git metadata: the run records no commit rather than failing
+        return None
     return None
 
 

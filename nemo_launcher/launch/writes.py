@@ -6,6 +6,7 @@ temporary file behind: a full disk or a read-only `base_results_dir` must not li
 `.tmp` files that later runs trip over.
 """
 
+import contextlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,10 +42,8 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
             os.chmod(temporary, mode)
             os.replace(temporary, path)
     finally:
-        try:
+        with contextlib.suppress(OSError):  # renamed into place, or never created: nothing to remove
             os.unlink(temporary)
-        except OSError:  # renamed into place, or never created
-            pass
 
 
 def append_text(path: Path, text: str) -> None:

@@ -77,10 +77,10 @@ def tiny_bpe_files(tmp_path_factory):
     that need *a* GPT tokenizer to train or run a tiny model: GPT-2's 50,257-token output layer would cost such a
     model most of its CPU. Copied like gpt2_files, so a test that packs or edits the files leaves the repository's
     own untouched. Tests about GPT-2 itself (its ids, Hugging Face parity) keep gpt2_files."""
-    directory = tmp_path_factory.mktemp("tiny_bpe")
-    for name in ("vocab.json", "merges.txt"):
-        shutil.copyfile(REPO / "corpora" / "tiny_bpe" / name, directory / name)
-    return str(directory / "vocab.json"), str(directory / "merges.txt")
+    from nemo_launcher.jobs.common.sample_data import install_bpe, tiny_bpe_files
+
+    vocab, merges = install_bpe(tmp_path_factory.mktemp("tiny_bpe"), tiny_bpe_files())
+    return str(vocab), str(merges)
 
 
 @pytest.fixture(scope="session")

@@ -25,11 +25,6 @@ from .run import RunBase
 STAGE = "data_preparation"
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FidDataRun(RunBase):
-    pass
-
-
 @dataclasses.dataclass(frozen=True)
 class CocoShapes:
     """A stand-in for COCO-2014 val written in its layout: one coloured shape per image, one caption naming it."""
@@ -121,4 +116,4 @@ class CocoReferenceData:
 
 @dataclasses.dataclass(frozen=True)
 class FidEvaluationDataConfig(CocoReferenceData, StageSchema, stage=STAGE):
-    run: FidDataRun = dataclasses.field(kw_only=True)
+    run: RunBase = dataclasses.field(kw_only=True)  # no run key of its own

@@ -56,10 +56,6 @@ def install_bpe(bpe_dir: Path, files: tuple[Path, Path] | None = None) -> tuple[
     return targets
 
 
-def install_gpt2_bpe(bpe_dir: Path) -> tuple[Path, Path]:
-    return install_bpe(bpe_dir, gpt2_bpe_files())
-
-
 def license_documents(folder: Path = LICENSES_DIR, max_files: int | None = None) -> Iterator[str]:
     """Paragraphs of the license texts, in a fixed (sorted) order so every build is byte-identical."""
     files = sorted(p for p in folder.iterdir() if p.is_file())

@@ -5,7 +5,7 @@ ema = decay x ema + (1 - decay) x weights after every every_n_steps-th optimizer
     average.update(step)                      # after the optimizer step that made `step` steps
     checkpoint.update(average.sharded_state())  # saved beside the weights, in their TP layout
     with average.swapped_in():                # the chunks hold the average (validation), then their own weights again
-        ...
+        trainer.validate(module)
 
 `AveragingModule` is the trainer core's module with such an average: updated after optimizer steps, saved in every
 checkpoint and restored on resume, and swapped in for validation unless ema.validate_original_weights.
