@@ -1,4 +1,4 @@
-"""Five third-party imports that job processes make differently, all through one finder in front of the import
+"""Seven third-party imports that job processes make differently, all through one finder in front of the import
 system. `install()` runs when the job package is imported (nemo_launcher/jobs/__init__.py), before anything
 imports torch; standard library only.
 
@@ -50,6 +50,25 @@ imports torch; standard library only.
    instance of it exactly when it is one of the real class (none can be while TensorBoard's writer is not
    imported). Jobs that log to TensorBoard (exp_manager.create_tensorboard_logger) import the real one through
    Lightning as before; the others (conversion, evaluation, export, ...) no longer load it.
+
+6. DTensor imports SymPy only for symbolic shapes. megatron-core imports torch's DTensor package
+   (`torch.distributed.tensor`) in megatron.core.utils, and three of its modules bind helpers of
+   `torch.fx.experimental.symbolic_shapes` at import: `guard_or_false`, `statically_known_true` and the exception
+   `GuardOnDataDependentSymNode`. That module imports SymPy: about 0.5 s of CPU at the start of every process that
+   imports megatron-core, for helpers that matter only when tensors have symbolic sizes (under compilation), which
+   cannot exist before the module is imported. While the DTensor package's body runs, the module is a stand-in
+   whose two helpers import the real module on their first call and answer from it (with concrete sizes they
+   answer as before), and whose exception class is a placeholder; any other name asked of it imports the real
+   module. When the real module is imported (by a first call, by TorchDynamo, by anyone), every name a module
+   bound to a stand-in is re-bound to the real object, so an `except GuardOnDataDependentSymNode` catches the real
+   exception from then on.
+
+7. Lightning asks whether a local directory is object storage without importing the cloud SDKs.
+   `lightning_fabric.utilities.cloud_io._is_object_storage`, called whenever Lightning checks a directory
+   (checkpoint folder, logger folder), imports s3fs (with aiobotocore and aiohttp: about 0.2 s of CPU) and the
+   other installed cloud file systems to test the file system against their classes. fsspec's local file system is
+   none of them, so for it the answer is False at once; any other file system is asked as before.
+
 """
 
 import contextlib
@@ -76,6 +95,11 @@ TORCH_OPTIMIZER_MODULE = "torch.optim.optimizer"  # `_use_grad_for_differentiabl
 LIGHTNING_PACKAGES = ("lightning_fabric", "pytorch_lightning")  # their bodies import all their modules
 TIMERS_MODULE = "megatron.core.timers"  # imports SummaryWriter for an isinstance test
 TENSORBOARD_MODULE = "torch.utils.tensorboard"
+DTENSOR_PACKAGE = "torch.distributed.tensor"  # binds symbolic-shape helpers as its modules import
+SHAPES_MODULE = "torch.fx.experimental.symbolic_shapes"  # imports SymPy
+SHAPES_DEFERRED_FUNCTIONS = ("guard_or_false", "statically_known_true")
+SHAPES_DEFERRED_EXCEPTIONS = ("GuardOnDataDependentSymNode",)
+CLOUD_IO_MODULE = "lightning_fabric.utilities.cloud_io"  # imports cloud SDKs to test a local file system
 
 
 def compile_on_first_call(compile_function):
@@ -180,9 +204,10 @@ class _StandInModule(types.ModuleType):
     torch.utils.tensorboard for megatron.core.timers'): its class `class_name` is a stand-in; any other name imports
     the real module (the stand-in leaves sys.modules) and answers from it."""
 
-    def __init__(self, name: str, class_name: str):
+    def __init__(self, name: str, class_name: str | None = None):
         super().__init__(name)
-        setattr(self, class_name, _DynamoClass(class_name, (), {"__module__": name, "real_module": name}))
+        if class_name is not None:
+            setattr(self, class_name, _DynamoClass(class_name, (), {"__module__": name, "real_module": name}))
 
     def __getattr__(self, name):
         if name.startswith("__"):  # the import system's own questions (`__path__`, ...): a plain module's answers
@@ -192,10 +217,48 @@ class _StandInModule(types.ModuleType):
         return getattr(importlib.import_module(self.__name__), name)
 
 
+def _call_real(module_name: str, function_name: str):
+    """A function that imports `module_name` on its first call and calls the real `function_name` from it."""
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module_name), function_name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = function_name
+    call.imports_on_first_call = True
+    return call
+
+
+def _shapes_stand_in() -> _StandInModule:
+    """torch.fx.experimental.symbolic_shapes as the DTensor package's bodies use it (hook 6)."""
+    stand_in = _StandInModule(SHAPES_MODULE)
+    for name in SHAPES_DEFERRED_FUNCTIONS:
+        setattr(stand_in, name, _call_real(SHAPES_MODULE, name))
+    for name in SHAPES_DEFERRED_EXCEPTIONS:
+        # Nothing raises the real exception before the real module is imported, and then this name is re-bound.
+        setattr(stand_in, name, type(name, (RuntimeError,), {"__module__": SHAPES_MODULE, "is_stand_in": True}))
+    return stand_in
+
+
+_SHAPES_STAND_INS = {}  # id of a stand-in object -> its name, while a module may still hold it
+_SHAPES_HOLDERS = []  # names of the modules imported while the stand-in was in place
+
+
+def _rebind_shapes_stand_ins(real_module) -> None:
+    """Every name a DTensor module bound to a stand-in of hook 6 now names the real object."""
+    for holder_name in _SHAPES_HOLDERS:
+        holder = sys.modules.get(holder_name)
+        for attribute, value in list(getattr(holder, "__dict__", {}).items()):
+            if id(value) in _SHAPES_STAND_INS and getattr(value, "__name__", None) == _SHAPES_STAND_INS[id(value)]:
+                setattr(holder, attribute, getattr(real_module, _SHAPES_STAND_INS[id(value)]))
+    _SHAPES_HOLDERS.clear()
+    _SHAPES_STAND_INS.clear()
+
+
 @contextlib.contextmanager
-def _standing_in(name: str, class_name: str):
-    """sys.modules[name] is a _StandInModule for the length of the block, unless the real module came meanwhile."""
-    stand_in = _StandInModule(name, class_name)
+def _standing_in(name: str, class_name: str | None = None, stand_in: types.ModuleType | None = None):
+    """sys.modules[name] is a _StandInModule (or `stand_in`) for the length of the block, unless the real module
+    came meanwhile."""
+    stand_in = stand_in if stand_in is not None else _StandInModule(name, class_name)
     sys.modules[name] = stand_in
     try:
         yield
@@ -299,6 +362,53 @@ class _TimersLoader(_WrappedLoader):
             self._loader.exec_module(module)
 
 
+class _DTensorPackageLoader(_WrappedLoader):
+    """torch.distributed.tensor's body, run with torch.fx.experimental.symbolic_shapes a stand-in unless it is
+    imported already (hook 6)."""
+
+    def exec_module(self, module):
+        if SHAPES_MODULE in sys.modules:
+            self._loader.exec_module(module)
+            return
+        stand_in = _shapes_stand_in()
+        before = set(sys.modules)
+        with _standing_in(SHAPES_MODULE, stand_in=stand_in):
+            self._loader.exec_module(module)
+        if SHAPES_MODULE in sys.modules:  # something asked for another name: the real module is already in place
+            return
+        for name in (*SHAPES_DEFERRED_FUNCTIONS, *SHAPES_DEFERRED_EXCEPTIONS):
+            _SHAPES_STAND_INS[id(getattr(stand_in, name))] = name
+        _SHAPES_HOLDERS.extend(sorted(set(sys.modules) - before))
+
+
+class _ShapesModuleLoader(_WrappedLoader):
+    """The real torch.fx.experimental.symbolic_shapes; once it has run, the stand-ins of hook 6 are replaced."""
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _rebind_shapes_stand_ins(module)
+
+
+class _CloudIOLoader(_WrappedLoader):
+    """Lightning's cloud_io, whose object-storage test answers for fsspec's local file system itself (hook 7)."""
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module._is_object_storage = local_is_not_object_storage(module._is_object_storage)
+
+
+def local_is_not_object_storage(is_object_storage):
+    """`is_object_storage(fs)` (Lightning's test), answered False for fsspec's local file system without asking."""
+
+    @functools.wraps(is_object_storage)
+    def answer(fs):
+        from fsspec.implementations.local import LocalFileSystem  # cloud_io imported fsspec already
+
+        return not isinstance(fs, LocalFileSystem) and is_object_storage(fs)
+
+    return answer
+
+
 class _BarePackageLoader(importlib.abc.Loader):
     """The package's module with its search path set (by the import system, from the spec) and no `__init__` run."""
 
@@ -319,6 +429,9 @@ class _Finder(importlib.abc.MetaPathFinder):
         TORCH_OPTIMIZER_MODULE: _OptimizerLoader,
         **dict.fromkeys(LIGHTNING_PACKAGES, _LightningPackageLoader),
         TIMERS_MODULE: _TimersLoader,
+        DTENSOR_PACKAGE: _DTensorPackageLoader,
+        SHAPES_MODULE: _ShapesModuleLoader,
+        CLOUD_IO_MODULE: _CloudIOLoader,
     }
 
     def find_spec(self, name, path, target=None):

@@ -2,7 +2,9 @@
 compile on their first call instead of importing the compiler when megatron-core is imported, torchmetrics
 (which Lightning imports) imports on its first try with torch-fidelity installed and torchvision absent, and an
 optimizer steps and Lightning imports without TorchDynamo, to the same weights as plain torch, and megatron-core
-imports without TensorBoard, which imports as before for whoever logs to it."""
+imports without TensorBoard, which imports as before for whoever logs to it, and without SymPy (DTensor's symbolic-shape
+helpers load on their first use and then replace their stand-ins), and Lightning checks a local folder without
+importing the cloud file systems."""
 
 import subprocess
 import sys
@@ -136,3 +138,42 @@ def test_megatron_core_imports_without_tensorboard_and_its_timers_still_know_a_r
         "      type(sys.modules['torch.utils.tensorboard']).__name__)\n"
     )
     assert out.split() == ["[]", "False", "True", "True", "module"], out
+
+
+def test_megatron_core_imports_without_sympy_and_dtensors_helpers_become_the_real_ones_on_first_use():
+    out = _fresh_python(
+        "import sys, nemo_launcher.jobs, megatron.core, megatron.core.dist_checkpointing\n"
+        "from torch.distributed.tensor import _collective_utils, _decompositions\n"
+        "before = [name for name in ('sympy', 'torch.fx.experimental.symbolic_shapes') if name in sys.modules]\n"
+        "stand_in = _decompositions.GuardOnDataDependentSymNode\n"
+        "answers = [_collective_utils.guard_or_false(True), _collective_utils.guard_or_false(False)]\n"
+        "from torch.fx.experimental import symbolic_shapes as real\n"
+        "print(before, answers, 'sympy' in sys.modules, stand_in is real.GuardOnDataDependentSymNode,\n"
+        "      _decompositions.GuardOnDataDependentSymNode is real.GuardOnDataDependentSymNode,\n"
+        "      _collective_utils.guard_or_false is real.guard_or_false)\n"
+    )
+    assert out.split() == ["[]", "[True,", "False]", "True", "False", "True", "True"], out
+
+
+def test_a_real_import_of_the_shapes_module_rebinds_dtensors_names_before_anything_is_called():
+    out = _fresh_python(
+        "import nemo_launcher.jobs, megatron.core\n"
+        "from torch.distributed.tensor import _decompositions\n"
+        "import torch._dynamo\n"  # what diffusers does: TorchDynamo imports the real module
+        "from torch.fx.experimental import symbolic_shapes as real\n"
+        "print(_decompositions.GuardOnDataDependentSymNode is real.GuardOnDataDependentSymNode)\n"
+    )
+    assert out.split() == ["True"], out
+
+
+def test_lightning_checks_a_local_folder_without_the_cloud_file_systems_and_asks_them_for_others():
+    out = _fresh_python(
+        "import sys, tempfile, nemo_launcher.jobs, pytorch_lightning, fsspec\n"
+        "from lightning_fabric.utilities.cloud_io import _is_dir, _is_object_storage, get_filesystem\n"
+        "folder = tempfile.mkdtemp()\n"
+        "local = [_is_dir(get_filesystem(folder), folder), _is_object_storage(get_filesystem(folder))]\n"
+        "before = 's3fs' in sys.modules\n"
+        "memory = _is_object_storage(fsspec.filesystem('memory'))\n"
+        "print(local, before, memory, 's3fs' in sys.modules)\n"
+    )
+    assert out.split() == ["[True,", "False]", "False", "False", "True"], out
