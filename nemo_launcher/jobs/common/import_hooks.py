@@ -68,7 +68,6 @@ imports torch; standard library only.
    (checkpoint folder, logger folder), imports s3fs (with aiobotocore and aiohttp: about 0.2 s of CPU) and the
    other installed cloud file systems to test the file system against their classes. fsspec's local file system is
    none of them, so for it the answer is False at once; any other file system is asked as before.
-
 """
 
 import contextlib
