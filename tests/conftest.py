@@ -11,6 +11,7 @@ that still happens under strict mode (a new `pytest.skip`, a `skipif` marker) fa
 ALLOWED_SKIPS lists it with its reason.
 """
 
+import collections
 import dataclasses
 import importlib
 import os
@@ -254,8 +255,13 @@ def _known_noise_filters():
 #   several tests take whole (exclusive jobs, faults), so those tests run one after another, as in a serial run;
 # - the modules using one of SHARED_SESSION_FIXTURES: session fixtures that train or convert a model, which each
 #   worker would otherwise build again (a cheap session fixture, such as the GPT-2 files, is simply rebuilt).
-# The Slurm unit is queued first: it is the longest, and the other workers fill the time it leaves a core idle.
+# The Slurm unit is queued first: it is the longest, and the other workers fill the time it leaves a core idle. The
+# modules that run jobs come next (tests/jobs/, the quick starts: a minute or more each), and the rest last, the
+# modules with the most tests first: the units handed out at the end are the short ones, so the workers finish
+# together instead of one running a quick start while the others wait.
 SLURM_UNIT = "slurm"
+JOB_MODULE_FOLDER = "jobs"
+JOB_MODULE_PREFIX = "test_quickstart"
 SHARED_SESSION_FIXTURES = ("tiny_pipeline",)
 # Workers beyond the cores (pytest_xdist_auto_num_workers says why two).
 EXTRA_WORKERS = 2
@@ -311,7 +317,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _module(item.nodeid) in units:
             item.add_marker(pytest.mark.xdist_group(units[_module(item.nodeid)]))
-    items.sort(key=lambda item: units.get(_module(item.nodeid)) != SLURM_UNIT)  # stable: modules stay whole
+    tests_in = collections.Counter(_module(item.nodeid) for item in items)
+
+    def queue_position(item):
+        module = _module(item.nodeid)
+        if units.get(module) == SLURM_UNIT:
+            return (0, 0)
+        *folders, name = module.split("/")
+        if JOB_MODULE_FOLDER in folders or name.startswith(JOB_MODULE_PREFIX):
+            return (1, 0)
+        return (2, -tests_in[module])
+
+    items.sort(key=queue_position)  # stable: a module's tests stay together and in order
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook; without the plugin it is never called

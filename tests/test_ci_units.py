@@ -3,8 +3,9 @@
     python3 -m pytest -q tests/test_ci_units.py
 
 A child session on two workers runs small modules that log where and in what order their tests ran: a module is
-one unit, every module on the (stand-in) Slurm shares one unit that is queued first, the modules using a shared
-session fixture share a unit that builds it once, and the strict skip list still matches the node ids xdist
+one unit, every module on the (stand-in) Slurm shares one unit that is queued first, the modules that run jobs
+(under jobs/, the quick starts) are queued next and the others after them, most tests first, the modules using a
+shared session fixture share a unit that builds it once, and the strict skip list still matches the node ids xdist
 suffixes with a unit name.
 """
 
@@ -76,20 +77,33 @@ MODULES = {
             log(request)
         """,
     **{
-        f"test_plain_{name}.py": """
+        f"test_plain_{name}.py": f"""
         import pytest
         from units_log import log
 
-        @pytest.mark.parametrize("n", range(4))
+        @pytest.mark.parametrize("n", range({count}))
         def test_one_of_many(request, n):
             log(request)
         """
-        for name in "abcd"
+        for name, count in (("a", 2), ("b", 5), ("c", 3), ("d", 6))
     },
+    "test_quickstart_x.py": """
+        from units_log import log
+
+        def test_runs_a_quick_start(request):
+            log(request)
+        """,
+    "jobs/test_trains.py": """
+        from units_log import log
+
+        def test_trains(request):
+            log(request)
+        """,
 }
 
 
-def _child_session(tmp_path):
+def _child_session(tmp_path, *options):
+    """Runs pytest over the modules above with CI's distribution and `options`; returns its stdout."""
     require_module("xdist")
     conftest = CONFTEST.read_text()
     assert "\nALLOWED_SKIPS = {}\n" in conftest, "the allow list moved; update this test"
@@ -99,30 +113,18 @@ def _child_session(tmp_path):
     )
     (tmp_path / "units_log.py").write_text(LOGGER)
     for name, text in MODULES.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(textwrap.dedent(text))
-    log = tmp_path / "units.jsonl"
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
-        "UNITS_LOG": str(log),
+        "UNITS_LOG": str(tmp_path / "units.jsonl"),
         "PYTHONPATH": f"{tmp_path}:{CONFTEST.parent.parent}",
         "NEMO_LAUNCHER_TEST_STRICT": "1",
     }
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-n",
-            "2",
-            "--dist",
-            "loadgroup",
-            "--no-loadscope-reorder",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dist", "loadgroup"]
+        + ["--no-loadscope-reorder", *options, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -130,16 +132,21 @@ def _child_session(tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return [json.loads(line) for line in log.read_text().splitlines()]
+    return result.stdout
+
+
+def _logged(tmp_path, workers="2"):
+    _child_session(tmp_path, "-n", workers)
+    return [json.loads(line) for line in (tmp_path / "units.jsonl").read_text().splitlines()]
 
 
 def test_modules_slurm_and_shared_fixtures_make_the_units(tmp_path):
-    logged = _child_session(tmp_path)
+    logged = _logged(tmp_path)
     ran = [entry for entry in logged if "built" not in entry]
     workers = {}  # module -> workers its tests ran on
     for entry in ran:
         workers.setdefault(entry["node"].split("::")[0], set()).add(entry["worker"])
-    assert len(workers) == 8 and all(len(names) == 1 for names in workers.values()), workers
+    assert len(workers) == 10 and all(len(names) == 1 for names in workers.values()), workers
 
     slurm = [entry for entry in ran if entry["node"].startswith("test_slurm_")]
     assert len(slurm) == 5 and all(entry["node"].endswith("@slurm") for entry in slurm), slurm
@@ -152,3 +159,20 @@ def test_modules_slurm_and_shared_fixtures_make_the_units(tmp_path):
     assert [(entry["built"], {entry["worker"]}) for entry in built] == [("tiny_pipeline", workers["test_shared_a.py"])]
     plain = [entry["node"] for entry in ran if entry["node"].startswith("test_plain_")]
     assert len(plain) == 16 and not any("@" in node for node in plain)  # plain modules keep their node ids
+
+
+def test_units_are_queued_slurm_first_then_the_job_modules_then_the_most_tests_first(tmp_path):
+    ran = _logged(tmp_path, workers="1")  # one worker runs the units in the order xdist hands them out
+    modules = list(dict.fromkeys(entry["node"].split("::")[0] for entry in ran if "built" not in entry))
+    assert modules == [
+        "test_slurm_a.py",
+        "test_slurm_b.py",
+        "jobs/test_trains.py",
+        "test_quickstart_x.py",
+        "test_plain_d.py",
+        "test_plain_b.py",
+        "test_plain_c.py",
+        "test_plain_a.py",
+        "test_shared_a.py",
+        "test_shared_b.py",
+    ], modules
