@@ -21,10 +21,15 @@ import time
 
 import pytest
 
+from tests import parsed_configs
+
 # One torch thread per process, here and in every job the tests start: CI runs more test workers than cores, each
 # job a process or two, so a second thread only waits (10-25x slower steps measured on the 2-core machine); and a
 # computation a test repeats in its own process then matches, bit for bit, the job's.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Thousands of in-process compositions of the launcher's configs reuse the parsed conf/ files (tests/parsed_configs.py).
+parsed_configs.install()
 
 # Long enough for a slurmctld busy with another worker's jobs on a 2-core machine.
 _SLURM_QUERY_TIMEOUT_S = 20
