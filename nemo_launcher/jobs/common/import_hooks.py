@@ -238,18 +238,20 @@ def _shapes_stand_in() -> _StandInModule:
     return stand_in
 
 
-_SHAPES_STAND_INS = {}  # id of a stand-in object -> its name, while a module may still hold it
-_SHAPES_HOLDERS = []  # names of the modules imported while the stand-in was in place
+_SHAPES_STAND_INS = {}  # id of a stand-in object of hook 6 -> (its name, itself), until the real module is imported
 
 
 def _rebind_shapes_stand_ins(real_module) -> None:
-    """Every name a DTensor module bound to a stand-in of hook 6 now names the real object."""
-    for holder_name in _SHAPES_HOLDERS:
-        holder = sys.modules.get(holder_name)
+    """Every module-level name bound to a stand-in of hook 6 now names the real object. Which modules took one is
+    not tracked (the real module may come while the DTensor package is still importing): all are looked at, once
+    per process, the one time the real module is imported."""
+    if not _SHAPES_STAND_INS:
+        return
+    for holder in list(sys.modules.values()):
         for attribute, value in list(getattr(holder, "__dict__", {}).items()):
-            if id(value) in _SHAPES_STAND_INS and getattr(value, "__name__", None) == _SHAPES_STAND_INS[id(value)]:
-                setattr(holder, attribute, getattr(real_module, _SHAPES_STAND_INS[id(value)]))
-    _SHAPES_HOLDERS.clear()
+            entry = _SHAPES_STAND_INS.get(id(value))
+            if entry is not None and entry[1] is value:
+                setattr(holder, attribute, getattr(real_module, entry[0]))
     _SHAPES_STAND_INS.clear()
 
 
@@ -370,14 +372,10 @@ class _DTensorPackageLoader(_WrappedLoader):
             self._loader.exec_module(module)
             return
         stand_in = _shapes_stand_in()
-        before = set(sys.modules)
+        for name in (*SHAPES_DEFERRED_FUNCTIONS, *SHAPES_DEFERRED_EXCEPTIONS):
+            _SHAPES_STAND_INS[id(getattr(stand_in, name))] = (name, getattr(stand_in, name))
         with _standing_in(SHAPES_MODULE, stand_in=stand_in):
             self._loader.exec_module(module)
-        if SHAPES_MODULE in sys.modules:  # something asked for another name: the real module is already in place
-            return
-        for name in (*SHAPES_DEFERRED_FUNCTIONS, *SHAPES_DEFERRED_EXCEPTIONS):
-            _SHAPES_STAND_INS[id(getattr(stand_in, name))] = name
-        _SHAPES_HOLDERS.extend(sorted(set(sys.modules) - before))
 
 
 class _ShapesModuleLoader(_WrappedLoader):

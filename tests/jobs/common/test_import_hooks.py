@@ -145,10 +145,10 @@ def test_megatron_core_imports_without_sympy_and_dtensors_helpers_become_the_rea
         "import sys, nemo_launcher.jobs, megatron.core, megatron.core.dist_checkpointing\n"
         "from torch.distributed.tensor import _collective_utils, _decompositions\n"
         "before = [name for name in ('sympy', 'torch.fx.experimental.symbolic_shapes') if name in sys.modules]\n"
-        "stand_in = _decompositions.GuardOnDataDependentSymNode\n"
+        "kept = [_decompositions.GuardOnDataDependentSymNode]\n"  # in a list: a module-level name would be re-bound
         "answers = [_collective_utils.guard_or_false(True), _collective_utils.guard_or_false(False)]\n"
         "from torch.fx.experimental import symbolic_shapes as real\n"
-        "print(before, answers, 'sympy' in sys.modules, stand_in is real.GuardOnDataDependentSymNode,\n"
+        "print(before, answers, 'sympy' in sys.modules, kept[0] is real.GuardOnDataDependentSymNode,\n"
         "      _decompositions.GuardOnDataDependentSymNode is real.GuardOnDataDependentSymNode,\n"
         "      _collective_utils.guard_or_false is real.guard_or_false)\n"
     )
