@@ -12,6 +12,7 @@ the compute nodes cannot write or that has no room for the next checkpoint.
 Launch side: standard library and omegaconf only (never torch).
 """
 
+import contextlib
 import dataclasses
 import getpass
 import os
@@ -394,10 +395,8 @@ def _folder_size(folder: Path) -> int:
     total = 0
     for parent, _, files in os.walk(folder):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):  # pruned while we looked
                 total += os.stat(os.path.join(parent, name)).st_size
-            except OSError:  # pruned while we looked
-                pass
     return total
 
 

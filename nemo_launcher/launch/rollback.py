@@ -11,6 +11,7 @@ Run here (interactive, bcp), there is nothing to cancel: the stage that was runn
 are not run, and the ledger records how it ended.
 """
 
+import contextlib
 import signal
 
 from .errors import LauncherError, StageFailed, StageInterrupted, SubmissionError, WriteError
@@ -86,10 +87,8 @@ def stop_here(plan, submitted, ledger, cause: BaseException) -> BaseException:
         if ledger is not None and isinstance(cause, StageInterrupted):
             job = ledger.record["jobs"][index] if index < len(ledger.record["jobs"]) else {}
             if job.get("started") and job.get("exit_code") is None:
-                try:
+                with contextlib.suppress(WriteError):  # _close below reports it
                     ledger.finished(index, cause.exit_code)
-                except WriteError:
-                    pass  # _close below reports it
         record = _close(ledger, state, {})
     if record and isinstance(cause, (StageFailed, StageInterrupted)):
         cause.args = (f"{cause}; {record}",)

@@ -11,6 +11,7 @@
 The ledger (`ledger.py`) says which directories belong to submitted runs.
 """
 
+import contextlib
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -99,10 +100,8 @@ def write_if_changed(path: Path, text: str, mode: int = 0o644) -> bool:
     """Writes `text` atomically unless the file already holds exactly these bytes and mode; returns whether it
     wrote. A failed write raises WriteError naming `path` and leaves no temporary file (writes.py)."""
     data = text.encode("utf-8")
-    try:
+    with contextlib.suppress(OSError):  # no such file (or unreadable): write it
         if path.read_bytes() == data and (path.stat().st_mode & 0o777) == mode:
             return False
-    except OSError:
-        pass
     write_atomically(path, data, mode)
     return True

@@ -1,5 +1,6 @@
 """Interactive backend: runs the job script on this machine with bash, one stage after another."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -100,7 +101,5 @@ class InteractiveBackend(Backend):
 
 
 def _signal_group(pid: int, signal_number: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # every process of the group has ended
         os.killpg(pid, signal_number)
-    except ProcessLookupError:  # every process of the group has ended
-        pass

@@ -1,5 +1,6 @@
 """Slurm backend (cluster_type=bcm): an sbatch script with one srun per command, submitted with `sbatch --parsable`."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -435,10 +436,8 @@ def _kill_session(process) -> None:
     """Kills sbatch and anything it started (a site's wrapper script), which would otherwise hold its output open."""
     import signal
 
-    try:
+    with contextlib.suppress(ProcessLookupError):  # sbatch and its children have ended already
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.communicate()
 
 
