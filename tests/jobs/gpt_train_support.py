@@ -16,6 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import warm_python
+
 REPO = Path(__file__).resolve().parents[2]
 MODULE = "nemo_launcher.jobs.gpt.train"
 
@@ -47,11 +49,14 @@ def log_dir(work: Path) -> Path:
     return work / "results" / "gpt3_tiny" / "results"
 
 
-def command(config: Path, processes: int = 1, program: Sequence[str] = (MODULE,)) -> list[str]:
-    """`program`: the module to run and any arguments before --config (the trainer core's test recipes)."""
+def command(config: Path, processes: int = 1, program: Sequence[str] = (MODULE,), warm: bool = True) -> list[str]:
+    """`program`: the module to run and any arguments before --config (the trainer core's test recipes). `warm`: in a
+    fork of the warm interpreter (warm_python.py); False for a program that a test kills, whose rerun must find it
+    gone at once."""
+    python = warm_python.interpreter() if warm else sys.executable
     if processes > 1:
         return [
-            sys.executable,
+            python,
             "-m",
             "torch.distributed.run",
             "--standalone",
@@ -61,13 +66,13 @@ def command(config: Path, processes: int = 1, program: Sequence[str] = (MODULE,)
             "--config",
             str(config),
         ]
-    return [sys.executable, "-u", "-m", *program, "--config", str(config)]
+    return [python, "-u", "-m", *program, "--config", str(config)]
 
 
 def environment() -> dict[str, str]:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
-    return env
+    return warm_python.environment(env)
 
 
 def run_training(
@@ -93,7 +98,7 @@ def start_training(config: Path, output: Path) -> subprocess.Popen:
     """The program in the background, its output in `output` (read it while it runs)."""
     handle = open(output, "w")
     return subprocess.Popen(
-        command(config), cwd=REPO, env=environment(), stdout=handle, stderr=subprocess.STDOUT, text=True
+        command(config, warm=False), cwd=REPO, env=environment(), stdout=handle, stderr=subprocess.STDOUT, text=True
     )
 
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import warm_python
+
 REPO = Path(__file__).resolve().parents[2]
 
 # A 4-step run saving at steps 2 and 4: enough for "the newest complete checkpoint" to mean something.
@@ -109,9 +111,10 @@ def run_job(config: Path, module: str, processes: int = 1, timeout: int = 600) -
     """Runs a job program as its script would; fails the test with the program's output if it fails."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
+    env, python = warm_python.environment(env), warm_python.interpreter()
     if processes > 1:
         command = [
-            sys.executable,
+            python,
             "-m",
             "torch.distributed.run",
             "--standalone",
@@ -122,7 +125,7 @@ def run_job(config: Path, module: str, processes: int = 1, timeout: int = 600) -
             str(config),
         ]
     else:
-        command = [sys.executable, "-u", "-m", module, "--config", str(config)]
+        command = [python, "-u", "-m", module, "--config", str(config)]
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise AssertionError(
@@ -146,10 +149,11 @@ def reference_logits(
         str(out_file),
         family,
     ]
+    env, python = warm_python.environment(env), warm_python.interpreter()
     prefix = (
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+        [python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
         if processes > 1
-        else [sys.executable]
+        else [python]
     )
     result = subprocess.run(prefix + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:

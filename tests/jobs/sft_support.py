@@ -163,7 +163,7 @@ def start_tuning(program: str, section: dict, work, log, family: str = "gpt"):
     config.write_text(yaml.safe_dump(section))
     handle = open(log, "w")
     return subprocess.Popen(
-        command(config, program=(f"nemo_launcher.jobs.{family}.{program}",)),
+        command(config, program=(f"nemo_launcher.jobs.{family}.{program}",), warm=False),
         cwd=REPO,
         env=environment(),
         stdout=handle,

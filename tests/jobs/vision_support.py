@@ -15,6 +15,7 @@ from pathlib import Path
 from nemo_launcher.jobs.multimodal.shapes import shape_example
 from nemo_launcher.jobs.multimodal.tars import AtomicTar
 
+from . import warm_python
 from .gpt_train_support import REPO, command, environment, losses, run_training, weights
 
 __all__ = [
@@ -66,7 +67,7 @@ def kill_after_checkpoint(config: Path, program: str, checkpoint: Path, output: 
     """Starts the program, SIGKILLs it once `checkpoint` is complete, and checks `later` was not written yet."""
     with open(output, "w") as handle:
         process = subprocess.Popen(
-            command(config, program=(program,)),
+            command(config, program=(program,), warm=False),
             cwd=REPO,
             env=environment(),
             stdout=handle,
@@ -113,10 +114,9 @@ print(json.dumps(out))
 def load_in_process(nemo: Path, images: Sequence[Path]) -> dict:
     """What load_vision_model gives a consumer job, run in its own process (megatron's parallel state is global)."""
     import json
-    import sys
 
     result = subprocess.run(
-        [sys.executable, "-c", _LOAD, str(nemo), *map(str, images)],
+        [warm_python.interpreter(), "-c", _LOAD, str(nemo), *map(str, images)],
         cwd=REPO,
         env=environment(),
         capture_output=True,

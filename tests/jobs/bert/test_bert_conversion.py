@@ -12,7 +12,6 @@ training checkpoints, whose logits come from the trainer's own code (checkpoint_
 
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -27,6 +26,7 @@ from nemo_launcher.jobs.bert.shards import bert_shard_layout  # noqa: E402
 from nemo_launcher.jobs.bert.standalone import load_bert_from_nemo, load_bert_nemo  # noqa: E402
 from nemo_launcher.jobs.core import nemo_archive  # noqa: E402
 from nemo_launcher.jobs.core.shards import split_state_dict  # noqa: E402
+from tests.jobs import warm_python  # noqa: E402
 from tests.jobs.pipeline_support import REPO, plan_pipeline, reference_logits, run_job  # noqa: E402
 
 TRAIN, CONVERT = "nemo_launcher.jobs.bert.train", "nemo_launcher.jobs.bert.convert"
@@ -230,7 +230,7 @@ def test_geglu_with_hf_required_stops_with_one_error_line(geglu_tp2, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
     env.pop("NEMO_LAUNCHER_DEBUG", None)
     done = subprocess.run(
-        [sys.executable, "-m", CONVERT, "--config", str(config)],
+        [warm_python.interpreter(), "-m", CONVERT, "--config", str(config)],
         cwd=REPO,
         env=env,
         capture_output=True,

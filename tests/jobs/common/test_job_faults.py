@@ -8,13 +8,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from nemo_launcher.contract import RESUME_MARKER, RUN_LOCK_FILE
+from tests.jobs import warm_python
 from tests.jobs.fault_support import plant_lock, small_filesystem, snapshot
 from tests.jobs.gpt_train_support import (
     REPO,
@@ -180,7 +180,7 @@ def test_every_writing_job_refuses_a_directory_in_use(data_dir, tmp_path, stage,
     plant_lock(directory, job_id="777", job_label="777", user="alice")
     before = sorted(p.name for p in directory.iterdir())
     result = subprocess.run(
-        [sys.executable, "-u", "-m", f"nemo_launcher.jobs.gpt.{module}", "--config", str(config)],
+        [warm_python.interpreter(), "-u", "-m", f"nemo_launcher.jobs.gpt.{module}", "--config", str(config)],
         cwd=REPO,
         env=environment(),
         capture_output=True,

@@ -10,11 +10,11 @@ Both attempts start through the profiling wrapper as the launcher renders it (`p
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.jobs import warm_python
 from tests.jobs.gpt_train_support import MODULE, REPO, command, environment, log_dir, losses, write_config
 
 COMMON = [
@@ -96,7 +96,7 @@ def test_nsys_wraps_the_configured_ranks_only_and_training_finishes(attempts):
             "--force-overwrite=true",
             "--capture-range=cudaProfilerApi",
             "--capture-range-end=stop",
-            sys.executable,
+            warm_python.interpreter(),  # the rank's own interpreter (command() names the warm one)
         ]
         assert args[8:] == ["-u", "-m", MODULE, "--config", str(config)]
         assert nsys_dir.is_dir()  # the wrapper prepares nsys's output folder on the profiled rank

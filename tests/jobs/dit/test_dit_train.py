@@ -53,7 +53,7 @@ def log_dir(work: Path) -> Path:
 def start_training_program(config: Path, output: Path) -> subprocess.Popen:
     with open(output, "w") as handle:
         return subprocess.Popen(
-            command(config, program=PROGRAM),
+            command(config, program=PROGRAM, warm=False),
             cwd=REPO,
             env=environment(),
             stdout=handle,

@@ -13,6 +13,7 @@ import pytest
 
 from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
+from tests.jobs import warm_python
 
 torch = require_module("torch")
 np = require_module("numpy")
@@ -55,9 +56,9 @@ def _export(folder: Path, choice: str, nemo: Path, overrides) -> subprocess.Comp
         base_results_dir=folder / "results",
         overrides=[f"model.restore_from_path={nemo}", "trainer.accelerator=cpu", "trainer.precision=32", *overrides],
     )
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    env = warm_python.environment(dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO)))
     return subprocess.run(
-        [sys.executable, "-m", "nemo_launcher.jobs.stable_diffusion.export", "--config", str(config)],
+        [warm_python.interpreter(), "-m", "nemo_launcher.jobs.stable_diffusion.export", "--config", str(config)],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -15,7 +15,6 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -24,6 +23,7 @@ from tests.conftest import require_module
 require_module("diffusers")
 require_module("transformers")
 
+from tests.jobs import warm_python  # noqa: E402
 from tests.jobs.gpt_train_support import environment  # noqa: E402
 from tests.jobs.vision_support import REPO, log_dir, run_training, write_config, write_shape_tars  # noqa: E402
 
@@ -66,7 +66,7 @@ def _stage_config(work, name, stage, choice, overrides=()):
 
 def _run(module, config, expect_rc=0):
     result = subprocess.run(
-        [sys.executable, "-m", module, "--config", str(config)],
+        [warm_python.interpreter(), "-m", module, "--config", str(config)],
         cwd=REPO,
         env=environment(),
         capture_output=True,

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nemo_launcher.jobs.multimodal.tars import AtomicTar, examples
+from tests.jobs import warm_python
 from tests.jobs.vision_support import (
     REPO,
     kill_after_checkpoint,
@@ -88,7 +89,6 @@ def test_loss_falls_and_the_nemo_holds_the_averaged_unet(baseline):
 
 def test_the_checkpoint_folder_loads_like_the_nemo(baseline):
     import subprocess
-    import sys
 
     work, _ = baseline
     checkpoints = log_dir(work, "stable_diffusion_tiny") / "checkpoints"
@@ -100,12 +100,12 @@ def test_the_checkpoint_folder_loads_like_the_nemo(baseline):
     )
     # A step folder holds the trained weights, the .nemo their average: the networks and every frozen weight agree.
     result = subprocess.run(
-        [sys.executable, "-c", script, str(checkpoints), str(checkpoints / "nemo_stable_diffusion.nemo")],
+        [warm_python.interpreter(), "-c", script, str(checkpoints), str(checkpoints / "nemo_stable_diffusion.nemo")],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        env=warm_python.environment(dict(os.environ, PYTHONPATH=str(REPO))),
     )
     assert result.stdout.split() == ["True", "True"], result.stderr[-3000:]
 

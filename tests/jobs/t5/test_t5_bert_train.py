@@ -116,7 +116,7 @@ def _start(family, config, tmp_path):
     """The program in the background, its output in killed.log."""
     handle = open(tmp_path / "killed.log", "w")
     return subprocess.Popen(
-        command(config, program=_program(family)),
+        command(config, program=_program(family), warm=False),
         cwd=REPO,
         env=environment(),
         stdout=handle,

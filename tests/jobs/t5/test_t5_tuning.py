@@ -72,7 +72,7 @@ def _wait_for(path: Path, process, log: Path, timeout_s: float = 400) -> None:
 def _start(config: Path, log: Path) -> subprocess.Popen:
     handle = open(log, "w")
     return subprocess.Popen(
-        command(config, program=PROGRAM),
+        command(config, program=PROGRAM, warm=False),
         cwd=REPO,
         env=environment(),
         stdout=handle,

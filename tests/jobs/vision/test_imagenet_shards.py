@@ -7,13 +7,13 @@ import json
 import os
 import pickle
 import subprocess
-import sys
 
 import pytest
 
 from nemo_launcher.jobs.multimodal.shape_folders import write_shape_folders
 from nemo_launcher.jobs.multimodal.tars import examples
 from nemo_launcher.jobs.vision.imagenet_shards import pack_split
+from tests.jobs import warm_python
 from tests.jobs.gpt_train_support import REPO, environment
 
 
@@ -84,7 +84,7 @@ def test_the_step_program_packs_both_splits_with_the_training_labels(folders, tm
         overrides=[f"input_dir={folders}", f"output_dir={tmp_path / 'wds'}", "examples_per_shard=50"],
     )
     result = subprocess.run(
-        [sys.executable, "-m", "nemo_launcher.jobs.vision.imagenet_shards", "--config", str(config)],
+        [warm_python.interpreter(), "-m", "nemo_launcher.jobs.vision.imagenet_shards", "--config", str(config)],
         cwd=REPO,
         env=environment(),
         capture_output=True,

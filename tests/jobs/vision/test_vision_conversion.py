@@ -6,13 +6,13 @@ transformers CLIPModel whose image and text embeddings are our model's within 1e
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from nemo_launcher.jobs.multimodal.shapes import shape_example
+from tests.jobs import warm_python
 from tests.jobs.fid_support import write_tiny_clip
 from tests.jobs.gpt_train_support import environment
 from tests.jobs.vision_support import (
@@ -109,7 +109,7 @@ def test_tp1_conversion_is_the_runs_ema_nemo_and_transformers_gives_its_embeddin
         images.append(tmp_path / f"{index}.png")
         shape_example(500 + index, 0, 64)[0].save(images[-1])
     probe = subprocess.run(
-        [sys.executable, "-c", _EMBED, str(nemo), str(hf_dir), json.dumps(CAPTIONS), *map(str, images)],
+        [warm_python.interpreter(), "-c", _EMBED, str(nemo), str(hf_dir), json.dumps(CAPTIONS), *map(str, images)],
         cwd=REPO,
         env=environment(),
         capture_output=True,

@@ -6,13 +6,13 @@ onnxruntime behind them and queried over HTTP."""
 import importlib.util
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
+from tests.jobs import warm_python
 from tests.jobs.gpt_train_support import REPO, environment
 
 from .vision_models import random_vision_nemo
@@ -44,7 +44,7 @@ def _export(root, name: str, choice: str, program: str, nemo, overrides=()):
         ],
     )
     return subprocess.run(
-        [sys.executable, "-m", program, "--config", str(config)],
+        [warm_python.interpreter(), "-m", program, "--config", str(config)],
         cwd=REPO,
         env=environment(),
         capture_output=True,

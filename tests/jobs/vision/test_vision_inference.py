@@ -4,11 +4,11 @@ table, skip unreadable files, and refuse a model of the other family with one Er
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import require_module
+from tests.jobs import warm_python
 from tests.jobs.gpt_train_support import REPO, environment
 
 from .vision_models import random_vision_nemo
@@ -48,7 +48,7 @@ def _run(work, name: str, choice: str, program: str, overrides):
         overrides=["trainer.accelerator=cpu", *overrides],
     )
     return subprocess.run(
-        [sys.executable, "-m", program, "--config", str(config)],
+        [warm_python.interpreter(), "-m", program, "--config", str(config)],
         cwd=REPO,
         env=environment(),
         capture_output=True,
