@@ -30,6 +30,9 @@ from pathlib import Path
 from .warm_shim import SOCKET_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
+# The environment as the worker started, before any test changed it: the warm interpreter's imports must not see a
+# variable that a test set for itself while it happened to start the server.
+_WORKER_ENVIRONMENT = dict(os.environ)
 _started: dict[str, object] = {}
 
 
@@ -45,7 +48,7 @@ def _start() -> None:
     source = source.replace("REAL_PYTHON = sys.executable", f"REAL_PYTHON = {sys.executable!r}", 1)
     stand_in.write_text(f"#!{sys.executable} -SE\n{source}")
     stand_in.chmod(0o755)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
+    env = dict(_WORKER_ENVIRONMENT, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
     env.pop("NEMO_LAUNCHER_DEBUG", None)
     log = open(folder / "server.log", "w")
     server = subprocess.Popen(

@@ -44,6 +44,9 @@ WARM_IMPORTS = (
     "megatron.core.models.gpt",
     "megatron.core.dist_checkpointing",
     "megatron.core.optimizer",
+    "megatron.core.datasets.indexed_dataset",  # imports boto3 for S3 paths: 0.2 s
+    "torch.utils.tensorboard",
+    "transformers",  # conversions to Hugging Face, the diffusion and CLIP text encoders
     "lightning_fabric",
     "pytorch_lightning",
     "omegaconf",

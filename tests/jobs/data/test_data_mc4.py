@@ -238,7 +238,7 @@ def test_kill_9_during_preprocess_then_rerun_gives_the_same_bytes(tmp_path, monk
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
-    while len(list(preprocessed.rglob("*_sentence.idx"))) < 3:  # some splits finished; others in progress
+    while _finished_splits(preprocessed) < 3:  # some splits finished; others in progress
         assert process.poll() is None, "the run ended before it could be killed"
         assert time.monotonic() < deadline
         time.sleep(0.02)
@@ -249,6 +249,15 @@ def test_kill_9_during_preprocess_then_rerun_gives_the_same_bytes(tmp_path, monk
     preprocess.main(["--config", str(config)])
     assert _outputs(tmp_path / "run" / "data") == _outputs(tmp_path / "ref" / "data")
     assert {path: path.stat().st_mtime_ns for path in finished} == finished  # finished splits were not redone
+
+
+def _finished_splits(preprocessed: pathlib.Path) -> int:
+    """How many splits' .idx files exist, counted while the run still writes: a split's hidden parts folder can go
+    away between listing its parent and scanning it, so a scan that meets that counts as none yet."""
+    try:
+        return len(list(preprocessed.rglob("*_sentence.idx")))
+    except FileNotFoundError:
+        return 0
 
 
 # ---- a Hugging Face style repository over HTTP: git for the listing, resolve/main/<path> for the files --------
