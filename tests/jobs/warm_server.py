@@ -47,6 +47,10 @@ WARM_IMPORTS = (
     "megatron.core.datasets.indexed_dataset",  # imports boto3 for S3 paths: 0.2 s
     "torch.utils.tensorboard",
     "transformers",  # conversions to Hugging Face, the diffusion and CLIP text encoders
+    # The diffusion programs' 3 s. diffusers imports TorchDynamo, so every fork has it loaded and the job package's
+    # import hooks take their real paths there; test_import_hooks.py checks the paths without it, in fresh processes.
+    "diffusers",
+    "diffusers.models.autoencoders",
     "lightning_fabric",
     "pytorch_lightning",
     "omegaconf",
