@@ -70,9 +70,7 @@ def command(config: Path, processes: int = 1, program: Sequence[str] = (MODULE,)
 
 
 def environment() -> dict[str, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
-    env.pop("NEMO_LAUNCHER_DEBUG", None)
-    return warm_python.environment(env)
+    return warm_python.environment(warm_python.job_environment(os.environ))
 
 
 def run_training(

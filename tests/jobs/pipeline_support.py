@@ -109,9 +109,7 @@ def plan_pipeline(work: Path, overrides: list[str], data_dir: Path) -> PlannedRu
 
 def run_job(config: Path, module: str, processes: int = 1, timeout: int = 600) -> subprocess.CompletedProcess:
     """Runs a job program as its script would; fails the test with the program's output if it fails."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
-    env.pop("NEMO_LAUNCHER_DEBUG", None)
-    env, python = warm_python.environment(env), warm_python.interpreter()
+    env, python = warm_python.environment(warm_python.job_environment(os.environ)), warm_python.interpreter()
     if processes > 1:
         command = [
             python,

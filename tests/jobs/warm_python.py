@@ -36,6 +36,13 @@ _WORKER_ENVIRONMENT = dict(os.environ)
 _started: dict[str, object] = {}
 
 
+def job_environment(base: dict[str, str]) -> dict[str, str]:
+    """`base` as a job program of the tests runs: one thread per process, the repository importable, no dry run."""
+    env = dict(base, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
+    env.pop("NEMO_LAUNCHER_DEBUG", None)
+    return env
+
+
 def _enabled() -> bool:
     return os.environ.get("NEMO_LAUNCHER_TEST_WARM", "1") != "0"
 
@@ -48,8 +55,7 @@ def _start() -> None:
     source = source.replace("REAL_PYTHON = sys.executable", f"REAL_PYTHON = {sys.executable!r}", 1)
     stand_in.write_text(f"#!{sys.executable} -SE\n{source}")
     stand_in.chmod(0o755)
-    env = dict(_WORKER_ENVIRONMENT, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO), TOKENIZERS_PARALLELISM="false")
-    env.pop("NEMO_LAUNCHER_DEBUG", None)
+    env = job_environment(_WORKER_ENVIRONMENT)
     log = open(folder / "server.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "tests.jobs.warm_server", str(socket_path)],

@@ -25,10 +25,11 @@ import runpy
 import selectors
 import signal
 import socket
-import struct
 import sys
 import threading
 import types
+
+from tests.jobs.warm_shim import HEADER  # the request's length in bytes, ahead of its JSON
 
 # What most job programs import before their first step; each costs its import once here instead of in every
 # child. The job programs themselves are not imported: runpy runs each as __main__ from its source.
@@ -56,7 +57,6 @@ WARM_IMPORTS = (
     "omegaconf",
     "yaml",
 )
-HEADER = struct.Struct("!Q")  # the request's length in bytes, ahead of its JSON
 
 
 def _receive_request(connection: socket.socket) -> tuple[dict, list[int]]:
