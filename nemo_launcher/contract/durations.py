@@ -64,9 +64,19 @@ class WallClock(str):
         )
         if match:
             days, hours, minutes, seconds = (int(g) for g in match.groups())
+            total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+            if total == 0:
+                # The trainer would save and stop before its first step, and a job that requeues itself after a
+                # max_time stop would then start, stop and requeue forever.
+                raise config_fault(
+                    key,
+                    value,
+                    'stops the trainer before its first step: use a positive duration, e.g. "00:23:30:00", '
+                    "or null for no limit",
+                )
             if hours <= 23 and minutes <= 59 and seconds <= 59:
                 instance = cls(str(value).strip())
-                instance.seconds = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+                instance.seconds = total
                 return instance
         raise config_fault(
             key, value, 'use "DD:HH:MM:SS" with hours <= 23 and minutes, seconds <= 59, e.g. "00:23:30:00", or null'

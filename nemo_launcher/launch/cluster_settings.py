@@ -8,7 +8,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..contract.durations import clock_text
 from .errors import config_error
+
+# Seconds before the time limit that Slurm sends SIGUSR1 when cluster.signal_seconds_before_limit is unset.
+DEFAULT_SIGNAL_LEAD_S = 300
 
 # Slurm sizes: a number with an optional unit; a bare number is megabytes to Slurm.
 _SLURM_SIZE = re.compile(r"^[0-9]+[KMGTkmgt]?$")
@@ -78,3 +82,22 @@ def check_cluster(section: Mapping[str, Any]) -> None:
     for key, (accepts, fix) in CLUSTER_SETTINGS.items():
         if key in section and not accepts(section[key]):
             raise config_error(f"cluster.{key}", section[key], fix)
+
+
+def signal_lead_seconds(cluster: Mapping[str, Any]) -> int:
+    """How long before its time limit a checkpointing job gets SIGUSR1 (sbatch --signal=USR1@<this>)."""
+    return int(cluster.get("signal_seconds_before_limit") or DEFAULT_SIGNAL_LEAD_S)
+
+
+def check_signal_lead(cluster: Mapping[str, Any], stage: str, time_limit_s: int) -> None:
+    """A job whose time limit is not longer than the signal lead gets SIGUSR1 as it starts: it saves before its
+    first step and stops, and a job that requeues itself then starts, stops and requeues for ever."""
+    lead = signal_lead_seconds(cluster)
+    if time_limit_s <= lead:
+        raise config_error(
+            f"{stage}.run.time_limit",
+            clock_text(time_limit_s),
+            f"Slurm signals the job to save and stop {lead} s before its time limit "
+            f"(cluster.signal_seconds_before_limit), so it would stop as it starts: set a time limit above "
+            f"{clock_text(lead)}, or lower cluster.signal_seconds_before_limit",
+        )

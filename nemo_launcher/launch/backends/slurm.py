@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...contract.durations import clock_text
 from ...contract.file_numbers import slurm_array
-from ..cluster_settings import CLUSTER_SETTINGS
+from ..cluster_settings import CLUSTER_SETTINGS, check_signal_lead, signal_lead_seconds
 from ..errors import LauncherError, SubmissionError, config_error
 from ..job_spec import Dependency, JobSpec, Wait
 from ..shell import join, quote
@@ -133,8 +133,7 @@ class SlurmBackend(Backend):
         if spec.requeue_marker:
             parameters["requeue"] = True
         if spec.checkpoint_signal:
-            seconds = int(cluster.get("signal_seconds_before_limit") or 300)
-            parameters["signal"] = f"USR1@{seconds}"
+            parameters["signal"] = f"USR1@{signal_lead_seconds(cluster)}"
         for key, value in cluster.items():
             if key not in KNOWN_CLUSTER_KEYS and value is not None:
                 print(
@@ -166,6 +165,8 @@ class SlurmBackend(Backend):
             for spec in specs:
                 self._check_log_path(spec)
                 self._check_processes_fit_gpus(spec)
+                if spec.checkpoint_signal:
+                    check_signal_lead(self.context.cluster, spec.stage, int(spec.time_limit.total_seconds()))
         super().validate(specs_by_stage)
 
     def _check_log_path(self, spec: JobSpec) -> None:
