@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+from ..contract.job_start_values import AtJobStart
+
 
 class Dependency(enum.Enum):
     """How a job waits for other jobs."""
@@ -55,7 +57,7 @@ class JobSpec:
     directory: Path  # job directory: resolved config, script and logs live here
     commands: tuple[Command, ...]
     time_limit: timedelta  # wall-clock limit of the job
-    nodes: int = 1
+    nodes: int | AtJobStart = 1  # AtJobStart: the number the job's environment holds when it starts (BCP)
     tasks_per_node: int = 1
     uses_gpus: bool = True  # False: CPU-only job, no GPUs are requested
     gpus_per_node: int | None = None  # GPUs asked for on each node when uses_gpus; None: the cluster's gpus_per_node
@@ -77,13 +79,15 @@ class JobSpec:
     # them; and the paths (files or directories) this job writes, which later jobs may read.
     reads: tuple[tuple[str, str], ...] = ()
     writes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what the plan tells the user about this job beyond its table row
 
     def __post_init__(self):
         assert self.after_previous not in (Dependency.SINGLETON, Dependency.AFTER_START), self.after_previous
         assert isinstance(self.time_limit, timedelta) and self.time_limit.total_seconds() > 0, self.time_limit
         assert self.array_items is None or self.array_items, f"job {self.name} has an empty array"
         assert self.array_limit is None or (self.array_items and self.array_limit >= 1), self.array_limit
-        assert self.nodes >= 1 and self.tasks_per_node >= 1, (self.nodes, self.tasks_per_node)
+        assert isinstance(self.nodes, AtJobStart) or self.nodes >= 1, self.nodes
+        assert self.tasks_per_node >= 1, self.tasks_per_node
         assert self.commands, f"job {self.name} has no command"
 
     @property

@@ -237,7 +237,8 @@ def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
     for jobs in plan.jobs_by_stage:
         directories = [str(job.spec.directory) for job in jobs]
         results.append(f"  {jobs[0].spec.stage}: {os.path.commonpath(directories)}")
-    return f"Pipeline, {mode}\n" + "\n".join(lines + results)
+    notes = [f"  {note}" for jobs in plan.jobs_by_stage for job in jobs for note in job.spec.notes]
+    return f"Pipeline, {mode}\n" + "\n".join(lines + results + (["", "Notes:", *notes] if notes else []))
 
 
 def launch(cfg: DictConfig, choices: dict[str, str | None], argv: Sequence[str]) -> list[Submitted]:

@@ -9,10 +9,12 @@ job never refuses what the launcher accepted.
 """
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
 from nemo_launcher.contract.binding import JobConfigError, bind  # noqa: F401  (job programs import them from here)
+from nemo_launcher.contract.job_start_values import resolve_job_start_values
 
 
 def config_path_from_argv(argv: list[str] | None, prog: str | None = None) -> Path:
@@ -42,7 +44,9 @@ def load_resolved_config(path: Path) -> dict[str, Any]:
         )
     if not isinstance(data, dict):
         raise JobConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
+    # A node count the launcher left to the job start (`$NGC_ARRAY_SIZE` on BCP) becomes the number it holds here,
+    # before the schema binds it and checks every rule that needs it.
+    return resolve_job_start_values(data, os.environ)
 
 
 def _find_interpolations(value: Any, key: str) -> list[tuple]:

@@ -4,6 +4,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from ...contract.job_start_values import AtJobStart
 from ..errors import StageFailed, config_error
 from ..job_spec import Command, JobSpec, Wait
 from ..secrets import export_lines
@@ -39,7 +40,7 @@ class BcpBackend(Backend):
         pairs["PYTHONPATH"] = str(self.context.launcher_scripts_path)
         env_words = " ".join(f"--env {quote(f'{name}={value}')}" for name, value in pairs.items())
         program = f"python3 -u -m {quote(command.module)} {join(command.args)}".rstrip()
-        words = [f"bcprun --nnodes {nodes} --npernode {tasks}"]
+        words = [f"bcprun --nnodes {quote(nodes)} --npernode {quote(tasks)}"]
         if spec.is_array:
             # Array work is split across replicas by rank (RANK/WORLD_SIZE), launched with mpirun.
             words.append(f"--launcher {quote('mpirun --allow-run-as-root')}")
@@ -55,6 +56,12 @@ class BcpBackend(Backend):
         ]
         # Read on the node when the job starts, so no secret lands in a script or a log.
         lines += export_lines(dict(self.context.secret_files), quote)
+        if isinstance(spec.nodes, AtJobStart):
+            variable = spec.nodes.variable
+            lines += [
+                f"# The node count is {variable}, which NGC sets in every replica to the job's replica count.",
+                f': "${{{variable}:?is set by Base Command Platform in an NGC job: run this script inside one}}"',
+            ]
         lines += ["", f'log_stem={quote(str(self.log_base(spec)))}_"$(date +%m%d_%H%M%S)"']
         for command in spec.commands:
             lines += ["", f'{self.bcprun_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']

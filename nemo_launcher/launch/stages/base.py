@@ -19,6 +19,7 @@ from ..context import LaunchContext
 from ..errors import ConfigError, config_error
 from ..families import Family, family_for, program_for, schema_for
 from ..job_spec import Command, Dependency, JobSpec
+from ..job_start import WaitingBinding, bind_waiting
 from .run_dependency import parse_run_dependency, time_limit
 
 
@@ -49,6 +50,7 @@ class Stage(ABC):
         self.context = context
         self.root = root
         self.choice = choice
+        self.waiting: WaitingBinding | None = None  # set by bind() when a node count waits for the job start
 
     def key(self, *parts: str) -> str:
         return ".".join((self.kind,) + parts)
@@ -101,10 +103,19 @@ class Stage(ABC):
         """(resolved section, the section bound to its job program's schema). Every rule of the schema is
         checked here, before anything is written: the job binds the same file to the same schema when it starts."""
         config = self.resolved()
+        schema = load_schema(schema_path)
         try:
-            return config, load_schema(schema_path).from_dict(config, self.kind)
+            self.waiting = bind_waiting(schema, config, self.kind, self.context.cluster_type)
+            if self.waiting is not None:
+                return config, self.waiting.bound
+            return config, schema.from_dict(config, self.kind)
         except JobConfigError as error:
             raise ConfigError(str(error)) from None
+
+    def node_count(self, key: str, bound: int):
+        """The job's node count from `key` (e.g. trainer.num_nodes): the bound number, or the reference to the
+        number the job gets when it starts (job_start.py)."""
+        return self.waiting.waiting.get(self.key(key), bound) if self.waiting is not None else bound
 
     @staticmethod
     def files_of(cfg) -> dict[str, Any]:
@@ -123,7 +134,12 @@ class Stage(ABC):
         """One job of run.nodes x run.ntasks_per_node processes (a stage whose run section sizes its job), declaring
         what the bound config reads and writes."""
         return self.one_job(
-            config, cfg.run, commands, nodes=cfg.run.nodes, tasks_per_node=cfg.run.ntasks_per_node, **self.files_of(cfg)
+            config,
+            cfg.run,
+            commands,
+            nodes=self.node_count("run.nodes", cfg.run.nodes),
+            tasks_per_node=cfg.run.ntasks_per_node,
+            **self.files_of(cfg),
         )
 
     def one_job(self, config: dict[str, Any], run, commands, **resources) -> list[JobSpec]:
@@ -140,6 +156,7 @@ class Stage(ABC):
                 after_previous=after_previous,
                 waits=waits,
                 files=((config_file, dump_config(config)),),
+                notes=(self.waiting.note(),) if self.waiting is not None else (),
                 **resources,
             )
         ]

@@ -30,7 +30,7 @@ class FineTuningStage(Stage):
             config,
             cfg.run,
             commands,
-            nodes=cfg.trainer.num_nodes,
+            nodes=self.node_count("trainer.num_nodes", cfg.trainer.num_nodes),
             tasks_per_node=cfg.trainer.devices,
             env=ordered_kernel_queue_env(cfg.model),
             checkpoint_signal=True,

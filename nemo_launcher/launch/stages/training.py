@@ -32,7 +32,7 @@ class TrainingStage(Stage):
             config,
             cfg.run,
             [Command(module, args)],
-            nodes=cfg.trainer.num_nodes,
+            nodes=self.node_count("trainer.num_nodes", cfg.trainer.num_nodes),
             tasks_per_node=cfg.trainer.devices,
             env=env,
             checkpoint_signal=True,
