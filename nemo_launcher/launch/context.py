@@ -11,6 +11,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from .backends import BACKENDS
 from .cluster_settings import check_cluster
+from .container_image import pyxis_image
 from .errors import config_error
 from .secrets import refuse_secret_values, secret_files
 
@@ -29,7 +30,7 @@ class LaunchContext:
     launcher_scripts_path: Path
     data_dir: Path
     base_results_dir: Path
-    container: str | None
+    container: str | None  # as pyxis reads it (container_image.py): a registry image with its `#`, or a file
     mounts: tuple[str, ...]  # "src:dst" pairs, always including the three paths above
     env: tuple[tuple[str, str], ...]  # global env_vars without nulls, in config order
     cluster: dict  # the resolved `cluster` group (Slurm settings)
@@ -189,7 +190,7 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
         launcher_scripts_path=paths["launcher_scripts_path"],
         data_dir=paths["data_dir"],
         base_results_dir=paths["base_results_dir"],
-        container=str(container) if container else None,
+        container=pyxis_image(str(container)) if container else None,
         mounts=_mounts(
             settings["container_mounts"] if "container_mounts" in cfg else [],
             preset.get("container_mounts") or [],

@@ -36,7 +36,7 @@ export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"
 # One log per attempt: a requeue (SLURM_RESTART_COUNT) or a new job never overwrites an earlier log.
 log_stem=<BRD>/gpt3_5b/log-nemo-megatron-gpt3_5b_"${SLURM_JOB_ID}"_attempt"${SLURM_RESTART_COUNT:-0}"
 
-srun --kill-on-bad-exit=1 --container-image=nvcr.io/example/launcher:1.0 --container-mounts=/opt/launcher:/opt/launcher,/data:/data,<BRD>:<BRD>,/lustre:/lustre,/scratch:/mnt/scratch --no-container-mount-home --container-env=TRANSFORMERS_OFFLINE,TORCH_NCCL_AVOID_RECORD_STREAMS,NEMO_LAUNCHER_NUMA_MAPPING,NCCL_NVLS_ENABLE,NVTE_DP_AMAX_REDUCE_INTERVAL,NVTE_ASYNC_AMAX_REDUCTION,NVTE_FUSED_ATTN,PYTHONPATH,WANDB_API_KEY,MASTER_ADDR,MASTER_PORT "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.gpt.train --config <BRD>/gpt3_5b/gpt3_5b_hydra.yaml >>"${log_stem}.out" 2>>"${log_stem}.err"
+srun --kill-on-bad-exit=1 --container-image='nvcr.io#example/launcher:1.0' --container-mounts=/opt/launcher:/opt/launcher,/data:/data,<BRD>:<BRD>,/lustre:/lustre,/scratch:/mnt/scratch --no-container-mount-home --container-env=TRANSFORMERS_OFFLINE,TORCH_NCCL_AVOID_RECORD_STREAMS,NEMO_LAUNCHER_NUMA_MAPPING,NCCL_NVLS_ENABLE,NVTE_DP_AMAX_REDUCE_INTERVAL,NVTE_ASYNC_AMAX_REDUCTION,NVTE_FUSED_ATTN,PYTHONPATH,WANDB_API_KEY,MASTER_ADDR,MASTER_PORT "${NEMO_LAUNCHER_PYTHON:-python3}" -u -m nemo_launcher.jobs.gpt.train --config <BRD>/gpt3_5b/gpt3_5b_hydra.yaml >>"${log_stem}.out" 2>>"${log_stem}.err"
 
 # The job stopped before its last step (time limit, max_time) and saved a checkpoint: queue the next attempt.
 if [[ -f <BRD>/gpt3_5b/results/RESUME_NEEDED ]]; then
