@@ -9,8 +9,10 @@ Reads the resolved `export` section and writes triton_deployment.triton_model_di
     <model_repo>/<model name>/1/model.nemo   the weights in model.weight_data_type, and the tokenizer files
 
 The model name is the folder's name. The work is serving/triton_export.py's, with GPT's rule for merging shards.
-A TP/PP-sharded `.nemo` is merged into one model. The folder is built beside its final place and swapped in when
-complete, so a server never sees half an export.
+A `.nemo` converted at TP/PP > 1 is gathered into one model (a Python backend instance is one process), after its
+model_config.yaml has been checked against model.tensor_model_parallel_size and
+triton_deployment.pipeline_model_parallel_size (exit 2 when they differ). The folder is built beside its final
+place and swapped in when complete, so a server never sees half an export.
 Holds run.results_dir's lock while it runs. Needs no GPU. Exit codes: 0 done, 2 configuration error, 74 a
 write failed for lack of space or permission, 75 run.results_dir is in use by another job (one `Error:` line
 on stderr for each), anything else a crash.
@@ -20,17 +22,28 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ...contract.schemas.gpt_export import ExportConfig
+from ...contract.schemas.gpt_export import STAGE, ExportConfig
 from ..serving import triton_export
 
 
 def export(cfg: ExportConfig, load: Callable | None = None, generator: str | None = None) -> Path:
-    """load: path -> (model config, full state dict); by default GPT's (any TP/PP, merged)."""
+    """load: path -> (model config, full state dict); by default GPT's (any TP/PP, merged).
+    The stated TP/PP are checked against the archive first: a JobConfigError before any weight is read."""
+    check_archive_layout(cfg)
     return triton_export.export(cfg, load or _load_gpt_nemo, generator)
 
 
 def main(argv=None) -> int:
-    return triton_export.run_export(argv, "python3 -m nemo_launcher.jobs.gpt.export", ExportConfig, load=_load_gpt_nemo)
+    return triton_export.run_export(argv, "python3 -m nemo_launcher.jobs.gpt.export", ExportConfig, job=export)
+
+
+def check_archive_layout(cfg: ExportConfig) -> None:
+    """The schema's rule on the .nemo as it is now: the launcher checked it only if the file was already there."""
+    # Deferred: nemo_archive imports torch, which loads after run_export's start_job has set the warning filters.
+    from ..core.nemo_archive import CONFIG_MEMBER, read_nemo_config
+
+    path = cfg.model.checkpoint_path
+    cfg.check_model_section(STAGE, read_nemo_config(path), f"{path} (its {CONFIG_MEMBER})")
 
 
 def _load_gpt_nemo(path):

@@ -102,15 +102,16 @@ def export(cfg: ExportConfig, load: Callable, generator: str | None = None) -> P
     return target
 
 
-def run_export(argv, prog: str, schema, **export_options) -> int:
+def run_export(argv, prog: str, schema, job: Callable | None = None, **export_options) -> int:
     """The export program of any text family: bind `schema`, hold the lock, export, summary, exit codes.
-    export_options: export()'s load and generator."""
+    job: the family's export(cfg, **export_options) when it checks more than the schema (GPT: the .nemo's layout);
+    by default this module's. export_options: export()'s load and generator."""
     started = time.monotonic()
     start_job(accelerators=False)  # one process, plain torch: megatron-core is not imported
     try:
         cfg = schema.from_dict(load_resolved_config(config_path_from_argv(argv, prog=prog)))
         with claimed(cfg.writes()[0], rank=0):
-            target = export(cfg, **export_options)
+            target = (job or export)(cfg, **export_options)
             export_summary(cfg, target, time.monotonic() - started).show()
     except (JobConfigError, JobFault) as error:
         return print_error(error)
