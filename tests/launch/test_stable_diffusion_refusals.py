@@ -86,8 +86,13 @@ CASES = [
     (DB, ["training.model.prior_loss_weight=-1"], ["prior_loss_weight=-1"]),
     (DB_TINY, ["training.model.data.resolution=64"], ["data.resolution=64", "images of 32 px"]),
     (DB_TINY, ["training.model.data.reg_generation.sampler_type=Heun"], ["sampler_type='Heun'"]),
-    # The seed's own example: the trainer counts optimizer steps, so epochs are refused with that fix, not ignored.
-    (SD, ["training.trainer.max_epochs=10"], ["training.trainer.max_epochs=10", "trainer.max_steps", "set null"]),
+    # A run is sized by max_steps or by max_epochs (the seed's 860m_res_256), never by both or neither
+    # (tests/launch/test_epochs.py has the rest); the fine-tunes count steps only.
+    (
+        SD,
+        ["training.trainer.max_epochs=10"],
+        ["training.trainer.max_epochs=10", "max_steps=82500 sizes the run too", "set training.trainer.max_steps=null"],
+    ),
     (DB, ["training.trainer.max_epochs=10"], ["training.trainer.max_epochs=10", "set null"]),
 ]
 

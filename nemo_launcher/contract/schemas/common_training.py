@@ -97,7 +97,9 @@ class TrainerSection(TrainerClock):
     gradient_clip_val: float | None = None  # max global L2 norm of the gradients; null or 0 = no clipping
 
     def check(self, key: str) -> None:
-        positive_fields(self, key, "num_nodes", "devices", "max_steps", "log_every_n_steps", "val_check_interval")
+        positive_fields(self, key, "num_nodes", "devices")
+        self.check_run_length(key)
+        positive_fields(self, key, "log_every_n_steps", "val_check_interval")
         non_negative_fields(self, key, "limit_val_batches", "limit_test_batches")
         must_be_one(
             self,
@@ -115,6 +117,10 @@ class TrainerSection(TrainerClock):
                 "needs accelerator gpu (megatron-core's mixed-precision optimizer only wraps CUDA tensors); "
                 "use 32 on the CPU",
             )
+
+    def check_run_length(self, key: str) -> None:
+        """How long the run is: max_steps optimizer steps (a family that also sizes runs in epochs overrides it)."""
+        positive(f"{key}.max_steps", self.max_steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,17 +165,23 @@ class SchedSection:
         non_negative_fields(self, key, "warmup_steps", "constant_steps", "min_lr")
 
 
-def check_schedule(model, trainer, key: str) -> None:
+def check_schedule(model, trainer, key: str, sizing=None) -> None:
     """The learning-rate schedule must leave at least one step of cosine decay within trainer.max_steps
-    (the trainer's CosineSchedule divides by that count). Shared by every stage whose model has an `optim`."""
+    (the trainer's CosineSchedule divides by that count). Shared by every stage whose model has an `optim`.
+
+    A run sized in epochs (trainer.max_steps null) is checked once its steps are known: `sizing` (epochs.py's
+    EpochSizing) says how they were derived, and the fix then names max_epochs."""
+    if trainer.max_steps is None:
+        return
     sched = model.optim.sched
     if sched.warmup_steps + sched.constant_steps >= trainer.max_steps:
+        length = f"trainer.max_steps({trainer.max_steps})" if sizing is None else f"the run's {sizing}"
         raise config_fault(
             f"{key}.model.optim.sched.warmup_steps",
             sched.warmup_steps,
             f"warmup_steps({sched.warmup_steps}) + constant_steps({sched.constant_steps}) must be below "
-            f"trainer.max_steps({trainer.max_steps}) to leave a step of cosine decay; "
-            "lower warmup_steps or constant_steps, or raise trainer.max_steps",
+            f"{length} to leave a step of cosine decay; "
+            f"lower warmup_steps or constant_steps, or raise trainer.{'max_steps' if sizing is None else 'max_epochs'}",
         )
 
 

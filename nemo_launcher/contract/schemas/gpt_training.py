@@ -355,16 +355,22 @@ class GptTrainerSection(TrainerSection):
                     "checkpoints are exp_manager's (create_checkpoint_callback, checkpoint_callback_params)",
                 ),
                 "logger": (False, "loggers are exp_manager's (create_tensorboard_logger, create_wandb_logger)"),
-                "max_epochs": (
-                    None,
-                    "a run is sized in optimizer steps (trainer.max_steps), its dataset built for them",
-                ),
                 "use_distributed_sampler": (
                     False,
                     "the trainer's samplers split batches by data-parallel rank (ranks of one "
                     "model copy read the same data)",
                 ),
             },
+        )
+
+    def check_run_length(self, key: str) -> None:
+        """max_steps sizes the run; max_epochs is the seed's key, refused here (a family whose job counts its data
+        set's samples accepts it instead: stable_diffusion_training.py)."""
+        super().check_run_length(key)
+        check_fixed(
+            self,
+            key,
+            {"max_epochs": (None, "a run is sized in optimizer steps (trainer.max_steps), its dataset built for them")},
         )
 
 

@@ -18,6 +18,7 @@ import dataclasses
 from typing import Literal
 
 from ..binding import config_fault, field_fault, non_negative, positive_fields
+from .gpt_training import GptTrainerSection
 from .sd_inference import Sampler
 from .stable_diffusion_training import STAGE, SdModelSection, StableDiffusionTrainingConfig
 
@@ -238,6 +239,7 @@ class InstructPix2PixTrainingConfig(_FineTuneTraining, StableDiffusionTrainingCo
     NEMO_FILE_NAME = "nemo_instruct_pix2pix.nemo"
 
     model: EditModelSection
+    trainer: GptTrainerSection  # sized in steps only: the job counts no epochs over these data folders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -246,6 +248,7 @@ class DreamBoothTrainingConfig(_FineTuneTraining, StableDiffusionTrainingConfig)
     NEMO_FILE_NAME = "nemo_dreambooth.nemo"
 
     model: DreamBoothModelSection
+    trainer: GptTrainerSection  # sized in steps only: the job counts no epochs over these data folders
 
     def writes(self) -> list[str]:
         """The regularization images are written beside the run's own files."""

@@ -14,8 +14,9 @@ import dataclasses
 import os
 
 from ..binding import config_fault, field_fault, must_be_one, non_negative, positive_fields
+from ..epochs import check_run_length, sized_in_steps, wdinfo_examples
 from .clip_training import ClipExpManager, ShardSet
-from .common_training import OptimSection, TrainingSections
+from .common_training import OptimSection, TrainingSections, check_schedule
 from .gpt_training import GptTrainerSection
 from .stable_diffusion_model import LatentDiffusionModel
 
@@ -117,11 +118,22 @@ class SdModelSection(LatentDiffusionModel):
 
 
 @dataclasses.dataclass(frozen=True)
+class SdTrainerSection(GptTrainerSection):
+    """GPT's trainer keys, but a run may be sized in passes over its shards, as the seed's 860m_res_256 is (its
+    example trains `training.trainer.max_epochs=10`): the job derives max_steps from the shards it lists."""
+
+    max_steps: int | None  # optimizer steps of the whole run; null when max_epochs sizes it
+    max_epochs: int | None = None  # passes over model.data.train; null when max_steps sizes the run
+
+    def check_run_length(self, key: str) -> None:
+        check_run_length(self, key)
+
+
+@dataclasses.dataclass(frozen=True)
 class StableDiffusionTrainingConfig(TrainingSections):
     NEMO_FILE_NAME = "nemo_stable_diffusion.nemo"  # what a finished run writes into checkpoints/ (ClassVar: no key)
 
-    # GPT's: the run is sized in optimizer steps, so the seed's trainer.max_epochs is refused with that fix.
-    trainer: GptTrainerSection
+    trainer: SdTrainerSection
     exp_manager: ClipExpManager
     model: SdModelSection
 
@@ -134,6 +146,27 @@ class StableDiffusionTrainingConfig(TrainingSections):
                 "Stable Diffusion has no test split here: set 0 (evaluation=stable_diffusion/fid_clip scores it)",
             )
         self.check_layout_and_schedule(key)
+        listed = self.listed_train_samples()
+        if listed is not None:
+            self.sized_by_epochs(listed, key)
+
+    def listed_train_samples(self) -> int | None:
+        """Training examples of a run sized in epochs whose shards are all listed by wdinfo.pkl files already on
+        disk (the launcher counts them from those files); None otherwise: the job counts what it opens (tars and
+        folders of tars are read header by header, too slow a walk for a login node)."""
+        if self.trainer.max_epochs is None:
+            return None
+        counts = [wdinfo_examples(path) for path in self.model.data.train.dataset_path]
+        return None if None in counts else sum(counts)
+
+    def sized_by_epochs(self, samples: int, key: str = STAGE):
+        """(this config with trainer.max_steps derived from max_epochs over `samples`, its EpochSizing), the
+        schedule checked against the derived steps. The launcher calls it when listed_train_samples() knows the
+        data; the job always, with the examples of the shards it opened."""
+        sized, sizing = sized_in_steps(self, samples)
+        sizing.check(f"{key}.model.data.train.dataset_path")
+        check_schedule(sized.model, sized.trainer, key, sizing)
+        return sized, sizing
 
     def check_validation(self, key: str) -> None:
         if self.trainer.limit_val_batches and self.model.data.validation is None:

@@ -9,7 +9,8 @@
 loss only with its binary head), after the log filters are installed, so the family's modules (which import
 torch and megatron-core) load quietly and only for a config that binds.
 
-Reads the resolved `training` section the launcher wrote, trains to trainer.max_steps, and writes
+Reads the resolved `training` section the launcher wrote, trains to trainer.max_steps (derived from the data set
+when trainer.max_epochs sizes the run: run_length.py), and writes
 TensorBoard events and checkpoints under exp_manager.explicit_log_dir. A rerun of the same command
 continues from the newest complete checkpoint. SIGTERM/SIGUSR1 and trainer.max_time save a checkpoint
 and exit 0, so a requeued job goes on where it stopped. Rank 0 holds explicit_log_dir's lock while the
@@ -70,13 +71,18 @@ def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
     from .callbacks import MetricsWriter, StopSignals, StopTraining, evaluation_report, resume_path
     from .checkpoints import CheckpointFolder
     from .parts import build_parts, init_processes, shutdown
+    from .run_length import run_in_steps
 
+    # Before anything is written: too few samples, or a warm-up longer than the derived run, is a config error.
+    cfg, sizing = run_in_steps(cfg, recipe)
     signals = StopSignals()
     max_time_s = cfg.trainer.max_time_seconds()
     folder = CheckpointFolder(Path(cfg.exp_manager.explicit_log_dir) / "checkpoints")
     try:
         rank_zero = placement.rank == 0
         writer = MetricsWriter(_loggers(cfg) if rank_zero else [], rank_zero)
+        if sizing is not None:
+            writer.say(f"run length: {sizing}")
         resume = resume_path(folder, cfg.exp_manager.resume_if_exists, cfg.exp_manager.resume_ignore_no_checkpoint)
         resume = resume or starting_checkpoint(getattr(cfg.model, "resume_from_checkpoint", None))
         if rank_zero:

@@ -92,6 +92,10 @@ class Recipe:
     parallel_options: Callable[[Any], dict[str, Any]] | None = None
     # (cfg, TrainingOutcome) -> (key, value) lines added to the closing summary.
     summary_items: Callable[[Any, Any], Iterable[tuple[str, Any]]] | None = None
+    # cfg -> training samples in one pass over model.data.train, counted from the data set the job opens: what a
+    # run sized in trainer.max_epochs derives its max_steps from (run_length.py). None: the family's schema sizes
+    # runs in steps only.
+    epoch_samples: Callable[[Any], int] | None = None
 
     def __post_init__(self):
         if not self.loss_names:

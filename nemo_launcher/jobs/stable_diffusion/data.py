@@ -98,6 +98,13 @@ class _Complete:
         return not self.raw_text or "txt" in extensions
 
 
+def train_examples(cfg) -> int:
+    """Examples in one pass over model.data.train, from the listing sd_datasets reads (wdinfo.pkl counts, or the
+    complete examples of each tar): what a run sized in trainer.max_epochs derives its steps from."""
+    shards = list_shards(cfg.model.data.train.dataset_path, "model.data.train.dataset_path", _Complete(cfg.model))
+    return sum(s.examples for s in shards)
+
+
 def sd_datasets(cfg, tokenizer, sizes):
     """(train, validation, None) sized for the run (core/datasets.dataset_sizes)."""
     m, data = cfg.model, cfg.model.data

@@ -60,7 +60,8 @@ def finetune_chunk(model, config, vocab_size: int, use_te: bool, stage):
 
 
 def finetune_recipe(cfg):
-    return dataclasses.replace(sd_recipe(cfg), build_chunk=finetune_chunk)
+    # The fine-tunes read other data (instance images, edit triplets) and their schemas size runs in steps only.
+    return dataclasses.replace(sd_recipe(cfg), build_chunk=finetune_chunk, epoch_samples=None)
 
 
 def run_finetune(argv, prog: str, schema, data_module: str) -> int:

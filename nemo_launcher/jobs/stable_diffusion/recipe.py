@@ -20,7 +20,7 @@ import torch
 
 from ..core.recipe import Recipe, Sequences
 from ..core.weight_average import AveragingModule
-from .data import describe, sd_datasets
+from .data import describe, sd_datasets, train_examples
 from .model import CONFIG_STATE_KEY, build_stable_diffusion, stored_config, text_context
 
 LOSS = "diffusion loss"
@@ -188,6 +188,7 @@ def sd_recipe(cfg) -> Recipe:
         loss_names=(LOSS, PRIOR_LOSS) if getattr(cfg.model, "with_prior_preservation", False) else (LOSS,),
         sequences=_sequences,
         summary_items=_summary_items,
+        epoch_samples=train_examples,
     )
 
 

@@ -1,6 +1,9 @@
 """The Stable Diffusion trainer on the tiny model: generated coloured shapes precached with conf/_precache/tiny_sd.yaml
 through the multimodal pipeline's encoder, the loss falls, the .nemo loads back, kill -9 then rerun ends bit-identical,
-precached inputs equal on-the-fly ones, a continuation starts from the named UNet alone."""
+precached inputs equal on-the-fly ones, a continuation starts from the named UNet alone.
+
+The runs are sized in epochs, as the seed's 860m_res_256 is (trainer.max_epochs, max_steps null): the job derives
+the steps from the shards it lists, stops there, and a killed run resumes to the same step and weights."""
 
 import os
 import pickle
@@ -24,7 +27,9 @@ from tests.jobs.vision_support import (
 PROGRAM = "nemo_launcher.jobs.stable_diffusion.train"
 RUN = [
     "trainer.log_every_n_steps=1",
-    "trainer.max_steps=40",
+    # 7 passes over the 96 examples at the tiny's global batch 16: 42 steps.
+    "trainer.max_steps=null",
+    "trainer.max_epochs=7",
     "exp_manager.checkpoint_callback_params.every_n_train_steps=10",
     "exp_manager.checkpoint_callback_params.save_top_k=-1",
 ]
@@ -68,15 +73,16 @@ def baseline(tmp_path_factory, data_dir):
 
 def test_loss_falls_and_the_nemo_holds_the_averaged_unet(baseline):
     work, out = baseline
+    assert "run length: max_epochs=7 over 96 samples at global batch 16 = 42 optimizer steps" in out
     seen = losses(out)
-    assert sorted(seen) == list(range(1, 41))
-    first, last = sum(seen[s] for s in range(1, 6)) / 5, sum(seen[s] for s in range(36, 41)) / 5
+    assert sorted(seen) == list(range(1, 43))
+    first, last = sum(seen[s] for s in range(1, 6)) / 5, sum(seen[s] for s in range(38, 43)) / 5
     assert last < 0.7 * first, (first, last)
     from nemo_launcher.jobs.stable_diffusion.model import load_stable_diffusion
 
     checkpoints = log_dir(work, "stable_diffusion_tiny") / "checkpoints"
     saved = load_stable_diffusion(checkpoints / "nemo_stable_diffusion.nemo")
-    trained = weights(checkpoints / "step-40", work)
+    trained = weights(checkpoints / "step-42", work)
     # The .nemo holds the EMA average of the UNet, saved beside the weights in the checkpoint; the frozen VAE and
     # text encoder are unchanged by training, have no average, and are saved as they are.
     for name, value in saved.unet.state_dict().items():
@@ -118,8 +124,9 @@ def test_rerun_after_kill_9_is_bit_identical(baseline, data_dir, tmp_path):
     resumed = run_training(config, program=(PROGRAM,))
     assert f"resuming from {checkpoints / 'step-20'}" in resumed.stdout
     assert losses(resumed.stdout) == {s: v for s, v in losses(reference_out).items() if s >= 21}
-    ours = weights(checkpoints / "step-40", tmp_path)
-    theirs = weights(log_dir(reference, "stable_diffusion_tiny") / "checkpoints" / "step-40", tmp_path)
+    assert "run length: max_epochs=7 over 96 samples at global batch 16 = 42 optimizer steps" in resumed.stdout
+    ours = weights(checkpoints / "step-42", tmp_path)
+    theirs = weights(log_dir(reference, "stable_diffusion_tiny") / "checkpoints" / "step-42", tmp_path)
     assert ours.keys() == theirs.keys() and any(k.startswith("ema.unet.") for k in ours)
     for key in ours:
         assert ours[key].equal(theirs[key]), key
@@ -164,6 +171,7 @@ def test_a_continuation_starts_from_the_named_unet_alone(baseline, data_dir, tmp
         [
             f"model.unet_config.from_pretrained={nemo}",
             "trainer.max_steps=10",
+            "trainer.max_epochs=null",
             "model.text_embedding_dropout_rate=0.1",
             "model.first_stage_config.seed=7",
         ],
@@ -179,3 +187,15 @@ def test_a_continuation_starts_from_the_named_unet_alone(baseline, data_dir, tmp
     norm = sum(v.pow(2).sum() for v in base.unet.state_dict().values()).sqrt()
     assert distance < 0.2 * norm
     assert not torch.equal(started["vae.encoder.conv_in.weight"], base.vae.state_dict()["encoder.conv_in.weight"])
+
+
+def test_a_warm_up_longer_than_the_derived_run_is_refused_before_training(data_dir, tmp_path):
+    """The launcher cannot count a folder of tars; the job does, then checks the schedule against the steps."""
+    config = _config(tmp_path, data_dir, ["trainer.max_epochs=1", "model.optim.sched.constant_steps=3"])
+    result = run_training(config, program=(PROGRAM,), expect_rc=2)
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: training.model.optim.sched.warmup_steps=5: warmup_steps(5) + constant_steps(3) must be below the "
+        "run's max_epochs=1 over 96 samples at global batch 16 = 6 optimizer steps to leave a step of cosine decay; "
+        "lower warmup_steps or constant_steps, or raise trainer.max_epochs"
+    )
+    assert not (log_dir(tmp_path, "stable_diffusion_tiny") / "checkpoints").exists()
