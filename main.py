@@ -8,6 +8,7 @@ from omegaconf import DictConfig
 
 from nemo_launcher.launch.cli import check_command_line
 from nemo_launcher.launch.fast_yaml import install_fast_yaml_loader
+from nemo_launcher.launch.hydra_errors import launcher_errors
 from nemo_launcher.launch.hydra_mode import skip_mode_probe
 from nemo_launcher.launch.resolvers import register_resolvers
 
@@ -27,4 +28,5 @@ def main(cfg: DictConfig) -> None:
 if __name__ == "__main__":
     check_command_line(sys.argv)
     skip_mode_probe(sys.argv)
-    main()
+    with launcher_errors():
+        main()

@@ -11,11 +11,13 @@ from .errors import LauncherError, WriteError
 
 
 def run(cfg: DictConfig, choices, argv: Sequence[str]) -> int:
+    from .aliases import canonical_choices
     from .pipeline import launch
+    from .stages import STAGES
 
     try:
         _name_sweep_point(cfg, choices, argv)
-        launch(cfg, choices, argv)
+        launch(cfg, canonical_choices(choices, STAGES), argv)
         return 0
     except LauncherError as error:
         if os.environ.get("NEMO_LAUNCHER_FULL_ERROR"):
@@ -51,11 +53,15 @@ def _name_sweep_point(cfg: DictConfig, choices, argv: Sequence[str]) -> None:
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return  # single runs do not pay for the sweep machinery
-    from .sweeps import check_points, current_sweep, name_point
+    from .sweeps import check_points, current_sweep, name_point, remove_sweep_record
 
     sweep = current_sweep(argv, groups=list(choices))
 
     stages = [str(stage) for stage in cfg.get("stages") or []]
     if sweep.number == 0:
-        check_points(sweep, stages)
+        try:
+            check_points(sweep, stages)
+        except LauncherError:
+            remove_sweep_record()
+            raise
     name_point(cfg, stages, sweep.suffix(list(HydraConfig.get().overrides.task)))

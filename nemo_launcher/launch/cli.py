@@ -118,7 +118,12 @@ def _override_problem(override: str, config_name: str | None, conf_dir: str):
         if not _PLAIN.issuperset(value):
             return None
         for choice in value.split(","):  # a -m sweep lists several choices
-            if choice not in ("", "null") and not _yaml_exists(os.path.join(conf_dir, group), choice):
+            exists = choice in ("", "null") or _yaml_exists(os.path.join(conf_dir, group), choice)
+            if choice.startswith(("/", "./", "../", "conf/", "~")) or (choice.endswith(".yaml") and not exists):
+                from .config_choices import path_given_as_config
+
+                return path_given_as_config(key, choice, group, conf_dir)
+            if not exists:
                 from .config_choices import configs_of, no_such_config
 
                 return no_such_config(key, choice, configs_of(conf_dir, group), f"all {group} configs")

@@ -69,3 +69,22 @@ def no_such_group(key: str, value: str, group: str, conf_dir: str) -> ConfigErro
 def _no_such(key: str, value: str, what: str, near: list[str], listing: str) -> ConfigError:
     nearest_text = f"; nearest: {', '.join(near)}" if near else ""
     return config_error(key, value, f"no such {what}{nearest_text} ({listing}: {HELP_HINT})")
+
+
+def path_given_as_config(key: str, value: str, group: str, conf_dir: str) -> ConfigError:
+    """A file path where a config name belongs (`training=conf/training/gpt3/5b.yaml`): the name it meant, if the
+    path is inside conf/<group>/, and where a config of one's own goes."""
+    group_dir = os.path.realpath(os.path.join(conf_dir, group))
+    path = os.path.realpath(os.path.expanduser(value))
+    if not os.path.isabs(os.path.expanduser(value)) and value.startswith("conf/"):
+        path = os.path.realpath(os.path.join(os.path.dirname(conf_dir), value))
+    name = os.path.relpath(path, group_dir)[: -len(".yaml")] if path.endswith(".yaml") else None
+    if name is not None and not name.startswith("..") and name in configs_of(conf_dir, group):
+        fix = f"name it without folder or suffix: {key}={name}"
+    else:
+        close = nearest(os.path.basename(value).removesuffix(".yaml"), configs_of(conf_dir, group))
+        fix = (
+            f"a config of your own goes in conf/{group}/<family>/<name>.yaml and is picked as {key}=<family>/<name>"
+            + (f" (nearest existing: {', '.join(close)})" if close else "")
+        )
+    return config_error(key, value, f"a config group takes a config name, not a file path; {fix}")

@@ -16,6 +16,7 @@ sweep over a pipeline that prepares data (all points would write the same data f
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -133,3 +134,22 @@ def check_points(sweep: Sweep, stages: Sequence[str]) -> None:
                     "(e.g. ${base_results_dir}/${.name}) or sweep values that change it"
                 )
             seen[path] = (number, what)
+
+
+def remove_sweep_record() -> None:
+    """After a refused sweep: removes what Hydra wrote before the first point ran (its multirun.yaml and the
+    point's empty folder under hydra.sweep.dir, then any folder that leaves empty up to base_results_dir), so
+    a refusal leaves nothing behind. Folders holding anything else stay."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hydra = HydraConfig.get()
+    sweep_dir = Path(hydra.sweep.dir)
+    (sweep_dir / "multirun.yaml").unlink(missing_ok=True)
+    folder = Path(hydra.runtime.output_dir)
+    related = (sweep_dir, *sweep_dir.parents)  # the sweep folder and those above it, up to the root
+    while folder != folder.parent and (folder in related or sweep_dir in folder.parents):
+        try:
+            folder.rmdir()  # only an empty folder goes
+        except OSError:
+            return
+        folder = folder.parent
