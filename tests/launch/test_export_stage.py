@@ -56,6 +56,7 @@ def test_export_follows_training_and_conversion_paths(launch, tmp_path):
             "training=gpt3/tiny",
             "fine_tuning=gpt3/squad",
             "fine_tuning.trainer.devices=1",
+            "fine_tuning.model.data.train_ds.max_seq_length=128",  # the tiny model's positions
             "export=gpt3/export_gpt3",
         ],
         results=results,
