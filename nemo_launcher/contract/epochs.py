@@ -15,9 +15,9 @@ steps: every example is seen max_epochs times, less the samples of the last inco
 
 import dataclasses
 import os
-import pickle
 
 from .binding import config_fault, positive
+from .wdinfo import listed_tars
 
 STEPS, EPOCHS = "max_steps", "max_epochs"
 
@@ -83,16 +83,12 @@ def sized_in_steps(cfg, samples: int):
 
 
 def wdinfo_examples(path: str) -> int | None:
-    """Examples a WebDataset listing (generate_wdinfo's wdinfo.pkl: chunk_size examples in each of tar_files, and
-    partial_tar_files {tar: examples}) holds; None when `path` is no such listing, so the caller waits for the job.
-    Reading it costs one small file: the launcher can count a data set this way, never by opening its tars."""
+    """Examples a WebDataset listing (a wdinfo.pkl on disk) holds; None when `path` is no readable listing, so the
+    count waits for the job (which reads tars and folders of tars too, and refuses a broken listing). Reading it
+    costs one small file: the launcher counts a data set this way, never by opening its tars."""
     if not (path.endswith(".pkl") and os.path.isfile(path)):
         return None
     try:
-        with open(path, "rb") as handle:
-            info = pickle.load(handle)
-        return len(info["tar_files"]) * int(info["chunk_size"]) + sum(
-            int(n) for n in info.get("partial_tar_files", {}).values()
-        )
-    except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError, AttributeError):
+        return sum(examples for _, examples in listed_tars(path))
+    except ValueError:
         return None

@@ -15,13 +15,13 @@ turns over the steps never read a whole shard each.
 import bisect
 import dataclasses
 import os
-import pickle
 import tarfile
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
+from ...contract.wdinfo import listed_tars
 from ..common.config import JobConfigError
 from ..multimodal.tars import grouped_members, split_name, tar_files
 
@@ -62,14 +62,9 @@ def list_shards(entries: Sequence[str], key: str, complete=_complete) -> list[Sh
     for entry in entries:
         if entry.endswith(".pkl"):
             try:
-                with open(entry, "rb") as handle:
-                    info = pickle.load(handle)
-                base = os.path.dirname(os.path.abspath(entry))
-                listed = [(t, info["chunk_size"]) for t in info["tar_files"]]
-                listed += sorted(info.get("partial_tar_files", {}).items())
-            except (OSError, pickle.UnpicklingError, KeyError, TypeError) as error:
-                raise JobConfigError(f"{key}: {entry} is no wdinfo.pkl of generate_wdinfo ({error})") from None
-            shards += [Shard(os.path.join(base, t), int(n)) for t, n in listed]
+                shards += [Shard(tar, examples) for tar, examples in listed_tars(entry)]
+            except ValueError as error:
+                raise JobConfigError(f"{key}: {error}") from None
         elif entry.endswith(".tar") and os.path.isfile(entry):
             shards.append(Shard(entry, count_pairs(entry, complete)))
         elif os.path.isdir(entry):

@@ -199,3 +199,21 @@ def test_a_warm_up_longer_than_the_derived_run_is_refused_before_training(data_d
         "lower warmup_steps or constant_steps, or raise trainer.max_epochs"
     )
     assert not (log_dir(tmp_path, "stable_diffusion_tiny") / "checkpoints").exists()
+
+
+def test_the_job_and_the_launcher_count_a_listing_alike(data_dir, tmp_path):
+    """A wdinfo.pkl of the precached tars: the job's count (the shards it will read) is the launcher's."""
+    import yaml
+
+    from nemo_launcher.contract.epochs import wdinfo_examples
+    from nemo_launcher.contract.schemas.stable_diffusion_training import StableDiffusionTrainingConfig
+    from nemo_launcher.jobs.multimodal.generate_wdinfo import wdinfo
+    from nemo_launcher.jobs.stable_diffusion.data import train_examples
+
+    listing = tmp_path / "wdinfo.pkl"
+    tars = data_dir / "tiny_sd" / "precached"
+    listing.write_bytes(pickle.dumps(wdinfo(str(tars), str(tmp_path), 48, [".pickle", ".txt"])))
+    config = _config(tmp_path, data_dir, [f"model.data.train.dataset_path=[{listing}]", "trainer.max_epochs=2"])
+    cfg = StableDiffusionTrainingConfig.from_dict(yaml.safe_load(config.read_text()))
+    assert train_examples(cfg) == wdinfo_examples(str(listing)) == 96
+    assert cfg.sized_by_epochs(train_examples(cfg))[0].trainer.max_steps == 12
