@@ -125,6 +125,12 @@ def export_summary(cfg: ExportConfig, target: Path, seconds: float):
         "model repository",
         f"{repository} (model {target.name!r}, {size(size_of(target))}, {cfg.model.weight_data_type} weights)",
     )
+    tensor_parallel, pipeline_parallel = (
+        cfg.model.tensor_model_parallel_size,
+        cfg.triton_deployment.pipeline_model_parallel_size,
+    )
+    if (tensor_parallel, pipeline_parallel) != (1, 1):
+        summary.add("gathered", f"TP({tensor_parallel}) x PP({pipeline_parallel}) shards into one TP=1 PP=1 model")
     summary.add("serve it with", f"tritonserver --model-repository {repository}")
     summary.add("or", f"python3 deployment/serve_pytriton.py --model-repository {repository}")
     return summary.add("time", duration(seconds))

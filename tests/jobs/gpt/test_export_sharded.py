@@ -88,10 +88,11 @@ def repository(tmp_path_factory, sharded_nemo):
         export_config(folder, sharded_nemo, SHARDED), program=("nemo_launcher.jobs.gpt.export",), timeout=300
     )
     assert "warning" not in (result.stdout + result.stderr).lower()
-    assert (
-        folder / "results" / MODEL / "export_tp2_pp2_fp32_fp32" / "model_repo" / MODEL / "1" / "model.nemo"
-    ).is_file()
-    return folder / "results" / MODEL / "export_tp2_pp2_fp32_fp32" / "model_repo"
+    assert "TP(2) x PP(2) shards into one TP=1 PP=1 model" in result.stdout
+    # The results folder is named by the stated layout, as the seed's tp<TP>_pp<PP>_<weights>_<compute>.
+    model_repo = folder / "results" / MODEL / "export_tp2_pp2_fp32_fp32" / "model_repo"
+    assert (model_repo / MODEL / "1" / "model.nemo").is_file()
+    return model_repo
 
 
 @pytest.fixture(scope="module")
