@@ -53,6 +53,32 @@ def missing_inputs(specs_by_stage: Sequence[Sequence[JobSpec]]) -> list[Missing]
     return missing
 
 
+# What a data prefix read becomes: the job opens <prefix>.bin and <prefix>.idx (common_training.data_reads).
+_INDEXED_SUFFIXES = (".bin", ".idx")
+
+
+def _as_typed(key: str, path: str) -> str:
+    """The value as the user wrote it: a data prefix's read is <prefix>.bin or <prefix>.idx."""
+    if key.endswith("data_prefix") and path.endswith(_INDEXED_SUFFIXES):
+        return path[: -len(".bin")]
+    return path
+
+
+def check_input_paths(specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
+    """Raises ConfigError for the first input named by a relative path. Every backend starts a job in its own
+    directory (sbatch on a compute node, bcprun in the NGC job, bash here), so a path relative to where the
+    launcher ran names another file there, or none. Checked whatever check_inputs says: it needs no filesystem."""
+    for specs in specs_by_stage:
+        for spec in specs:
+            for key, pattern in spec.reads:
+                if not PurePosixPath(pattern).is_absolute():
+                    typed = _as_typed(key, pattern)
+                    raise ConfigError(
+                        f"{key}={typed!r}: use an absolute path; the {spec.stage} job starts in {spec.directory}, "
+                        f"not in the directory you launch from (from here: {os.path.abspath(typed)})"
+                    )
+
+
 def _describe(item: Missing) -> str:
     spec, key, pattern = item
     what = "nothing matches" if glob.has_magic(pattern) else "no such file or directory"

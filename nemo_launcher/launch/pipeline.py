@@ -13,7 +13,7 @@ from .backends.base import Backend
 from .context import LaunchContext, read_context
 from .errors import LauncherError, StageFailed, StageInterrupted, config_error
 from .families import check_same_family
-from .inputs import check_inputs
+from .inputs import check_input_paths, check_inputs
 from .job_spec import JobSpec, Wait
 from .run_directories import check_run_directories
 from .stages import STAGES, stage_class
@@ -86,6 +86,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str | None]) -> Plan:
         stage = stage_class(name)(context, cfg, choices.get(name) or "")
         specs_by_stage.append(stage.job_specs())
     backend.validate(specs_by_stage)
+    check_input_paths(specs_by_stage)
     if context.check_inputs:
         check_inputs(specs_by_stage, dry_run=context.debug)
     jobs = [
