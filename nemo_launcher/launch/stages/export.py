@@ -16,12 +16,14 @@ Serve the result with tritonserver (see deployment/README.md) or locally with de
 
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
 
 from ...contract.binding import JobConfigError
+from ...contract.schemas.common_conversion import nemo_path
 from ..errors import ConfigError, config_error
 from ..job_spec import JobSpec
 from .base import Stage
@@ -50,10 +52,11 @@ class ExportStage(Stage):
     def model_to_export(self, checkpoint_path: str) -> tuple[dict[str, Any], str] | None:
         """(`model:` section, where it came from) of the .nemo the job will read, when the launcher can know it:
         None for a file that neither exists yet nor comes from this pipeline (the job checks it when it starts)."""
-        if "conversion" in [str(name) for name in self.root.stages] and self.root.get("conversion") is not None:
+        stages = [str(name) for name in self.root.stages]
+        if "conversion" in stages[: stages.index(self.kind)] and self.root.get("conversion") is not None:
             conversion = OmegaConf.to_container(self.root.conversion, resolve=True)
-            run = conversion.get("run") or {}
-            written = Path(str(run.get("results_dir"))) / "results" / str(run.get("nemo_file_name"))
+            # The conversion stage, earlier in the pipeline, has bound its section already: its run keys are valid.
+            written = nemo_path(SimpleNamespace(**conversion["run"]))
             if written == Path(checkpoint_path):  # rewritten by this pipeline: whatever is there now is replaced
                 return dict(conversion.get("model") or {}), "the .nemo this pipeline's conversion stage writes"
         path = Path(checkpoint_path)
