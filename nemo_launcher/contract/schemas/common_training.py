@@ -211,12 +211,17 @@ def check_splits(key: str, splits_string: str) -> None:
         raise config_fault(key, splits_string, "use 'train,validation,test' weights, e.g. '99990,8,2'") from None
     if len(weights) > 3 or any(w < 0 for w in weights) or sum(weights) <= 0:
         raise config_fault(key, splits_string, "needs up to 3 weights >= 0, not all 0")
+    if weights[0] == 0:
+        # megatron-core would build no training split and the job would stop at its first batch.
+        raise config_fault(
+            key, splits_string, "the first weight is the training share and leaves no training data; e.g. '98,1,1'"
+        )
 
 
 def blend(prefix: list[float | str], key: str) -> list[float | str]:
     """`data_prefix` as [weight, prefix, ...]; a single prefix gets weight 1."""
     if len(prefix) == 1 and isinstance(prefix[0], str):
-        return [1.0, prefix[0]]
+        return _named_without_suffix([1.0, prefix[0]], key)
     pairs_ok = (
         len(prefix) >= 2
         and len(prefix) % 2 == 0
@@ -225,7 +230,15 @@ def blend(prefix: list[float | str], key: str) -> list[float | str]:
     )
     if not pairs_ok or any(w < 0 for w in prefix[0::2]) or sum(prefix[0::2]) <= 0:
         raise config_fault(key, prefix, "expected [weight, prefix, weight, prefix, ...] with weights >= 0")
-    return list(prefix)
+    return _named_without_suffix(list(prefix), key)
+
+
+def _named_without_suffix(pairs: list[float | str], key: str) -> list[float | str]:
+    """The job opens <prefix>.bin and <prefix>.idx: a prefix written as "x.bin" would be read as x.bin.bin."""
+    for path in pairs[1::2]:
+        if path.endswith((".bin", ".idx")):
+            raise config_fault(key, path, f"name the dataset without .bin/.idx: {path[:-4]} (both files are read)")
+    return pairs
 
 
 def data_reads(run: RunSection, data, stage: str, blended: str = "*.idx") -> list[tuple[str, str]]:
