@@ -58,9 +58,9 @@ def evaluate(cfg: EvaluationConfig) -> dict[str, Any]:
     )  # files checked before the model loads
     _quiet_lm_eval()
     model, tokenizer = load_gpt_from_nemo(
-        cfg.model.nemo_model, cfg.model.tensor_model_parallel_size, 1, cfg.model.precision_name()
+        cfg.evaluated_nemo, cfg.model.tensor_model_parallel_size, 1, cfg.model.precision_name()
     )
-    max_length = int(read_nemo_config(cfg.model.nemo_model)["encoder_seq_length"])
+    max_length = int(read_nemo_config(cfg.evaluated_nemo)["encoder_seq_length"])
     lm = MegatronGPTLM(model, tokenizer, max_length=max_length, batch_size=cfg.model.eval_batch_size)
     results = lm_eval.simple_evaluate(
         model=lm,
@@ -72,7 +72,7 @@ def evaluate(cfg: EvaluationConfig) -> dict[str, Any]:
     )
     if _rank() == 0:
         record = {
-            "model": cfg.model.nemo_model,
+            "model": cfg.evaluated_nemo,
             "tasks": names,
             "num_fewshot": cfg.model.num_fewshot,
             "limit": cfg.model.limit,
@@ -123,7 +123,7 @@ def evaluation_summary(cfg: EvaluationConfig, results: dict[str, Any], seconds: 
     """One line per task with its metrics (value ± stderr), then the results file."""
     from ..common.report import Summary, duration
 
-    summary = Summary(f"evaluation finished: {cfg.model.nemo_model}")
+    summary = Summary(f"evaluation finished: {cfg.evaluated_nemo}")
     samples = results.get("n-samples") or {}
     for task, metrics in results["results"].items():
         shown = []

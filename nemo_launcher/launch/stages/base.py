@@ -112,6 +112,13 @@ class Stage(ABC):
         except JobConfigError as error:
             raise ConfigError(str(error)) from None
 
+    def bind_section(self, schema, section: dict[str, Any], stage: str):
+        """A section this stage derived for another program of its job, bound as that program binds it."""
+        try:
+            return schema.from_dict(section, stage)
+        except JobConfigError as error:
+            raise ConfigError(f"{self.kind} (the {stage} this job runs first): {error}") from None
+
     def node_count(self, key: str, bound: int):
         """The job's node count from `key` (e.g. trainer.num_nodes): the bound number, or the reference to the
         number the job gets when it starts (job_start.py)."""

@@ -12,8 +12,12 @@ that plans steps (stable_diffusion/fid_clip: generate -> fid -> clip -> plot) ge
 running `<the family's evaluation package>.<step>`, chained as data preparation's steps are.
 """
 
-from ..job_spec import JobSpec
-from .base import Stage
+import dataclasses
+from pathlib import Path
+
+from ..families import program_for, schema_for
+from ..job_spec import Command, JobSpec
+from .base import Stage, dump_config
 
 
 class EvaluationStage(Stage):
@@ -24,4 +28,21 @@ class EvaluationStage(Stage):
         family, program, config, cfg = self.bind_family()
         if hasattr(cfg, "steps"):
             return self.step_jobs(program, config, cfg)
-        return self.run_sized_job(config, cfg, self.preparation(family, cfg) + (self.program_command(program, cfg),))
+        conversion = self.conversion_first(family, cfg)
+        commands = self.preparation(family, cfg) + conversion[0] + (self.program_command(program, cfg),)
+        (spec,) = self.run_sized_job(config, cfg, commands)
+        return [dataclasses.replace(spec, files=spec.files + conversion[1])]
+
+    def conversion_first(self, family, cfg) -> tuple[tuple[Command, ...], tuple[tuple[Path, str], ...]]:
+        """(commands, files) of the family's conversion program run before the evaluation in the same job, when the
+        bound config evaluates a training checkpoint (its `conversion_section()`): the section is bound to the
+        conversion schema here, as the conversion job will bind it, and written beside the evaluation's config."""
+        section = getattr(cfg, "conversion_section", lambda: None)()
+        if section is None:
+            return (), ()
+        from .base import load_schema
+
+        converted = self.bind_section(load_schema(schema_for(family, "conversion")), section, "conversion")
+        config_file = self.config_file(converted.run)
+        program = program_for(family, "conversion", self.choice)
+        return (Command(program, ("--config", str(config_file))),), ((config_file, dump_config(section)),)

@@ -264,3 +264,47 @@ def test_sample_eval_data_has_the_fields_lm_eval_tasks_read(tmp_path):
     assert [c["task"] for c in configs] == ["lambada", "wikitext2", "wikitext103"]
     rows = [json.loads(line) for line in (root / "lambada" / "test.jsonl").read_text().splitlines()]
     assert len(rows) == 5 and all(len(row["text"].split()) == 24 for row in rows)
+
+
+def test_evaluation_of_a_training_checkpoint_converts_it_in_the_same_job(tiny_pipeline, tmp_path):
+    """The seed's BCP evaluation names a training checkpoint and tokenizer files, no .nemo
+    (evaluation.model.checkpoint_folder, vocab_file, merge_file): the launcher puts the family's conversion program
+    before the evaluation in the one job, and the evaluation scores the .nemo it wrote, the same model the
+    pipeline's own conversion stage wrote."""
+    from nemo_launcher.jobs.core.nemo_archive import load_nemo_shard, read_nemo_config
+    from tests.jobs.pipeline_support import plan_pipeline
+
+    run, _ = tiny_pipeline
+    conversion = yaml.safe_load(run.configs["conversion"].read_text())
+    tokenizer = yaml.safe_load(run.configs["training"].read_text())["model"]["tokenizer"]
+    _write_task_files(tmp_path / "tasks", _lambada_docs(4))
+    planned = plan_pipeline(
+        tmp_path,
+        [
+            "stages=[evaluation]",
+            f"evaluation.model.checkpoint_folder={conversion['model']['checkpoint_folder']}",
+            f"evaluation.model.vocab_file={tokenizer['vocab_file']}",
+            f"evaluation.model.merge_file={tokenizer['merge_file']}",
+            f"evaluation.run.results_dir={tmp_path / 'evaluation'}",
+            f"evaluation.run.task_data_dir={tmp_path / 'tasks'}",
+            "evaluation.run.tasks=lambada",
+            "evaluation.model.bootstrap_iters=0",
+        ],
+        run.data_dir,
+    )
+    script = next((tmp_path / "evaluation").glob("*_submission.sh")).read_text()
+    assert script.index("nemo_launcher.jobs.gpt.convert") < script.index("nemo_launcher.jobs.gpt.evaluate")
+    converted_config = next((tmp_path / "evaluation" / "converted").glob("*_hydra.yaml"))
+    run_job(converted_config, "nemo_launcher.jobs.gpt.convert")
+    run_job(planned.configs["evaluation"], "nemo_launcher.jobs.gpt.evaluate")
+
+    converted = tmp_path / "evaluation" / "converted" / "results" / "megatron_gpt.nemo"
+    results = json.loads((tmp_path / "evaluation" / "results" / "lm_eval_results.json").read_text())
+    assert results["model"] == str(converted)
+    assert math.isfinite(results["results"]["lambada"]["perplexity,none"])
+    pipeline_nemo = Path(conversion["run"]["results_dir"]) / "results" / conversion["run"]["nemo_file_name"]
+    assert read_nemo_config(converted)["num_layers"] == read_nemo_config(pipeline_nemo)["num_layers"]
+    ours, theirs = load_nemo_shard(converted, 0, 0), load_nemo_shard(pipeline_nemo, 0, 0)
+    assert ours.keys() == theirs.keys()
+    tensors = [name for name in ours if isinstance(ours[name], torch.Tensor)]
+    assert len(tensors) > 10 and all(torch.equal(ours[name], theirs[name]) for name in tensors)
