@@ -61,9 +61,9 @@ def check_command_line(argv: list[str], conf_dir: str = CONF_DIR) -> None:
 
 
 def _secret_problem(overrides: list[str]):
-    """A secret given as an env value on the command line is refused before Hydra runs, because Hydra itself
-    writes the overrides of a sweep into <sweep dir>/multirun.yaml."""
-    if not any("env_vars." in override for override in overrides):
+    """A secret given as an env value, or a credential in any value, on the command line is refused before Hydra
+    runs, because Hydra itself writes the overrides of a sweep into <sweep dir>/multirun.yaml."""
+    if not any("=" in override for override in overrides):
         return None
     from .secrets import secret_override
 
