@@ -31,6 +31,9 @@ class Family:
     # The .nemo the family's conversion writes into <train dir>/convert_nemo/results/, and its fine-tuning,
     # evaluation and export configs read by default (tests/launch/test_families.py holds the configs to it).
     nemo_file_name: str | None = None
+    # The .nemo a finished training run of the family saves in <explicit_log_dir>/checkpoints/ (beside its step-<N>
+    # folders), which its downstream configs read; None: the family's training writes checkpoints only.
+    training_nemo_file_name: str | None = None
     # A config group prefix that evaluates another family's models tuned one way (prompt_gpt3 -> gpt3): its
     # configs follow that family's training run.
     tunes: str | None = None
@@ -77,6 +80,7 @@ def _stable_diffusion_variant(name: str, description: str, kind: str, inference:
             "fw_inference": f"{_SCHEMAS}.sd_inference:{inference_schema}",
             "export": f"{_SCHEMAS}.sd_export:{export_schema}",
         },
+        training_nemo_file_name=f"nemo_{name}.nemo",
     )
 
 
@@ -233,6 +237,7 @@ FAMILIES: dict[str, Family] = {
                 "evaluation": f"{_SCHEMAS}.sd_evaluation:FidClipConfig",
                 "export": f"{_SCHEMAS}.sd_export:SdExportConfig",
             },
+            training_nemo_file_name="nemo_stable_diffusion.nemo",
         ),
         _stable_diffusion_variant(
             "dreambooth",
@@ -285,6 +290,7 @@ FAMILIES: dict[str, Family] = {
                 "fw_inference": f"{_SCHEMAS}.vision_inference:VitClassifyConfig",
                 "export": f"{_SCHEMAS}.vision_export:VitExportConfig",
             },
+            training_nemo_file_name="nemo_vit_classification.nemo",
         ),
         Family(
             name="clip",
@@ -305,6 +311,7 @@ FAMILIES: dict[str, Family] = {
                 "fw_inference": f"{_SCHEMAS}.vision_inference:ClipSimilarityConfig",
                 "export": f"{_SCHEMAS}.vision_export:ClipExportConfig",
             },
+            training_nemo_file_name="nemo_clip.nemo",
         ),
     )
 }

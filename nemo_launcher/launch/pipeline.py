@@ -15,6 +15,7 @@ from .errors import LauncherError, StageFailed, StageInterrupted, config_error
 from .families import check_same_family
 from .inputs import check_input_paths, check_inputs
 from .job_spec import JobSpec, Wait
+from .model_sources import PipelineModels
 from .run_directories import check_run_directories
 from .stages import STAGES, stage_class
 from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
@@ -71,6 +72,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str | None]) -> Plan:
     specs_by_stage = []
     names = stage_names(cfg, choices)
     check_same_family(cfg, choices, names)
+    models = PipelineModels(cfg, choices, names)
     for name in names:
         if cfg.get(name) is None:
             raise config_error(
@@ -85,6 +87,8 @@ def build_plan(cfg: DictConfig, choices: dict[str, str | None]) -> Plan:
             )
         stage = stage_class(name)(context, cfg, choices.get(name) or "")
         specs_by_stage.append(stage.job_specs())
+        # The stage's own schema passed; now the model it will load, as the stages before it leave it.
+        models.add(name, specs_by_stage[-1])
     backend.validate(specs_by_stage)
     check_input_paths(specs_by_stage)
     if context.check_inputs:
