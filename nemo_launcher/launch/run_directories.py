@@ -12,11 +12,58 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import WriteError
+from .errors import WriteError, config_error
+
+# Linux file systems (ext4, XFS, Lustre, GPFS, NFS) refuse a file name longer than NAME_MAX bytes and a path longer
+# than PATH_MAX. Slurm's own limit on a job name (1024 characters) is never the tighter one: the job name
+# (cluster.job_name_prefix + run.name) is part of a log file name.
+NAME_MAX = 255
+PATH_MAX = 4096
+# Room for what a backend appends to a log's base name when the job runs: job id, array index and attempt on
+# Slurm ("_1234567890_1234567_attempt123.out"), date, time and process id here ("_20260101_120000_1234567.out").
+LOG_SUFFIX_ROOM = 40
+
+
+def check_name_lengths(plan) -> None:
+    """Raises ConfigError when a file the plan writes, or a log its jobs will write, would get a name or a path
+    longer than the file system takes. Checked before anything is written: otherwise the launcher would stop
+    half-way through writing the job directories, or the job would fail to open its log after the queue wait."""
+    for jobs in plan.jobs_by_stage:
+        run_name = os.path.commonprefix([job.spec.name for job in jobs])
+        if len(jobs) > 1:
+            run_name = run_name.rstrip("_")  # a chain of steps names its jobs <run.name>_<step>
+        # (bytes of the longest name, how that name looks, the job): over every job of the stage, so that the
+        # length the message allows is enough for all of them.
+        named = []
+        for job in jobs:
+            spec = job.spec
+            log = plan.backend.log_base(spec)
+            named.append((len(log.name.encode()) + LOG_SUFFIX_ROOM, Path(plan.backend.log_pattern(spec, None)).name))
+            named += [(len(path.name.encode()), path.name) for path in (job.script_path, *(p for p, _ in spec.files))]
+            deepest = max([len(str(log).encode()) + LOG_SUFFIX_ROOM] + [len(str(p).encode()) for p, _ in spec.files])
+            if deepest > PATH_MAX:
+                raise config_error(
+                    f"{spec.stage}.run.results_dir",
+                    str(spec.directory),
+                    f"too deep: the paths of its files would pass the file system's {PATH_MAX}-byte limit; "
+                    "choose a shorter base_results_dir or run.results_dir",
+                )
+        size, example = max(named)
+        if size > NAME_MAX:
+            allowed = max(len(run_name.encode()) - (size - NAME_MAX), 0)
+            raise config_error(
+                f"{jobs[0].spec.stage}.run.name",
+                run_name,
+                f"too long: file names are made from it ({example.replace(run_name, '<run.name>')}) and a file "
+                f"name may have at most {NAME_MAX} bytes; use a name of at most {allowed} bytes"
+                + (" (or a shorter cluster.job_name_prefix)" if plan.backend.name == "bcm" else ""),
+            )
 
 
 def check_run_directories(plan, real_run: bool) -> None:
-    """Raises WriteError naming the first run directory that exists and is another user's or not writable."""
+    """Raises WriteError naming the first run directory that exists and is another user's or not writable, and
+    ConfigError for a name too long for the file system (check_name_lengths)."""
+    check_name_lengths(plan)
     base = plan.context.base_results_dir
     seen = set()
     for jobs in plan.jobs_by_stage:
