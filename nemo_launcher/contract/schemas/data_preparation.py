@@ -116,6 +116,61 @@ def _check_per_shard_name(key: str, pattern: str) -> None:
         )
 
 
+# What the job's fetcher (jobs/steps/fetch.py) reads: http(s):// and file:// URLs, package://<module>/<path> for a
+# file an installed package ships, and absolute paths (scheme "").
+FETCH_SCHEMES = ("http", "https", "file", "package")
+# The Pile's training set as its mirrors serve it: <url>/00.jsonl.zst .. <url>/29.jsonl.zst.
+PILE_TRAIN_SHARDS = 30
+_PILE_TRAIN_PATH = re.compile(r"/pile/train/$")
+# A Hugging Face dataset repository, as git clones it and <url>/resolve/main/<path> serves its files.
+_HF_DATASET_URL = re.compile(r"^https?://huggingface\.co/datasets/[^/\s]+/[^/\s]+/?$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def check_fetch_source(key: str, url: str) -> None:
+    """A download source the fetcher can read, checked at launch rather than after the queue wait."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        if not url.startswith("/"):
+            raise config_fault(
+                key,
+                url,
+                "use an http(s)://, file:// or package:// URL, or an absolute path (the job does not start "
+                "in your directory)",
+            )
+        return
+    if scheme not in FETCH_SCHEMES:
+        raise config_fault(
+            key, url, f"the downloader reads {', '.join(s + '://' for s in FETCH_SCHEMES)} URLs and absolute paths"
+        )
+    if scheme == "file" and not rest.startswith("/"):
+        raise config_fault(key, url, "a file:// URL needs an absolute path: file:///path/to/it")
+
+
+def check_pile_url(key: str, url: str) -> None:
+    """Shard n is fetched from <the_pile_url><shard_name>: a folder URL, ending in `/`."""
+    if not url.startswith(("http://", "https://", "file://")):
+        raise config_fault(key, url, "use the http(s):// or file:// URL of the folder holding the shards")
+    check_fetch_source(key, url)
+    if not url.endswith("/"):
+        raise config_fault(key, url, f"end it with / (shard n is <the_pile_url><shard_name>): {url}/")
+
+
+def check_mc4_repo(key: str, url: str) -> None:
+    """The mC4 steps clone a Hugging Face dataset repository, or list a file:// folder in its layout."""
+    if _REPO_ID.match(url):
+        raise config_fault(key, url, f"a repository id is not a URL: use https://huggingface.co/datasets/{url}")
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("http", "https", "file") or not sep:
+        raise config_fault(key, url, "use the https:// URL of the dataset repository or a file:// folder")
+    if scheme == "file" and not rest.startswith("/"):
+        raise config_fault(key, url, "a file:// URL needs an absolute path: file:///path/to/it")
+    if "huggingface.co" in rest.split("/", 1)[0] and not _HF_DATASET_URL.match(url):
+        raise config_fault(
+            key, url, "a Hugging Face dataset's URL is https://huggingface.co/datasets/<owner>/<name> (e.g. allenai/c4)"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class _Tokenizing:
     """Keys both datasets share: how documents become tokens."""
@@ -212,7 +267,20 @@ class PileConfig(_Tokenizing):
 
     def check(self, key: str) -> None:
         self.check_tokenizing(key)
-        self.shard_numbers(key)
+        shards = self.shard_numbers(key)
+        if self.download_the_pile:
+            check_pile_url(f"{key}.the_pile_url", self.the_pile_url)
+            if _PILE_TRAIN_PATH.search(self.the_pile_url) and shards[-1] >= PILE_TRAIN_SHARDS:
+                raise field_fault(
+                    self,
+                    key,
+                    "file_numbers",
+                    f"the Pile's training set has {PILE_TRAIN_SHARDS} shards (0-{PILE_TRAIN_SHARDS - 1}); "
+                    f"shard {shards[-1]} does not exist",
+                )
+        for name in ("download_vocab_url", "download_merges_url"):
+            if getattr(self, name):
+                check_fetch_source(f"{key}.{name}", getattr(self, name))
         _check_per_shard_name(f"{key}.shard_name", self.shard_name)
         _check_per_shard_name(f"{key}.output_prefix", self.output_prefix)
         if not (self.download_the_pile or self.preprocess_data or self.train_tokenizer):
@@ -365,6 +433,11 @@ class Mc4Config(_Tokenizing):
     def check(self, key: str) -> None:
         self.check_tokenizing(key)
         positive(f"{key}.max_split_size", self.max_split_size)
+        if self.download_mc4:
+            check_mc4_repo(f"{key}.mc4_repo_url", self.mc4_repo_url)
+        for name in ("download_vocab_url", "download_tokenizer_url"):
+            if getattr(self, name):
+                check_fetch_source(f"{key}.{name}", getattr(self, name))
         if not (self.download_mc4 or self.preprocess_data or self.train_tokenizer):
             raise config_fault(
                 f"{key}.preprocess_data", False, "every step is switched off; enable download_mc4 or preprocess_data"
