@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from ..binding import config_fault, field_fault, non_negative, positive
+from ..transformer_engine import check_fp8
 
 # Transformer Engine's GEMMs whose tensor-parallel communication userbuffers can overlap.
 UB_GEMMS = (
@@ -175,6 +176,7 @@ def check_gpu_settings(model, trainer, key: str) -> None:
         )
     _check_fsdp(model, trainer, key, pp)
     _check_tp_overlap(model, key, tp, on_cpu)
+    check_fp8(model, trainer, key)
     if model.sharp and on_cpu:
         raise config_fault(f"{key}.sharp", True, "SHARP is an NCCL feature: needs trainer.accelerator: gpu")
 
