@@ -590,9 +590,17 @@ def _run_config(relative: str) -> str:
     return choice
 
 
-def _make_inputs(root, paths):
+# The layout of a .nemo a command reads, where the seed's conversion wrote it in another than its training's: the
+# seed exports gpt3_126m with export.model.tensor_model_parallel_size=2, which names the layout of the .nemo it
+# gathers, so that .nemo was converted at TP 2 (conversion.model.tensor_model_parallel_size=2; the seed's own
+# conversion example writes TP 1, which test_exporting_a_nemo_of_another_layout_is_refused shows).
+NEMO_LAYOUTS = {"export_gpt3": {"tensor_model_parallel_size": 2}}
+
+
+def _make_inputs(root, paths, layout=None):
     """Each input as the run that writes it leaves it: a training run's resolved config, a .nemo holding its model
-    section (model_config.yaml), and stand-in bytes for data, tokenizer and checkpoint files."""
+    section (model_config.yaml, in `layout` where given), and stand-in bytes for data, tokenizer and checkpoint
+    files."""
     for path in paths:
         where, _, relative = path.rpartition(":")
         target = root / (where or "mount") / relative
@@ -602,7 +610,7 @@ def _make_inputs(root, paths):
         elif relative.endswith("_hydra.yaml"):
             target.write_text(yaml.safe_dump(_training_section(_run_config(relative))))
         elif relative.endswith(".nemo"):
-            model = yaml.safe_dump(_training_section(_run_config(relative))["model"]).encode()
+            model = yaml.safe_dump({**_training_section(_run_config(relative))["model"], **(layout or {})}).encode()
             with tarfile.open(target, "w") as archive:
                 member = tarfile.TarInfo("model_config.yaml")
                 member.size = len(model)
@@ -648,7 +656,7 @@ def test_every_launcher_command_of_seeds_000_and_001_is_here():
 
 @pytest.mark.parametrize("name", sorted(SEED))
 def test_seed_command_runs_as_printed(name, tmp_path, monkeypatch, capsys):
-    _make_inputs(tmp_path, SEED[name][2])
+    _make_inputs(tmp_path, SEED[name][2], NEMO_LAYOUTS.get(name))
     words = command_words(name, tmp_path)
     code, out, err = launch_seed_command(words, tmp_path, monkeypatch, capsys)
     if name in REFUSED:
@@ -697,3 +705,13 @@ def test_bert_on_the_prose_nodes_is_refused_when_the_job_starts(size, tmp_path, 
     assert "20," not in accepted.split()
     with pytest.raises(JobConfigError, match=r"nodes\(20\) x devices\(8\)"):
         _bind_at_job_start(tmp_path, 20, monkeypatch)
+
+
+def test_exporting_a_nemo_of_another_layout_is_refused(tmp_path, monkeypatch, capsys):
+    """The seed's 126m conversion writes its .nemo at TP 1; its export command then states TP 2: refused before
+    the queue wait, naming the archive's layout."""
+    _make_inputs(tmp_path, SEED["export_gpt3"][2])
+    code, out, err = launch_seed_command(command_words("export_gpt3", tmp_path), tmp_path, monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "export.model.tensor_model_parallel_size=2" in err and "TP(1) x PP(1)" in err, err
+    assert _written(tmp_path, SEED["export_gpt3"][2]) == []
