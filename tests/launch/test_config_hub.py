@@ -7,6 +7,8 @@ import pytest
 from nemo_launcher.launch.families import FAMILIES
 from nemo_launcher.launch.resolvers import REPO_ROOT
 
+from .test_pipeline_as_a_whole import default_training
+
 CONF = REPO_ROOT / "conf"
 TRAINING = sorted(str(p.relative_to(CONF / "training").with_suffix("")) for p in (CONF / "training").rglob("*.yaml"))
 
@@ -394,8 +396,10 @@ def test_every_shipped_config_of_every_stage_binds(group, choice, launch, tmp_pa
     results = tmp_path / "results"
     family = choice.rpartition("/")[0]
     family = FAMILIES[family].tunes or family if family in FAMILIES else family  # prompt_t5 evaluates t5's models
-    # Downstream stages follow a training run of their own family (the default training config is GPT's).
-    follows = [f"training={family}/tiny"] if group not in ("training", "data_preparation") and family != "gpt3" else []
+    # Downstream stages follow a training run of their own family (the default training config is GPT's): the one
+    # each config follows by default, which is the model it is checked against (test_pipeline_as_a_whole.py).
+    default = default_training(CONF / group / f"{choice}.yaml") or f"{family}/tiny"
+    follows = [f"training={default}"] if group not in ("training", "data_preparation") and family != "gpt3" else []
     code, out, err = launch([f"stages=[{group}]", f"{group}={choice}", *follows], results=results)
     if (group, choice) in ASKS_FOR:
         assert code == 2 and ASKS_FOR[group, choice] in err, err

@@ -291,23 +291,29 @@ def test_a_file_that_is_not_a_nemo_is_refused(launch, tmp_path):
     assert code == 2 and "fine_tuning.model.restore_from_path=" in err and "not a readable .nemo" in err, err
 
 
-def _default_training(config: Path) -> str | None:
+_FOLLOWS = re.compile(r"oc\.select:training\.run\.name,(\w+)")
+
+
+def default_training(config: Path) -> str | None:
     """The training config a downstream config follows by default: the run named in its
-    `${oc.select:training.run.name,<family>_<size>}`, which conf/training/<family>/<size>.yaml trains."""
-    match = re.search(r"oc\.select:training\.run\.name,(\w+)", config.read_text())
-    for parent in [config, *config.parents]:
-        if match is not None or parent == CONF:
-            break
-        defaults = re.findall(r"^\s*-\s*/?([\w/]+)@_here_", config.read_text(), re.M)
-        for default in defaults:
-            match = re.search(r"oc\.select:training\.run\.name,(\w+)", (CONF / f"{default}.yaml").read_text())
-    if match is None:
+    `${oc.select:training.run.name,<family>_<size>}` (or in a config its defaults list pulls in, such as its
+    family's file), which conf/training/<family>/<size>.yaml trains."""
+    text = config.read_text()
+    pulled = [CONF / f"{name}.yaml" for name in re.findall(r"^\s*-\s*/?([\w/]+)@_here_", text, re.M)]
+    names = [
+        match.group(1)
+        for source in [text, *(p.read_text() for p in pulled)]
+        for match in [_FOLLOWS.search(source)]
+        if match
+    ]
+    if not names:
         return None
-    name = match.group(1)
-    for split in range(1, name.count("_") + 1):
-        family, size = name.split("_", split)[:split], name.split("_", split)[split]
-        if (CONF / "training" / "_".join(family) / f"{size}.yaml").is_file():
-            return f"{'_'.join(family)}/{size}"
+    run = names[0]
+    for cut in range(1, run.count("_") + 1):
+        family, _, size = run.replace("_", "/", cut).rpartition("/")
+        family = family.replace("/", "_")
+        if (CONF / "training" / family / f"{size}.yaml").is_file():
+            return f"{family}/{size}"
     return None
 
 
@@ -343,7 +349,7 @@ SHIPPED = [
 
 @pytest.mark.parametrize("stage,choice", SHIPPED, ids=[f"{s}={c}" for s, c in SHIPPED])
 def test_every_shipped_downstream_config_passes_with_its_default_training(stage, choice, launch, tmp_path):
-    training = _default_training(CONF / stage / f"{choice}.yaml")
+    training = default_training(CONF / stage / f"{choice}.yaml")
     assert training is not None, f"{stage}={choice} follows no training config by default"
     overrides = [stages("training", stage), f"training={training}", f"{stage}={choice}"]
     code, out, err = launch(overrides + MANDATORY.get(f"{stage}={choice}", []), results=tmp_path / "results")
