@@ -13,6 +13,7 @@ from ...contract.file_numbers import compress_ranges
 from ..context import LaunchContext
 from ..errors import config_error
 from ..job_spec import Command, Dependency, JobSpec, Wait
+from ..local_gpus import check_local_gpus
 from ..secrets import export_lines
 from ..shell import join, quote
 
@@ -83,6 +84,9 @@ class Backend(ABC):
                         "failure, and cannot wait that way: leave run.dependency null or singleton, or use "
                         "cluster_type=bcm",
                     )
+        if not self.queues_jobs:
+            # No scheduler hands out GPUs here: the jobs start on this machine (or this NGC job's replicas).
+            check_local_gpus(specs_by_stage, self.name, dry_run=self.context.debug)
 
     def dependency_words(self, waits: Sequence[Wait]) -> list[str]:
         """How the plan and the ledger show a job's dependencies; a queue says them in its own words."""
