@@ -11,7 +11,8 @@ from functools import partial
 
 import torch
 
-from ..common.config import JobConfigError
+from ...contract.model_facts import facts_of_model
+from ...contract.model_rules import check_against_model
 from ..core.recipe import Sequences
 from ..tuning.job import TuningJob
 
@@ -53,6 +54,7 @@ class GptTuning(TuningJob):
         cfg, path = self.cfg, self.base_path
         tp = cfg.model.tensor_model_parallel_size
         self.nemo_config = read_nemo_config(path)
+        self._check_against_model()  # before any weight is read
         section = bind(ModelSection, self.nemo_config, "model")
         section = dataclasses.replace(
             inference_section(section, tp, 1),
@@ -70,16 +72,12 @@ class GptTuning(TuningJob):
         self._vocab_rows = padded_vocab_of(state_dict, tp, self.tokenizer.vocab_size)
         model = build_inference_model(section, self._vocab_rows, cfg.trainer.precision_name())
         load_weights(model, state_dict, path)
-        self._check_lengths(section)
         self.model = model.train()
         return self.model
 
-    def _check_lengths(self, section) -> None:
-        if (
-            section.position_embedding_type == "learned_absolute"
-            and self.data.max_seq_length > section.max_position_embeddings
-        ):
-            raise JobConfigError(
-                f"{self.data.length_key}: {self.data.max_seq_length} is longer than the model's "
-                f"max_position_embeddings ({section.max_position_embeddings})"
-            )
+    def _check_against_model(self) -> None:
+        """The launcher's rules (contract/model_rules.py) against the model this job opened: the same code refused
+        these settings at launch where the launcher could know the model, and holds a .nemo it could not read, or
+        one replaced since, to them here (TP and heads, sequence lengths and positions, LoRA layers)."""
+        facts = facts_of_model(self.nemo_config, str(self.base_path))
+        check_against_model(facts, self.stage, dataclasses.asdict(self.cfg))
