@@ -109,3 +109,64 @@ def test_a_secret_on_the_command_line_is_refused_before_hydra_writes_anything(tm
     )
     assert result.returncode == 2 and "secret_files.GITHUB_TOKEN" in result.stderr
     assert "ghp_abc" not in result.stderr and not (tmp_path / "r").exists()
+
+
+# Credentials by name: each cloud's storage keys and connection strings, and the tokens of the model hubs.
+SECRET_NAMES = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "GOOGLE_APPLICATION_CREDENTIALS_JSON",
+    "GCS_HMAC_KEY_ID",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "NGC_API_KEY",
+    "NGC_CLI_API_KEY",
+    "WANDB_API_KEY",
+    "WANDB_KEY",
+    "DB_PASS",
+]
+# Names that hold no credential, or the path of a credentials file (a reference, as secret_files are).
+PLAIN = [
+    ("NCCL_IB_TIMEOUT", "22"),
+    ("TRANSFORMERS_OFFLINE", "1"),
+    ("TOKENIZERS_PARALLELISM", "false"),
+    ("GOOGLE_APPLICATION_CREDENTIALS", "/home/me/.config/gcloud/key.json"),
+    ("AWS_SHARED_CREDENTIALS_FILE", "/home/me/.aws/credentials"),
+    ("HF_HOME", "/lustre/hf"),
+]
+# Credentials by value, under names that say nothing.
+SECRET_VALUES = [
+    "AKIAIOSFODNN7EXAMPLE",
+    "hf_abcdefghijklmnopqrstuvwxyz012345",
+    "nvapi-abcdefghijklmnopqrstuvwxyz",
+    "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net",
+    "https://acct.blob.core.windows.net/c?sv=2022-11-02&sig=abc%3D",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "https://me:pw@example.com/pile/",
+]
+
+
+def test_credential_names_and_values_are_recognised():
+    from nemo_launcher.launch.secrets import looks_secret
+
+    assert [name for name in SECRET_NAMES if not looks_secret(name, "x")] == []
+    assert [name for name, value in PLAIN if looks_secret(name, value)] == []
+    assert [value for value in SECRET_VALUES if not looks_secret("SOURCE", value)] == []
+    # A credentials *file* name holding something else than a path is the credential itself.
+    assert looks_secret("GOOGLE_APPLICATION_CREDENTIALS", '{"type": "service_account"}')
+
+
+def test_a_credential_in_any_command_line_value_is_refused_hidden():
+    from nemo_launcher.launch.secrets import secret_override
+
+    refusal = secret_override(["stages=[data_preparation]", "data_preparation.the_pile_url=https://me:pw@host/p/"])
+    assert refusal is not None and "the_pile_url='<hidden>'" in str(refusal) and "pw" not in str(refusal)
+    refusal = secret_override(["+training.run.env_vars.AZURE_STORAGE_KEY=abc"])
+    assert refusal is not None and "secret_files.AZURE_STORAGE_KEY" in str(refusal)
+    assert secret_override(["stages=[training]", "+env_vars.NCCL_DEBUG=INFO", "training=gpt3/5b"]) is None
