@@ -1,8 +1,8 @@
 """Rules that hold a stage's settings to the model it will load (the facts of contract/model_facts.py).
 
-    check_against_model(facts, "fine_tuning", resolved_section)      # JobConfigError `key=value: fix (where from)`
-    check_tokenizer(data_section, "data_preparation", training_tokenizer, "training stage of this pipeline")
-    check_checkpoint_path("conversion.model.checkpoint_folder", path, written_by_training)
+    check_against_model(facts, "fine_tuning", resolved_section)     # JobConfigError `key=value: fix (the model...)`
+    check_tokenizer(data_preparation_section, training_section["model"]["tokenizer"], "training", "the data ...")
+    check_checkpoint_path("conversion.model.checkpoint_folder", path, training_log_dir, "the training stage ...")
 
 A stage's schema checks its own section; only these rules see the model too, so a TP that does not divide the
 heads, a sequence longer than the position table or an export sized for another image fails at launch instead of
@@ -37,7 +37,8 @@ TOKENIZER_KEYS = {
 _STEP_FOLDER = re.compile(r"step-(\d+)")
 
 
-def _at(section: Mapping[str, Any], dotted: str):
+def value_at(section: Mapping[str, Any], dotted: str):
+    """The value at a dotted key of a resolved section (`model.data.train_ds.max_seq_length`), or None."""
     value: Any = section
     for part in dotted.split("."):
         if not isinstance(value, Mapping) or part not in value:
@@ -69,7 +70,7 @@ def check_parallel_sizes(facts: ModelFacts, stage: str, section: Mapping[str, An
         ("tensor_model_parallel_size", "heads", "attention heads", "TP"),
         ("pipeline_model_parallel_size", "layers", "layers", "PP"),
     ):
-        size = _count(_at(section, f"model.{name}"))
+        size = _count(value_at(section, f"model.{name}"))
         counts = [getattr(stack, attribute) for stack in facts.stacks]
         if size is None or not counts or all(count % size == 0 for count in counts):
             continue
@@ -86,7 +87,7 @@ def check_sequence_lengths(facts: ModelFacts, stage: str, section: Mapping[str, 
     if facts.positions is None:
         return
     for key in SEQUENCE_KEYS:
-        length = _count(_at(section, key))
+        length = _count(value_at(section, key))
         if length is not None and length > facts.positions:
             raise config_fault(
                 f"{stage}.{key}",
@@ -98,7 +99,7 @@ def check_sequence_lengths(facts: ModelFacts, stage: str, section: Mapping[str, 
 
 def check_lora_layers(facts: ModelFacts, stage: str, section: Mapping[str, Any]) -> None:
     """LoRA's layer numbers count each stack's layers from 1; a number past the deepest stack selects nothing."""
-    selection = _at(section, "model.peft.lora_tuning.layer_selection")
+    selection = value_at(section, "model.peft.lora_tuning.layer_selection")
     if not isinstance(selection, Sequence) or not facts.stacks:
         return
     deepest = max(stack.layers for stack in facts.stacks)
@@ -114,7 +115,7 @@ def check_lora_layers(facts: ModelFacts, stage: str, section: Mapping[str, Any])
 
 def check_image_sizes(facts: ModelFacts, stage: str, section: Mapping[str, Any]) -> None:
     """Patches, image sides, text lengths and latent factors a stage sets must be the loaded model's own."""
-    patch = _count(_at(section, "model.patch_dim"))
+    patch = _count(value_at(section, "model.patch_dim"))
     if patch is not None and facts.patch_dim is not None and patch != facts.patch_dim:
         raise config_fault(
             f"{stage}.model.patch_dim",
@@ -122,7 +123,7 @@ def check_image_sizes(facts: ModelFacts, stage: str, section: Mapping[str, Any])
             f"{facts.where()} cuts images into {facts.patch_dim} x {facts.patch_dim} patches (its patch embedding's "
             f"weights): set {facts.patch_dim}",
         )
-    side = _count(_at(section, "infer.max_dim"))
+    side = _count(value_at(section, "infer.max_dim"))
     if side is not None and facts.image is not None and not side == facts.image[0] == facts.image[1]:
         height, width = facts.image
         raise config_fault(
@@ -131,14 +132,14 @@ def check_image_sizes(facts: ModelFacts, stage: str, section: Mapping[str, Any])
             f"{facts.where()} takes {height} x {width} pixel images (its position table is fixed): set {height}"
             + ("" if height == width else " (a square side: export the model at a square size)"),
         )
-    text = _count(_at(section, "infer.max_text"))
+    text = _count(value_at(section, "infer.max_text"))
     if text is not None and facts.text_positions is not None and text > facts.text_positions:
         raise config_fault(
             f"{stage}.infer.max_text",
             text,
             f"{facts.where()} has {facts.text_positions} text positions: set at most {facts.text_positions}",
         )
-    factor = _count(_at(section, "infer.down_factor"))
+    factor = _count(value_at(section, "infer.down_factor"))
     if factor is not None and facts.latent_factor is not None and factor != facts.latent_factor:
         raise config_fault(
             f"{stage}.infer.down_factor",

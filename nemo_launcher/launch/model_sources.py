@@ -25,7 +25,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..contract.binding import JobConfigError
 from ..contract.model_facts import ModelFacts, ModelFileError, facts_of_model, facts_of_nemo, facts_of_run_config
-from ..contract.model_rules import check_against_model, check_checkpoint_path, check_step_name, check_tokenizer
+from ..contract.model_rules import (
+    check_against_model,
+    check_checkpoint_path,
+    check_step_name,
+    check_tokenizer,
+    value_at,
+)
 from .errors import ConfigError, config_error
 from .families import FAMILIES
 from .job_spec import JobSpec
@@ -44,11 +50,12 @@ MODEL_KEYS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingRun:
-    """What a training stage writes into its explicit_log_dir, for the paths later stages name inside it."""
+class TrainerFolder:
+    """What a training or fine-tuning stage writes into its explicit_log_dir, for the paths later stages name
+    inside it: checkpoints/step-<N> folders, and the .nemo it saves in checkpoints/ when it finishes."""
 
     log_dir: str
-    nemo_file_name: str | None  # the .nemo a finished run of its family saves in checkpoints/, if any
+    nemo_file_name: str | None  # None: the run saves checkpoints only (GPT, T5, BERT, DiT training)
     max_steps: int | None
     every_n_steps: int | None
 
@@ -60,8 +67,8 @@ class Output:
     stage: str
     facts: ModelFacts | None
     places: tuple[str, ...]  # folders its schema declares and the files the launcher writes for it
-    files: tuple[str, ...] = ()  # of those, the files the launcher writes (its resolved config)
-    training: TrainingRun | None = None
+    files: tuple[str, ...]  # of those, the files the launcher writes (its resolved config)
+    trainer: TrainerFolder | None = None
 
 
 @contextlib.contextmanager
@@ -91,14 +98,19 @@ def _writer(path: str, outputs: Sequence[Output]) -> Output | None:
     return best
 
 
-def _training_run(training: Mapping[str, Any], family: str) -> TrainingRun:
+def _trainer_folder(stage: str, section: Mapping[str, Any], family: str) -> TrainerFolder | None:
+    """A training's folder (its family row names the .nemo it saves) or a fine-tuning's (<exp_manager.name>.nemo,
+    schemas/common_tuning.py); None for the other stages, whose outputs are named by their own keys."""
+    log_dir = value_at(section, "exp_manager.explicit_log_dir")
+    if stage not in ("training", "fine_tuning") or not isinstance(log_dir, str):
+        return None
     row = FAMILIES.get(family)
-    callback = (training.get("exp_manager") or {}).get("checkpoint_callback_params") or {}
-    return TrainingRun(
-        log_dir=str((training.get("exp_manager") or {}).get("explicit_log_dir")),
-        nemo_file_name=row.training_nemo_file_name if row else None,
-        max_steps=(training.get("trainer") or {}).get("max_steps"),
-        every_n_steps=callback.get("every_n_train_steps"),
+    name = value_at(section, "exp_manager.name")
+    return TrainerFolder(
+        log_dir=log_dir,
+        nemo_file_name=(row.training_nemo_file_name if row else None) if stage == "training" else f"{name}.nemo",
+        max_steps=value_at(section, "trainer.max_steps"),
+        every_n_steps=value_at(section, "exp_manager.checkpoint_callback_params.every_n_train_steps"),
     )
 
 
@@ -159,39 +171,31 @@ class PipelineModels:
 
     def add(self, name: str, specs: Sequence[JobSpec]) -> None:
         """Checks stage `name` (already bound to its own schema) against its model; records what it leaves."""
-        places = _places(specs)
         if name == "data_preparation":
-            self.outputs.append(Output(name, None, places))
+            self.outputs.append(Output(name, None, _places(specs), _files(specs)))
             return
         section = _section(self.cfg, name)
         if name == "training":
             self._check_data_tokenizer(section, specs)
             facts = self.followed[1] if self.followed else None
-            family = str(self.choices.get(name) or "").rpartition("/")[0]
-            self.outputs.append(Output(name, facts, places, _files(specs), _training_run(section, family)))
-            return
-        facts = self._loaded_model(name, section, specs)
-        if facts is None:
-            self.outputs.append(Output(name, None, places))
-            return
-        with _refused_at_launch():
-            check_against_model(facts, name, section)
-        self.outputs.append(
-            Output(
-                name,
-                _passed_on(facts, f"{name} stage of this pipeline, {name}={self.choices.get(name)}", section),
-                places,
-            )
-        )
+        else:
+            facts = self._loaded_model(name, section, specs)
+            if facts is not None:
+                with _refused_at_launch():
+                    check_against_model(facts, name, section)
+                facts = _passed_on(facts, f"{name} stage of this pipeline, {name}={self.choices.get(name)}", section)
+        family = str(self.choices.get(name) or "").rpartition("/")[0]
+        folder = _trainer_folder(name, section, family)
+        self.outputs.append(Output(name, facts, _places(specs), _files(specs), folder))
 
     def _loaded_model(self, name: str, section: Mapping[str, Any], specs: Sequence[JobSpec]) -> ModelFacts | None:
         reads = [(key, path) for spec in specs for key, path in spec.reads if key.rsplit(".", 1)[-1] in MODEL_KEYS]
         written = [(key, str(path), _writer(str(path), self.outputs)) for key, path in reads]
         written = [(key, path, writer) for key, path, writer in written if writer is not None and writer.facts]
         for key, path, writer in written:
-            if writer.training is not None and path not in writer.files:
-                self._check_training_path(
-                    key, path, section, name, writer.training, f"the {writer.stage} stage of this pipeline"
+            if writer.trainer is not None and path not in writer.files:
+                self._check_trainer_path(
+                    key, path, section, name, writer.trainer, f"the {writer.stage} stage of this pipeline"
                 )
         if written:
             return written[0][2].facts
@@ -199,31 +203,31 @@ class PipelineModels:
             facts = _on_disk(key, str(path))
             if facts is not None:
                 return facts
-        follows = _at(section, "run.model_train_name")
+        follows = value_at(section, "run.model_train_name")
         if self.followed is None or follows != self.followed[0]:
             return None
         _, facts, training = self.followed
-        run = _training_run(training, str(self.choices.get("training") or "").rpartition("/")[0])
-        inside = [(key, str(path)) for key, path in reads if _inside(str(path), run.log_dir)]
+        run = _trainer_folder("training", training, str(self.choices.get("training") or "").rpartition("/")[0])
+        inside = [(key, str(path)) for key, path in reads if run is not None and _inside(str(path), run.log_dir)]
         for key, path in inside:
-            self._check_training_path(key, path, section, name, run, "the training config it follows")
+            self._check_trainer_path(key, path, section, name, run, "the training config it follows")
         if inside:
             return facts
         # A model the training run does not write itself (a fine-tuned one) keeps its architecture but may have
         # been tuned at another image size, which only the tuning stage's own config could say.
         return facts.replace(image=None)
 
-    def _check_training_path(self, key: str, path: str, section, name: str, run: TrainingRun, source: str) -> None:
-        """A path inside a training run's folder names something that run writes, and a step it saves."""
+    def _check_trainer_path(self, key: str, path: str, section, name: str, run: TrainerFolder, source: str) -> None:
+        """A path inside a trainer's folder names something that run writes, and a step it saves."""
         with _refused_at_launch():
             check_checkpoint_path(key, path, run.log_dir, source, run.nemo_file_name)
-            step = _at(section, "model.checkpoint_name")
+            step = value_at(section, "model.checkpoint_name")
             if isinstance(step, str):
                 check_step_name(f"{name}.model.checkpoint_name", step, run.max_steps, run.every_n_steps, source)
 
     def _check_data_tokenizer(self, training: Mapping[str, Any], specs: Sequence[JobSpec]) -> None:
         """A training that reads what this pipeline's data preparation writes must tokenize as it did."""
-        tokenizer = _at(training, "model.tokenizer")
+        tokenizer = value_at(training, "model.tokenizer")
         if not isinstance(tokenizer, Mapping):
             return
         for _, path in (read for spec in specs for read in spec.reads):
@@ -235,20 +239,11 @@ class PipelineModels:
                 return
 
 
-def _at(section: Mapping[str, Any], dotted: str):
-    value: Any = section
-    for part in dotted.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
-
 def _passed_on(facts: ModelFacts, stage_source: str, section: Mapping[str, Any]) -> ModelFacts:
     """The model a stage leaves for the stages after it: the one it loaded, or, where it tuned at another image
     size (a ViT's positions interpolated to fine_tuning.model.img_h x img_w), a model of that size, which messages
     then say comes from this stage."""
-    height, width = _at(section, "model.img_h"), _at(section, "model.img_w")
+    height, width = value_at(section, "model.img_h"), value_at(section, "model.img_w")
     if (
         facts.image is not None
         and isinstance(height, int)

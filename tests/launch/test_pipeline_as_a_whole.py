@@ -216,6 +216,15 @@ MISTAKES = [
         [stages("conversion"), *GPT, "conversion.model.checkpoint_name=step-15"],
         ["conversion.model.checkpoint_name='step-15'", "the training config it follows saves step-<N> folders"],
     ),
+    (
+        [stages("training", "fine_tuning", "evaluation"), *VIT]
+        + ["evaluation.model.restore_from_path=${fine_tuning.exp_manager.explicit_log_dir}/checkpoints/vit.nemo"],
+        [
+            "evaluation.model.restore_from_path=",
+            "the fine_tuning stage of this pipeline writes",
+            "nemo_vit_classification",
+        ],
+    ),
     # the tokenizer of the data a training reads
     (
         [stages("data_preparation", "training"), *GPT, "data_preparation=gpt3/tiny_pile"]
