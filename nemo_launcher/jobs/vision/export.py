@@ -12,11 +12,13 @@ model (fp32); the largest difference is reported, and above infer.check_toleranc
 anything is served from it. Triton serves an engine where one was built, else the ONNX graph.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 
+from ...contract.model_facts import facts_of_model
+from ...contract.model_rules import check_image_sizes
 from ...contract.schemas.vision_export import EXPORT_REPORT_FILE, INFER_CONFIG_FILE, STAGE
-from ..common.config import JobConfigError
 from ..common.report import JobFault
 
 
@@ -25,20 +27,10 @@ class GraphMismatch(JobFault):
 
 
 def _check_sizes(cfg, saved) -> None:
-    height, width = saved.image_size
-    if not cfg.infer.max_dim == height == width:
-        shape = f"{height} x {width}" + ("" if height == width else " (not square: max_dim cannot name it)")
-        raise JobConfigError(
-            f"{STAGE}.infer.max_dim={cfg.infer.max_dim}: the model takes {shape} pixel images (its "
-            f"position table is fixed); set {STAGE}.infer.max_dim={height}"
-        )
-    if saved.record.reads_text:
-        limit = saved.model_config.text.max_position_embeddings
-        if cfg.infer.max_text > limit:
-            raise JobConfigError(
-                f"{STAGE}.infer.max_text={cfg.infer.max_text}: the text tower has {limit} positions; "
-                f"set at most {limit}"
-            )
+    """The launcher's rule (contract/model_rules.py: image side and text length) against the model opened here,
+    for a .nemo the launcher could not read or one replaced since the launch."""
+    facts = facts_of_model(dataclasses.asdict(saved.model_config), cfg.model.restore_from_path)
+    check_image_sizes(facts, STAGE, dataclasses.asdict(cfg))
 
 
 def tensor_specs(saved, graph) -> tuple:

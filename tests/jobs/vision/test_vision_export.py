@@ -25,10 +25,11 @@ MAX_BATCH = 4
 TEXTS = ["a red circle", "a blue square", "a green triangle"]
 
 
-def _export(root, name: str, choice: str, program: str, nemo, overrides=()):
+def _export_config(root, name: str, choice: str, nemo, overrides=()):
+    """The resolved export config the launcher writes for this .nemo (it refuses a mismatch with the model)."""
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    config = write_stage_config(
+    return write_stage_config(
         root / f"{name}.yaml",
         "export",
         choice,
@@ -43,6 +44,9 @@ def _export(root, name: str, choice: str, program: str, nemo, overrides=()):
             *overrides,
         ],
     )
+
+
+def _run(program: str, config):
     return subprocess.run(
         [warm_python.interpreter(), "-m", program, "--config", str(config)],
         cwd=REPO,
@@ -51,6 +55,10 @@ def _export(root, name: str, choice: str, program: str, nemo, overrides=()):
         text=True,
         timeout=400,
     )
+
+
+def _export(root, name: str, choice: str, program: str, nemo, overrides=()):
+    return _run(program, _export_config(root, name, choice, nemo, overrides))
 
 
 @pytest.fixture(scope="module")
@@ -143,17 +151,25 @@ def test_triton_entries_are_named_and_typed_as_the_seed_deploys_them(exported):
 
 
 def test_a_max_dim_other_than_the_models_is_one_error_line(exported, tmp_path):
-    run = _export(
-        tmp_path,
-        "wrong",
-        "vit/export_vit",
-        "nemo_launcher.jobs.vit.export",
-        exported["models"]["vit"],
-        ["infer.max_dim=64"],
+    """The launcher reads the .nemo and refuses; a config changed after the launch meets the same rule in the job."""
+    import yaml
+
+    from nemo_launcher.launch.errors import ConfigError
+
+    nemo = exported["models"]["vit"]
+    line = (
+        f"export.infer.max_dim=64: the model ({nemo}) takes 32 x 32 pixel images (its position table is fixed): set 32"
     )
+    with pytest.raises(ConfigError) as refused:
+        _export_config(tmp_path, "refused", "vit/export_vit", nemo, ["infer.max_dim=64"])
+    assert str(refused.value) == line
+    config = _export_config(tmp_path, "wrong", "vit/export_vit", nemo)
+    section = yaml.safe_load(config.read_text())
+    section["infer"]["max_dim"] = 64
+    config.write_text(yaml.safe_dump(section))
+    run = _run("nemo_launcher.jobs.vit.export", config)
     assert run.returncode == 2
-    (line,) = [line for line in run.stderr.splitlines() if line.strip()]
-    assert line.startswith("Error: export.infer.max_dim=64") and "set export.infer.max_dim=32" in line
+    assert [text for text in run.stderr.splitlines() if text.strip()] == [f"Error: {line}"]
 
 
 def _prefer_this_libpython():
