@@ -189,7 +189,7 @@ def test_a_file_that_is_not_a_nemo_is_refused(launch, tmp_path):
     nemo.write_text("weights: none\n")
     code, out, err = launch(EXPORT + [f"export.model.checkpoint_path={nemo}"], results=tmp_path / "r")
     assert code == 2, (out, err)
-    assert f"export.model.checkpoint_path='{nemo}': cannot read it as a .nemo archive" in err
+    assert f"export.model.checkpoint_path='{nemo}': is not a readable .nemo archive" in err
     assert not (tmp_path / "r").exists()
 
 

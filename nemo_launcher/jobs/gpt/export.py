@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ...contract.binding import config_fault
+from ...contract.model_facts import NEMO_CONFIG_MEMBER, ModelFileError, read_nemo_config
 from ...contract.schemas.gpt_export import STAGE, ExportConfig
 from ..serving import triton_export
 
@@ -38,12 +40,14 @@ def main(argv=None) -> int:
 
 
 def check_archive_layout(cfg: ExportConfig) -> None:
-    """The schema's rule on the .nemo as it is now: the launcher checked it only if the file was already there."""
-    # Deferred: nemo_archive imports torch, which loads after run_export's start_job has set the warning filters.
-    from ..core.nemo_archive import CONFIG_MEMBER, read_nemo_config
-
+    """The schema's rule on the .nemo as it is now (the launcher checked it only if the file was already there),
+    read as the launcher reads it: the archive's model_config.yaml alone."""
     path = cfg.model.checkpoint_path
-    cfg.check_model_section(STAGE, read_nemo_config(path), f"{path} (its {CONFIG_MEMBER})")
+    try:
+        section = read_nemo_config(path)
+    except ModelFileError as error:
+        raise config_fault(f"{STAGE}.model.checkpoint_path", path, str(error)) from None
+    cfg.check_model_section(STAGE, section, f"{path} (its {NEMO_CONFIG_MEMBER})")
 
 
 def _load_gpt_nemo(path):

@@ -14,21 +14,18 @@ imports (on a GPU when trainer.accelerator is gpu) and Triton entries under infe
 Serve the result with tritonserver (see deployment/README.md) or locally with deployment/serve_pytriton.py.
 """
 
-import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import yaml
 from omegaconf import OmegaConf
 
 from ...contract.binding import JobConfigError
+from ...contract.model_facts import NEMO_CONFIG_MEMBER, ModelFileError, read_nemo_config
 from ...contract.schemas.common_conversion import nemo_path
 from ..errors import ConfigError, config_error
 from ..job_spec import JobSpec
 from .base import Stage
-
-NEMO_MODEL_CONFIG = "model_config.yaml"  # the member of a .nemo that holds its `model:` section
 
 
 class ExportStage(Stage):
@@ -62,17 +59,7 @@ class ExportStage(Stage):
         path = Path(checkpoint_path)
         if not path.is_file():
             return None
-        return read_nemo_model_config(path, self.key("model", "checkpoint_path")), f"{path} (its {NEMO_MODEL_CONFIG})"
-
-
-def read_nemo_model_config(path: Path, key: str) -> dict[str, Any]:
-    """The `model:` section a .nemo stores, without reading its weights (tarfile and yaml only: no torch here)."""
-    try:
-        with tarfile.open(path, "r:*") as archive:
-            member = archive.extractfile(NEMO_MODEL_CONFIG)
-            section = yaml.safe_load(member.read()) if member is not None else None
-    except (tarfile.TarError, KeyError, OSError, yaml.YAMLError) as error:
-        raise config_error(key, str(path), f"cannot read it as a .nemo archive ({error})") from None
-    if not isinstance(section, dict):
-        raise config_error(key, str(path), f"has no {NEMO_MODEL_CONFIG} mapping: is it a .nemo archive?")
-    return section
+        try:
+            return read_nemo_config(path), f"{path} (its {NEMO_CONFIG_MEMBER})"
+        except ModelFileError as error:
+            raise config_error(self.key("model", "checkpoint_path"), str(path), str(error)) from None
