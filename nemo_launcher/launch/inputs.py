@@ -65,10 +65,12 @@ def _as_typed(key: str, path: str) -> str:
 
 
 def check_input_paths(specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
-    """Raises ConfigError for the first input named by a relative path. Every backend starts a job in its own
-    directory (sbatch on a compute node, bcprun in the NGC job, bash here), so a path relative to where the
-    launcher ran names another file there, or none. Checked whatever check_inputs says: it needs no filesystem."""
+    """Raises ConfigError for the first input or output named by a relative path. Every backend starts a job in its
+    own directory (sbatch on a compute node, bcprun in the NGC job, bash here), so a relative input names another
+    file there, or none, and a relative output lands where no later stage looks. Checked whatever check_inputs
+    says: it needs no filesystem."""
     for specs in specs_by_stage:
+        config = None
         for spec in specs:
             for key, pattern in spec.reads:
                 if not PurePosixPath(pattern).is_absolute():
@@ -77,6 +79,37 @@ def check_input_paths(specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
                         f"{key}={typed!r}: use an absolute path; the {spec.stage} job starts in {spec.directory}, "
                         f"not in the directory you launch from (from here: {os.path.abspath(typed)})"
                     )
+            for path in spec.writes:
+                if not PurePosixPath(path).is_absolute():
+                    config = _first_config(specs) if config is None else config
+                    raise ConfigError(
+                        f"{_key_holding(config, path, spec.stage)}={path!r}: use an absolute path; the "
+                        f"{spec.stage} job starts in {spec.directory} and would write there, where no later stage "
+                        f"looks (from here: {os.path.abspath(path)})"
+                    )
+
+
+def _first_config(specs: Sequence[JobSpec]) -> dict:
+    """The resolved stage config the first job of a stage writes (its `<run.name>_hydra.yaml`)."""
+    import yaml
+
+    for spec in specs:
+        for path, text in spec.files:
+            if str(path).endswith("_hydra.yaml"):
+                return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    return {}
+
+
+def _key_holding(config, value: str, prefix: str) -> str:
+    """The dotted key under which `config` holds `value` (the first found), or `<prefix>` when none does."""
+    if isinstance(config, dict):
+        for name, item in config.items():
+            if item == value:
+                return f"{prefix}.{name}"
+            found = _key_holding(item, value, f"{prefix}.{name}")
+            if found != f"{prefix}.{name}":
+                return found
+    return prefix
 
 
 def _describe(item: Missing) -> str:

@@ -52,6 +52,12 @@ CASES = [
     (GPT, ["training.model.tokenizer.vocab_file=bpe/vocab.json"], ["training.model.tokenizer.vocab_file='bpe/vocab"]),
     (T5 + BCP, ["training.model.tokenizer.vocab_file=vocab.txt"], ["tokenizer.vocab_file='vocab.txt'", "absolute"]),
     (SFT, ["fine_tuning.model.restore_from_path=gpt3.nemo"], ["restore_from_path='gpt3.nemo'", "absolute path"]),
+    (GPT, ["training.exp_manager.explicit_log_dir=logs/5b"], ["explicit_log_dir='logs/5b'", "would write there"]),
+    (
+        PILE + BCP,
+        ["data_preparation.preprocessed_dir=pile/preprocessed"],
+        ["data_preparation.preprocessed_dir='pile/preprocessed'", "where no later stage looks"],
+    ),
     (
         GPT,
         ["training.model.data.data_prefix=[/data/my_text_document.bin]"],
