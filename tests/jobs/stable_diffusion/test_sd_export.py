@@ -45,10 +45,11 @@ def _tiny_nemo(folder: Path, overrides=()) -> Path:
     return save_stable_diffusion(folder / "model.nemo", parts)
 
 
-def _export(folder: Path, choice: str, nemo: Path, overrides) -> subprocess.CompletedProcess:
+def _export_config(folder: Path, choice: str, nemo: Path, overrides) -> Path:
+    """The resolved export config the launcher writes for this .nemo (it refuses a mismatch with the model)."""
     from nemo_launcher.launch.stage_config import write_stage_config
 
-    config = write_stage_config(
+    return write_stage_config(
         folder / "export.yaml",
         "export",
         choice,
@@ -56,6 +57,9 @@ def _export(folder: Path, choice: str, nemo: Path, overrides) -> subprocess.Comp
         base_results_dir=folder / "results",
         overrides=[f"model.restore_from_path={nemo}", "trainer.accelerator=cpu", "trainer.precision=32", *overrides],
     )
+
+
+def _run_export(config: Path) -> subprocess.CompletedProcess:
     env = warm_python.environment(dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO)))
     return subprocess.run(
         [warm_python.interpreter(), "-m", "nemo_launcher.jobs.stable_diffusion.export", "--config", str(config)],
@@ -64,6 +68,10 @@ def _export(folder: Path, choice: str, nemo: Path, overrides) -> subprocess.Comp
         capture_output=True,
         text=True,
     )
+
+
+def _export(folder: Path, choice: str, nemo: Path, overrides) -> subprocess.CompletedProcess:
+    return _run_export(_export_config(folder, choice, nemo, overrides))
 
 
 def _out(folder: Path, name: str) -> Path:
@@ -118,8 +126,25 @@ def test_export_writes_checked_fixed_batch_graphs_and_the_seed_layout(text2img):
 
 
 def test_export_refuses_a_down_factor_the_model_does_not_have(tmp_path, text2img):
+    """The launcher reads the .nemo and refuses (launch/model_sources.py); a config edited after the launch is refused
+    by the job."""
+    import yaml
+
+    from nemo_launcher.launch.errors import ConfigError
+
     nemo, _, _ = text2img
-    done = _export(tmp_path, "stable_diffusion/export_stable_diffusion", nemo, ["infer.height=32", "infer.width=32"])
+    sizes = ["infer.height=32", "infer.width=32"]
+    with pytest.raises(ConfigError) as refused:
+        _export_config(tmp_path, "stable_diffusion/export_stable_diffusion", nemo, sizes)
+    assert (
+        str(refused.value)
+        == f"export.infer.down_factor=8: the model ({nemo}) has a VAE that shrinks images 2-fold: set 2"
+    )
+    config = _export_config(tmp_path, "stable_diffusion/export_stable_diffusion", nemo, [*sizes, "infer.down_factor=2"])
+    section = yaml.safe_load(config.read_text())
+    section["infer"]["down_factor"] = 8
+    config.write_text(yaml.safe_dump(section))
+    done = _run_export(config)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         "Error: export.infer.down_factor=8: this model's VAE maps 2 pixels to one latent; set 2"
