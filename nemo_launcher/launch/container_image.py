@@ -13,6 +13,8 @@ rather than refusing a name every docker user would type. A relative squashfs pa
 opens it on the compute node, from the job's directory, and no rewrite here can know the user meant this one.
 """
 
+import os
+import sys
 from pathlib import PurePosixPath
 
 from .errors import config_error
@@ -42,3 +44,18 @@ def pyxis_image(container: str) -> str:
     if slash and _is_registry_host(first):
         return f"{first}#{rest}"
     return text  # a Docker Hub image (ubuntu:22.04, nvidia/cuda:12.4.1-base-ubuntu22.04)
+
+
+def check_container_file(image: str, dry_run: bool) -> None:
+    """A squashfs file (an absolute path) that this host cannot see is refused like any missing input (check_inputs:
+    a dry run warns, a real run refuses), rather than failing every job when pyxis cannot open it on the node."""
+    if not image.startswith("/") or os.path.exists(image):
+        return
+    message = (
+        f"container={image!r}: no such file on this host, and pyxis opens it on the compute nodes: fix the path, or "
+        "set check_inputs=false if only the compute nodes mount it"
+    )
+    if dry_run:
+        print(f"Warning: a real run would refuse {message}", file=sys.stderr)
+        return
+    raise config_error("container", image, message.split(": ", 1)[1])

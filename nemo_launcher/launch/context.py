@@ -11,7 +11,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from .backends import BACKENDS
 from .cluster_settings import check_cluster
-from .container_image import pyxis_image
+from .container_image import check_container_file, pyxis_image
 from .errors import config_error
 from .secrets import refuse_secret_values, secret_files
 
@@ -184,13 +184,16 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
     check_cluster(cluster)
     # A cloud preset (conf/env_preset/) supplies defaults: the user's non-null env_vars win, its mounts are added.
     preset = settings["env_preset"] or {}
-    container = settings["container"]
+    container = pyxis_image(str(settings["container"])) if settings["container"] else None
+    debug = debug_requested(environ)
+    if container and settings["check_inputs"] is not False:
+        check_container_file(container, dry_run=debug)
     return LaunchContext(
         cluster_type=cluster_type,
         launcher_scripts_path=paths["launcher_scripts_path"],
         data_dir=paths["data_dir"],
         base_results_dir=paths["base_results_dir"],
-        container=pyxis_image(str(container)) if container else None,
+        container=container,
         mounts=_mounts(
             settings["container_mounts"] if "container_mounts" in cfg else [],
             preset.get("container_mounts") or [],
@@ -202,5 +205,5 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
         secret_files=tuple(secret_files(settings["secret_files"], settings["wandb_api_key_file"]).items()),
         preflight=bool(settings["preflight"]),
         check_inputs=settings["check_inputs"] is not False,
-        debug=debug_requested(environ),
+        debug=debug,
     )

@@ -219,3 +219,21 @@ def test_the_rendered_srun_line_carries_the_pyxis_form(launch, tmp_path):
 def test_a_relative_container_file_is_refused(path):
     with pytest.raises(ConfigError, match="absolute path"):
         pyxis_image(path)
+
+
+def test_a_container_file_this_host_cannot_see_is_refused_like_a_missing_input(launch, tmp_path):
+    results = tmp_path / "results"
+    missing = tmp_path / "images" / "nemo.sqsh"
+    overrides = GPT + [f"container={missing}", "check_inputs=true"]
+    code, out, err = launch(overrides, debug=False, results=results)
+    assert code == 2 and err == f"Error: container='{missing}': no such file on this host, " + (
+        "and pyxis opens it on the compute nodes: fix the path, or set check_inputs=false if only the compute nodes "
+        "mount it\n"
+    ), err
+    assert not results.exists()
+    code, out, err = launch(overrides, debug=True, results=results)
+    assert code == 0 and err.startswith(f"Warning: a real run would refuse container='{missing}'"), err
+    missing.parent.mkdir()
+    missing.write_bytes(b"hsqs")
+    code, out, err = launch(GPT + [f"container={missing}", "check_inputs=true"], debug=True, results=results)
+    assert code == 0 and "container" not in err, err
