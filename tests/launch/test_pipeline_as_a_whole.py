@@ -155,6 +155,15 @@ MISTAKES = [
         ],
         ["evaluation.model.data.validation_ds.max_src_seq_length=512", "128 positions"],
     ),
+    (
+        [
+            stages("training", "ia3_learning"),
+            *GPT,
+            "ia3_learning=gpt3/squad",
+            "ia3_learning.model.encoder_seq_length=256",
+        ],
+        ["ia3_learning.model.encoder_seq_length=256", PIPELINE, "128 positions"],
+    ),
     # LoRA layers against the depth
     (
         [stages("training", "peft"), *GPT, "peft=gpt3/squad", "peft.model.data.train_ds.max_seq_length=128"]
@@ -192,6 +201,10 @@ MISTAKES = [
     (
         [stages("training", "fw_inference"), *SD, "fw_inference.infer.down_factor=8"],
         ["fw_inference.infer.down_factor=8", "training=stable_diffusion/tiny", "2-fold", "set 2"],
+    ),
+    (
+        [stages("training", "export"), "training=dreambooth/tiny", "export=dreambooth/export_dreambooth"],
+        ["export.infer.down_factor=8", "training=dreambooth/tiny", "2-fold"],
     ),
     # checkpoint names against what the training writes
     (
