@@ -89,7 +89,10 @@ def secret_override(overrides: Iterable[str]):
         if not has_value:
             continue
         name = key.rsplit(".", 1)[-1]
-        if f".{key}".rsplit(".", 2)[-2] == "env_vars" and looks_secret(name, value.strip("'\"")):
+        text = value.strip("'\"")
+        if text.lower() in ("", "null", "~"):
+            continue  # unsets the variable: nothing is exported
+        if f".{key}".rsplit(".", 2)[-2] == "env_vars" and looks_secret(name, text):
             return secret_refusal(key, name)
         kind = secret_value_kind(value)
         if kind is not None:

@@ -170,3 +170,9 @@ def test_a_credential_in_any_command_line_value_is_refused_hidden():
     refusal = secret_override(["+training.run.env_vars.AZURE_STORAGE_KEY=abc"])
     assert refusal is not None and "secret_files.AZURE_STORAGE_KEY" in str(refusal)
     assert secret_override(["stages=[training]", "+env_vars.NCCL_DEBUG=INFO", "training=gpt3/5b"]) is None
+
+
+def test_unsetting_a_secret_named_variable_is_no_secret():
+    from nemo_launcher.launch.secrets import secret_override
+
+    assert secret_override(["env_vars.HF_TOKEN=null", "+env_vars.WANDB_API_KEY=''"]) is None
