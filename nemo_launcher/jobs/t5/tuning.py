@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from ...contract.model_facts import facts_of_model
+from ...contract.model_rules import check_against_model
 from ..common.config import JobConfigError
 from ..core.module import TrainingModule
 from ..core.recipe import Recipe, Sequences
@@ -127,16 +129,8 @@ def build_tuning_parts(recipe: Recipe, cfg, placement, on_gpu: bool, resume=None
     )
     train_ds = cfg.model.data.train_ds
     encoder = PairEncoder(tokenizer, train_ds.max_src_seq_length, train_ds.max_tgt_seq_length)
-    positions = nemo_config.get("max_position_embeddings")
-    if nemo_config.get("position_embedding_type", "learned_absolute") == "learned_absolute":
-        for split in ("train_ds", "validation_ds"):
-            ds = getattr(cfg.model.data, split)
-            for name in ("max_src_seq_length", "max_tgt_seq_length"):
-                if getattr(ds, name) > positions:
-                    raise JobConfigError(
-                        f"model.data.{split}.{name}: {getattr(ds, name)} is longer than the model's "
-                        f"max_position_embeddings ({positions}); lower it"
-                    )
+    # The launcher's rules against the .nemo opened here (one the launcher could not read, or replaced since).
+    check_against_model(facts_of_model(nemo_config, m.restore_from_path), cfg.stage, dataclasses.asdict(cfg))
     sources = [read_pairs(s, t, key="model.data.train_ds") for s, t in zip(train_ds.sources(), train_ds.targets())]
     validation = _validation_files(
         cfg,
