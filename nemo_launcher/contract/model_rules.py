@@ -148,7 +148,30 @@ def check_image_sizes(facts: ModelFacts, stage: str, section: Mapping[str, Any])
         )
 
 
-RULES = (check_parallel_sizes, check_sequence_lengths, check_lora_layers, check_image_sizes)
+# A conversion's replacement of a tokenizer file (model.<key>) -> the training tokenizer's key it replaces.
+REPLACED_TOKENIZER_FILES = {"vocab_file": "vocab_file", "merge_file": "merge_file", "tokenizer_model": "model"}
+
+
+def check_tokenizer_files(facts: ModelFacts, stage: str, section: Mapping[str, Any]) -> None:
+    """A stage may replace a file the model's tokenizer reads (a vocabulary moved since training), not add one it
+    never reads: a SentencePiece model given to a GPT-2 BPE tokenizer is packed into the .nemo and read by no one,
+    or read instead of the vocabulary the embeddings were trained on."""
+    if not isinstance(facts.tokenizer, Mapping):
+        return
+    reads = [key for key in REPLACED_TOKENIZER_FILES.values() if facts.tokenizer.get(key)]
+    for name, replaced in REPLACED_TOKENIZER_FILES.items():
+        value = value_at(section, f"model.{name}")
+        if value is not None and replaced not in reads:
+            library = facts.tokenizer.get("library")
+            raise config_fault(
+                f"{stage}.model.{name}",
+                value,
+                f"{facts.where()} tokenizes with library {library}, which reads {', '.join(reads) or 'no file'} and "
+                f"no {replaced}: set null, or replace one of the files it reads",
+            )
+
+
+RULES = (check_parallel_sizes, check_sequence_lengths, check_lora_layers, check_image_sizes, check_tokenizer_files)
 
 
 def check_against_model(facts: ModelFacts, stage: str, section: Mapping[str, Any]) -> None:

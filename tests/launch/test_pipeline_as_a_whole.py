@@ -238,6 +238,25 @@ MISTAKES = [
             "nemo_vit_classification",
         ],
     ),
+    # tokenizer files a conversion replaces
+    (
+        [stages("training", "conversion"), *GPT, "conversion.model.tokenizer_model=/data/spm.model"],
+        [
+            "conversion.model.tokenizer_model='/data/spm.model'",
+            "library megatron",
+            "vocab_file, merge_file",
+            "no model",
+        ],
+    ),
+    (
+        [
+            stages("training", "conversion"),
+            *MT5,
+            "conversion=mt5/convert_mt5",
+            "conversion.model.vocab_file=/data/v.txt",
+        ],
+        ["conversion.model.vocab_file='/data/v.txt'", "training=mt5/tiny", "library sentencepiece", "reads model"],
+    ),
     # the tokenizer of the data a training reads
     (
         [stages("data_preparation", "training"), *GPT, "data_preparation=gpt3/tiny_pile"]
