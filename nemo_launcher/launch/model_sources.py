@@ -1,6 +1,8 @@
 """A pipeline checked as a whole: every downstream stage against the model it will load, before anything is written.
 
-    check_pipeline_models(cfg, choices, [("training", specs), ("conversion", specs), ...])   # ConfigError or None
+    models = PipelineModels(cfg, choices, names)      # pipeline.build_plan, before the first stage
+    models.add("training", training_specs)            # after each stage bound its own section, in pipeline order
+    models.add("conversion", conversion_specs)        # ConfigError (exit 2): `key=value: fix (the model (...) ...)`
 
 The model a stage loads is the path its schema declares among its reads under a model key (restore_from_path,
 nemo_model, checkpoint_folder, ...). Its facts (contract/model_facts.py) come from, in this order:
