@@ -263,6 +263,16 @@ MISTAKES = [
         + ["training.model.tokenizer.vocab_file=/data/other/vocab.json"],
         ["training.model.tokenizer.vocab_file='/data/other/vocab.json'", "data_preparation stage", "vocab.json'"],
     ),
+    (
+        [stages("data_preparation", "training"), *T5, "data_preparation=t5/tiny_pile"]
+        + ["training.model.tokenizer.type=BertWordPieceLowerCase"],
+        ["training.model.tokenizer.type='BertWordPieceLowerCase'", "tokenizer_type='BertWordPieceCase'"],
+    ),
+    (
+        [stages("data_preparation", "training"), *MT5, "data_preparation=mt5/tiny_mc4"]
+        + ["training.model.tokenizer.model=/data/other.model"],
+        ["training.model.tokenizer.model='/data/other.model'", "tokenizer_model=", "mt5_tokenizer.model'"],
+    ),
 ]
 
 
@@ -424,5 +434,28 @@ def test_the_training_nemo_names_in_the_family_rows_are_what_the_trainers_save()
 )
 def test_the_vit_fine_tuning_and_its_export_pass_together(chain, launch, tmp_path):
     overrides = [stages("training", "fine_tuning", "evaluation", "export"), *chain]
+    code, out, err = launch(overrides, results=tmp_path / "results")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        # rotary and relative positions have no table to run past
+        [stages("training", "fine_tuning"), *GPT, "training.model.position_embedding_type=rope"]
+        + ["fine_tuning=gpt3/squad", "fine_tuning.model.data.train_ds.max_seq_length=2048"],
+        [stages("training", "fine_tuning"), *T5, "training.model.position_embedding_type=relative"]
+        + ["fine_tuning=t5/squad", "fine_tuning.model.data.train_ds.max_src_seq_length=512"],
+        # a TP that divides the heads, a LoRA layer within the depth, a step the training saves
+        [stages("training", "conversion"), *GPT, "conversion.model.tensor_model_parallel_size=2"],
+        [stages("training", "peft"), *GPT, "peft=gpt3/squad", "peft.model.peft.lora_tuning.layer_selection=[2]"],
+        [stages("training", "conversion"), *GPT, "conversion.model.checkpoint_name=step-20"],
+        # the data preparation and the training tokenize alike, as shipped
+        [stages("data_preparation", "training"), *GPT, "data_preparation=gpt3/tiny_pile"],
+        [stages("data_preparation", "training"), *MT5, "data_preparation=mt5/tiny_mc4"],
+    ],
+    ids=lambda overrides: " ".join(overrides),
+)
+def test_a_stage_that_fits_its_model_passes(overrides, launch, tmp_path):
     code, out, err = launch(overrides, results=tmp_path / "results")
     assert code == 0, err
