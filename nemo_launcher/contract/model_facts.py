@@ -52,6 +52,11 @@ class ModelFacts:
     latent_factor: int | None = None  # image pixels per latent pixel (its VAE's downsampling)
     tokenizer: Mapping[str, Any] | None = None  # the training section's tokenizer keys
 
+    def describes_a_model(self) -> bool:
+        """False for a file of the model's family that holds no architecture (a prompt, adapter or IA3 result file,
+        whose model_config.yaml names its base model instead)."""
+        return bool(self.stacks) or self.image is not None or self.latent_factor is not None
+
     def where(self) -> str:
         return f"the model ({self.source})"
 

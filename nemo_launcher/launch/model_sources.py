@@ -203,7 +203,7 @@ class PipelineModels:
             return written[0][2].facts
         for key, path in reads:
             facts = _on_disk(key, str(path))
-            if facts is not None:
+            if facts is not None and facts.describes_a_model():
                 return facts
         follows = value_at(section, "run.model_train_name")
         if self.followed is None or follows != self.followed[0]:

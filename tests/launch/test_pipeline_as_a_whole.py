@@ -333,6 +333,17 @@ def test_a_nemo_on_disk_is_what_a_tuning_stage_is_checked_against(overrides, wor
     assert not results.exists()
 
 
+def test_a_tuning_result_file_on_disk_leaves_the_base_model_to_be_checked(launch, tmp_path):
+    """A prompt-learning result holds no architecture (its model_config.yaml names its base): the base .nemo beside it
+    is what the evaluation is held to."""
+    prompt = write_nemo(tmp_path / "prompt.nemo", {"tuning": {"method": "prompt"}, "base_model": "base.nemo"})
+    base = write_nemo(tmp_path / "base.nemo", GPT_12_HEADS)
+    overrides = [stages("evaluation"), "evaluation=prompt_gpt3/squad", f"evaluation.model.nemo_model={prompt}"]
+    overrides += [f"evaluation.model.language_model_path={base}", "evaluation.model.tensor_model_parallel_size=5"]
+    code, _, err = launch(overrides + ["evaluation.run.ntasks_per_node=5"])
+    assert code == 2 and f"the model ({base}) has 12 attention heads" in err, err
+
+
 def test_a_file_that_is_not_a_nemo_is_refused(launch, tmp_path):
     fake = tmp_path / "pretrained.nemo"
     fake.write_text("not a tar")
