@@ -4,6 +4,7 @@ import subprocess
 
 import pytest
 
+from nemo_launcher.launch.aliases import alias_target
 from nemo_launcher.launch.families import FAMILIES
 from nemo_launcher.launch.resolvers import REPO_ROOT
 
@@ -394,15 +395,16 @@ ASKS_FOR = {
 def test_every_shipped_config_of_every_stage_binds(group, choice, launch, tmp_path):
     """Each config binds to its job program's schema as shipped (a dry run binds every selected stage)."""
     results = tmp_path / "results"
-    family = choice.rpartition("/")[0]
+    target = alias_target(group, choice) or choice  # a seed's spelling (conversion=convert_t5) stands for its target
+    family = target.rpartition("/")[0]
     family = FAMILIES[family].tunes or family if family in FAMILIES else family  # prompt_t5 evaluates t5's models
     # Downstream stages follow a training run of their own family (the default training config is GPT's): the one
     # each config follows by default, which is the model it is checked against (test_pipeline_as_a_whole.py).
     default = default_training(CONF / group / f"{choice}.yaml") or f"{family}/tiny"
     follows = [f"training={default}"] if group not in ("training", "data_preparation") and family != "gpt3" else []
     code, out, err = launch([f"stages=[{group}]", f"{group}={choice}", *follows], results=results)
-    if (group, choice) in ASKS_FOR:
-        assert code == 2 and ASKS_FOR[group, choice] in err, err
+    if (group, target) in ASKS_FOR:
+        assert code == 2 and ASKS_FOR[group, target] in err, err
     else:
         assert code == 0, err
         assert list(results.rglob("*_hydra.yaml")), "the resolved config was written"
