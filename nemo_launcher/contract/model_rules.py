@@ -209,8 +209,18 @@ def check_checkpoint_path(key: str, path: str, log_dir: str, source: str, nemo_n
     raise config_fault(key, path, f"{source} writes {written}, not this; name one of those")
 
 
-def check_step_name(key: str, name: str, max_steps: int | None, every_n_steps: int | None, source: str) -> None:
-    """`latest`, or a step-<N> folder the training saves: every every_n_steps steps and at its last step."""
+def check_step_name(
+    key: str,
+    name: str,
+    max_steps: int | None,
+    every_n_steps: int | None,
+    source: str,
+    keep: int | None = None,
+    monitor: str | None = "step",
+) -> None:
+    """`latest`, or a step-<N> folder the training saves (every every_n_steps steps and at its last step) and still
+    holds when it ends: with monitor step it keeps the newest `keep` (save_top_k; -1 keeps all). Saves it makes on
+    its own (a time limit, SIGTERM) come later and only push older ones out, so a folder pruned here is gone."""
     if name == "latest":
         return
     match = _STEP_FOLDER.fullmatch(name)
@@ -219,11 +229,20 @@ def check_step_name(key: str, name: str, max_steps: int | None, every_n_steps: i
     step = int(match.group(1))
     if max_steps is None:  # a run bounded by epochs or time: its last step, saved too, is not known here
         return
-    saved = step == max_steps or (every_n_steps is not None and 0 < step < max_steps and step % every_n_steps == 0)
-    if not saved:
+    periodic = range(every_n_steps, max_steps, every_n_steps) if every_n_steps else range(0)
+    saved = sorted({*periodic, max_steps})
+    if step not in saved:
         interval = f"every {every_n_steps} steps and " if every_n_steps else ""
         raise config_fault(
             key,
             name,
             f"{source} saves step-<N> folders {interval}at its last step ({max_steps}); name one of those, or latest",
+        )
+    if monitor == "step" and keep is not None and keep >= 0 and step not in saved[len(saved) - keep :]:
+        kept = ", ".join(f"step-{s}" for s in saved[len(saved) - keep :]) or "none"
+        raise config_fault(
+            key,
+            name,
+            f"{source} keeps only its newest {keep} checkpoints (save_top_k), so this one is deleted before the "
+            f"conversion runs; name one it keeps ({kept}), latest, or raise save_top_k",
         )

@@ -60,6 +60,8 @@ class TrainerFolder:
     nemo_file_name: str | None  # None: the run saves checkpoints only (GPT, T5, BERT, DiT training)
     max_steps: int | None
     every_n_steps: int | None
+    keep: int | None  # save_top_k: complete checkpoints kept (-1: all)
+    monitor: str | None  # what chooses the kept ones: step (the newest) or a validation metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +115,8 @@ def _trainer_folder(stage: str, section: Mapping[str, Any], family: str) -> Trai
         nemo_file_name=(row.training_nemo_file_name if row else None) if stage == "training" else f"{name}.nemo",
         max_steps=value_at(section, "trainer.max_steps"),
         every_n_steps=value_at(section, "exp_manager.checkpoint_callback_params.every_n_train_steps"),
+        keep=value_at(section, "exp_manager.checkpoint_callback_params.save_top_k"),
+        monitor=value_at(section, "exp_manager.checkpoint_callback_params.monitor") or "step",
     )
 
 
@@ -225,7 +229,15 @@ class PipelineModels:
             check_checkpoint_path(key, path, run.log_dir, source, run.nemo_file_name)
             step = value_at(section, "model.checkpoint_name")
             if isinstance(step, str):
-                check_step_name(f"{name}.model.checkpoint_name", step, run.max_steps, run.every_n_steps, source)
+                check_step_name(
+                    f"{name}.model.checkpoint_name",
+                    step,
+                    run.max_steps,
+                    run.every_n_steps,
+                    source,
+                    run.keep,
+                    run.monitor,
+                )
 
     def _check_data_tokenizer(self, training: Mapping[str, Any], specs: Sequence[JobSpec]) -> None:
         """A training that reads what this pipeline's data preparation writes must tokenize as it did."""

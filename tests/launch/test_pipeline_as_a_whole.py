@@ -226,6 +226,11 @@ MISTAKES = [
         ["fw_inference.checkpoint_dir=", "dit_tiny/results'", "writes"],
     ),
     (
+        [stages("training", "conversion"), *GPT, "training.exp_manager.checkpoint_callback_params.save_top_k=1"]
+        + ["conversion.model.checkpoint_name=step-20"],
+        ["conversion.model.checkpoint_name='step-20'", "keeps only its newest 1 checkpoints", "(step-40)"],
+    ),
+    (
         [stages("conversion"), *GPT, "conversion.model.checkpoint_name=step-15"],
         ["conversion.model.checkpoint_name='step-15'", "the training config it follows saves step-<N> folders"],
     ),
