@@ -9,7 +9,8 @@ nemo_model, checkpoint_folder, ...). Its facts (contract/model_facts.py) come fr
 1. the earlier stage of this pipeline that writes that path (the one declaring the deepest folder holding it): the
    training's model, as each stage since passed it on (a ViT fine-tuned at 384 pixels is a 384-pixel model);
 2. a file already on disk: a .nemo's model_config.yaml, or a training run's resolved <run.name>_hydra.yaml;
-3. the training config the stage follows (its run.model_train_name is training.run.name), in the pipeline or not.
+3. the training config the stage follows (its run.model_train_name is training.run.name), in the pipeline or not;
+   with none of its family loaded, the family's config of the run it names (launch/default_training.py).
 Where none applies nothing is known and the job checks what it opens. The rules are contract/model_rules.py's,
 which the job programs can call as well. A path inside a training run's folder must also be one that run writes
 (its checkpoints, or the .nemo its family saves), and a training reading a data preparation's output must use
@@ -34,6 +35,7 @@ from ..contract.model_rules import (
     check_tokenizer,
     value_at,
 )
+from .default_training import training_section_of_run
 from .errors import ConfigError, config_error
 from .families import FAMILIES
 from .job_spec import JobSpec
@@ -209,19 +211,38 @@ class PipelineModels:
             facts = _on_disk(key, str(path))
             if facts is not None and facts.describes_a_model():
                 return facts
-        follows = value_at(section, "run.model_train_name")
-        if self.followed is None or follows != self.followed[0]:
+        training = self._training_run_followed(name, value_at(section, "run.model_train_name"))
+        if training is None:
             return None
-        _, facts, training = self.followed
-        run = _trainer_folder("training", training, str(self.choices.get("training") or "").rpartition("/")[0])
+        choice, facts, training_section, source = training
+        run = _trainer_folder("training", training_section, choice.rpartition("/")[0])
         inside = [(key, str(path)) for key, path in reads if run is not None and _inside(str(path), run.log_dir)]
         for key, path in inside:
-            self._check_trainer_path(key, path, section, name, run, "the training config it follows")
+            self._check_trainer_path(key, path, section, name, run, source)
         if inside:
             return facts
         # A model the training run does not write itself (a fine-tuned one) keeps its architecture but may have
         # been tuned at another image size, which only the tuning stage's own config could say.
         return facts.replace(image=None)
+
+    def _training_run_followed(self, name: str, run_name) -> tuple[str, ModelFacts, dict[str, Any], str] | None:
+        """(choice, facts, section, how messages name it) of the training run a stage follows by name: the loaded
+        training config, or, with none of the stage's family loaded, the family's config of that run."""
+        if self.followed is not None:
+            if run_name != self.followed[0]:
+                return None
+            _, facts, section = self.followed
+            return str(self.choices.get("training")), facts, section, "the training config it follows"
+        if self.cfg.get("training") is not None or not isinstance(run_name, str):
+            return None
+        family = str(self.choices.get(name) or "").rpartition("/")[0]
+        family = FAMILIES[family].tunes or family if family in FAMILIES else family
+        found = training_section_of_run(family, run_name)
+        if found is None or not isinstance(found[1].get("model"), Mapping):
+            return None
+        choice, section = found
+        source = f"the {family} family's config of run {run_name}, training={choice}"
+        return choice, facts_of_model(section["model"], source), section, source
 
     def _check_trainer_path(self, key: str, path: str, section, name: str, run: TrainerFolder, source: str) -> None:
         """A path inside a trainer's folder names something that run writes, and a step it saves."""

@@ -104,6 +104,17 @@ MISTAKES = [
         [stages("training", "conversion"), *CLIP, "conversion.model.tensor_model_parallel_size=8"],
         ["conversion.model.tensor_model_parallel_size=8", "4 attention heads in its vision tower and 4 in its text"],
     ),
+    # no training config of the stage's family loaded (GPT's default is dropped): the family's config of the run
+    (
+        [stages("conversion"), "conversion=t5/convert_t5", "conversion.model.tensor_model_parallel_size=5"]
+        + ["conversion.run.ntasks_per_node=5"],
+        ["tensor_model_parallel_size=5", "the t5 family's config of run t5_220m, training=t5/220m", "12 attention"],
+    ),
+    (
+        [stages("fine_tuning"), "fine_tuning=vit/imagenet1k", "fine_tuning.model.patch_dim=14"]
+        + ["fine_tuning.model.img_h=392", "fine_tuning.model.img_w=392"],
+        ["fine_tuning.model.patch_dim=14", "the vit family's config of run vit_B_16, training=vit/B_16", "set 16"],
+    ),
     # sequence lengths against positions: the tiny GPT, T5, mT5 have 128 learned positions
     (
         [
