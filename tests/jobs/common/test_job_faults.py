@@ -151,6 +151,12 @@ def _stage_configs(work: Path, data_dir: Path):
             "training=gpt3/tiny",
             "fine_tuning=gpt3/squad",
             "peft=gpt3/squad",
+            # This machine has no GPU: a real run here refuses the tunings' 8 GPU processes.
+            *(
+                f"{stage}.trainer.{key}"
+                for stage in ("fine_tuning", "peft")
+                for key in ("accelerator=cpu", "devices=1")
+            ),
         ],
         data_dir,
     )
