@@ -3,7 +3,8 @@
 The launch side binds each stage's resolved config to its job program's schema before anything is written or
 submitted; the job program binds the same file to the same schema when it starts. A rule written here is
 therefore checked once, at launch, and can never be refused by the job after the queue wait. Standard library
-only: login nodes have no torch, and job programs import this before anything heavy.
+and PyYAML only (model_facts.py reads a .nemo's model_config.yaml; both sides install PyYAML): login nodes have
+no torch, and job programs import this before anything heavy.
 """
 
 # Written into exp_manager.explicit_log_dir by the trainer when it stopped before max_steps (time limit,

@@ -32,10 +32,11 @@ from typing import Any
 
 import yaml
 
+from ...contract.model_facts import NEMO_CONFIG_MEMBER
 from ..common.config import JobConfigError
 from .shards import ShardLayout, merge_shards
 
-CONFIG_MEMBER = "model_config.yaml"
+CONFIG_MEMBER = NEMO_CONFIG_MEMBER  # the contract's name, which the launcher's torch-free reader opens too
 WEIGHTS_FILE = "model_weights.pt"
 TOKENIZER_DIR = "tokenizer"
 NEMO_PREFIX = "nemo:"
