@@ -429,11 +429,13 @@ def _table_codes(page: str, heading: str) -> set:
 def test_exit_code_tables_match_the_code():
     from nemo_launcher import contract
     from nemo_launcher.launch import errors
+    from nemo_launcher.launch.interrupts import SIGNALS
 
     def subclasses(cls):
         return {cls, *(sub for direct in cls.__subclasses__() for sub in subclasses(direct))}
 
-    launcher = {0, 128 + 15} | {error.exit_code for error in subclasses(errors.LauncherError)}
+    stopped = {128 + number for number in SIGNALS}  # a stage run here stopped by one of the handled signals
+    launcher = {0} | stopped | {error.exit_code for error in subclasses(errors.LauncherError)}
     assert _table_codes("exit-codes.md", "## The launcher") == launcher
     jobs = {0, 1, 2, contract.RUN_DIRECTORY_IN_USE_EXIT_CODE, contract.STORAGE_FAULT_EXIT_CODE}
     assert _table_codes("exit-codes.md", "## The jobs") == jobs

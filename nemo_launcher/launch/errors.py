@@ -4,13 +4,14 @@ Exit codes of `python3 main.py`:
     0    submitted (or, on cluster_type=interactive, every stage finished)
     1    a problem the user can fix (LauncherError): Slurm missing, preflight failed, ...
     2    the configuration is invalid (ConfigError); nothing was written
-    3    the submission failed or was interrupted (Ctrl-C, SIGTERM, an I/O error, any error) after it began:
+    3    the submission failed or was interrupted (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT, an I/O error, any error) after
+         it began:
          every job this command had queued was cancelled and its ledger record closed as rolled_back
     4    a stage run here (interactive) exited non-zero; later stages were not run
     5    jobs of this run are still queued or running; nothing was written
     6    the launcher cannot write where it must: a write failed (disk full, read-only, no permission), or a run
          directory belongs to another user or is not writable; nothing is left half-written
-    130  (143 for SIGTERM) a stage run here was stopped by Ctrl-C; later stages were not run
+    130  (129 SIGHUP, 131 SIGQUIT, 143 SIGTERM) a stage run here was stopped by Ctrl-C; later stages were not run
 """
 
 import os
@@ -72,8 +73,8 @@ def write_error(path, error: OSError) -> WriteError:
 
 
 class StageInterrupted(LauncherError):
-    """A stage run on this machine was stopped by a signal (Ctrl-C, SIGTERM); later stages were not run. The
-    exit code follows the shell's convention, 128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
+    """A stage run on this machine was stopped by a signal (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT); later stages were not
+    run. The exit code follows the shell's convention, 128 + the signal number: 130 for SIGINT, 143 for SIGTERM."""
 
     exit_code = 130
 

@@ -1,13 +1,14 @@
-"""Ctrl-C and SIGTERM while the launcher submits or runs jobs.
+"""Ctrl-C, SIGTERM, a closed terminal (SIGHUP) and SIGQUIT while the launcher submits or runs jobs.
 
     with signals_raised():        # around the submission of a real run only
-        submit_each(plan)         # SIGINT or SIGTERM raises Interrupted here (pipeline.py)
+        submit_each(plan)         # any of SIGNALS raises Interrupted here (pipeline.py)
     with signals_deferred() as noted:
         backend.settle()          # a rollback (rollback.py): signals are noted, not acted on; `noted` lists them
 
-Python turns SIGINT into KeyboardInterrupt, but SIGTERM (what `kill` and most schedulers send) kills the process
-outright: jobs already queued would stay queued and the ledger would say `submitting` for ever. Both become
-`Interrupted`, which the pipeline answers with a rollback. Once the first one has arrived, later ones are only
+Python turns SIGINT into KeyboardInterrupt, but SIGTERM (what `kill` and most schedulers send), SIGHUP (the
+terminal or ssh session closed) and SIGQUIT (Ctrl-\\) kill the process outright: jobs already queued would stay
+queued and the ledger would say `submitting` for ever. All four become `Interrupted`, which the pipeline answers
+with a rollback. Once the first one has arrived, later ones are only
 noted, so that pressing Ctrl-C again cannot abandon the rollback halfway. The previous handlers come back when
 the block ends. Signal handlers can only be set in the main thread; elsewhere these blocks change nothing.
 """
@@ -18,11 +19,11 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived while a real submission was under way."""
+    """One of SIGNALS arrived while a real submission was under way."""
 
     def __init__(self, signal_number: int):
         super().__init__(signal_number)
@@ -61,7 +62,7 @@ def _handlers(handler: Callable) -> Iterator[None]:
 
 @contextmanager
 def signals_raised() -> Iterator[list[int]]:
-    """The first SIGINT or SIGTERM raises Interrupted; any later one is noted in the list yielded (what follows
+    """The first of SIGNALS raises Interrupted; any later one is noted in the list yielded (what follows
     the first is a rollback or a stop, which must finish)."""
     noted: list[int] = []
     later = _note(noted, "already stopping; wait for the jobs submitted so far to be cancelled")
@@ -82,7 +83,7 @@ def signals_raised() -> Iterator[list[int]]:
 def signals_deferred(
     message: str = "rolling back first; wait for the jobs submitted so far to be cancelled",
 ) -> Iterator[list[int]]:
-    """SIGINT and SIGTERM are noted (and the user told why nothing happens) instead of acted on."""
+    """SIGNALS are noted (and the user told why nothing happens) instead of acted on."""
     noted: list[int] = []
     with _handlers(_note(noted, message)):
         yield noted

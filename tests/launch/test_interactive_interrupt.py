@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nemo_launcher.launch.errors import StageInterrupted
+from nemo_launcher.launch.interrupts import SIGNALS
 from nemo_launcher.launch.job_spec import Command, JobSpec
 from nemo_launcher.launch.ledger import open_ledger
 from nemo_launcher.launch.pipeline import Plan, PlannedJob, build_plan, submit_plan, write_plan
@@ -73,10 +74,10 @@ def _signal_once_running(directory: Path, signal_number: int, deadline_s: float 
     return thread
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signal_number", SIGNALS, ids=[signal.Signals(number).name for number in SIGNALS])
 def test_signal_stops_the_running_stage_and_the_later_ones(tmp_path, monkeypatch, signal_number):
     monkeypatch.chdir(tmp_path)
-    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    handlers = {number: signal.getsignal(number) for number in SIGNALS}
     plan, record = _plan(tmp_path, [0, 300, 0])
     write_plan(plan, ["main.py"])
     ledger = open_ledger(plan, ["main.py"])

@@ -14,6 +14,7 @@ import pytest
 from nemo_launcher.launch.backends import slurm
 from nemo_launcher.launch.backends.slurm import SlurmBackend
 from nemo_launcher.launch.errors import SubmissionError
+from nemo_launcher.launch.interrupts import SIGNALS
 from nemo_launcher.launch.ledger import Ledger
 
 from .conftest import compose_config, plan_rows
@@ -61,8 +62,8 @@ def fake_path(tmp_path, monkeypatch):
 
 @pytest.fixture
 def handlers_restored():
-    """The test's submission must leave SIGINT and SIGTERM handled as before it."""
-    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    """The test's submission must leave the signals it handles as they were before it."""
+    before = {number: signal.getsignal(number) for number in SIGNALS}
     yield
     assert {number: signal.getsignal(number) for number in before} == before
 
@@ -234,7 +235,7 @@ def _rolled_back(log: Path, results: Path, ids):
     assert all(job["job_id"] is None for job in record["jobs"][len(ids) :])
 
 
-@pytest.mark.parametrize("name", ["INT", "TERM"])
+@pytest.mark.parametrize("name", ["INT", "TERM", "HUP", "QUIT"])
 def test_signal_after_the_second_of_four_submissions(fake_path, launch, tmp_path, handlers_restored, name):
     # The second sbatch queues its job, signals the launcher (the pytest process), then prints the id.
     log = _fake_slurm(
@@ -245,7 +246,7 @@ def test_signal_after_the_second_of_four_submissions(fake_path, launch, tmp_path
     code, out, err = launch(FOUR_STAGES, debug=False, results=results)
     assert code == 3, err
     (line,) = err.strip().splitlines()[-1:]
-    interrupt = "SIGINT (Ctrl-C)" if name == "INT" else "SIGTERM"
+    interrupt = "SIGINT (Ctrl-C)" if name == "INT" else f"SIG{name}"
     assert line.startswith(
         f"Error: interrupted by {interrupt} while submitting job 2 of 4 (conversion); rolled back; ledger record "
     )
