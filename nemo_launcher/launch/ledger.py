@@ -17,18 +17,17 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import ConfigError
+from .ledger_damage import STATES, Damage, read_record
 from .writes import make_directories, write_atomically
 
 LEDGER_DIR = ".ledger"
-# What a record's `state` may be: queued backends go submitting -> submitted | rolled_back, backends that run
-# the jobs here go running -> finished | failed | interrupted (Ctrl-C or SIGTERM stopped the launcher).
-STATES = ("submitting", "submitted", "rolled_back", "running", "finished", "failed", "interrupted")
 _UNSAFE_IN_FILE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _PLACEHOLDER = re.compile(r"<[^>]*>")
 
@@ -205,35 +204,39 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
 # ---- readers -------------------------------------------------------------------------------------------------
 
 
-def load_pipelines(base_results_dir) -> list[dict]:
-    """Every readable record under `base_results_dir`, newest first. Records that cannot be read are reported
-    on stderr and skipped, so one damaged file never hides the others."""
+def read_ledger(base_results_dir) -> tuple[list[dict], list[Damage]]:
+    """Every record under `base_results_dir`, newest first, with what can still be read of damaged ones; and the
+    damage of each damaged one (ledger_damage.py), for the caller to report."""
     directory = ledger_dir(base_results_dir)
     if not directory.is_dir():
-        return []
-    records = []
-    for path in directory.glob("*.json"):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            import sys
-
-            print(f"Warning: skipping unreadable ledger record {path}: {error}", file=sys.stderr)
-            continue
-        if isinstance(record, dict) and "id" in record and isinstance(record.get("jobs"), list):
+        return [], []
+    records, damages = [], []
+    for path in sorted(directory.glob("*.json")):
+        record, damage = read_record(path)
+        if damage is not None:
+            damages.append(damage)
+            record = damage.record
+        if record is not None:
             records.append(record)
     # Ids start with the UTC time, to the second; `created` breaks no ties the id does not.
     records.sort(key=lambda record: (record.get("created", ""), record["id"]), reverse=True)
+    return records, damages
+
+
+def load_pipelines(base_results_dir) -> list[dict]:
+    """Every record under `base_results_dir`, newest first. A damaged record gets one warning on stderr naming
+    it, what is wrong and the fix; its readable jobs stay listed, so one damaged file never hides the others."""
+    records, damages = read_ledger(base_results_dir)
+    for damage in damages:
+        print(damage.warning(), file=sys.stderr)
     return records
 
 
 def reload(base_results_dir, record: dict) -> dict:
-    """The current content of a record (the launcher that owns it may have updated it since)."""
-    path = ledger_dir(base_results_dir) / f"{record['id']}.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return record
+    """The current content of a record (the launcher that owns it may have updated it since); the last content
+    read while the file is damaged."""
+    record_now, _ = read_record(ledger_dir(base_results_dir) / f"{record['id']}.json")
+    return record_now if record_now is not None else record
 
 
 def find_pipeline(base_results_dir, run: str) -> dict:

@@ -12,6 +12,7 @@ The ledger (`ledger.py`) says which directories belong to submitted runs.
 """
 
 import contextlib
+import sys
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -33,27 +34,42 @@ def planned_files(plan) -> dict[Path, str]:
 
 
 def records_touching(base_results_dir: Path, directories: Iterable[Path]) -> list[dict]:
-    """Ledger records of earlier submissions with a job in one of `directories`."""
+    """Ledger records of earlier submissions with a job in one of `directories` (damaged ones are warned of)."""
     from .ledger import ledger_dir, load_pipelines
 
     if not ledger_dir(base_results_dir).is_dir():  # the usual first run: no ledger, nothing to read
         return []
+    return _touching(load_pipelines(base_results_dir), directories)
+
+
+def _touching(records: list[dict], directories: Iterable[Path]) -> list[dict]:
     wanted = {str(directory) for directory in directories}
-    return [
-        record
-        for record in load_pipelines(base_results_dir)
-        if any(job.get("directory") in wanted for job in record["jobs"])
-    ]
+    return [record for record in records if any(job.get("directory") in wanted for job in record["jobs"])]
 
 
 def guard_live_runs(plan, resubmit_while_running: bool) -> None:
-    """Refuses a submission into directories whose earlier jobs are still live (one squeue call on Slurm)."""
+    """Refuses a submission into directories whose earlier jobs are still live (one squeue call on Slurm), and
+    any submission while a damaged ledger record hides jobs that may be live."""
+    from .ledger import ledger_dir, live_jobs, read_ledger
+
+    base_results_dir = plan.context.base_results_dir
+    if not ledger_dir(base_results_dir).is_dir():  # the usual first run: no ledger, nothing to read
+        return
+    records, damages = read_ledger(base_results_dir)
+    for damage in damages:
+        print(damage.warning(), file=sys.stderr)
+    hiding = [damage for damage in damages if damage.hides_jobs]
+    if hiding and not resubmit_while_running:
+        # A job entry that cannot be read may name live jobs in any directory, this run's included.
+        named = "; ".join(f"{damage.path} ({damage.describe()})" for damage in hiding)
+        raise RunInProgress(
+            f"damaged ledger records may name jobs still queued or running: {named}. Inspect them (squeue -u $USER "
+            "on Slurm), then repair or remove each file, or set resubmit_while_running=true to submit anyway"
+        )
     directories = [job.spec.directory for jobs in plan.jobs_by_stage for job in jobs]
-    records = records_touching(plan.context.base_results_dir, directories)
+    records = _touching(records, directories)
     if not records:
         return
-    from .ledger import live_jobs
-
     live = live_jobs(records)
     if not live:
         return
