@@ -180,6 +180,9 @@ class _Tokenizing:
     append_eod: bool = True  # end every document with eod_token
     eod_token: str | None = None  # null: the tokenizer's own end-of-document token
     on_malformed: OnMalformed = "skip"  # skip: report each bad line as file:line, count it, go on; fail: stop
+    # An input file that yields no document (empty, or no valid line) stops the step naming it; true writes an
+    # empty dataset for it instead (which a training then refuses to open).
+    allow_empty_shards: bool = False
     chunk_size_mb: float = 16  # input MB per unit of work
     progress: bool = True  # progress bars (MB/s, documents/s, ETA) on stderr
     preprocess_data: bool = True  # run the preprocess step

@@ -8,16 +8,22 @@ Every array task computes the same assignment from the same config, so no mappin
 before submission (the seed's preprocess_worker_mapping is still written, for people to read).
 """
 
-import gzip
 import json
+import logging
 import os
 import shutil
 
 import zstandard
 
 from ..steps.config import DataConfigError, StepConfig
+from .compression import STDLIB_OPENERS, SUFFIX, compression_of
 
-_SUFFIXES = (".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst", ".jsonl", ".json")
+log = logging.getLogger(__name__)
+
+_SUFFIXES = tuple(
+    f"{kind}{packed}" for packed in (*SUFFIX.values(), "") for kind in (".jsonl", ".json")
+)  # .jsonl.gz, .json.gz, ..., .jsonl, .json
+RAW_FILES_KEY = "data_preparation.raw_dataset_files"
 
 
 def raw_files(cfg: StepConfig) -> list[str]:
@@ -29,7 +35,7 @@ def raw_files(cfg: StepConfig) -> list[str]:
         )
     missing = [path for path in files if not os.path.isfile(path)]
     if missing:
-        raise DataConfigError(f"data_preparation.raw_dataset_files: not found: {', '.join(missing)}")
+        raise DataConfigError(f"{RAW_FILES_KEY}: not found: {', '.join(missing)}")
     stems = [dataset_stem(path) for path in files]
     clashes = sorted({stem for stem in stems if stems.count(stem) > 1})
     if clashes:
@@ -69,15 +75,28 @@ def write_mapping(path: str, assignment: list[list[str]]) -> None:
 
 def plain_jsonl(path: str, scratch_dir: str) -> str:
     """`path` itself when it is plain text, else a decompressed copy in `scratch_dir` (kept until its dataset
-    is complete, so an interrupted run resumes its chunks instead of decompressing anew)."""
-    if path.endswith(".gz"):
-        opener = gzip.open
-    elif path.endswith(".zst"):
+    is complete, so an interrupted run resumes its chunks instead of decompressing anew).
+
+    The compression is read from the file's first bytes, so a gzip, bz2 or xz file under a plain name is read
+    too (with one log line saying so); a zstd file under a plain name is refused, since only the name decides
+    whether the zstandard package is wanted."""
+    kind = compression_of(path)
+    if kind is None:
+        return path
+    announced = path.endswith(SUFFIX[kind])
+    if kind == "zstd":
+        if not announced:
+            raise DataConfigError(
+                f"{RAW_FILES_KEY}={path}: the file is zstd-compressed (its first bytes say so) but its name does "
+                f"not end in .zst; rename it to {dataset_stem(path)}.jsonl.zst, or decompress it (zstd -d)"
+            )
 
         def opener(name, mode):
             return zstandard.ZstdDecompressor(max_window_size=1 << 31).stream_reader(open(name, "rb"))
     else:
-        return path
+        opener = STDLIB_OPENERS[kind]
+        if not announced:
+            log.info("%s: %s-compressed (by its first bytes, not its name); reading it decompressed", path, kind)
     dest = os.path.join(scratch_dir, dataset_stem(path) + ".jsonl")
     if not os.path.isfile(dest):
         os.makedirs(scratch_dir, exist_ok=True)

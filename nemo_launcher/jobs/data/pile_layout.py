@@ -117,11 +117,14 @@ def ensure_tokenizer_files(cfg: StepConfig) -> None:
             fetch(url, path, policy=fetch_policy(cfg), resume=False)
 
 
-def shard_job(cfg: StepConfig, input_path: str, output_prefix: str) -> ShardJob:
+def shard_job(cfg: StepConfig, input_path: str, output_prefix: str, source: str = "") -> ShardJob:
+    """`source`: the `key=value` the user typed that names this input (for messages)."""
     section = cfg.bound  # the schema refused a chunk_size_mb that is not a positive number
     return ShardJob(
         input_path=input_path,
         output_prefix=output_prefix,
+        source=source,
+        allow_empty=section.allow_empty_shards,
         json_key=section.json_key,
         on_malformed=section.on_malformed,
         append_eod=section.append_eod,

@@ -25,7 +25,7 @@ import shutil
 from ..common.errors import DataPrepError
 from ..steps.config import StepConfig, run_step, task_cpus, this_task_items, this_task_workers, worker_count
 from ..steps.step_report import StepReport
-from .custom_layout import balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
+from .custom_layout import RAW_FILES_KEY, balance_by_size, dataset_stem, plain_jsonl, raw_files, write_mapping
 from .indexed_format import complete_dataset
 from .pile_layout import PileLayout, dataset_level, ensure_tokenizer_files, shard_job, tokenizer_spec
 from .shard_builder import ShardSummary, build_shard
@@ -64,7 +64,19 @@ def preprocess_pile(cfg: StepConfig, report: StepReport) -> None:
                 f"(data_preparation.download_the_pile=True)"
             )
         _record(
-            report, number, build_shard(shard_job(cfg, shard.extracted, shard.output_prefix), spec, workers, progress)
+            report,
+            number,
+            build_shard(
+                shard_job(
+                    cfg,
+                    shard.extracted,
+                    shard.output_prefix,
+                    source=f"data_preparation.file_numbers={number} ({shard.extracted})",
+                ),
+                spec,
+                workers,
+                progress,
+            ),
         )
         if remove_input and os.path.isfile(shard.extracted):
             os.remove(shard.extracted)
@@ -92,7 +104,8 @@ def preprocess_custom(cfg: StepConfig, report: StepReport) -> None:
             source = path
             if complete_dataset(prefix) is None:
                 source = plain_jsonl(path, scratch)
-            _record(report, path, build_shard(shard_job(cfg, source, prefix), spec, workers, progress))
+            job = shard_job(cfg, source, prefix, source=f"{RAW_FILES_KEY}={path}")
+            _record(report, path, build_shard(job, spec, workers, progress))
             if source != path:
                 os.remove(source)
     if os.path.isdir(scratch) and not os.listdir(scratch):

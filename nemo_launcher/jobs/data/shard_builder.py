@@ -41,6 +41,11 @@ class MalformedInput(DataPrepError):
     """Input with a malformed line under on_malformed=fail; the message is `file:line: reason`."""
 
 
+class EmptyInput(DataPrepError):
+    """Input that yields no document while allow_empty_shards is false: a training on the empty dataset it would
+    make passes every check and then fails far from here, naming no file."""
+
+
 @dataclass(frozen=True)
 class ShardJob:
     input_path: str  # a jsonl file (one JSON object per line)
@@ -51,6 +56,8 @@ class ShardJob:
     chunk_bytes: int = 32 << 20  # input bytes per chunk: the unit of work, of progress and of resumption
     split_sentences: bool = False  # one item per sentence (BERT, T5) instead of one per document (GPT)
     max_sentence_tokens: int | None = None  # longer sentences become several items of at most this many tokens
+    allow_empty: bool = False  # write an empty dataset for input with no document instead of failing
+    source: str = ""  # `key=value` the user typed for this input, for messages (default: input=<input_path>)
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,9 @@ def build_shard(job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: 
         raise MalformedInput(f"{job.input_path}:{line}: {error.reason} (on_malformed=fail)") from None
     ordered = [finished[task.index] for task in tasks]
     _report_malformed(job.input_path, ordered)
+    if not job.allow_empty and not any(result.documents for result in ordered):
+        shutil.rmtree(parts_dir, ignore_errors=True)  # nothing worth resuming: the outcome is the same next time
+        raise EmptyInput(_empty_message(job, ordered, total_bytes))
     documents, tokens = _assemble(job, spec, parts_dir, ordered)
     shutil.rmtree(parts_dir, ignore_errors=True)
     summary = ShardSummary(
@@ -294,6 +304,24 @@ def _report_malformed(path: str, ordered: list[ChunkResult]) -> None:
         offset += result.lines
     log.warning(
         "%s: %d malformed lines skipped%s", path, total, f" ({total - reported} not listed)" if total > reported else ""
+    )
+
+
+def _empty_message(job: ShardJob, ordered: list[ChunkResult], total_bytes: int) -> str:
+    if total_bytes == 0:
+        why = "the file is empty (0 bytes)"
+    else:
+        lines = sum(result.lines for result in ordered)
+        counts = {
+            "malformed": sum(result.malformed for result in ordered),
+            "blank": sum(result.blank for result in ordered),
+            "with no token": sum(result.empty for result in ordered),
+        }
+        why = f"0 documents from {lines} lines: " + ", ".join(f"{n} {what}" for what, n in counts.items() if n)
+    return (
+        f"{job.source or f'input={job.input_path}'}: {why}; give it JSON lines with a string under "
+        f"json_key {job.json_key!r}, leave it out, or set data_preparation.allow_empty_shards=true to write an "
+        f"empty dataset for it anyway"
     )
 
 

@@ -41,9 +41,9 @@ def build_split(
         part = os.path.join(work, f"{index:05d}")
         if complete_dataset(part) is None:
             source = plain_jsonl(path, os.path.join(work, f"{index:05d}.input"))
-            built = build_shard(
-                dataclasses.replace(job, input_path=source, output_prefix=part), spec, workers, progress
-            )
+            # One file of a split may hold nothing (mC4 has such); the split as a whole is what training reads.
+            one_file = dataclasses.replace(job, input_path=source, output_prefix=part, allow_empty=True)
+            built = build_shard(one_file, spec, workers, progress)
             malformed += built.malformed
             if source != path:
                 shutil.rmtree(os.path.dirname(source), ignore_errors=True)
