@@ -160,3 +160,24 @@ def test_every_field_is_checked(tmp_path):
         '"state" is text, not one of submitting, submitted, rolled_back, running, finished, failed, interrupted',
     )
     assert damage.hides_jobs  # a record without jobs names no backend to ask: nothing can be told of it
+
+
+def test_damage_outside_the_jobs_hides_no_job_and_refuses_nothing(fake_slurm, launch, tmp_path, capsys):
+    # Every job entry reads whole: the scheduler can still be asked about each, so only live jobs refuse.
+    def lose_the_state(path: Path) -> None:
+        path.write_text(path.read_text().replace('"state": "submitted"', '"state": null'))
+
+    results, path, pipeline_id = _submit_and_damage(fake_slurm, launch, tmp_path, lose_the_state)
+    code, out, err = _run(capsys, "status", pipeline_id, "--results", results)
+    assert code == 0, err
+    _one_warning(err, path, '"state" is null, not one of submitting')
+    assert [line.split()[2] for line in out.splitlines()[2:]] == ["1001", "1002", "1003"]
+
+    code, out, err = launch(THREE_STAGES, debug=False, results=results)
+    assert code == 5 and "jobs of this run are still queued or running: 1001 (training" in err, (out, err)
+    assert "damaged ledger records" not in err
+
+    fake_slurm(squeue="true")  # they ended: the same command is accepted
+    code, out, err = launch(THREE_STAGES, debug=False, results=results)
+    assert code == 0, err
+    _one_warning(err, path, '"state" is null')
