@@ -53,6 +53,36 @@ def missing_inputs(specs_by_stage: Sequence[Sequence[JobSpec]]) -> list[Missing]
     return missing
 
 
+def empty_datasets(specs_by_stage: Sequence[Sequence[JobSpec]]) -> list[Missing]:
+    """Every data prefix read whose `.bin` this host sees with 0 bytes and no earlier job rewrites: a dataset with
+    no document, which megatron-core cannot open (it names no file when it fails, after the queue wait)."""
+    written: list[str] = []
+    empty: list[Missing] = []
+    for specs in specs_by_stage:
+        for spec in specs:
+            own = [str(spec.directory), *spec.writes]
+            for key, path in spec.reads:
+                if (
+                    key.endswith("data_prefix")
+                    and path.endswith(".bin")
+                    and not _written_before(path, written + own)
+                    and os.path.isfile(path)
+                    and os.path.getsize(path) == 0
+                ):
+                    empty.append((spec, key, path))
+            written += own
+    return empty
+
+
+def _describe_empty(item: Missing) -> str:
+    spec, key, path = item
+    return (
+        f"{key}={_as_typed(key, path)!r}: {path} is empty (0 bytes), a dataset with no document "
+        f"({spec.stage} job {spec.name}); rerun the data preparation that wrote it on input that holds documents, "
+        f"or leave this prefix out of the blend"
+    )
+
+
 # What a data prefix read becomes: the job opens <prefix>.bin and <prefix>.idx (common_training.data_reads).
 _INDEXED_SUFFIXES = (".bin", ".idx")
 
@@ -129,13 +159,16 @@ FIX = (
 
 
 def check_inputs(specs_by_stage: Sequence[Sequence[JobSpec]], dry_run: bool) -> None:
-    """Raises ConfigError for the first missing input of a real run; a dry run warns about each instead."""
+    """Raises ConfigError for the first missing input (then the first empty dataset) of a real run; a dry run
+    warns about each instead."""
     missing = missing_inputs(specs_by_stage)
-    if not missing:
-        return
+    empty = empty_datasets(specs_by_stage)
     if dry_run:
-        for item in missing:
-            print(f"Warning: a real run would refuse {_describe(item)}", file=sys.stderr)
+        for line in [_describe(item) for item in missing] + [_describe_empty(item) for item in empty]:
+            print(f"Warning: a real run would refuse {line}", file=sys.stderr)
         return
-    more = f" ({len(missing) - 1} more input(s) missing; a dry run lists them)" if len(missing) > 1 else ""
-    raise ConfigError(f"{_describe(missing[0])}; {FIX}{more}")
+    if missing:
+        more = f" ({len(missing) - 1} more input(s) missing; a dry run lists them)" if len(missing) > 1 else ""
+        raise ConfigError(f"{_describe(missing[0])}; {FIX}{more}")
+    if empty:
+        raise ConfigError(_describe_empty(empty[0]))

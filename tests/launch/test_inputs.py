@@ -78,3 +78,25 @@ def test_dry_run_warns_and_the_check_can_be_turned_off(launch, fake_path, tmp_pa
         launch, fake_path, tmp_path, ["stages=[training]", "training=gpt3/tiny", "check_inputs=false"]
     )
     assert code == 0, err
+
+
+def test_a_data_prefix_whose_bin_is_empty_is_refused(launch, fake_path, tmp_path):  # noqa: F811
+    # The tokenizer files exist, so the one refusal left is the dataset with no document (what a preprocess run with
+    # allow_empty_shards=true writes for an empty input): megatron-core would fail on it after the queue wait.
+    (tmp_path / "data" / "bpe").mkdir(parents=True)
+    for name in ("vocab.json", "merges.txt"):
+        (tmp_path / "data" / "bpe" / name).write_text("{}")
+    prefix = tmp_path / "data" / "empty_text_document"
+    (tmp_path / "data" / "empty_text_document.bin").write_bytes(b"")
+    (tmp_path / "data" / "empty_text_document.idx").write_bytes(b"MMIDIDX\x00\x00")
+    typed = ["stages=[training]", "training=gpt3/tiny", f"training.model.data.data_prefix=[1.0,{prefix}]"]
+    code, out, err, results = _submit(launch, fake_path, tmp_path, typed)
+    assert code == 2, (out, err)
+    assert err == (
+        f"Error: training.model.data.data_prefix='{prefix}': {prefix}.bin is empty (0 bytes), a dataset with no "
+        "document (training job gpt3_tiny); rerun the data preparation that wrote it on input that holds documents, "
+        "or leave this prefix out of the blend\n"
+    )
+    assert not results.exists()
+    code, _, err = launch(ON + [f"data_dir={tmp_path}/data", *typed], debug=True)
+    assert code == 0 and err.count(f"Warning: a real run would refuse training.model.data.data_prefix='{prefix}'") == 1

@@ -10,6 +10,7 @@ the way megatron-core's BlendedMegatronDatasetBuilder does.
 """
 
 import os
+import struct
 from collections.abc import Sequence
 
 from ..common.config import JobConfigError
@@ -21,9 +22,11 @@ SPLIT_NAMES = ("training", "validation", "test")
 
 def resolve_blend(cfg) -> list:
     """[weight, prefix, ...] from model.data.data_prefix, or the automatic blend of run.preprocessed_dir."""
+    key = "model.data.data_prefix"
     if cfg.model.data.data_prefix is not None:
         blend = cfg.model.data.blend()
     else:
+        key = "run.preprocessed_dir"
         if not cfg.run.preprocessed_dir:
             raise JobConfigError("model.data.data_prefix: null needs run.preprocessed_dir to blend from")
         try:
@@ -34,7 +37,27 @@ def resolve_blend(cfg) -> list:
         for suffix in (".bin", ".idx"):
             if not os.path.isfile(prefix + suffix):
                 raise JobConfigError(f"model.data.data_prefix: {prefix}{suffix} does not exist")
+        # megatron-core cannot map a 0-byte file and says only "cannot mmap an empty file", naming none.
+        if os.path.getsize(prefix + ".bin") == 0:
+            raise JobConfigError(
+                f"{key}={prefix}: {prefix}.bin is empty (0 bytes), a dataset with no document; rerun its data "
+                f"preparation on input that holds documents, or leave this prefix out of the blend"
+            )
     return blend
+
+
+def open_indexed(prefix: str):
+    """megatron-core's IndexedDataset of `prefix`; one that cannot be opened is refused naming the prefix (the
+    reader's own errors, such as a short .idx, name no file)."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    try:
+        return IndexedDataset(str(prefix))
+    except (OSError, ValueError, AssertionError, struct.error) as error:  # struct.error: an .idx cut short
+        raise JobConfigError(
+            f"model.data.data_prefix={prefix}: {prefix}.bin/.idx cannot be opened as a Megatron indexed dataset "
+            f"({type(error).__name__}: {error}); rerun the data preparation that writes it"
+        ) from None
 
 
 def dataset_sizes(cfg, batches: BatchSchedule) -> list[int]:
@@ -61,11 +84,9 @@ def split_document_counts(splits_string: str, documents: int) -> list[int]:
 def check_splits(blend: list, splits_string: str) -> None:
     """Every file must give at least one document to each split of non-zero weight: megatron-core builds
     all of them and loops forever on an empty one (0 tokens per epoch never reach the samples asked)."""
-    from megatron.core.datasets.indexed_dataset import IndexedDataset
-
     weights = [float(w) for w in splits_string.replace("/", ",").split(",")] + [0.0] * 3
     for prefix in blend[1::2]:
-        documents = IndexedDataset(str(prefix)).document_indices.shape[0] - 1
+        documents = open_indexed(prefix).document_indices.shape[0] - 1
         counts = split_document_counts(splits_string, documents)
         for name, count, weight in zip(SPLIT_NAMES, counts, weights):
             if weight > 0 and count == 0:
