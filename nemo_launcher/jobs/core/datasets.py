@@ -51,8 +51,16 @@ def open_indexed(prefix: str):
     reader's own errors, such as a short .idx, name no file)."""
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
+    # Built here, not at module level, so that importing this module does not import megatron-core (and torch).
+    class _Opened(IndexedDataset):
+        def __del__(self) -> None:
+            # megatron-core's __del__ deletes what a failed __init__ never set, printing a traceback after our
+            # one-line error; a whole object is cleaned up as megatron-core does it.
+            if "index" in vars(self) and "bin_reader" in vars(self):
+                super().__del__()
+
     try:
-        return IndexedDataset(str(prefix))
+        return _Opened(str(prefix))
     except (OSError, ValueError, AssertionError, struct.error) as error:  # struct.error: an .idx cut short
         raise JobConfigError(
             f"model.data.data_prefix={prefix}: {prefix}.bin/.idx cannot be opened as a Megatron indexed dataset "
