@@ -181,7 +181,8 @@ class _Tokenizing:
     eod_token: str | None = None  # null: the tokenizer's own end-of-document token
     on_malformed: OnMalformed = "skip"  # skip: report each bad line as file:line, count it, go on; fail: stop
     # An input file that yields no document (empty, or no valid line) stops the step naming it; true writes an
-    # empty dataset for it instead (which a training then refuses to open).
+    # empty dataset for it instead (which a training then refuses to open). Pile shards and custom files only: an
+    # mC4 split joins many files, and one of them may well hold nothing.
     allow_empty_shards: bool = False
     chunk_size_mb: float = 16  # input MB per unit of work
     progress: bool = True  # progress bars (MB/s, documents/s, ETA) on stderr
