@@ -1,5 +1,5 @@
-"""Data that yields nothing is an error where it is found: the custom dataset's preprocess step stops on an empty
-file, a file with no valid line or a zstd file under a plain name (gzip, bz2 and xz under a plain name are read,
+"""Data that yields nothing is an error where it is found: the preprocess step stops on an empty file (a custom
+dataset's or a Pile shard), a file with no valid line or a zstd file under a plain name (gzip, bz2 and xz under a plain name are read,
 with a log line), and the GPT trainer refuses a data prefix it cannot open, naming it, before anything else.
 
 The step and the trainer run as a user starts them (`python3 -m ... --config <the file the launcher writes>`)."""
@@ -184,3 +184,24 @@ def test_the_shipped_config_documents_the_key_and_refuses_empty_data_by_default(
     text = (REPO / "conf" / "data_preparation" / "generic" / "custom_dataset.yaml").read_text()
     assert yaml.safe_load(text)["allow_empty_shards"] is False
     assert "allow_empty_shards: False  # False: a raw file that yields no document" in text
+
+
+def test_an_empty_pile_shard_stops_the_step_and_the_pile_configs_take_the_key(tmp_path, monkeypatch):
+    from nemo_launcher.jobs.data import download, extract
+
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    config = resolved("gpt3/tiny_pile", tmp_path, "progress=false", "file_numbers=0")
+    for step in (download, extract):
+        step.main(["--config", str(config)])
+    shard = tmp_path / "data" / "tiny_pile" / "extracted" / "00.jsonl"
+    shard.write_bytes(b"")  # an extraction that produced nothing
+    command = [sys.executable, "-m", "nemo_launcher.jobs.data.preprocess", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"Error: data_preparation.file_numbers=0 ({shard}): the file is empty (0 bytes); ")
+    allowed = resolved("gpt3/tiny_pile", tmp_path, "progress=false", "file_numbers=0", "allow_empty_shards=true")
+    command[-1] = str(allowed)
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env)
+    assert result.returncode == 0, result.stderr
+    assert os.path.getsize(tmp_path / "data" / "tiny_pile" / "preprocessed" / "tiny_pile_00_text_document.bin") == 0
