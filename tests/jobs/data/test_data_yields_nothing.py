@@ -1,6 +1,7 @@
 """Data that yields nothing is an error where it is found: the preprocess step stops on an empty file (a custom
-dataset's or a Pile shard), a file with no valid line or a zstd file under a plain name (gzip, bz2 and xz under a plain name are read,
-with a log line), and the GPT trainer refuses a data prefix it cannot open, naming it, before anything else.
+dataset's or a Pile shard), a file with no valid line or a zstd file under a plain name (gzip, bz2 and xz under a
+plain name are read, with a log line), and the GPT trainer refuses a data prefix it cannot open, naming it, before
+anything else.
 
 The step and the trainer run as a user starts them (`python3 -m ... --config <the file the launcher writes>`)."""
 
