@@ -28,14 +28,16 @@ def build_split(
     inputs: list[str], output_prefix: str, job: ShardJob, spec: TokenizerSpec, workers: int = 1, progress: bool = True
 ) -> ShardSummary:
     """`job` gives the tokenizing settings; its input_path and output_prefix are replaced per file."""
+    head, name = os.path.split(output_prefix)
+    work = os.path.join(head, f".{name}.files")
     done = complete_dataset(output_prefix)
     if done is not None:
+        # A run killed after the join finished but before its scratch folder was removed left it behind.
+        shutil.rmtree(work, ignore_errors=True)
         return ShardSummary(
             output_prefix, done[0], done[1], 0, 0.0, skipped=True, items=read_index_header(output_prefix + ".idx")[1]
         )
     began = time.perf_counter()
-    head, name = os.path.split(output_prefix)
-    work = os.path.join(head, f".{name}.files")
     parts, malformed = [], 0
     for index, path in enumerate(inputs):
         part = os.path.join(work, f"{index:05d}")
