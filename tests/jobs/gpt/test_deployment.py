@@ -10,6 +10,8 @@ import subprocess
 import sys
 import sysconfig
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,35 @@ def _start(argv, log: Path, env=None, ready=None, timeout_s: float = 240.0):
     return process
 
 
+def _answers_ready(http_port: int, server: subprocess.Popen, log: Path, timeout_s: float = 240.0) -> None:
+    """Waits until the server says it is ready over HTTP, the check the client makes first.
+
+    A log line only says an endpoint started; if the server then stops answering, the failure shows its log and
+    whether it is still running instead of the client's bare timeout.
+    """
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an http_proxy
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            with direct.open(f"http://127.0.0.1:{http_port}/v2/health/ready", timeout=10) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    state = "still running" if server.poll() is None else f"exited with {server.returncode}"
+    pytest.fail(f"server on port {http_port} never answered ready ({state}):\n{log.read_text()[-4000:]}")
+
+
+def _two_ports() -> tuple:
+    """Two distinct free ports (two free_port() calls can return the same one once the first is closed)."""
+    http = free_port()
+    grpc = free_port()
+    while grpc == http:
+        grpc = free_port()
+    return http, grpc
+
+
 def _client(url: str, *extra) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "deployment/client.py", "--url", url, "--model", MODEL, "--prompt", PROMPT, *extra],
@@ -141,7 +172,7 @@ def _client(url: str, *extra) -> subprocess.CompletedProcess:
 
 
 def test_pytriton_server_answers_like_the_model_and_stops_cleanly(repository, direct, tmp_path):
-    http, grpc = free_port(), free_port()
+    http, grpc = _two_ports()
     log = tmp_path / "serve.log"
     server = _start(
         [
@@ -158,8 +189,9 @@ def test_pytriton_server_answers_like_the_model_and_stops_cleanly(repository, di
         ready=lambda text: "\nready: " in "\n" + text,
     )
     try:
+        _answers_ready(http, server, log)
         result = _client(f"http://127.0.0.1:{http}", "--max-tokens", str(MAX_TOKENS), "--ids")
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, result.stderr + log.read_text()[-3000:]
         text, ids = result.stdout.rstrip("\n").rsplit("\n", 1)
         assert ids == "ids: " + " ".join(map(str, direct["ids"]))
         assert text == direct["text"]
@@ -193,9 +225,10 @@ def test_tritonserver_runs_the_exported_python_backend(repository, direct, tmp_p
         (backends / name).symlink_to(TRITONSERVER_DIST_DIR / "backends" / "python" / name)
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     (backends / "triton_python_backend_stub").symlink_to(get_stub_path(version))
-    http, grpc = free_port(), free_port()
+    http, grpc = _two_ports()
     libs = [sysconfig.get_config_var("LIBDIR"), str(get_libs_path())]  # this interpreter's libpython first
     env = {"LD_LIBRARY_PATH": ":".join(libs + [os.environ.get("LD_LIBRARY_PATH", "")])}
+    log = tmp_path / "tritonserver.log"
     server = _start(
         [
             str(TRITONSERVER_DIST_DIR / "bin" / "tritonserver"),
@@ -211,13 +244,14 @@ def test_tritonserver_runs_the_exported_python_backend(repository, direct, tmp_p
             f"--grpc-port={grpc}",
             "--allow-metrics=false",
         ],
-        tmp_path / "tritonserver.log",
+        log,
         env=env,
         ready=lambda text: "Started HTTPService" in text,
     )
     try:
+        _answers_ready(http, server, log)
         result = _client(f"http://127.0.0.1:{http}", "--max-tokens", str(MAX_TOKENS), "--ids")
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, result.stderr + log.read_text()[-3000:]
         assert result.stdout.rstrip("\n").rsplit("\n", 1) == [
             direct["text"],
             "ids: " + " ".join(map(str, direct["ids"])),
@@ -225,4 +259,4 @@ def test_tritonserver_runs_the_exported_python_backend(repository, direct, tmp_p
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=120)
-    assert code == 0, (tmp_path / "tritonserver.log").read_text()[-3000:]
+    assert code == 0, log.read_text()[-3000:]

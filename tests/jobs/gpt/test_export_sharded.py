@@ -13,13 +13,12 @@ import sys
 
 import pytest
 
-from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
 
 torch = require_module("torch")
 require_module("pytriton")
 
-from tests.jobs.gpt.test_deployment import _start  # noqa: E402
+from tests.jobs.gpt.test_deployment import _answers_ready, _start, _two_ports  # noqa: E402
 from tests.jobs.gpt_train_support import run_training  # noqa: E402
 from tests.jobs.sft_support import tiny_bpe_files, tiny_nemo  # noqa: E402, F401  (fixtures)
 
@@ -127,7 +126,7 @@ def test_pytriton_serves_the_sharded_model_as_the_unsharded_one_answers(reposito
 
     from nemo_launcher.jobs.serving.text import strip_padding
 
-    http = free_port()
+    http, grpc = _two_ports()
     log = tmp_path / "serve.log"
     server = _start(
         [
@@ -138,12 +137,13 @@ def test_pytriton_serves_the_sharded_model_as_the_unsharded_one_answers(reposito
             "--http-port",
             str(http),
             "--grpc-port",
-            str(free_port()),
+            str(grpc),
         ],
         log,
         ready=lambda text: "\nready: " in "\n" + text,
     )
     try:
+        _answers_ready(http, server, log)
         with ModelClient(f"http://127.0.0.1:{http}", MODEL, init_timeout_s=120, inference_timeout_s=120) as client:
             result = client.infer_batch(
                 prompt=np.array([[prompt.encode()] for prompt in PROMPTS], dtype=np.object_),
