@@ -25,6 +25,8 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .ledger_damage import STATES, Damage, read_record
+from .orphans import adopt_abandoned, process_identity
+from .slurm_tags import submission_tag
 from .writes import make_directories, write_atomically
 
 LEDGER_DIR = ".ledger"
@@ -94,7 +96,7 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def _write_json_atomically(path: Path, record: dict) -> None:
+def save_record(path: Path, record: dict) -> None:
     # Readers (`status` in another shell) must never see half a record; a failed write leaves the last whole one.
     write_atomically(path, (json.dumps(record, indent=1) + "\n").encode("utf-8"), 0o644)
 
@@ -147,7 +149,7 @@ class Ledger:
         return True
 
     def _save(self) -> None:
-        _write_json_atomically(self.path, self.record)
+        save_record(self.path, self.record)
 
 
 def open_ledger(plan, argv: Sequence[str]) -> Ledger:
@@ -176,6 +178,9 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
             "array": backend.array_words(spec),  # as the backend says it: Slurm "0-29%30", others "0-29"
             "log_glob": _log_glob(backend, spec, None),
         }
+        if backend.queues_jobs:
+            # Known before its sbatch runs: a launcher killed while sbatch queues the job leaves the tag to look up.
+            entry["tag"] = submission_tag(pipeline_id, len(entries))
         if runs_here:
             entry.update(exit_code=None, started=None, ended=None, pid=os.getpid())
         entries.append(entry)
@@ -186,6 +191,10 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
         "cwd": os.getcwd(),
         "user": _user(),
         "host": socket.gethostname(),
+        # Whether this launcher is still at work on a record left `submitting` (orphans.py): pid reuse is told
+        # apart by the process's start time.
+        "launcher_pid": os.getpid(),
+        "launcher_identity": process_identity(os.getpid()),
         "cluster_type": context.cluster_type,
         "launcher_commit": _git_commit(Path(context.launcher_scripts_path)),
         "stages": list(dict.fromkeys(job.spec.stage for job in jobs)),
@@ -210,14 +219,17 @@ def read_ledger(base_results_dir) -> tuple[list[dict], list[Damage]]:
     directory = ledger_dir(base_results_dir)
     if not directory.is_dir():
         return [], []
-    records, damages = [], []
+    records, damages, whole = [], [], []
     for path in sorted(directory.glob("*.json")):
         record, damage = read_record(path)
         if damage is not None:
             damages.append(damage)
             record = damage.record
+        elif record is not None:
+            whole.append(record)
         if record is not None:
             records.append(record)
+    adopt_abandoned(base_results_dir, whole)  # before anyone decides on them (orphans.py); damaged ones stay as read
     # Ids start with the UTC time, to the second; `created` breaks no ties the id does not.
     records.sort(key=lambda record: (record.get("created", ""), record["id"]), reverse=True)
     return records, damages

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-# What a record's `state` may be: queued backends go submitting -> submitted | rolled_back, backends that run
+# What a record's `state` may be: queued backends go submitting -> submitted | rolled_back, or -> abandoned when
+# the launcher died mid-submission and a later command adopted what it had queued (orphans.py); backends that run
 # the jobs here go running -> finished | failed | interrupted (Ctrl-C or SIGTERM stopped the launcher).
-STATES = ("submitting", "submitted", "rolled_back", "running", "finished", "failed", "interrupted")
+STATES = ("submitting", "submitted", "rolled_back", "abandoned", "running", "finished", "failed", "interrupted")
 FIX = "inspect its jobs (squeue -u $USER on Slurm, ps on the host that ran them), then repair or remove the file"
 _MOST_PROBLEMS_NAMED = 3
 _WHITESPACE = re.compile(r"\s*")
@@ -72,6 +73,13 @@ JOB_FIELDS: dict[str, _Check] = {
     "array": (_text_or_null, "text or null"),
     "log_glob": (_text, "text"),
 }
+# Written by newer launchers only; checked where present.
+OPTIONAL_RECORD_FIELDS: dict[str, _Check] = {
+    "launcher_pid": (_whole_number_or_null, "a whole number or null"),
+    "launcher_identity": (_text_or_null, "text or null"),
+    "adopted": (_texts, "a list of text"),
+}
+OPTIONAL_JOB_FIELDS: dict[str, _Check] = {"tag": (_text, "text")}
 # Only jobs the launcher runs itself (interactive, bcp) carry these; checked where present.
 RUN_HERE_FIELDS: dict[str, _Check] = {
     "exit_code": (_whole_number_or_null, "a whole number or null"),
@@ -126,6 +134,11 @@ def read_record(path: Path) -> tuple[dict | None, Damage | None]:
             problems.append(f'"{key}" is {_kind(content[key])}, not {words}')
         else:
             kept[key] = content[key]
+    for key, (valid, words) in OPTIONAL_RECORD_FIELDS.items():
+        if key in content and not valid(content[key]):
+            problems.append(f'"{key}" is {_kind(content[key])}, not {words}')
+        elif key in content:
+            kept[key] = content[key]
     jobs = content.get("jobs")
     if not isinstance(jobs, list):
         problems.append('no "jobs" list' if jobs is None else f'"jobs" is {_kind(jobs)}, not a list')
@@ -150,7 +163,7 @@ def _job_problems(index: int, job, problems: list[str]) -> bool:
             problems.append(f'jobs[{index}] has no "{key}"')
         elif not valid(job[key]):
             problems.append(f"jobs[{index}].{key} is {_kind(job[key])}, not {words}")
-    for key, (valid, words) in RUN_HERE_FIELDS.items():
+    for key, (valid, words) in {**OPTIONAL_JOB_FIELDS, **RUN_HERE_FIELDS}.items():
         if key in job and not valid(job[key]):
             problems.append(f"jobs[{index}].{key} is {_kind(job[key])}, not {words}")
     return len(problems) > before

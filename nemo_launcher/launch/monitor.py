@@ -11,6 +11,7 @@ Everything is read from the ledger (`<base_results_dir>/.ledger/`) and asked of 
 
 import os
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from .errors import ConfigError, LauncherError
 from .job_states import JobState, launcher_alive, on_slurm, poll, run_command
 from .ledger import find_pipeline, live_jobs, load_pipelines, log_files, reload
+from .slurm_tags import tagged_jobs
 
 RESULTS_ENV = "NEMO_LAUNCHER_RESULTS"
 MAX_LISTED = 20  # pipelines `status` without RUN shows
@@ -239,16 +241,21 @@ def _is_live(results: Path, record: dict, index: int) -> bool:
 
 
 def cancel(results: Path, run: str) -> int:
-    record = find_pipeline(results, run)
+    try:
+        record = find_pipeline(results, run)
+    except ConfigError as unknown:
+        return _cancel_unrecorded(run, unknown)
     live = live_jobs([record])
     cancelled = {id(job) for job, _ in live}  # entries, by identity: run-here jobs have no job id
+    unrecorded = []
     if on_slurm(record):
         ids = list(dict.fromkeys(str(job["job_id"]) for job, _ in live))
+        # Slurm's own list by tag: jobs a damaged record no longer names, or a dead launcher never wrote down.
+        unrecorded = [job for job in tagged_jobs() if job.pipeline_id == record["id"] and job.job_id not in ids]
+        ids += [job.job_id for job in unrecorded]
         if ids:
             # One call for the whole pipeline; an array's id cancels all of its tasks.
-            result = run_command(["scancel", *ids])
-            if result.returncode != 0:
-                raise LauncherError(f"scancel {' '.join(ids)} failed: {(result.stderr or result.stdout).strip()}")
+            _scancel(ids)
     elif live:
         job = live[0][0]
         if launcher_alive(record, job) is None:
@@ -257,6 +264,8 @@ def cancel(results: Path, run: str) -> int:
     rows = [("", "stage", "job", "id", "state")]
     for job, state in live:
         rows.append(("cancelled", job["stage"], job["job_name"], job.get("job_id") or "-", f"was {state}"))
+    for job in unrecorded:
+        rows.append(("cancelled", f"job {job.index}", job.name, job.job_id, f"was {job.state}, found by its tag"))
     for job in record["jobs"]:
         if id(job) not in cancelled:
             if on_slurm(record):
@@ -264,9 +273,36 @@ def cancel(results: Path, run: str) -> int:
             else:
                 what = "already ended" if job.get("exit_code") is not None else "not running"
             rows.append((what, job["stage"], job["job_name"], job.get("job_id") or "-", ""))
-    print(f"Pipeline {record['id']}: cancelled {len(live)} of {len(record['jobs'])} jobs")
+    total = max(len(record["jobs"]), len(live) + len(unrecorded))
+    print(f"Pipeline {record['id']}: cancelled {len(live) + len(unrecorded)} of {total} jobs")
     print(_table(rows))
     return 0
+
+
+def _cancel_unrecorded(run: str, unknown: ConfigError) -> int:
+    """`cancel RUN` where no ledger record matches (deleted, or damaged past reading): on a Slurm login node, the
+    live jobs whose tag names a pipeline id starting with RUN, or whose job name is RUN."""
+    if shutil.which("squeue") is None:
+        raise unknown
+    jobs = [job for job in tagged_jobs() if job.pipeline_id.startswith(run) or job.name == run]
+    if not jobs:
+        raise unknown
+    pipelines = sorted({job.pipeline_id for job in jobs})
+    if len(pipelines) > 1 and not any(job.name == run for job in jobs):
+        listed = ", ".join(pipelines)
+        raise ConfigError(f"RUN={run!r}: matches the queued jobs of {len(pipelines)} pipelines ({listed}); give more")
+    _scancel([job.job_id for job in jobs])
+    print(f"No ledger record matches {run!r}; cancelled {len(jobs)} job(s) found in squeue by their launcher tags")
+    rows = [("", "pipeline", "job", "id", "state")]
+    rows += [("cancelled", job.pipeline_id, job.name, job.job_id, f"was {job.state}") for job in jobs]
+    print(_table(rows))
+    return 0
+
+
+def _scancel(ids: list[str]) -> None:
+    result = run_command(["scancel", *ids])
+    if result.returncode != 0:
+        raise LauncherError(f"scancel {' '.join(ids)} failed: {(result.stderr or result.stdout).strip()}")
 
 
 def _terminate(pid: int) -> None:

@@ -142,7 +142,7 @@ def submit_plan(plan: Plan, ledger=None) -> list[Submitted]:
 
 
 def _submit_each(plan: Plan, ledger, submission_id: str, submitted: list[Submitted]) -> None:
-    from .rollback import submission_tag
+    from .slurm_tags import submission_tag
 
     previous_id: str | None = None
     for jobs in plan.jobs_by_stage:
@@ -259,24 +259,26 @@ def launch(cfg: DictConfig, choices: dict[str, str | None], argv: Sequence[str])
         else:
             check_run_directories(plan, real_run=False)
         write_plan(plan, argv, root)
-    else:
-        plan.backend.check_environment()
-        if plan.context.preflight and plan.backend.queues_jobs:
-            _run_preflight(cfg)
+        submitted = submit_plan(plan)
+        print(format_plan(plan, submitted), flush=True)
+        return submitted
+    plan.backend.check_environment()
+    if plan.context.preflight and plan.backend.queues_jobs:
+        _run_preflight(cfg)
+    check_run_directories(plan, real_run=True)
+    from .ledger import open_ledger  # dry runs record nothing and do not pay for it
+    from .run_lock import hold_run_lock
+
+    # From the live-run check to the last job queued (or run here), no other launcher works on these directories.
+    with hold_run_lock(plan, argv):
         guard_live_runs(plan, bool(cfg.get("resubmit_while_running", False)))
-        check_run_directories(plan, real_run=True)
         write_plan(plan, argv)
-    ledger = None
-    if not plan.context.debug:
-        from .ledger import open_ledger  # dry runs record nothing and do not pay for it
-
         ledger = open_ledger(plan, argv)
-    submitted = submit_plan(plan, ledger)
+        submitted = submit_plan(plan, ledger)
     print(format_plan(plan, submitted), flush=True)
-    if ledger is not None:
-        from .monitor import follow_up_commands
+    from .monitor import follow_up_commands
 
-        print(follow_up_commands(ledger.id, plan.context.base_results_dir), flush=True)
+    print(follow_up_commands(ledger.id, plan.context.base_results_dir), flush=True)
     return submitted
 
 

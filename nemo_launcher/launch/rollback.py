@@ -18,11 +18,6 @@ from .errors import LauncherError, StageFailed, StageInterrupted, SubmissionErro
 from .interrupts import describe, signals_deferred
 
 
-def submission_tag(submission_id: str, index: int) -> str:
-    """Unique to one job of one launcher command; queued backends attach it to the job to find it again."""
-    return f"nemo-launcher:{submission_id}:{index}"
-
-
 def _index_of(tag: str) -> int:
     return int(tag.rsplit(":", 1)[1])
 

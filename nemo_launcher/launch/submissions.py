@@ -48,44 +48,48 @@ def _touching(records: list[dict], directories: Iterable[Path]) -> list[dict]:
 
 
 def guard_live_runs(plan, resubmit_while_running: bool) -> None:
-    """Refuses a submission into directories whose earlier jobs are still live (one squeue call on Slurm), and
-    any submission while a damaged ledger record hides jobs that may be live."""
+    """Refuses a submission into directories whose earlier jobs are still live. The ledger names them; on a queue,
+    Slurm's own list of the launcher's tagged jobs (one squeue call, slurm_tags.py) names them too, so a damaged,
+    deleted or never-written record hides nothing. Where jobs run here, a damaged record that may hide jobs
+    refuses every submission."""
     from .ledger import ledger_dir, live_jobs, read_ledger
 
     base_results_dir = plan.context.base_results_dir
-    if not ledger_dir(base_results_dir).is_dir():  # the usual first run: no ledger, nothing to read
-        return
-    records, damages = read_ledger(base_results_dir)
+    directories = [job.spec.directory for jobs in plan.jobs_by_stage for job in jobs]
+    records, damages = read_ledger(base_results_dir) if ledger_dir(base_results_dir).is_dir() else ([], [])
     for damage in damages:
         print(damage.warning(), file=sys.stderr)
     hiding = [damage for damage in damages if damage.hides_jobs]
-    if hiding and not resubmit_while_running:
+    if hiding and not plan.backend.queues_jobs and not resubmit_while_running:
         # A job entry that cannot be read may name live jobs in any directory, this run's included.
         named = "; ".join(f"{damage.path} ({damage.describe()})" for damage in hiding)
         raise RunInProgress(
-            f"damaged ledger records may name jobs still queued or running: {named}. Inspect them (squeue -u $USER "
-            "on Slurm), then repair or remove each file, or set resubmit_while_running=true to submit anyway"
+            f"damaged ledger records may name jobs still running here: {named}. Inspect them (ps on the host "
+            "that ran them), then repair or remove each file, or set resubmit_while_running=true to submit anyway"
         )
-    directories = [job.spec.directory for jobs in plan.jobs_by_stage for job in jobs]
     records = _touching(records, directories)
-    if not records:
-        return
-    live = live_jobs(records)
+    live = [
+        (job.get("job_id") or f"pid {job.get('pid')}", f"{job['stage']} {job['job_name']}", state, job["directory"])
+        for job, state in (live_jobs(records) if records else [])
+    ]
+    owners = [record["id"] for record in records]
+    known = {job_id for job_id, *_ in live}
+    for tagged in plan.backend.live_jobs_in(directories):
+        owners.append(tagged.pipeline_id)
+        if tagged.job_id not in known:
+            live.append((tagged.job_id, f"{tagged.name}, no ledger entry", tagged.state, tagged.directory))
     if not live:
         return
-    described = ", ".join(
-        f"{job.get('job_id') or 'pid ' + str(job.get('pid'))} ({job['stage']} {job['job_name']}, {state})"
-        for job, state in live
-    )
-    owners = ", ".join(dict.fromkeys(record["id"] for record in records))
+    described = ", ".join(f"{job_id} ({what}, {state})" for job_id, what, state, _ in live)
+    owners = list(dict.fromkeys(owners))
     if not resubmit_while_running:
         raise RunInProgress(
             f"jobs of this run are still queued or running: {described}. Wait for them, cancel them "
-            f"(python3 -m nemo_launcher cancel {records[0]['id']}), or set resubmit_while_running=true to queue more "
-            f"behind them (pipelines: {owners})"
+            f"(python3 -m nemo_launcher cancel {owners[0]}), or set resubmit_while_running=true to queue more "
+            f"behind them (pipelines: {', '.join(owners)})"
         )
     files = planned_files(plan)
-    live_directories = {job["directory"] for job, _ in live}
+    live_directories = {directory for *_, directory in live}
     for path, text in files.items():
         if str(path.parent) in live_directories and path.is_file() and path.read_bytes() != text.encode("utf-8"):
             raise RunInProgress(

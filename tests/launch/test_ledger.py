@@ -419,7 +419,8 @@ def test_cancel_makes_one_scancel_call_with_the_live_ids(fake_slurm, tmp_path, c
     assert [(job["job_id"], state) for job, state in live_jobs([record])] == [("1002", "RUNNING"), ("1003", "PENDING")]
     code, out, err = _run(capsys, "cancel", record["id"], "--results", results)
     assert code == 0, err
-    assert len(_calls(calls, "squeue")) == 2  # one for live_jobs above, one for cancel
+    # One for live_jobs above; cancel asks for the recorded ids, then for the jobs carrying the pipeline's tags.
+    assert len(_calls(calls, "squeue")) == 3
     assert _calls(calls, "scancel") == ["scancel 1002 1003"]
     assert re.match(r"cancelled +training +nemo-megatron-gpt3_tiny +1002 +was RUNNING$", out.splitlines()[2])
     assert re.match(r"cancelled +training +nemo-megatron-gpt3_tiny +1003 +was PENDING$", out.splitlines()[3])

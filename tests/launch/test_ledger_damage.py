@@ -1,6 +1,7 @@
 """Damaged ledger records (a file cut short, a null job entry, a job id of the wrong type, a missing key): `status`,
 `cancel` and a new submission name the file and what is wrong in one warning, never a traceback; the jobs whose
-entries can still be read stay visible; the live-run guard refuses while a damaged record may hide live jobs."""
+entries can still be read stay visible; on Slurm the live-run guard finds the jobs a damaged record hides by their
+tags in squeue."""
 
 import json
 import re
@@ -95,23 +96,40 @@ def test_cancel_cancels_the_jobs_still_readable(kind, fake_slurm, launch, tmp_pa
     assert f"cancelled {len(visible)} of {len(visible)} jobs" in out
 
 
+def _tagged_squeue(record: dict, job_ids) -> str:
+    """A fake squeue body: the live-run check's query (`--format=%F|%T|%Z|%j|%k`) lists `job_ids` of `record` as
+    Slurm would, with their tags and directories; other queries list nothing live."""
+    lines = [
+        f"{job['job_id']}|PENDING|{job['directory']}|{job['job_name']}|{job['tag']}"
+        for job in record["jobs"]
+        if job["job_id"] in job_ids
+    ]
+    listing = "\\n".join(lines)
+    return f'case "$*" in *%Z*) printf "{listing}\\n";; esac'
+
+
 @pytest.mark.parametrize("kind", DAMAGES)
-def test_submission_is_refused_while_a_damaged_record_may_hide_live_jobs(kind, fake_slurm, launch, tmp_path):
-    damage, problem, _ = DAMAGES[kind]
-    results, path, _ = _submit_and_damage(fake_slurm, launch, tmp_path, damage)
-    calls = fake_slurm(squeue="true")  # every job the scheduler knows has ended
+def test_on_slurm_a_damaged_record_hides_no_live_job_from_the_guard(kind, fake_slurm, launch, tmp_path):
+    damage, problem, visible = DAMAGES[kind]
+    results, path, _ = _submit_and_damage(fake_slurm, launch, tmp_path, lambda path: None)
+    whole = json.loads(path.read_text())
+    damage(path)
+    hidden = [job["job_id"] for job in whole["jobs"] if job["job_id"] not in visible]
+    calls = fake_slurm(squeue=_tagged_squeue(whole, hidden))  # only the job the damage hides is still queued
     calls.write_text("")
 
     code, out, err = launch(THREE_STAGES, debug=False, results=results)
     assert code == 5, (out, err)
     _one_warning(err, path, problem)
     (refusal,) = [line for line in err.splitlines() if line.startswith("Error:")]
-    assert f"damaged ledger records may name jobs still queued or running: {path} (" in refusal
-    assert "repair or remove each file, or set resubmit_while_running=true" in refusal
+    assert f"jobs of this run are still queued or running: {hidden[0]} (" in refusal
+    assert "no ledger entry, PENDING)" in refusal and f"cancel {whole['id']}" in refusal
     assert _calls(calls, "sbatch") == [] and len(list(path.parent.glob("*.json"))) == 1
 
-    # Asked for explicitly: submitted, the damage still named once.
-    code, out, err = launch(THREE_STAGES + ["resubmit_while_running=true"], debug=False, results=results)
+    # Once Slurm lists nothing live for this run, the damage alone refuses nothing: it is named, and the
+    # pipeline is submitted.
+    calls = fake_slurm(squeue="true")
+    code, out, err = launch(THREE_STAGES, debug=False, results=results)
     assert code == 0, err
     _one_warning(err, path, problem)
     assert len(_calls(calls, "sbatch")) == 3 and len(list(path.parent.glob("*.json"))) == 2
@@ -143,8 +161,10 @@ def test_a_record_with_no_readable_job_is_left_out_but_named(content, fake_slurm
     code, out, err = _run(capsys, "cancel", "broken", "--results", results)
     assert code == 2 and "Traceback" not in err and f"ledger record {broken} is damaged" in err
 
+    # Slurm lists no live job of this run: the damaged record is named and refuses nothing.
+    fake_slurm(squeue="true")
     code, out, err = launch(THREE_STAGES, debug=False, results=results)
-    assert code == 5 and f"may name jobs still queued or running: {broken} (" in err, (out, err)
+    assert code == 0 and f"ledger record {broken} is damaged (" in err, (out, err)
 
 
 def test_every_field_is_checked(tmp_path):
@@ -157,7 +177,7 @@ def test_every_field_is_checked(tmp_path):
     assert damage.problems == (
         '"created" is a number, not text',
         '"argv" is a list, not a list of text',
-        '"state" is text, not one of submitting, submitted, rolled_back, running, finished, failed, interrupted',
+        '"state" is text, not one of submitting, submitted, rolled_back, abandoned, running, finished, failed, interrupted',
     )
     assert damage.hides_jobs  # a record without jobs names no backend to ask: nothing can be told of it
 

@@ -52,6 +52,15 @@ def _calls(log: Path, name: str):
     return [line for line in log.read_text().splitlines() if line.startswith(f"{name} ")]
 
 
+# The live-run check asks once, before the first sbatch, which of the user's jobs run in this run's directories.
+GUARD_CALL = "squeue --me --noheader --format=%F|%T|%Z|%j|%k"
+
+
+def _look_ups(log: Path):
+    """The squeue calls that look a submission's tags up (not the live-run check's)."""
+    return [line for line in _calls(log, "squeue") if line != GUARD_CALL]
+
+
 @pytest.fixture
 def fake_path(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
@@ -85,7 +94,7 @@ def test_job_ids_are_parsed_and_recorded(fake_path, launch, tmp_path):
     # The tag rides on the command line, so the script stays byte-identical to its dry run.
     assert call.startswith(f"sbatch --parsable --comment=nemo-launcher:{record['id']}:0 ")
     assert "nemo-launcher:" not in (results / "gpt3_5b" / "nemo-megatron-gpt3_5b_submission.sh").read_text()
-    assert not _calls(log, "squeue")  # a clean submission asks nothing more
+    assert _calls(log, "squeue") == [GUARD_CALL]  # a clean submission asks nothing more
 
 
 def test_a_users_own_comment_is_kept_in_front_of_the_tag(fake_path, launch, tmp_path):
@@ -107,7 +116,7 @@ def test_transient_failure_is_looked_up_then_retried(fake_path, launch):
     assert code == 0, err
     sbatch = _calls(log, "sbatch")
     assert len(sbatch) == 3 and len(set(sbatch)) == 1  # the same call, the same tag, each time
-    assert len(_calls(log, "squeue")) == 2  # one look-up before each retry: the job was not queued
+    assert len(_look_ups(log)) == 2  # one look-up before each retry: the job was not queued
     assert "retrying" in err and plan_rows(out)[0][2] == "503"
 
 
@@ -117,7 +126,7 @@ def test_job_queued_despite_a_socket_timeout_is_adopted(fake_path, launch, tmp_p
     results = tmp_path / "results"
     code, out, err = launch(["stages=[training]", "training=gpt3/5b"], debug=False, results=results)
     assert code == 0, err
-    assert len(_calls(log, "sbatch")) == 1 and len(_calls(log, "squeue")) == 1
+    assert len(_calls(log, "sbatch")) == 1 and len(_look_ups(log)) == 1
     assert plan_rows(out)[0][2] == "700"
     assert "did queue job 700" in err
     assert [job["job_id"] for job in _record(results)["jobs"]] == ["700"]
@@ -140,8 +149,10 @@ def test_unparseable_output_without_a_job_is_an_error(fake_path, launch):
 
 def test_failed_look_up_is_never_followed_by_a_second_sbatch(fake_path, launch):
     log = _fake_slurm(fake_path, 'queue 702; echo "sbatch: error: Socket timed out on send/recv operation" >&2; exit 1')
+    # The controller answers the live-run check, then stops answering.
     (fake_path / "squeue").write_text(
-        '#!/bin/sh\necho "squeue: error: slurm_load_jobs error: Socket timed out" >&2; exit 1\n'
+        '#!/bin/sh\ncase "$*" in *--states=all*) echo "squeue: error: slurm_load_jobs error: Socket timed out" >&2; '
+        "exit 1;; esac\n"
     )
     code, out, err = launch(["stages=[training]", "training=gpt3/5b"], debug=False)
     assert code == 3, err
@@ -153,7 +164,7 @@ def test_permanent_failure_is_not_retried(fake_path, launch):
     log = _fake_slurm(fake_path, 'echo "sbatch: error: invalid partition specified: nosuch" >&2; exit 1')
     code, out, err = launch(["stages=[training]", "training=gpt3/5b"], debug=False)
     assert code == 3 and "invalid partition" in err and "'training'" in err and "nothing had been queued" in err
-    assert len(_calls(log, "sbatch")) == 1 and not _calls(log, "squeue")
+    assert len(_calls(log, "sbatch")) == 1 and not _look_ups(log)
 
 
 def test_missing_sbatch_suggests_dry_run(monkeypatch, launch, tmp_path):
@@ -342,5 +353,5 @@ def test_interrupted_sbatch_whose_answer_is_lost_is_found_by_its_tag(
     results = tmp_path / "results"
     code, out, err = launch(FOUR_STAGES, debug=False, results=results)
     assert code == 3, err
-    assert len(_calls(log, "squeue")) == 1
+    assert len(_look_ups(log)) == 1
     _rolled_back(log, results, ["501", "502", "503"])

@@ -52,6 +52,11 @@ class Backend(ABC):
     def job_name(self, spec: JobSpec) -> str:
         return spec.name
 
+    def live_jobs_in(self, directories: Sequence[Path]) -> list:
+        """The scheduler's live jobs (slurm_tags.TaggedJob) that the launcher queued in `directories`, whatever
+        the ledger says. Backends without a queue have none beyond what the ledger records."""
+        return []
+
     def log_base(self, spec: JobSpec) -> Path:
         """Logs are `<job dir>/log-<job name>_<attempt tag>.out`; each backend adds its own attempt tag."""
         return spec.directory / f"log-{self.job_name(spec)}"

@@ -419,6 +419,11 @@ class SlurmBackend(Backend):
             return str(error)
         return None
 
+    def live_jobs_in(self, directories: Sequence[Path]) -> list:
+        from ..slurm_tags import in_directories, tagged_jobs
+
+        return in_directories(tagged_jobs(), directories)
+
     def cancel(self, job_ids: Sequence[str]) -> None:
         if job_ids:
             import subprocess
