@@ -12,9 +12,14 @@ signal, finishes its step, saves and stops), but a helper that dies on it takes 
 - A DataLoader worker killed by it makes the next batch fail ("DataLoader worker exited unexpectedly").
 
 A process inherits its parent's blocked signals across fork and exec, so helpers started inside
-stop_signals_held() never see them. One catch: Python's resource tracker, started by the first spawn of a
-process, *unblocks* SIGTERM in its parent while it starts (multiprocessing/resource_tracker.py), so a process
-spawned right after it would be left exposed; the tracker is therefore started before signals are blocked.
+stop_signals_held() never see them. Python's multiprocessing resource tracker (a child of the rank, started by the
+first semaphore, shared memory segment or spawned process) ignores SIGINT/SIGTERM but not SIGUSR1: killed by the
+time-limit warning, it left "resource_tracker: process died unexpectedly, relaunching" in every requeued attempt's
+log when the rank's stop-signal save started it again. start_resource_tracker() starts it with the stop signals
+blocked; its main() unblocks only SIGINT/SIGTERM, so SIGUSR1 stays blocked in it for good (pending, harmless) and
+it lives until the rank's end closes its pipe. Every collective job calls it at start (run_directory.claimed_run),
+before anything else could start the tracker unprotected. Its start *unblocks* SIGTERM in the caller
+(multiprocessing/resource_tracker.py), so the caller's mask is put back after it.
 DataLoader workers start at other times; they ignore the signals themselves.
 
 The writers report their results through a queue, which megatron.core by default keeps in a spawned multiprocessing
@@ -36,12 +41,22 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 def stop_signals_held():
     """SIGTERM/SIGUSR1 wait (in this thread) until the block ends, and every process started inside it ignores
     them for good: fork and exec keep a blocked mask."""
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()  # it ignores the signals itself and exits when this process does
+    start_resource_tracker()  # now: started lazily inside the block, the tracker would unblock SIGTERM here
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
     try:
         yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def start_resource_tracker() -> None:
+    """Start Python's multiprocessing resource tracker for this process, deaf to the stop signals for good (see the
+    module's docstring); a no-op when it runs already. This process's signal mask is as it was afterwards."""
+    from multiprocessing import resource_tracker
+
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+    try:
+        resource_tracker.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 

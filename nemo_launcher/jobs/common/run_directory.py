@@ -20,6 +20,9 @@
   naming the path instead of a traceback.
 - A rank that stops for a fault (JobFault: 74, 75) keeps that exit status when srun or torchrun, seeing another
   rank exit first, send it SIGTERM on its way out.
+- claimed_run starts Python's multiprocessing resource tracker first, deaf to SIGUSR1 (helper_processes.py):
+  started later by a DataLoader or a checkpoint save, it died of the time-limit warning and the next save
+  relaunched it with a warning in every requeued attempt's log.
 
 Standard library only: it runs before torch is imported.
 """
@@ -37,6 +40,7 @@ from typing import Any
 from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE
 from .config import config_path_from_argv, load_resolved_config
 from .distributed import Placement, placement_from_env
+from .helper_processes import STOP_SIGNALS, start_resource_tracker
 from .quiet import start_job
 from .report import JobFault
 from .run_lock import RunDirectoryInUse, RunDirectoryLock
@@ -44,7 +48,6 @@ from .storage import storage_errno, write_fault
 
 log = logging.getLogger(__name__)
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 # How long ranks other than 0 wait for rank 0 to take the lock (on NFS, seeing a file created on another node can
 # take the attribute cache's time, up to a minute); after that they go on, and the rendezvous waits for rank 0.
 RANK_ZERO_WAIT_S = 300.0
@@ -63,6 +66,7 @@ def claimed_run(
     path = config_path_from_argv(argv, prog=prog)
     placement = placement_from_env()
     start_job(placement.rank)
+    start_resource_tracker()
     cfg = bind(load_resolved_config(path))
     with claimed(run_dir(cfg), placement.rank, placement.world_size):
         yield cfg, placement
