@@ -20,6 +20,7 @@ from ..binding import (
     positive,
     positive_fields,
 )
+from ..checkpoint_damage import AllCheckpointsDamaged
 from ..durations import WallClock
 from .run import RunBase
 
@@ -150,6 +151,9 @@ class ExpManagerSection:
     )  # passed to WandbLogger (project, name, ...)
     resume_if_exists: bool = True  # continue from the newest complete checkpoint in explicit_log_dir
     resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
+    # No complete checkpoint matches the sizes and checksums its save recorded: fail (exit 74) or start over
+    # (contract/checkpoint_damage.py). A damaged newest one with a sound older one always falls back to it.
+    on_all_checkpoints_damaged: AllCheckpointsDamaged = "fail"
     create_checkpoint_callback: bool = True  # false: never save (signals and max_time then just stop)
     log_step_timing: bool = True  # log train_step_timing (seconds per step)
 

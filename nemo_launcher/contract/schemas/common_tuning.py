@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Literal
 
 from ..binding import field_fault, positive_fields
+from ..checkpoint_damage import AllCheckpointsDamaged
 from ..durations import WallClock
 from .common_training import CheckpointParams, Precision, TrainerClock, TrainingStage
 from .run import RunBase
@@ -53,6 +54,9 @@ class SftExpManager:
     create_checkpoint_callback: bool = True  # false: never save (signals and max_time then just stop)
     resume_if_exists: bool = True  # continue from the newest complete checkpoint in explicit_log_dir
     resume_ignore_no_checkpoint: bool = True  # false: resume_if_exists with no checkpoint is an error
+    # No complete checkpoint matches the sizes and checksums its save recorded: fail (exit 74) or start over
+    # (contract/checkpoint_damage.py). A damaged newest one with a sound older one always falls back to it.
+    on_all_checkpoints_damaged: AllCheckpointsDamaged = "fail"
     create_tensorboard_logger: bool = True
     create_wandb_logger: bool = False  # needs the wandb package and wandb_api_key_file (or a prior `wandb login`)
     wandb_logger_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)  # passed to WandbLogger

@@ -14,8 +14,9 @@ import pytorch_lightning as pl
 import torch
 
 from ..common.report import eta, remaining_seconds
+from . import checkpoint_manifest
 from .checkpoint_space import CheckpointSpace
-from .checkpoints import CheckpointFolder
+from .checkpoints import FILES_KEY, CheckpointFolder, alone
 from .optim import parameters_gathered
 from .recipe import extra_loss_names, metric_name
 
@@ -290,6 +291,7 @@ class CheckpointAndStop(pl.Callback):
         try:
             with parameters_gathered(self.parts.ddp_chunks):
                 trainer.save_checkpoint(target, weights_only=False)  # every rank writes its shards; ends with a barrier
+            files = self._recorded_files(target)
             if rank_zero:
                 self.folder.mark_complete(
                     step,
@@ -300,6 +302,7 @@ class CheckpointAndStop(pl.Callback):
                         # Lightning validates after this hook: a validation of these very weights labels them then
                         # (on_validation_end). Until it does, the older validation's loss would rank them wrongly.
                         "val_loss": None if _validates_at(trainer, step) else pl_module_val_loss(trainer),
+                        FILES_KEY: files,
                     },
                 )
         except BaseException as error:  # torch.distributed.checkpoint's CheckpointException is no Exception
@@ -313,6 +316,26 @@ class CheckpointAndStop(pl.Callback):
         self.saved = target
         self.writer.say(f"checkpoint step={step} saved to {target} in {elapsed:.1f}s")
 
+    def _recorded_files(self, target: Path) -> dict[str, dict]:
+        """Every rank: size and CRC-32 of the files it wrote (checkpoint_manifest.py says why the work is split so),
+        all of them together on every rank. Collective."""
+        placement = self.parts.placement
+        share = checkpoint_manifest.record(target, placement.rank, placement.world_size)
+        return checkpoint_manifest.merged(gather_objects(placement.world_size)(share))
+
+
+def gather_objects(world_size: int):
+    """share -> [every rank's share], by rank: torch.distributed.all_gather_object, or `alone` for one process."""
+    if world_size == 1:
+        return alone
+
+    def gather(share):
+        shares = [None] * world_size
+        torch.distributed.all_gather_object(shares, share)
+        return shares
+
+    return gather
+
 
 def _validates_at(trainer, step: int) -> bool:
     """Whether Lightning runs a validation once the hooks of `step` are done (validation every val_check_interval
@@ -323,18 +346,3 @@ def _validates_at(trainer, step: int) -> bool:
 def pl_module_val_loss(trainer) -> float | None:
     """The newest validation loss (None before the first validation), recorded with each checkpoint."""
     return getattr(trainer.lightning_module, "last_val_loss", None)
-
-
-def resume_path(folder: CheckpointFolder, resume_if_exists: bool, ignore_missing: bool) -> Path | None:
-    """The checkpoint to continue from, or None to start fresh, per exp_manager.resume_* keys."""
-    from ..common.config import JobConfigError
-
-    if not resume_if_exists:
-        return None
-    newest = folder.newest_complete()
-    if newest is None and not ignore_missing:
-        raise JobConfigError(
-            f"exp_manager.resume_ignore_no_checkpoint: false, and {folder.root} holds no complete "
-            "checkpoint to resume from"
-        )
-    return newest

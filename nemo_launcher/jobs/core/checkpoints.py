@@ -4,9 +4,14 @@
     folder.newest_complete()          -> Path(".../step-40") or None
     folder.path(60); ...save...; folder.mark_complete(60, {...}); folder.prune(keep=10)
 
+    folder.newest_verified()          -> (Path(".../step-20"), {Path(".../step-40"): ["common.pt: missing"]})
+
 A save that dies half way (kill -9, node failure) leaves a step folder without the marker; it is never
 resumed from and is deleted by the next prune or overwritten by the next save of that step. The marker is
 written last, by one rank, after every rank has finished writing, and atomically (write, fsync, rename).
+It lists every file's size and checksum (checkpoint_manifest.py), so a checkpoint damaged after its save (a
+truncated copy, a lost file, zeroed blocks) is found before a resume loads it. A damaged one is set aside as
+`step-<N>.damaged`, out of every listing here, and kept for a look.
 Only the file system is touched here, so the rules are tested without torch.
 """
 
@@ -14,12 +19,21 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ...contract import CHECKPOINT_COMPLETE_MARKER, CHECKPOINT_STEP_PREFIX
+from . import checkpoint_manifest
 
 MARKER = CHECKPOINT_COMPLETE_MARKER
+FILES_KEY = "files"  # the marker's record of every file: {name: {"bytes": .., "crc32": ..}}
+DAMAGED_SUFFIX = ".damaged"
 _STEP_DIR = re.compile(re.escape(CHECKPOINT_STEP_PREFIX) + r"(\d+)")
+
+
+def alone(share: list) -> list[list]:
+    """The gather of a job with one process: its own share is all there is."""
+    return [share]
 
 
 class CheckpointFolder:
@@ -43,6 +57,43 @@ class CheckpointFolder:
     def newest_complete(self) -> Path | None:
         steps = self.steps()
         return self.path(steps[-1]) if steps else None
+
+    def damage(self, path: Path, rank: int = 0, world_size: int = 1, gather: Callable = alone) -> list[str]:
+        """How the complete checkpoint at `path` differs from what its save recorded, one `<file>: <what>` per
+        damaged file ([] when it matches). Collective when `gather` is: every rank checks the files it owns
+        (checkpoint_manifest.owner) and `gather` (all_gather_object) gives every rank the same answer."""
+        try:
+            files = self.read_info(path).get(FILES_KEY)
+            # A marker written before files were recorded has no list: such a checkpoint is trusted, as it was then.
+            mine = checkpoint_manifest.check(path, files, rank, world_size) if files is not None else []
+        except (OSError, ValueError, AttributeError, KeyError, TypeError) as error:
+            # Not JSON, or JSON of another shape (a list, a record without its sizes): the marker itself is damaged.
+            why = getattr(error, "strerror", None) or f"{type(error).__name__}: {error}"
+            mine = [f"{MARKER}: unreadable ({why})"] if rank == 0 else []
+        return sorted(problem for share in gather(mine) for problem in share)
+
+    def newest_verified(
+        self, rank: int = 0, world_size: int = 1, gather: Callable = alone
+    ) -> tuple[Path | None, dict[Path, list[str]]]:
+        """The newest complete checkpoint that matches its marker (None when none does), and the damage found in
+        the newer ones, newest first. Collective when `gather` is (see damage)."""
+        damaged = {}
+        for step in reversed(self.steps()):
+            problems = self.damage(self.path(step), rank, world_size, gather)
+            if not problems:
+                return self.path(step), damaged
+            damaged[self.path(step)] = problems
+        return None, damaged
+
+    def set_aside(self, path: Path) -> Path:
+        """Renames a damaged checkpoint to `step-<N>.damaged`: no listing, prune or resume sees it again, and its
+        files stay for whoever wants to know what happened (an older copy set aside at the same step is replaced).
+        One rank only."""
+        aside = Path(path).with_name(Path(path).name + DAMAGED_SUFFIX)
+        if aside.exists():
+            shutil.rmtree(aside)
+        os.replace(path, aside)
+        return aside
 
     def prepare(self, step: int) -> Path:
         """An empty folder for `step` (a leftover of an interrupted save of the same step is removed). One rank only."""

@@ -172,7 +172,7 @@ def find_checkpoint(folder: str, name: str) -> Path:
 
     root = Path(folder)
     if (root / MARKER).is_file():
-        return root
+        return _intact(root, "model.checkpoint_folder", CheckpointFolder(root.parent))
     checkpoints = CheckpointFolder(root)
     if name == "latest":
         newest = checkpoints.newest_complete()
@@ -181,12 +181,28 @@ def find_checkpoint(folder: str, name: str) -> Path:
                 f"model.checkpoint_folder: {root} holds no complete checkpoint (a step-<N> folder "
                 f"with a {MARKER} marker); did the training run save one?"
             )
-        return newest
+        return _intact(newest, "model.checkpoint_name", checkpoints)
     chosen = root / name
     if not (chosen / MARKER).is_file():
         have = ", ".join(f"step-{s}" for s in checkpoints.steps()) or "none"
         raise JobConfigError(f"model.checkpoint_name: {chosen} is not a complete checkpoint; complete ones: {have}")
-    return chosen
+    return _intact(chosen, "model.checkpoint_name", checkpoints)
+
+
+def _intact(checkpoint: Path, key: str, checkpoints) -> Path:
+    """`checkpoint` when its files match what its save recorded, else exit 74 naming them. No fallback, unlike a
+    resume: a conversion of an older step than the one asked for would pass for the trained model. Every process
+    checks every file: it runs before the process group exists, and a conversion reads the whole checkpoint anyway."""
+    from .resume import DamagedCheckpoints
+
+    problems = checkpoints.damage(checkpoint)
+    if problems:
+        others = ", ".join(f"step-{s}" for s in checkpoints.steps() if checkpoints.path(s) != checkpoint) or "none"
+        raise DamagedCheckpoints(
+            f"{key}: {checkpoint} differs from what its save recorded ({'; '.join(problems)}); restore those files "
+            f"from a copy, or convert another complete checkpoint (model.checkpoint_name; complete ones: {others})"
+        )
+    return checkpoint
 
 
 def training_model_section(cfg, training_schema) -> dict[str, Any]:

@@ -16,8 +16,8 @@ continues from the newest complete checkpoint. SIGTERM/SIGUSR1 and trainer.max_t
 and exit 0, so a requeued job goes on where it stopped. Rank 0 holds explicit_log_dir's lock while the
 job runs (common/run_directory.py): one writer per run. Exit codes: 0 done or stopped cleanly,
 2 configuration error, 74 a checkpoint could not be written (disk full, no permission: nothing is requeued,
-the newest complete checkpoint is kept), 75 explicit_log_dir is in use by another job (nothing was
-written); each of these prints one `Error:` line on stderr. Anything else is a crash.
+the newest complete checkpoint is kept) or none can be read as it was saved (resume.py), 75 explicit_log_dir is
+in use by another job (nothing was written); each of these prints one `Error:` line on stderr. Anything else is a crash.
 
 Only the standard library is imported at module level: dist_checkpointing starts a helper process by
 spawning, which re-imports the program's module; it must not pay for torch and megatron a second time.
@@ -68,9 +68,10 @@ def run_program(
 
 
 def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
-    from .callbacks import MetricsWriter, StopSignals, StopTraining, evaluation_report, resume_path
+    from .callbacks import MetricsWriter, StopSignals, StopTraining, evaluation_report, gather_objects
     from .checkpoints import CheckpointFolder
     from .parts import build_parts, init_processes, shutdown
+    from .resume import resume_path
     from .run_length import run_in_steps
 
     # Before anything is written: too few samples, or a warm-up longer than the derived run, is a config error.
@@ -83,13 +84,16 @@ def _train(recipe, cfg, placement, started: float, build, module_class) -> int:
         writer = MetricsWriter(_loggers(cfg) if rank_zero else [], rank_zero)
         if sizing is not None:
             writer.say(f"run length: {sizing}")
-        resume = resume_path(folder, cfg.exp_manager.resume_if_exists, cfg.exp_manager.resume_ignore_no_checkpoint)
-        resume = resume or starting_checkpoint(getattr(cfg.model, "resume_from_checkpoint", None))
         if rank_zero:
             from .code_versions import write_code_versions
 
             write_code_versions(Path(cfg.run.results_dir))
         on_gpu = init_processes(recipe, cfg, placement)
+        # After the process group exists: the ranks share the checking of the checkpoint's files (resume.py).
+        resume = resume_path(
+            folder, cfg.exp_manager, placement.rank, placement.world_size, gather_objects(placement.world_size)
+        )
+        resume = resume or starting_checkpoint(getattr(cfg.model, "resume_from_checkpoint", None))
         parts = (build or build_parts)(recipe, cfg, placement, on_gpu, resume)
         _announce(parts, writer, resume)
         trainer, module, progress, stopper = _lightning(
