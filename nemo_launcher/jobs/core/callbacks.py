@@ -13,6 +13,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from ...contract.stop_reasons import max_time_stop_reason, signal_stop_reason
 from ..common.report import eta, remaining_seconds
 from . import checkpoint_manifest
 from .checkpoint_space import CheckpointSpace
@@ -277,9 +278,9 @@ class CheckpointAndStop(pl.Callback):
             flags = agreed.tolist()
         if flags[0]:
             where = signal.Signals(self.signals.received).name if self.signals.received else "on another rank"
-            return f"signal {where} received"
+            return signal_stop_reason(where)
         if flags[1]:
-            return f"trainer.max_time {self.parts.cfg.trainer.max_time} reached"
+            return max_time_stop_reason(self.parts.cfg.trainer.max_time)
         return None
 
     def save(self, trainer, step: int) -> None:

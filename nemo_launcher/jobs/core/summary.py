@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ...contract.stop_reasons import stopped_title
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainingOutcome:
@@ -43,7 +45,7 @@ def training_summary(cfg, outcome: TrainingOutcome, extra: Iterable[tuple[str, A
             if exp.create_checkpoint_callback
             else "no checkpoint was saved (exp_manager.create_checkpoint_callback: false), so a rerun starts over"
         )
-        title = f"training stopped at step={outcome.step} of {max_steps}: {outcome.stop_reason}; {follow_up}"
+        title = stopped_title(outcome.step, max_steps, outcome.stop_reason, follow_up)  # `status` reads it back
     else:
         title = f"training finished at step={outcome.step} of {max_steps}"
     done = outcome.step - outcome.first_step
