@@ -34,9 +34,14 @@ class Interrupted(KeyboardInterrupt):
         return describe(self.signal_number)
 
 
+# What a user did to send each signal, where it is not obvious from its name.
+_MEANING = {signal.SIGINT: "Ctrl-C", signal.SIGHUP: "the terminal closed", signal.SIGQUIT: "Ctrl-\\"}
+
+
 def describe(signal_number: int) -> str:
     name = signal.Signals(signal_number).name
-    return f"{name} (Ctrl-C)" if signal_number == signal.SIGINT else name
+    meaning = _MEANING.get(signal_number)
+    return f"{name} ({meaning})" if meaning else name
 
 
 def _note(noted: list[int], message: str) -> Callable:
