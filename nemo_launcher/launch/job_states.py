@@ -3,10 +3,11 @@
     states = poll(records)                  # per record, one JobState per job (aligned with record["jobs"])
     states = poll(records, live_only=True)  # squeue only: enough to tell queued or running from ended
 
-Slurm: ONE `squeue` call covers every job id of every record given, then ONE `sacct` call the jobs squeue no
-longer lists; where accounting is disabled, ONE `scontrol show job -o` (every job the controller still
-remembers) instead. A call per job would cost a controller round trip each, which a busy slurmctld answers in
-seconds, and `status` of all recent pipelines would make hundreds of them.
+Slurm: ONE `squeue` call covers every job id of every record given, then ONE `sacct --duplicates` call the jobs
+squeue no longer lists and those it says were restarted (each attempt's state says why: restarts.py); where
+accounting is disabled, ONE `scontrol show job -o` (every job the controller still remembers) instead. A call per
+job would cost a controller round trip each, which a busy slurmctld answers in seconds, and `status` of all recent
+pipelines would make hundreds of them.
 Jobs run here (interactive, bcp): from the exit codes the launcher recorded and whether its pid is alive.
 """
 
@@ -14,12 +15,14 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from ..contract.file_numbers import FileNumbersError, array_task_count, parse_file_numbers
 from .errors import LauncherError
-from .ledger import elapsed_since
+from .ledger import _attempt, elapsed_since, log_files
+from .restarts import restarts_text
 
 COMMAND_TIMEOUT_S = 60
 # Slurm states of a job that still holds or waits for resources; anything else has ended.
@@ -40,6 +43,9 @@ LIVE_STATES = frozenset(
     }
 )
 NO_ACCOUNTING = "ENDED (state unknown: no accounting)"
+# squeue -O's fields (-o has no letter for the restart count). JobArrayID is -o's %i (123, 123_4, 123_[5-9%2]);
+# each field ends in `|` and gives no width, so nothing is padded or cut.
+SQUEUE_FIELDS = "JobArrayID:|,State:|,TimeUsed:|,Reason:|,RestartCnt:"
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class JobState:
     phase: str  # one word a pipeline summary counts: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, UNKNOWN, ...
     live: bool  # still queued or running: there is something to cancel or follow
     detail: str = "-"  # elapsed time while running, the pending reason, or the exit code once ended
+    restarts: str = "-"  # Slurm's restarts and their causes, "2 (time limit, node failure)"; "-" where unknown
 
 
 def run_command(argv: Sequence[str]):
@@ -84,8 +91,15 @@ def poll(records: Sequence[dict], live_only: bool = False) -> list[list[JobState
 
 # ---- Slurm ---------------------------------------------------------------------------------------------------
 
-# What the scheduler says of one job or array task: (state, detail).
-_Task = tuple[str, str]
+
+@dataclass(frozen=True)
+class _Task:
+    """What the scheduler says of one job or array task."""
+
+    state: str
+    detail: str
+    restarts: int | None = None  # how often Slurm restarted it; None where the source does not say
+    earlier: tuple[str, ...] = ()  # sacct's state of each earlier attempt, oldest first (empty without accounting)
 
 
 def _slurm_tasks(records, ids: list[str], live_only: bool) -> tuple[dict[str, dict[str | None, _Task]], str]:
@@ -93,6 +107,8 @@ def _slurm_tasks(records, ids: list[str], live_only: bool) -> tuple[dict[str, di
     listed = _squeue(ids)
     if live_only:
         return listed, "ENDED"
+    # Restarted jobs squeue still lists go to sacct too: only its record of each attempt says why it restarted.
+    restarted = [job_id for job_id in ids if any(task.restarts for task in listed.get(job_id, {}).values())]
     expected = {
         str(job["job_id"]): array_task_count(job.get("array"))
         for record in records
@@ -101,40 +117,44 @@ def _slurm_tasks(records, ids: list[str], live_only: bool) -> tuple[dict[str, di
     }
     # A job squeue lists in full is settled; an array with fewer tasks listed than it has ended in part.
     missing = [job_id for job_id in ids if len(listed.get(job_id, ())) < (expected.get(job_id) or 1)]
-    if not missing:
+    if not missing and not restarted:
         return listed, "UNKNOWN"
-    ended, unknown = _ended(missing, _earliest(records))
+    ended, unknown = _ended(missing, restarted, _earliest(records))
     for job_id, tasks in ended.items():
         for task, value in tasks.items():
-            listed.setdefault(job_id, {}).setdefault(task, value)  # squeue's view is the fresher one
+            fresher = listed.setdefault(job_id, {}).get(task)  # squeue's view is the fresher one
+            listed[job_id][task] = value if fresher is None else replace(fresher, earlier=value.earlier)
     return listed, unknown
 
 
 def _squeue(ids: list[str]) -> dict[str, dict[str | None, _Task]]:
-    result = run_command(["squeue", "-h", "-r", "-j", ",".join(ids), "-o", "%i|%T|%M|%r"])
+    result = run_command(["squeue", "-h", "-r", "-j", ",".join(ids), "-O", SQUEUE_FIELDS])
     if result.returncode != 0:
         # squeue refuses a single id it no longer knows; several unknown ids just list nothing.
         if "Invalid job id" in result.stderr:
             return {}
         raise LauncherError(f"squeue failed: {(result.stderr or result.stdout).strip()}")
-    return _table_tasks(result.stdout, _queue_detail)
+    return _table_tasks(result.stdout, _queue_task)
 
 
-def _queue_detail(state: str, fields: list[str]) -> str:
-    """squeue's %i|%T|%M|%r: a running job's time so far, else the reason it waits."""
+def _queue_task(state: str, fields: list[str]) -> _Task:
+    """squeue's id|state|time used|reason|restart count: a running job's time so far, else the reason it waits."""
     if state == "RUNNING":
-        return fields[2]
-    return f"({fields[3]})" if len(fields) > 3 and fields[3] not in ("", "None") else "-"
+        detail = fields[2]
+    else:
+        detail = f"({fields[3]})" if len(fields) > 3 and fields[3] not in ("", "None") else "-"
+    restarts = fields[4].strip() if len(fields) > 4 else ""
+    return _Task(state, detail, int(restarts) if restarts.isdigit() else None)
 
 
-def _accounting_detail(state: str, fields: list[str]) -> str:
+def _accounting_task(state: str, fields: list[str]) -> _Task:
     """sacct's JobID|State|ExitCode|Elapsed: a live job's time so far, else how it ended."""
-    return fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(state, fields[2])
+    return _Task(state, fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(state, fields[2]))
 
 
-def _table_tasks(output: str, detail: Callable[[str, list[str]], str]) -> dict[str, dict[str | None, _Task]]:
-    """The jobs and tasks of squeue's or sacct's `|`-separated lines (job id, state, ...); `detail(state, fields)`
-    gives what is shown beside each state."""
+def _table_tasks(output: str, task_of: Callable[[str, list[str]], _Task]) -> dict[str, dict[str | None, _Task]]:
+    """The jobs and tasks of squeue's `|`-separated lines (job id, state, ...); `task_of(state, fields)` reads the
+    rest of a line."""
     found: dict[str, dict[str | None, _Task]] = {}
     for line in output.splitlines():
         fields = line.strip().split("|")
@@ -142,7 +162,26 @@ def _table_tasks(output: str, detail: Callable[[str, list[str]], str]) -> dict[s
             continue
         job_id, task = _split_id(fields[0])
         state = _state_word(fields[1])
-        _add(found, job_id, task, (state, detail(state, fields)))
+        _add(found, job_id, task, task_of(state, fields))
+    return found
+
+
+def _attempt_tasks(output: str) -> dict[str, dict[str | None, _Task]]:
+    """sacct --duplicates' lines: every attempt of a job or task, oldest first (sacct lists them in the order they
+    were submitted). The newest says where it stands; the ones before it, why it restarted."""
+    attempts: dict[tuple[str, str | None], list[_Task]] = {}
+    for line in output.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 3:
+            continue
+        job_id, task = _split_id(fields[0])
+        state = _state_word(fields[1])
+        for key in _task_keys(task):
+            attempts.setdefault((job_id, key), []).append(_accounting_task(state, fields))
+    found: dict[str, dict[str | None, _Task]] = {}
+    for (job_id, task), tasks in attempts.items():
+        earlier = tuple(attempt.state for attempt in tasks[:-1])
+        found.setdefault(job_id, {})[task] = replace(tasks[-1], restarts=len(earlier), earlier=earlier)
     return found
 
 
@@ -154,20 +193,22 @@ def _add(found: dict[str, dict[str | None, _Task]], job_id: str, task: str | Non
         tasks.setdefault(key, value)
 
 
-def _ended(ids: list[str], since: str) -> tuple[dict[str, dict[str | None, _Task]], str]:
-    """What the jobs squeue no longer lists ended as: from sacct, or from scontrol where accounting is off."""
+def _ended(missing: list[str], restarted: list[str], since: str) -> tuple[dict[str, dict[str | None, _Task]], str]:
+    """What the jobs squeue no longer lists ended as, and every attempt of those it says were restarted: from sacct,
+    or (the ended ones only) from scontrol where accounting is off."""
+    ids = ",".join(dict.fromkeys([*missing, *restarted]))
     result = run_command(
-        ["sacct", "-n", "-P", "-X", "-S", since, "-j", ",".join(ids), "-o", "JobID,State,ExitCode,Elapsed"]
+        ["sacct", "-n", "-P", "-X", "--duplicates", "-S", since, "-j", ids, "-o", "JobID,State,ExitCode,Elapsed"]
     )
     if result.returncode == 0:
-        return _table_tasks(result.stdout, _accounting_detail), "ENDED (state unknown)"
+        return _attempt_tasks(result.stdout), "ENDED (state unknown)"
     message = (result.stderr or result.stdout).strip()
     unknown = (
         NO_ACCOUNTING
         if "disabled" in message.lower()
         else f"ENDED (state unknown: sacct: {message.splitlines()[0] if message else 'failed'})"
     )
-    return _scontrol_jobs(set(ids)), unknown
+    return (_scontrol_jobs(set(missing)) if missing else {}), unknown
 
 
 def _scontrol_jobs(wanted) -> dict[str, dict[str | None, _Task]]:
@@ -187,7 +228,8 @@ def _scontrol_jobs(wanted) -> dict[str, dict[str | None, _Task]]:
         task = fields.get("ArrayTaskId") if fields.get("ArrayJobId") else None
         state = _state_word(fields["JobState"])
         detail = fields.get("RunTime", "-") if state in LIVE_STATES else _exit_text(state, fields.get("ExitCode", ""))
-        _add(found, job_id, task, (state, detail))
+        restarts = fields.get("Restarts", "")
+        _add(found, job_id, task, _Task(state, detail, int(restarts) if restarts.isdigit() else None))
     return found
 
 
@@ -197,15 +239,27 @@ def _slurm_job_state(job: dict, tasks: dict[str | None, _Task] | None, unknown: 
     if not tasks:
         return JobState(unknown, "UNKNOWN", False)
     if list(tasks) == [None]:
-        state, detail = tasks[None]
-        return JobState(state, state, state in LIVE_STATES, detail)
-    counts = Counter(state for state, _ in tasks.values())
+        task = tasks[None]
+        # Logs are read only for a job that restarted: `status` of many pipelines globs no folder otherwise.
+        restarts = restarts_text(task.restarts, task.earlier, _attempt_logs(job) if task.restarts else {})
+        return JobState(task.state, task.state, task.state in LIVE_STATES, task.detail, restarts)
+    counts = Counter(task.state for task in tasks.values())
     live = [state for state in counts if state in LIVE_STATES]
     ended = [state for state in counts if state not in LIVE_STATES and state != "COMPLETED"]
     phase = "RUNNING" if "RUNNING" in counts else live[0] if live else ended[0] if ended else "COMPLETED"
     order = sorted(counts, key=lambda state: (state != "RUNNING", state not in LIVE_STATES, state))
     text = ", ".join(f"{counts[state]} {state}" for state in order) if len(counts) > 1 else phase
-    return JobState(text, phase, bool(live), f"{sum(counts.values())} tasks")
+    known = [task for task in tasks.values() if task.restarts is not None]
+    # An array's tasks restart one by one: their restarts added up, the causes sacct gives (no log is read).
+    restarts = (
+        restarts_text(sum(t.restarts for t in known), [s for t in known for s in t.earlier], {}) if known else "-"
+    )
+    return JobState(text, phase, bool(live), f"{sum(counts.values())} tasks", restarts)
+
+
+def _attempt_logs(job: dict) -> dict[int, Path]:
+    """attempt number -> the log it wrote (a Slurm job's logs carry their attempt: `..._attempt<n>.out`)."""
+    return {_attempt(str(path)): path for path in log_files(job)}
 
 
 def _split_id(text: str) -> tuple[str, str | None]:

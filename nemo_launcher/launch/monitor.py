@@ -97,23 +97,21 @@ def _pipelines_table(results: Path) -> str:
 
 def _pipeline_table(record: dict, states: Sequence[JobState]) -> str:
     slurm = on_slurm(record)
+    # Only Slurm has job ids and restarts (a requeue keeps the id): jobs run here show neither column.
     header = (
-        ("stage", "job", "id", "state", "elapsed/exit", "log")
+        ("stage", "job", "id", "state", "elapsed/exit", "restarts", "log")
         if slurm
         else ("stage", "job", "state", "elapsed/exit", "log")
     )
     rows = [header]
     for job, state in zip(record["jobs"], states):
         logs = log_files(job)
-        row = [
-            job["stage"],
-            job["job_name"],
-            job.get("job_id") or "-",
-            state.state,
-            state.detail,
-            str(logs[-1]) if logs else "-",
-        ]
-        rows.append(tuple(row if slurm else row[:2] + row[3:]))
+        newest_log = str(logs[-1]) if logs else "-"
+        if slurm:
+            job_id = job.get("job_id") or "-"
+            rows.append((job["stage"], job["job_name"], job_id, state.state, state.detail, state.restarts, newest_log))
+        else:
+            rows.append((job["stage"], job["job_name"], state.state, state.detail, newest_log))
     title = (
         f"Pipeline {record['id']} ({record.get('cluster_type')}, created {record.get('created')} by "
         f"{record.get('user')}@{record.get('host')}): {summary(record, states)}"
