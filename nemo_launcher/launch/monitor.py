@@ -70,6 +70,12 @@ def summary(record: dict, states: Sequence[JobState]) -> str:
     """The pipeline in a few words: `3/3 COMPLETED`, `1 COMPLETED, 1 RUNNING, 1 PENDING`, `FAILED at training`."""
     if record.get("state") == "rolled_back":
         return "ROLLED BACK (a submission failed; its jobs were cancelled)"
+    if record.get("state") == "abandoned":  # orphans.py: the jobs found queued were adopted, the rest never queued
+        return f"ABANDONED (the launcher died while submitting): {_phases(record, states)}"
+    return _phases(record, states)
+
+
+def _phases(record: dict, states: Sequence[JobState]) -> str:
     phases = [state.phase for state in states]
     if all(phase == "COMPLETED" for phase in phases):
         return f"{len(phases)}/{len(phases)} COMPLETED"
