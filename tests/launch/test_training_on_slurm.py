@@ -2,7 +2,9 @@
 that gets the time-limit warning, saves, requeues itself and resumes. (A job cancelled mid-run and submitted again:
 tests/launch/test_job_faults_on_slurm.py, which also checks that the resumed run ends bit-identical.)"""
 
+import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -56,7 +58,8 @@ def _submit_and_wait_for_a_checkpoint(launch, train, results):
 
 def test_time_limit_warning_saves_and_the_job_requeues_itself(slurm_cluster, launch, tmp_path, tiny_pile_data):
     """SIGUSR1 is what Slurm sends cluster.signal_seconds_before_limit before the time limit: the trainer saves,
-    the script requeues the job, and the next attempt resumes and finishes."""
+    the script requeues the job, and the next attempt resumes and finishes; no attempt's log holds a warning, and
+    `status` shows the restart and its cause."""
     results, train = tmp_path / "results", _train_40_steps(tiny_pile_data)
     job = _submit_and_wait_for_a_checkpoint(launch, train, results)
     # Signal the job steps only, as the time-limit warning does (not the batch shell).
@@ -73,3 +76,18 @@ def test_time_limit_warning_saves_and_the_job_requeues_itself(slurm_cluster, lau
     assert "resuming from" in second and "finished at step=40" in second
     assert _checkpoints(results)[-1] == 40
     assert not (results / "gpt3_tiny" / "results" / "RESUME_NEEDED").exists()
+    # Quiet requeues: Python's resource tracker, signalled with the ranks, no longer dies and warns in the logs.
+    for attempt in (0, 1):
+        errors = (results / "gpt3_tiny" / f"log-nemo-megatron-gpt3_tiny_{job}_attempt{attempt}.err").read_text()
+        assert not re.search(r"resource_tracker|died unexpectedly|leaked", errors), errors[-3000:]
+    # status counts the restart and says why: this cluster keeps no accounting, so the count is scontrol's
+    # Restarts= and the cause what attempt 0's log says stopped it (SIGUSR1, the time-limit warning).
+    shown = subprocess.run(
+        [sys.executable, "-m", "nemo_launcher", "status", "gpt3_tiny", "--results", str(results)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(rf"{job} +COMPLETED +exit 0 +1 \(time limit\) ", shown.stdout), shown.stdout
