@@ -19,8 +19,8 @@ TRACKER_WARNING = re.compile(r"resource_tracker(\.py|:)|died unexpectedly|leaked
 
 
 def test_the_resource_tracker_outlives_sigusr1_and_the_stopped_attempt_logs_no_warning(sample_data_dir, tmp_path):
-    # Saving every 2 steps starts the tracker (each save needs it) before the signal comes, as on a cluster, where
-    # the time-limit warning comes hours after the first save.
+    # A save comes before the signal, as on a cluster, where the time-limit warning comes hours after the first one:
+    # a save starts the tracker where the job did not start it first, so there is a tracker for the signal to kill.
     config = write_config(
         tmp_path,
         sample_data_dir,
