@@ -148,7 +148,7 @@ def _queue_task(state: str, fields: list[str]) -> _Task:
 
 
 def _accounting_task(state: str, fields: list[str]) -> _Task:
-    """sacct's JobID|State|ExitCode|Elapsed: a live job's time so far, else how it ended."""
+    """sacct's JobID|State|ExitCode|Elapsed|Submit: a live job's time so far, else how it ended."""
     return _Task(state, fields[3] if state in LIVE_STATES and len(fields) > 3 else _exit_text(state, fields[2]))
 
 
@@ -167,19 +167,21 @@ def _table_tasks(output: str, task_of: Callable[[str, list[str]], _Task]) -> dic
 
 
 def _attempt_tasks(output: str) -> dict[str, dict[str | None, _Task]]:
-    """sacct --duplicates' lines: every attempt of a job or task, oldest first (sacct lists them in the order they
-    were submitted). The newest says where it stands; the ones before it, why it restarted."""
-    attempts: dict[tuple[str, str | None], list[_Task]] = {}
+    """sacct --duplicates' lines: every attempt of a job or task, each with the time it was (re)queued. The newest
+    says where it stands; the ones before it, why it restarted."""
+    attempts: dict[tuple[str, str | None], list[tuple[str, _Task]]] = {}
     for line in output.splitlines():
         fields = line.strip().split("|")
         if len(fields) < 3:
             continue
         job_id, task = _split_id(fields[0])
         state = _state_word(fields[1])
+        submitted = fields[4] if len(fields) > 4 else ""  # ISO times sort as text; sacct's own order if none
         for key in _task_keys(task):
-            attempts.setdefault((job_id, key), []).append(_accounting_task(state, fields))
+            attempts.setdefault((job_id, key), []).append((submitted, _accounting_task(state, fields)))
     found: dict[str, dict[str | None, _Task]] = {}
-    for (job_id, task), tasks in attempts.items():
+    for (job_id, task), timed in attempts.items():
+        tasks = [attempt for _, attempt in sorted(timed, key=lambda pair: pair[0])]  # stable: ties keep sacct's order
         earlier = tuple(attempt.state for attempt in tasks[:-1])
         found.setdefault(job_id, {})[task] = replace(tasks[-1], restarts=len(earlier), earlier=earlier)
     return found
@@ -198,7 +200,7 @@ def _ended(missing: list[str], restarted: list[str], since: str) -> tuple[dict[s
     or (the ended ones only) from scontrol where accounting is off."""
     ids = ",".join(dict.fromkeys([*missing, *restarted]))
     result = run_command(
-        ["sacct", "-n", "-P", "-X", "--duplicates", "-S", since, "-j", ids, "-o", "JobID,State,ExitCode,Elapsed"]
+        ["sacct", "-n", "-P", "-X", "--duplicates", "-S", since, "-j", ids, "-o", "JobID,State,ExitCode,Elapsed,Submit"]
     )
     if result.returncode == 0:
         return _attempt_tasks(result.stdout), "ENDED (state unknown)"

@@ -46,8 +46,10 @@ def _restarts(out: str) -> dict[str, str]:
 def test_causes_come_from_each_earlier_attempts_accounting_state_and_its_own_log(fake_slurm, tmp_path, capsys):
     calls = fake_slurm(
         squeue="printf '1001|RUNNING|0:05|None|2\\n1003|RUNNING|0:01|None|0\\n'",
-        sacct="printf '1001|NODE_FAIL|0:0|00:10:00\\n1001|REQUEUED|0:0|00:20:00\\n1001|RUNNING|0:0|00:00:05\\n"
-        "1002|PREEMPTED|0:0|00:01:00\\n1002|COMPLETED|0:0|00:03:00\\n'",
+        # Each attempt with the time it was queued, listed out of order: the causes still come oldest first.
+        sacct="printf '1001|RUNNING|0:0|00:00:05|2026-01-01T02:00:00\\n"
+        "1001|NODE_FAIL|0:0|00:10:00|2026-01-01T00:00:00\\n1001|REQUEUED|0:0|00:20:00|2026-01-01T01:00:00\\n"
+        "1002|PREEMPTED|0:0|00:01:00|2026-01-01T00:00:00\\n1002|COMPLETED|0:0|00:03:00|2026-01-01T00:01:00\\n'",
     )
     results, record = _pipeline(
         tmp_path, [("training", "train", "1001"), ("conversion", "conv", "1002"), ("evaluation", "eval", "1003")]
