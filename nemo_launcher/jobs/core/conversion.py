@@ -199,7 +199,8 @@ def _intact(checkpoint: Path, key: str, checkpoints) -> Path:
     if problems:
         others = ", ".join(f"step-{s}" for s in checkpoints.steps() if checkpoints.path(s) != checkpoint) or "none"
         raise DamagedCheckpoints(
-            f"{key}: {checkpoint} differs from what its save recorded ({'; '.join(problems)}); restore those files "
+            f"{key}: {checkpoint} differs from what its save recorded "
+            f"({'; '.join(str(checkpoint / problem) for problem in problems)}); restore those files "
             f"from a copy, or convert another complete checkpoint (model.checkpoint_name; complete ones: {others})"
         )
     return checkpoint

@@ -56,9 +56,11 @@ def copy_of_the_run(tiny_pipeline, work: Path, *overrides: str) -> tuple[Path, P
     return config, log_dir / "checkpoints"
 
 
-def rerun(config: Path) -> subprocess.CompletedProcess:
-    """The training program as its script starts it, whatever its exit status."""
-    return subprocess.run(command(config), cwd=REPO, env=environment(), capture_output=True, text=True, timeout=300)
+def rerun(config: Path, module: str = "nemo_launcher.jobs.gpt.train") -> subprocess.CompletedProcess:
+    """A job program (the training by default) as its script starts it, whatever its exit status."""
+    return subprocess.run(
+        command(config, program=(module,)), cwd=REPO, env=environment(), capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.mark.parametrize("damage", [truncate, lose_metadata, zero_bytes], ids=["truncated", "no_metadata", "zeroed"])
@@ -108,3 +110,24 @@ def test_with_only_damaged_checkpoints_the_job_exits_74_in_one_line_or_starts_ov
     assert "starting over (exp_manager.on_all_checkpoints_damaged: start_over)" in output
     assert "starting from scratch" in started.stdout and re.search(r"^  steps +4 this attempt$", started.stdout, re.M)
     assert sorted(p.name for p in again.iterdir()) == ["step-2", "step-2.damaged", "step-4", "step-4.damaged"]
+
+
+def test_a_conversion_of_a_damaged_checkpoint_stops_with_74_instead_of_converting_an_older_one(tiny_pipeline, tmp_path):
+    run, _ = tiny_pipeline
+    _, checkpoints = copy_of_the_run(tiny_pipeline, tmp_path)
+    truncated = truncate(checkpoints / "step-4")
+    conversion = yaml.safe_load(run.configs["conversion"].read_text())
+    conversion["model"]["checkpoint_folder"] = str(checkpoints)
+    conversion["run"]["results_dir"] = str(tmp_path / "convert_nemo")
+    conversion["hf"]["output_dir"] = str(tmp_path / "convert_nemo" / "results" / "hf")
+    config = tmp_path / "conversion.yaml"
+    config.write_text(yaml.safe_dump(conversion))
+
+    refused = rerun(config, "nemo_launcher.jobs.gpt.convert")
+    assert refused.returncode == 74, refused.stderr[-3000:]
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"Error: model.checkpoint_name: {checkpoints / 'step-4'} differs from what its save recorded ({truncated}); "
+        "restore those files from a copy, or convert another complete checkpoint (model.checkpoint_name; complete "
+        "ones: step-2)"
+    )
+    assert "Traceback" not in refused.stderr and not list((tmp_path / "convert_nemo").glob("**/*.nemo"))
