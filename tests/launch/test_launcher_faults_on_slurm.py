@@ -224,3 +224,24 @@ def test_a_damaged_record_hides_no_job_from_the_same_command_or_from_cancel(laun
     assert all(f"{job_id}" in cancel.stdout for job_id in hidden), cancel.stdout
     assert "cancelled 4 of 4 jobs" in cancel.stdout
     assert not launcher.live_jobs()
+
+
+def test_a_deleted_record_hides_no_job_from_the_same_command_or_from_cancel(launchers):
+    launcher = launchers(stages=STAGES)
+    submitted = launcher.run()
+    assert submitted.returncode == 0, submitted.stderr
+    (path,) = (launcher.results / ".ledger").glob("*.json")
+    record = json.loads(path.read_text())
+    ids = [job["job_id"] for job in record["jobs"]]
+    path.unlink()
+
+    again = launcher.run()
+    assert again.returncode == 5, again.stderr
+    (line,) = [line for line in again.stderr.splitlines() if line.startswith("Error:")]
+    assert all(f"{job_id} (" in line for job_id in ids) and f"cancel {record['id']}" in line, line
+    assert len(launcher.jobs()) == 4 and not list((launcher.results / ".ledger").glob("*.json"))
+
+    cancel = launcher.command("cancel", record["id"])
+    assert cancel.returncode == 0, cancel.stderr
+    assert f"No ledger record matches {record['id']!r}; cancelled 4 job(s) found in squeue" in cancel.stdout
+    assert not launcher.live_jobs()

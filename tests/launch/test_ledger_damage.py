@@ -177,7 +177,8 @@ def test_every_field_is_checked(tmp_path):
     assert damage.problems == (
         '"created" is a number, not text',
         '"argv" is a list, not a list of text',
-        '"state" is text, not one of submitting, submitted, rolled_back, abandoned, running, finished, failed, interrupted',
+        '"state" is text, not one of submitting, submitted, rolled_back, abandoned, running, finished, failed, '
+        "interrupted",
     )
     assert damage.hides_jobs  # a record without jobs names no backend to ask: nothing can be told of it
 

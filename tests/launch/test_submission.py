@@ -257,7 +257,9 @@ def test_signal_after_the_second_of_four_submissions(fake_path, launch, tmp_path
     code, out, err = launch(FOUR_STAGES, debug=False, results=results)
     assert code == 3, err
     (line,) = err.strip().splitlines()[-1:]
-    interrupt = "SIGINT (Ctrl-C)" if name == "INT" else f"SIG{name}"
+    interrupt = {"INT": "SIGINT (Ctrl-C)", "HUP": "SIGHUP (the terminal closed)", "QUIT": "SIGQUIT (Ctrl-\\)"}.get(
+        name, f"SIG{name}"
+    )
     assert line.startswith(
         f"Error: interrupted by {interrupt} while submitting job 2 of 4 (conversion); rolled back; ledger record "
     )
