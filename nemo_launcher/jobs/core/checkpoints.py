@@ -68,9 +68,10 @@ class CheckpointFolder:
             mine = checkpoint_manifest.check(path, files, rank, world_size) if files is not None else []
         except (OSError, ValueError, AttributeError, KeyError, TypeError) as error:
             # Not JSON, or JSON of another shape (a list, a record without its sizes): the marker itself is damaged.
+            # Every rank that meets it says so; the same words from several ranks count once.
             why = getattr(error, "strerror", None) or f"{type(error).__name__}: {error}"
-            mine = [f"{MARKER}: unreadable ({why})"] if rank == 0 else []
-        return sorted(problem for share in gather(mine) for problem in share)
+            mine = [f"{MARKER}: unreadable ({why})"]
+        return sorted({problem for share in gather(mine) for problem in share})
 
     def newest_verified(
         self, rank: int = 0, world_size: int = 1, gather: Callable = alone

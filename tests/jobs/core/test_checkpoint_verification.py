@@ -139,9 +139,11 @@ def test_a_marker_from_before_file_records_is_trusted_and_a_damaged_marker_is_da
     save(folder, 20)
     (folder.path(10) / "common.pt").unlink()  # nothing recorded says it was there
     (folder.path(20) / MARKER).write_text('["not", "a", "record"]')
+    # Every rank reads the marker; what two ranks both found is said once.
+    (unreadable,) = folder.damage(folder.path(20), 1, 2, lambda mine: [mine, mine])
     warnings = []
     assert resume_path(folder, exp_manager(tmp_path), warn=warnings.append) == folder.path(10)
-    assert warnings == [
+    assert unreadable in warnings[0] and warnings == [
         f"checkpoint step-20 is damaged ({folder.path(20) / MARKER}: unreadable (AttributeError: 'list' object has "
         "no attribute 'get')); set aside as step-20.damaged, resuming from step-10"
     ]
