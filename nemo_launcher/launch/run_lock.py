@@ -28,8 +28,8 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .errors import RunInProgress
-from .writes import make_directories
+from .errors import RunInProgress, write_error
+from .writes import make_directories, writing
 
 LOCKS_DIR = "locks"
 # The holder writes who it is right after taking the lock; a reader that finds the file empty waits this long.
@@ -60,16 +60,8 @@ def hold_run_lock(plan, argv: Sequence[str]) -> Iterator[None]:
 @contextlib.contextmanager
 def _directory_lock(path: Path, directory: str, argv: Sequence[str]) -> Iterator[None]:
     make_directories(path.parent)
-    try:
+    with writing(path):  # a read-only or full disk: one line naming the lock file, exit 6, like every write
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)  # the ledger is shared: so are its locks
-    except OSError as error:
-        print(
-            f"Warning: cannot open the run lock {path} ({error.strerror}); two launches of this run at the "
-            "same moment could both submit",
-            file=sys.stderr,
-        )
-        yield
-        return
     try:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -77,25 +69,32 @@ def _directory_lock(path: Path, directory: str, argv: Sequence[str]) -> Iterator
             raise RunInProgress(_held_by(path, directory)) from None
         except OSError as error:
             if error.errno not in _NO_LOCKS:
-                raise
+                raise write_error(path, error) from None
             print(
                 f"Warning: the file system of {path.parent} cannot lock files ({error.strerror}); two launches "
                 "of this run at the same moment could both submit",
                 file=sys.stderr,
             )
         else:
-            holder = {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "since": datetime.now(UTC).isoformat(timespec="seconds"),
-                "directory": directory,
-                "argv": list(argv),
-            }
-            os.ftruncate(descriptor, 0)
-            os.pwrite(descriptor, (json.dumps(holder) + "\n").encode("utf-8"), 0)
+            _say_who_holds(descriptor, directory, argv)
         yield
     finally:
         os.close(descriptor)  # releases the lock
+
+
+def _say_who_holds(descriptor: int, directory: str, argv: Sequence[str]) -> None:
+    holder = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": datetime.now(UTC).isoformat(timespec="seconds"),
+        "directory": directory,
+        "argv": list(argv),
+    }
+    # Only for the message another launcher prints: on a full disk the lock holds without it, and the
+    # submission's own first write says what is wrong.
+    with contextlib.suppress(OSError):
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, (json.dumps(holder) + "\n").encode("utf-8"), 0)
 
 
 def _held_by(path: Path, directory: str) -> str:
