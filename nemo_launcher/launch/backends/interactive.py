@@ -4,6 +4,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -84,20 +85,45 @@ class InteractiveBackend(Backend):
         return None
 
     def _stop(self, process: subprocess.Popen, signal_number: int) -> None:
-        """Passes the signal on to every process of the job, and kills what is left after `stop_grace_s`."""
+        """Passes the signal on to every process of the job, and kills what is left after `stop_grace_s`. Returns
+        once the whole group has ended: bash itself ends at once on SIGHUP, before the programs it started."""
         import signal
 
         from ..interrupts import signals_deferred
 
         with signals_deferred(f"stopping the running stage (at most {self.stop_grace_s:.0f} s)"):
+            deadline = time.monotonic() + self.stop_grace_s
+            _signal_group(process.pid, signal_number)
             try:
-                os.killpg(process.pid, signal_number)
                 process.wait(timeout=self.stop_grace_s)
             except subprocess.TimeoutExpired:
                 _signal_group(process.pid, signal.SIGKILL)
                 process.wait()
-            except ProcessLookupError:  # it had ended already
-                process.wait()
+            while _group_alive(process.pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            _signal_group(process.pid, signal.SIGKILL)
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of `group` still runs. Zombies do not count: where PID 1 never reaps orphans (some
+    containers), a dead member would otherwise keep the group alive for the whole grace period."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+            return True
+    return False
 
 
 def _signal_group(pid: int, signal_number: int) -> None:
