@@ -257,10 +257,13 @@ def _known_noise_filters():
 # scheduler). xdist hands a worker one work unit at a time; here a unit is a whole module, so its module fixtures
 # are built once, and modules share a unit when running them on different workers would cost or break something:
 # - every module with a test on the real Slurm (fixture `slurm_cluster`): the local cluster has two nodes that
-#   several tests take whole (exclusive jobs, faults), so those tests run one after another, as in a serial run;
+#   several tests take whole (exclusive jobs, faults), so those tests run one after another, as in a serial run.
+#   A module that sets HELD_JOBS_ONLY = True queues only jobs held back from ever starting (`--begin=now+3600`):
+#   it takes no node, so it runs beside that unit instead of lengthening it;
 # - the modules using one of SHARED_SESSION_FIXTURES: session fixtures that train or convert a model, which each
 #   worker would otherwise build again (a cheap session fixture, such as the GPT-2 files, is simply rebuilt).
-# The Slurm unit is queued first: it is the longest, and the other workers fill the time it leaves a core idle. The
+# The Slurm unit is queued first: it is the longest, and the other workers fill the time it leaves a core idle
+# (the held-jobs-only Slurm modules right after it). The
 # modules that run jobs come next (tests/jobs/, the quick starts: a minute or more each), and the rest last, the
 # modules with the most tests first: the units handed out at the end are the short ones, so the workers finish
 # together instead of one running a quick start while the others wait.
@@ -268,6 +271,7 @@ SLURM_UNIT = "slurm"
 JOB_MODULE_FOLDER = "jobs"
 JOB_MODULE_PREFIX = "test_quickstart"
 SHARED_SESSION_FIXTURES = ("tiny_pipeline",)
+HELD_JOBS_ONLY = "HELD_JOBS_ONLY"  # the module attribute that says so
 # Workers beyond the cores (pytest_xdist_auto_num_workers says why two).
 EXTRA_WORKERS = 2
 _UNIT_MARK = "@"  # what xdist puts between a node id and its xdist_group name
@@ -288,7 +292,8 @@ def _shared_units(items) -> dict:
 
     for item in items:
         names = set(item.fixturenames)
-        links = [SLURM_UNIT] if "slurm_cluster" in names else []
+        on_the_nodes = "slurm_cluster" in names and not getattr(item.module, HELD_JOBS_ONLY, False)
+        links = [SLURM_UNIT] if on_the_nodes else []
         links += [fixture for fixture in SHARED_SESSION_FIXTURES if fixture in names]
         for link in links:
             first, second = root(_module(item.nodeid)), root(link)
@@ -328,6 +333,8 @@ def pytest_collection_modifyitems(config, items):
         module = _module(item.nodeid)
         if units.get(module) == SLURM_UNIT:
             return (0, 0)
+        if "slurm_cluster" in item.fixturenames:  # held jobs only: long waits on the scheduler, so early too
+            return (0, 1)
         *folders, name = module.split("/")
         if JOB_MODULE_FOLDER in folders or name.startswith(JOB_MODULE_PREFIX):
             return (1, 0)

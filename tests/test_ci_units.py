@@ -60,6 +60,14 @@ MODULES = {
         def test_submits(slurm_cluster, request):
             log(request)
         """,
+    "test_held_on_slurm.py": """
+        from units_log import log
+
+        HELD_JOBS_ONLY = True
+
+        def test_queues_held_jobs(slurm_cluster, request):
+            log(request)
+        """,
     "test_shared_a.py": """
         import pytest
         from units_log import log
@@ -146,13 +154,16 @@ def test_modules_slurm_and_shared_fixtures_make_the_units(tmp_path):
     workers = {}  # module -> workers its tests ran on
     for entry in ran:
         workers.setdefault(entry["node"].split("::")[0], set()).add(entry["worker"])
-    assert len(workers) == 10 and all(len(names) == 1 for names in workers.values()), workers
+    assert len(workers) == 11 and all(len(names) == 1 for names in workers.values()), workers
 
     slurm = [entry for entry in ran if entry["node"].startswith("test_slurm_")]
     assert len(slurm) == 5 and all(entry["node"].endswith("@slurm") for entry in slurm), slurm
     (worker,) = {entry["worker"] for entry in slurm}
     on_that_worker = [entry["node"] for entry in ran if entry["worker"] == worker]
     assert on_that_worker[:5] == [entry["node"] for entry in slurm], "the Slurm unit is not the first one there"
+
+    (held,) = [entry["node"] for entry in ran if entry["node"].startswith("test_held_on_slurm.py")]
+    assert "@" not in held  # a module of held jobs only is a unit of its own, beside the Slurm unit
 
     assert workers["test_shared_a.py"] == workers["test_shared_b.py"]
     built = [entry for entry in logged if "built" in entry]  # once, for both modules
@@ -167,6 +178,7 @@ def test_units_are_queued_slurm_first_then_the_job_modules_then_the_most_tests_f
     assert modules == [
         "test_slurm_a.py",
         "test_slurm_b.py",
+        "test_held_on_slurm.py",
         "jobs/test_trains.py",
         "test_quickstart_x.py",
         "test_plain_d.py",

@@ -24,6 +24,9 @@ from .conftest import plan_rows
 from .test_storage_faults import _tmpfs
 from .test_training_on_slurm import SLURM_CPU
 
+# Every job is held (--begin=now+3600) and none takes a node: this module runs beside the other Slurm tests
+# (tests/conftest.py).
+HELD_JOBS_ONLY = True
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED"}
 
 

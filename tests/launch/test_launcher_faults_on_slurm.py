@@ -28,6 +28,9 @@ from nemo_launcher.launch.resolvers import REPO_ROOT
 from .test_faults_on_slurm import LIVE, _jobs_named
 from .test_training_on_slurm import SLURM_CPU
 
+# Every job is held (--begin=now+3600) and none takes a node: this module runs beside the other Slurm tests
+# (tests/conftest.py).
+HELD_JOBS_ONLY = True
 STAGES = ["training", "conversion", "evaluation", "export"]
 PREFIXES = {"training": "", "conversion": "convert_", "evaluation": "eval_all_", "export": "export_"}
 
