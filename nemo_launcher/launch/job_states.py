@@ -156,26 +156,25 @@ def _table_tasks(output: str, task_of: Callable[[str, list[str]], _Task]) -> dic
     """The jobs and tasks of squeue's `|`-separated lines (job id, state, ...); `task_of(state, fields)` reads the
     rest of a line."""
     found: dict[str, dict[str | None, _Task]] = {}
-    for line in output.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) < 3:
-            continue
-        job_id, task = _split_id(fields[0])
-        state = _state_word(fields[1])
+    for job_id, task, state, fields in _lines(output):
         _add(found, job_id, task, task_of(state, fields))
     return found
+
+
+def _lines(output: str):
+    """(job id, array task or None, state word, all fields) of each `|`-separated line of squeue or sacct."""
+    for line in output.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) >= 3:
+            job_id, task = _split_id(fields[0])
+            yield job_id, task, _state_word(fields[1]), fields
 
 
 def _attempt_tasks(output: str) -> dict[str, dict[str | None, _Task]]:
     """sacct --duplicates' lines: every attempt of a job or task, each with the time it was (re)queued. The newest
     says where it stands; the ones before it, why it restarted."""
     attempts: dict[tuple[str, str | None], list[tuple[str, _Task]]] = {}
-    for line in output.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) < 3:
-            continue
-        job_id, task = _split_id(fields[0])
-        state = _state_word(fields[1])
+    for job_id, task, state, fields in _lines(output):
         submitted = fields[4] if len(fields) > 4 else ""  # ISO times sort as text; sacct's own order if none
         for key in _task_keys(task):
             attempts.setdefault((job_id, key), []).append((submitted, _accounting_task(state, fields)))

@@ -195,14 +195,19 @@ def test_two_identical_launches_at_the_same_instant_queue_one_pipeline(launchers
     assert not failures, failures
 
 
-@pytest.mark.parametrize("damage", ["cut short", "null job entry"])
-def test_a_damaged_record_hides_no_job_from_the_same_command_or_from_cancel(launchers, damage):
-    launcher = launchers(stages=STAGES)
+def _submitted(launcher: Launcher):
+    """Submits the launcher's pipeline: (its ledger record's path, the record, the job ids)."""
     submitted = launcher.run()
     assert submitted.returncode == 0, submitted.stderr
     (path,) = (launcher.results / ".ledger").glob("*.json")
     record = json.loads(path.read_text())
-    ids = [job["job_id"] for job in record["jobs"]]
+    return path, record, [job["job_id"] for job in record["jobs"]]
+
+
+@pytest.mark.parametrize("damage", ["cut short", "null job entry"])
+def test_a_damaged_record_hides_no_job_from_the_same_command_or_from_cancel(launchers, damage):
+    launcher = launchers(stages=STAGES)
+    path, record, ids = _submitted(launcher)
     if damage == "cut short":  # a disk that filled up mid-write: the file ends inside the third job's entry
         text = path.read_text()
         path.write_text(text[: text.index(f'"job_id": "{ids[2]}"') - 10])
@@ -231,11 +236,7 @@ def test_a_damaged_record_hides_no_job_from_the_same_command_or_from_cancel(laun
 
 def test_a_deleted_record_hides_no_job_from_the_same_command_or_from_cancel(launchers):
     launcher = launchers(stages=STAGES)
-    submitted = launcher.run()
-    assert submitted.returncode == 0, submitted.stderr
-    (path,) = (launcher.results / ".ledger").glob("*.json")
-    record = json.loads(path.read_text())
-    ids = [job["job_id"] for job in record["jobs"]]
+    path, record, ids = _submitted(launcher)
     path.unlink()
 
     again = launcher.run()
