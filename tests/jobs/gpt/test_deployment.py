@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
+from tests.jobs.server_ports import server_ports
 from tests.jobs.sft_support import tiny_bpe_files, tiny_nemo  # noqa: F401  (fixtures)
 
 torch = require_module("torch")
@@ -151,15 +151,6 @@ def _answers_ready(http_port: int, server: subprocess.Popen, log: Path, timeout_
     pytest.fail(f"server on port {http_port} never answered ready ({state}):\n{log.read_text()[-4000:]}")
 
 
-def _two_ports() -> tuple:
-    """Two distinct free ports (two free_port() calls can return the same one once the first is closed)."""
-    http = free_port()
-    grpc = free_port()
-    while grpc == http:
-        grpc = free_port()
-    return http, grpc
-
-
 def _client(url: str, *extra) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "deployment/client.py", "--url", url, "--model", MODEL, "--prompt", PROMPT, *extra],
@@ -172,7 +163,7 @@ def _client(url: str, *extra) -> subprocess.CompletedProcess:
 
 
 def test_pytriton_server_answers_like_the_model_and_stops_cleanly(repository, direct, tmp_path):
-    http, grpc = _two_ports()
+    http, grpc = server_ports(2)
     log = tmp_path / "serve.log"
     server = _start(
         [
@@ -225,7 +216,7 @@ def test_tritonserver_runs_the_exported_python_backend(repository, direct, tmp_p
         (backends / name).symlink_to(TRITONSERVER_DIST_DIR / "backends" / "python" / name)
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     (backends / "triton_python_backend_stub").symlink_to(get_stub_path(version))
-    http, grpc = _two_ports()
+    http, grpc = server_ports(2)
     libs = [sysconfig.get_config_var("LIBDIR"), str(get_libs_path())]  # this interpreter's libpython first
     env = {"LD_LIBRARY_PATH": ":".join(libs + [os.environ.get("LD_LIBRARY_PATH", "")])}
     log = tmp_path / "tritonserver.log"

@@ -18,8 +18,9 @@ from tests.conftest import require_module
 torch = require_module("torch")
 require_module("pytriton")
 
-from tests.jobs.gpt.test_deployment import _answers_ready, _start, _two_ports  # noqa: E402
+from tests.jobs.gpt.test_deployment import _answers_ready, _start  # noqa: E402
 from tests.jobs.gpt_train_support import run_training  # noqa: E402
+from tests.jobs.server_ports import server_ports  # noqa: E402
 from tests.jobs.sft_support import tiny_bpe_files, tiny_nemo  # noqa: E402, F401  (fixtures)
 
 MODEL = "gpt3_tiny"
@@ -126,7 +127,7 @@ def test_pytriton_serves_the_sharded_model_as_the_unsharded_one_answers(reposito
 
     from nemo_launcher.jobs.serving.text import strip_padding
 
-    http, grpc = _two_ports()
+    http, grpc = server_ports(2)
     log = tmp_path / "serve.log"
     server = _start(
         [

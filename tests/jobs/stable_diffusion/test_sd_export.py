@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
 from tests.jobs import warm_python
+from tests.jobs.server_ports import server_ports
 
 torch = require_module("torch")
 np = require_module("numpy")
@@ -210,11 +210,12 @@ def served(text2img):
             server.answer({spec.name: request.data.get(spec.name) for spec in server.inputs}) for request in requests
         ]
 
+    http, grpc = server_ports(2)
     config = TritonConfig(
         http_address="127.0.0.1",
-        http_port=free_port(),
+        http_port=http,
         grpc_address="127.0.0.1",
-        grpc_port=free_port(),
+        grpc_port=grpc,
         allow_metrics=False,
     )
     triton = Triton(config=config)  # its own short workspace: socket paths under a pytest folder can pass 107 bytes

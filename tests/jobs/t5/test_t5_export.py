@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
+from tests.jobs.server_ports import server_ports
 
 torch = require_module("torch")
 require_module("pytriton")
@@ -85,7 +85,7 @@ def test_export_names_the_t5_generator_and_packs_the_model(exported):
 
 
 def test_pytriton_serves_the_framework_models_answers(exported, direct, tmp_path):
-    http, grpc = free_port(), free_port()
+    http, grpc = server_ports(2)
     log = tmp_path / "serve.log"
     server = _start(
         [

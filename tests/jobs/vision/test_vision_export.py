@@ -10,10 +10,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from nemo_launcher.jobs.common.distributed import free_port
 from tests.conftest import require_module
 from tests.jobs import warm_python
 from tests.jobs.gpt_train_support import REPO, environment
+from tests.jobs.server_ports import server_ports
 
 from .vision_models import random_vision_nemo
 
@@ -213,9 +213,10 @@ def test_pytriton_serves_the_exported_entries(exported):
         return answers
 
     image = [Tensor(name="images", dtype=np.float32, shape=(3, 32, 32))]
+    http, grpc = server_ports(2)
     config = TritonConfig(
-        http_port=free_port(),
-        grpc_port=free_port(),
+        http_port=http,
+        grpc_port=grpc,
         allow_metrics=False,
         http_address="127.0.0.1",
         grpc_address="127.0.0.1",
