@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..contract.processes import process_start_time
 from .errors import ConfigError
 from .ledger_damage import STATES, Damage, read_record
-from .orphans import adopt_abandoned, process_identity
+from .orphans import adopt_abandoned
 from .slurm_tags import submission_tag
 from .writes import make_directories, write_atomically
 
@@ -194,7 +195,7 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
         # Whether this launcher is still at work on a record left `submitting` (orphans.py): pid reuse is told
         # apart by the process's start time.
         "launcher_pid": os.getpid(),
-        "launcher_identity": process_identity(os.getpid()),
+        "launcher_started": process_start_time(os.getpid()),
         "cluster_type": context.cluster_type,
         "launcher_commit": _git_commit(Path(context.launcher_scripts_path)),
         "stages": list(dict.fromkeys(job.spec.stage for job in jobs)),

@@ -76,7 +76,7 @@ JOB_FIELDS: dict[str, _Check] = {
 # Written by newer launchers only; checked where present.
 OPTIONAL_RECORD_FIELDS: dict[str, _Check] = {
     "launcher_pid": (_whole_number_or_null, "a whole number or null"),
-    "launcher_identity": (_text_or_null, "text or null"),
+    "launcher_started": (_text_or_null, "text or null"),
     "adopted": (_texts, "a list of text"),
 }
 OPTIONAL_JOB_FIELDS: dict[str, _Check] = {"tag": (_text, "text")}

@@ -17,23 +17,13 @@ import socket
 import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
+from ..contract.processes import process_alive
 from .errors import LauncherError
 
 # A submission is a few sbatch calls with retries: minutes at the very most. Past this a record still saying
 # `submitting` cannot belong to a live launcher, whichever host it ran on.
 ABANDONED_AFTER_S = 3600
-
-
-def process_identity(pid: int) -> str | None:
-    """`<boot id>:<start time in clock ticks>` of a live process; None when there is none (or no /proc)."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        started = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-    return f"{boot}:{started}"
 
 
 def launcher_gone(record: dict, now: float | None = None) -> bool:
@@ -42,8 +32,7 @@ def launcher_gone(record: dict, now: float | None = None) -> bool:
         return False
     pid = record.get("launcher_pid")
     if record.get("host") == socket.gethostname() and type(pid) is int:
-        identity = process_identity(pid)
-        return identity is None or identity != record.get("launcher_identity", identity)
+        return not process_alive(pid, record.get("launcher_started"))
     try:
         age = (now or time.time()) - datetime.fromisoformat(record["created"]).timestamp()
     except (KeyError, TypeError, ValueError):

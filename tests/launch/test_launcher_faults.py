@@ -15,8 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from nemo_launcher.contract.processes import process_start_time
 from nemo_launcher.launch.errors import RunInProgress
-from nemo_launcher.launch.orphans import ABANDONED_AFTER_S, launcher_gone, process_identity
+from nemo_launcher.launch.orphans import ABANDONED_AFTER_S, launcher_gone
 from nemo_launcher.launch.run_lock import hold_run_lock, lock_path
 from nemo_launcher.launch.slurm_tags import parse_squeue, parse_tag
 
@@ -114,10 +115,10 @@ def test_who_counts_as_gone():
     here = socket.gethostname()
     now = time.time()
     mine = {"state": "submitting", "cluster_type": "bcm", "host": here, "created": "2026-01-01T00:00:00+00:00"}
-    alive = {**mine, "launcher_pid": os.getpid(), "launcher_identity": process_identity(os.getpid())}
+    alive = {**mine, "launcher_pid": os.getpid(), "launcher_started": process_start_time(os.getpid())}
     assert not launcher_gone(alive)
     assert launcher_gone({**mine, "launcher_pid": _dead_pid()})
-    assert launcher_gone({**alive, "launcher_identity": "another-boot:1"})  # the pid was reused
+    assert launcher_gone({**alive, "launcher_started": "1"})  # the pid was reused
     assert not launcher_gone({**alive, "state": "submitted"})
     elsewhere = {**mine, "host": "login2", "launcher_pid": 1}
     young = datetime_text(now - 60)

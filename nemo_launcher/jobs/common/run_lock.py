@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...contract import RUN_DIRECTORY_IN_USE_EXIT_CODE, RUN_LOCK_FILE
+from ...contract.processes import process_alive, process_start_time
 from .report import JobFault
 
 # How many times acquire() re-reads a lock that changed under it (another job took it over at the same moment)
@@ -124,29 +125,6 @@ def _user() -> str:
         return pwd.getpwuid(os.getuid()).pw_name
     except (ImportError, KeyError):
         return os.environ.get("USER") or f"uid {os.getuid()}"
-
-
-def process_start_time(pid: int) -> str | None:
-    """The start time of process `pid` as /proc gives it, or None (no such process, or no /proc here)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces; the fields after it are plain.
-    return text.rsplit(")", 1)[1].split()[19]
-
-
-def process_alive(pid: int, started: str | None) -> bool:
-    """Whether process `pid` of this host still runs and is the one that started at `started`."""
-    if started is not None and Path("/proc/self/stat").exists():
-        return process_start_time(pid) == started
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 def squeue_lists(job_id: str) -> bool | None:

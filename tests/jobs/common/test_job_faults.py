@@ -115,7 +115,7 @@ def test_locks_left_by_a_dead_process_or_an_earlier_attempt_are_taken_over(data_
     )
     run = log_dir(tmp_path)
     gone = subprocess.Popen(["sleep", "30"])
-    from nemo_launcher.jobs.common.run_lock import process_start_time
+    from nemo_launcher.contract.processes import process_start_time
 
     started = process_start_time(gone.pid)
     gone.kill()

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from nemo_launcher.contract import RUN_DIRECTORY_IN_USE_EXIT_CODE, RUN_LOCK_FILE
+from nemo_launcher.contract.processes import process_start_time
 from nemo_launcher.jobs.common.run_lock import (
     Holder,
     RunDirectoryInUse,
     RunDirectoryLock,
-    process_start_time,
     squeue_lists,
     this_process,
 )
