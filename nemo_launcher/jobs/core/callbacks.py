@@ -6,13 +6,16 @@ step number, or agreed on with one all-reduce, so no rank waits in a collective 
 """
 
 import logging
+import resource
 import signal
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 
+from ...contract.measured_steps import write_measured_steps
 from ...contract.stop_reasons import max_time_stop_reason, signal_stop_reason
 from ..common.report import eta, remaining_seconds
 from . import checkpoint_manifest
@@ -155,6 +158,27 @@ class ProgressLogger(pl.Callback):
         line += f" eta={eta(remaining_seconds(seconds / steps, record.step, cfg.trainer.max_steps))}"
         self.writer.write(metrics, record.step)
         self.writer.say(line)
+        if self.writer.is_rank_zero:
+            self._write_measured(record.step, seconds / steps, tokens_per_sec)
+
+    def _write_measured(self, step: int, step_time: float, tokens_per_sec: float) -> None:
+        """The window's step time for `status` and the AutoConfigurator (contract/measured_steps.py)."""
+        cfg = self.parts.cfg
+        on_gpu = self.parts.on_gpu
+        write_measured_steps(
+            cfg.exp_manager.explicit_log_dir,
+            {
+                "step": step,
+                "max_steps": cfg.trainer.max_steps,
+                "step_time_s": step_time,
+                "tokens_per_s": tokens_per_sec,
+                "world_size": self.parts.placement.world_size,
+                "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None,
+                # Linux reports ru_maxrss in KiB.
+                "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
 
     def on_validation_start(self, trainer, pl_module) -> None:
         self._validation_started = time.perf_counter()

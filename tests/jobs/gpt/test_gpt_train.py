@@ -7,6 +7,7 @@ single-process run (`baseline`) is the reference the others are compared with.
 
 import json
 import math
+import re
 import shutil
 import signal
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from nemo_launcher.contract.measured_steps import read_measured_steps
 from tests.jobs.gpt_train_support import (
     batch_sizes,
     log_dir,
@@ -70,6 +72,13 @@ def test_loss_falls_and_everything_is_logged(baseline):
     assert {"reduced_train_loss", "lr", "tokens_per_sec", "train_step_timing", "val_loss", "test_loss"} <= tags
     assert [e.step for e in events.Scalars("reduced_train_loss")] == list(range(1, 9))
     assert events.Scalars("reduced_train_loss")[0].value == pytest.approx(curve[1], abs=1e-4)
+
+    # The last log point's measured step, which `status` and the AutoConfigurator read without torch.
+    measured = read_measured_steps(log_dir(work))
+    assert measured["step"] == measured["max_steps"] == 8 and measured["world_size"] == 1, measured
+    step_times = [float(t) for t in re.findall(r"step=8/8 .* step_time=([0-9.]+)s", stdout)]
+    assert measured["step_time_s"] == pytest.approx(step_times[0], abs=5e-5), (measured, step_times)
+    assert measured["peak_memory_gib"] is None and 0 < measured["peak_rss_gib"] < 24, measured
 
 
 def test_rerun_after_kill_9_ends_with_identical_weights(baseline, data_dir, tmp_path):
