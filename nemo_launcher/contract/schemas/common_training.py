@@ -22,6 +22,7 @@ from ..binding import (
 )
 from ..checkpoint_damage import AllCheckpointsDamaged
 from ..durations import WallClock
+from .moe import check_expert_layout
 from .run import RunBase
 
 # What trainer.precision may say, and what each means.
@@ -506,6 +507,7 @@ def check_layout(model, nodes: int, devices: int, key: str) -> int:
             "change the parallel sizes or trainer.num_nodes/trainer.devices",
         )
     dp = world // (tp * pp * cp)
+    check_expert_layout(model, nodes, devices, m)  # MoE layers: their own grid with EP
     heads = getattr(model, "num_attention_heads", None)
     if heads is not None:
         if heads % tp:

@@ -26,6 +26,7 @@ from .common_training import (
     data_reads,
 )
 from .gpu_training import NsysSection, UbOverlapSection, check_fixed, check_gpu_settings, check_profile_ranks
+from .moe import MixtureOfExperts
 
 STAGE = "training"
 Activation = Literal["gelu", "fast-swiglu", "squared-relu"]
@@ -120,7 +121,7 @@ class GptOptimSection(OptimSection):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelSection(DecoderStackSection):
+class ModelSection(DecoderStackSection, MixtureOfExperts):
     tokenizer: TokenizerSection
     optim: GptOptimSection
     data: DataSection
@@ -132,6 +133,8 @@ class ModelSection(DecoderStackSection):
     bias: bool = True  # bias terms in the linear layers
     activation: Activation = "gelu"
     rotary_percentage: float = 1.0  # share of each head's channels rotated (rope only)
+    rotary_base: float = 10000.0  # base of the rotary frequencies (rope only; Llama 3 500000, Qwen2 1000000)
+    qkv_bias: bool = False  # bias terms on the query, key and value projections even with bias: false (Qwen2)
     overlap_p2p_comm: bool = False  # overlap pipeline sends with compute; interleaved schedule only
     fp8: bool = False  # FP8 GEMMs through Transformer Engine (Hopper)
     fp8_e4m3: bool = False  # e4m3 for every FP8 tensor; takes precedence over fp8_hybrid
@@ -197,6 +200,8 @@ class ModelSection(DecoderStackSection):
                 raise field_fault(
                     self, key, "num_query_groups", f"must divide num_attention_heads ({self.num_attention_heads})"
                 )
+        positive(f"{key}.rotary_base", self.rotary_base)
+        self.check_experts(key)
         super().check(key)
         if self.overlap_p2p_comm and self.virtual_pipeline_size() == 1:
             raise config_fault(

@@ -146,6 +146,7 @@ def parallel_sizes(model, on_gpu: bool) -> dict[str, Any]:
         pipeline_model_parallel_size=model.pipeline_model_parallel_size,
         virtual_pipeline_model_parallel_size=virtual_stages(model),
         context_parallel_size=getattr(model, "context_parallel_size", 1),
+        expert_model_parallel_size=getattr(model, "expert_model_parallel_size", 1),
         # SHARP runs the data-parallel reductions in the switches: an NCCL (GPU) feature the schema refuses on a CPU.
         use_sharp=on_gpu and getattr(model, "sharp", False),
     )

@@ -78,7 +78,28 @@ def transformer_config(model: ModelSection, precision: str, on_gpu: bool, use_te
         gated_linear_unit=gated,
         activation_func=activation,
         bias_activation_fusion=fuse_activation,
+        add_qkv_bias=model.qkv_bias,
         **fp8,
+        **_experts(model),
+    )
+
+
+def _experts(model: ModelSection) -> dict:
+    """TransformerConfig's MoE settings (none for a dense model). Each expert is as wide as a dense MLP
+    (ffn_hidden_size), set here so megatron-core does not warn that it chose so."""
+    if model.num_moe_experts is None:
+        return {}
+    return dict(
+        num_moe_experts=model.num_moe_experts,
+        moe_ffn_hidden_size=model.ffn_hidden_size,
+        moe_router_topk=model.moe_router_topk,
+        moe_aux_loss_coeff=model.moe_aux_loss_coeff,
+        moe_router_load_balancing_type=model.moe_router_load_balancing_type,
+        moe_z_loss_coeff=model.moe_z_loss_coeff,
+        moe_input_jitter_eps=model.moe_input_jitter_eps,
+        moe_token_dispatcher_type=model.moe_token_dispatcher_type,
+        moe_grouped_gemm=model.moe_grouped_gemm,
+        expert_model_parallel_size=model.expert_model_parallel_size,
     )
 
 
@@ -88,9 +109,10 @@ def _layer_spec(model: ModelSection, config, use_te: bool, vp_stage: int | None)
         get_gpt_layer_with_transformer_engine_spec,
     )
 
+    experts = dict(num_experts=model.num_moe_experts, moe_grouped_gemm=model.moe_grouped_gemm)
     if use_te:
-        return get_gpt_layer_with_transformer_engine_spec()
-    layer = get_gpt_layer_local_spec(normalization=config.normalization)
+        return get_gpt_layer_with_transformer_engine_spec(**experts)
+    layer = get_gpt_layer_local_spec(normalization=config.normalization, **experts)
     if not config.layernorm_zero_centered_gamma:
         return layer
     # The local spec's torch norm asserts on zero-centred gamma; swap in ours for every norm of the block.
@@ -117,6 +139,11 @@ def check_model_support(model: ModelSection, on_gpu: bool, use_te: bool) -> None
     ):
         if getattr(model, switch) and not use_te:
             raise JobConfigError(f"model.{switch}: {what}, which does not load here; install it or set {switch}: false")
+    if model.moe_grouped_gemm and not use_te:
+        raise JobConfigError(
+            "model.moe_grouped_gemm: the grouped expert GEMM runs on GPUs with Transformer Engine; "
+            "set moe_grouped_gemm: false here"
+        )
     if model.data.reset_attention_mask and use_te:
         raise JobConfigError(
             "model.data.reset_attention_mask: the Transformer Engine spec applies a plain causal mask; "
@@ -134,6 +161,7 @@ def gpt_model_settings(model: ModelSection, stage: ChunkStage) -> dict:
     return dict(
         **language_model_settings(model, stage),
         rotary_percent=model.rotary_percentage,
+        rotary_base=model.rotary_base,
         fp16_lm_cross_entropy=model.fp16_lm_cross_entropy,
         vp_stage=stage.vp_stage,
     )
