@@ -27,6 +27,7 @@ from ..binding import (
     positive_fields,
 )
 from ..file_numbers import FileNumbersError, parse_file_numbers
+from ..lddl import LddlBinning
 from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .run import RunBase
 
@@ -268,6 +269,8 @@ class PileConfig(_Tokenizing):
     rm_extracted: bool = True  # preprocess removes the jsonl once its .bin/.idx are complete
     checksums: dict[str, str] = dataclasses.field(default_factory=dict)  # shard file name -> sha256 (hex)
     download: DownloadSection = DownloadSection()
+    # BERT's LDDL data: sentence pairs binned by length (contract/lddl.py), written by the lddl_bin step; null: none
+    lddl: LddlBinning | None = None
 
     def check(self, key: str) -> None:
         self.check_tokenizing(key)
@@ -292,6 +295,21 @@ class PileConfig(_Tokenizing):
                 f"{key}.preprocess_data",
                 False,
                 "every step is switched off; enable download_the_pile or preprocess_data",
+            )
+        if self.lddl is not None and (self.tokenizer_library, self.tokenizer_type) != (
+            "megatron",
+            "BertWordPieceLowerCase",
+        ):
+            raise field_fault(
+                self, key, "tokenizer_type", "LDDL's pairs are lower-case WordPiece: use BertWordPieceLowerCase"
+            )
+        if self.lddl is not None and self.preprocess_data and self.rm_extracted:
+            raise field_fault(
+                self,
+                key,
+                "rm_extracted",
+                "preprocess would delete the extracted shards the lddl_bin step reads: set rm_extracted=False, or "
+                "preprocess_data=False (lddl_bin then deletes them itself)",
             )
         self.check_tokenizer_files(key, self.tokenizer_library, self.tokenizer_type)
         if self.train_tokenizer:
@@ -322,9 +340,11 @@ class PileConfig(_Tokenizing):
         ]
 
     def writes(self) -> list[str]:
-        return [self.run.results_dir, self.preprocessed_dir, self.raw_dir, self.extracted_dir] + [
-            path for path in (self.vocab_file, self.merge_file, self.tokenizer_model) if path
-        ]
+        return (
+            [self.run.results_dir, self.preprocessed_dir, self.raw_dir, self.extracted_dir]
+            + [path for path in (self.vocab_file, self.merge_file, self.tokenizer_model) if path]
+            + ([self.lddl.output_dir] if self.lddl is not None else [])
+        )
 
     def steps(self) -> list[StepPlan]:
         """download, extract and preprocess are arrays over the shards (one node each); train_tokenizer is one job."""
@@ -340,6 +360,9 @@ class PileConfig(_Tokenizing):
             plans.append(StepPlan("train_tokenizer", cpus_per_task=self.run.cpus_per_node))
         if self.preprocess_data:
             plans.append(StepPlan("preprocess", bcp_tasks_per_node=self.run.bcp_preproc_npernode, **array))
+        if self.lddl is not None:
+            # Reads the extracted shards only: a shard's binning waits for that shard, not for preprocess.
+            plans.append(StepPlan("lddl_bin", **array))
         return plans
 
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ...contract.lddl import shard_marker
 from ..common.tokenizer import TokenizerSpec
 from ..steps.config import DataConfigError, StepConfig, this_task_items
 from ..steps.fetch import FetchPolicy, fetch
@@ -74,11 +75,21 @@ class PileLayout:
         have work on: a shard whose dataset is complete already is logged and reported kept instead."""
         for number in this_task_items(self.cfg.bound.shard_numbers()):
             shard = self.shard(number)
-            if shard.is_preprocessed():
+            if self.finished(shard):
                 log.info("shard %d: %s is complete; nothing to %s", number, shard.output_prefix, step)
                 report.kept(number)
             else:
                 yield shard
+
+    def finished(self, shard: PileShard) -> bool:
+        """Every output the later steps make of the shard is complete: its dataset (when preprocess runs) and its
+        LDDL bins (when data_preparation.lddl is set); with neither, its dataset."""
+        pile = self.cfg.bound
+        lddl = getattr(pile, "lddl", None)
+        if lddl is None:
+            return shard.is_preprocessed()
+        binned = os.path.isfile(shard_marker(lddl.output_dir, shard.number))
+        return binned and (shard.is_preprocessed() or not pile.preprocess_data)
 
     def checksum(self, shard: PileShard) -> str | None:
         return self.checksums.get(os.path.basename(shard.downloaded))
