@@ -122,48 +122,73 @@ _T5_PREPARERS = {
     },
 }
 
+# GPT's programs and schemas also run the Llama-architecture families (llama, mistral, qwen2, mixtral): the GPT
+# schema knows their rotary positions, SwiGLU, RMSNorm, grouped-query attention, q/k/v biases and experts.
+_GPT_PROGRAMS = {
+    "data_preparation": _DATA_PREPARATION,
+    "training": "nemo_launcher.jobs.gpt.train",
+    "conversion": "nemo_launcher.jobs.gpt.convert",
+    "fine_tuning": "nemo_launcher.jobs.gpt.finetune",
+    "peft": "nemo_launcher.jobs.gpt.peft",
+    "prompt_learning": "nemo_launcher.jobs.gpt.prompt_learning",
+    "adapter_learning": "nemo_launcher.jobs.gpt.adapter_learning",
+    "ia3_learning": "nemo_launcher.jobs.gpt.ia3_learning",
+    "evaluation": "nemo_launcher.jobs.gpt.evaluate",
+    "export": "nemo_launcher.jobs.gpt.export",
+}
+_GPT_SCHEMAS = {
+    "data_preparation": _DATA_PREPARATION_SCHEMA,
+    "training": f"{_SCHEMAS}.gpt_training:TrainingConfig",
+    "conversion": f"{_SCHEMAS}.gpt_conversion:ConversionConfig",
+    "fine_tuning": f"{_SCHEMAS}.gpt_sft:SftConfig",
+    "peft": f"{_SCHEMAS}.gpt_sft:SftConfig",
+    "prompt_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
+    "adapter_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
+    "ia3_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
+    "evaluation": f"{_SCHEMAS}.gpt_evaluation:EvaluationConfig",
+    "export": f"{_SCHEMAS}.gpt_export:ExportConfig",
+}
+_GPT_PREPARERS = {
+    # SQuAD JSON -> prompt/answer jsonl (standard library only).
+    "fine_tuning": "nemo_launcher.jobs.data.squad",
+    "peft": "nemo_launcher.jobs.data.squad",
+    "prompt_learning": "nemo_launcher.jobs.data.squad",
+    "adapter_learning": "nemo_launcher.jobs.data.squad",
+    "ia3_learning": "nemo_launcher.jobs.data.squad",
+    # Smoke-test lm-eval task files made from local text, where the real task data cannot be fetched.
+    "evaluation": "nemo_launcher.jobs.gpt.sample_eval_data",
+}
+
+
+def _gpt_architecture(name: str, description: str) -> Family:
+    """A family that trains, tunes, evaluates and exports with GPT's programs; its .nemo is megatron_<name>.nemo."""
+    return Family(
+        name,
+        description,
+        programs=_GPT_PROGRAMS,
+        schemas=_GPT_SCHEMAS,
+        preparers=_GPT_PREPARERS,
+        nemo_file_name=f"megatron_{name}.nemo",
+    )
+
+
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
         Family(
             name="gpt3",
             description="decoder-only GPT (megatron-core GPTModel)",
-            programs={
-                "data_preparation": _DATA_PREPARATION,
-                "training": "nemo_launcher.jobs.gpt.train",
-                "conversion": "nemo_launcher.jobs.gpt.convert",
-                "fine_tuning": "nemo_launcher.jobs.gpt.finetune",
-                "peft": "nemo_launcher.jobs.gpt.peft",
-                "prompt_learning": "nemo_launcher.jobs.gpt.prompt_learning",
-                "adapter_learning": "nemo_launcher.jobs.gpt.adapter_learning",
-                "ia3_learning": "nemo_launcher.jobs.gpt.ia3_learning",
-                "evaluation": "nemo_launcher.jobs.gpt.evaluate",
-                "export": "nemo_launcher.jobs.gpt.export",
-            },
-            schemas={
-                "data_preparation": _DATA_PREPARATION_SCHEMA,
-                "training": f"{_SCHEMAS}.gpt_training:TrainingConfig",
-                "conversion": f"{_SCHEMAS}.gpt_conversion:ConversionConfig",
-                "fine_tuning": f"{_SCHEMAS}.gpt_sft:SftConfig",
-                "peft": f"{_SCHEMAS}.gpt_sft:SftConfig",
-                "prompt_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
-                "adapter_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
-                "ia3_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
-                "evaluation": f"{_SCHEMAS}.gpt_evaluation:EvaluationConfig",
-                "export": f"{_SCHEMAS}.gpt_export:ExportConfig",
-            },
-            preparers={
-                # SQuAD JSON -> prompt/answer jsonl (standard library only).
-                "fine_tuning": "nemo_launcher.jobs.data.squad",
-                "peft": "nemo_launcher.jobs.data.squad",
-                "prompt_learning": "nemo_launcher.jobs.data.squad",
-                "adapter_learning": "nemo_launcher.jobs.data.squad",
-                "ia3_learning": "nemo_launcher.jobs.data.squad",
-                # Smoke-test lm-eval task files made from local text, where the real task data cannot be fetched.
-                "evaluation": "nemo_launcher.jobs.gpt.sample_eval_data",
-            },
+            programs=_GPT_PROGRAMS,
+            schemas=_GPT_SCHEMAS,
+            preparers=_GPT_PREPARERS,
             nemo_file_name="megatron_gpt.nemo",
         ),
+        _gpt_architecture(
+            "llama", "Llama 2 and 3: GPT with RMSNorm, SwiGLU, rotary positions, grouped-query attention"
+        ),
+        _gpt_architecture("mistral", "Mistral: the Llama architecture with grouped-query attention"),
+        _gpt_architecture("qwen2", "Qwen2: the Llama architecture with q/k/v biases"),
+        _gpt_architecture("mixtral", "Mixtral: Mistral with mixture-of-experts MLPs (expert parallelism)"),
         Family(
             name="t5",
             description="encoder-decoder T5 (megatron-core T5Model), WordPiece vocabulary",
