@@ -36,7 +36,16 @@ def transformer_config(model: BertModelSection, precision: str, on_gpu: bool, us
         activation_func=F.gelu,
         # megatron fuses bias + gelu (and bias + geglu) in CUDA kernels only.
         bias_activation_fusion=on_gpu,
+        **_bin_lengths(model),
     )
+
+
+def _bin_lengths(model: BertModelSection) -> dict:
+    """LDDL micro-batches are as long as their bin, so pipeline stages must send each other the shapes first.
+    megatron-core ties that switch to its all-to-all MoE dispatcher, which a dense BERT never runs."""
+    if model.data.dataloader_type != "LDDL" or model.pipeline_model_parallel_size == 1:
+        return {}
+    return dict(variable_seq_lengths=True, moe_token_dispatcher_type="alltoall")
 
 
 def layer_spec(use_te: bool):

@@ -16,6 +16,7 @@ from ..core.recipe import Recipe
 from ..core.steps import masked_mean
 from .data import build_bert_datasets
 from .flops import model_flops_per_token
+from .lddl_data import build_lddl_datasets, lddl_description, lddl_microbatches
 from .model import bert_chunk, transformer_config
 
 TWO_HEADS = ("loss", "lm loss", "sop loss")  # minimised sum first, then its parts
@@ -57,6 +58,11 @@ def _summary_items(cfg, outcome):
 def bert_recipe(cfg) -> Recipe:
     """The recipe for a bound BERT training config: the losses follow model.bert_binary_head."""
     binary_head = cfg.model.bert_binary_head
+    lddl = {}
+    if cfg.model.data.dataloader_type == "LDDL":
+        lddl = dict(
+            build_datasets=build_lddl_datasets, split_microbatches=lddl_microbatches, open_data=lddl_description
+        )
     return Recipe(
         megatron_modules=(
             "megatron.core.models.bert.bert_model",
@@ -65,9 +71,9 @@ def bert_recipe(cfg) -> Recipe:
         ),
         transformer_config=transformer_config,
         build_chunk=bert_chunk,
-        build_datasets=build_bert_datasets,
         forward_step=partial(bert_forward_step, binary_head=binary_head),
         loss_names=TWO_HEADS if binary_head else MASKED_LM_ONLY,
         flops_per_token=model_flops_per_token,
         summary_items=_summary_items,
+        **({"build_datasets": build_bert_datasets} | lddl),
     )

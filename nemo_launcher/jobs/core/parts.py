@@ -231,8 +231,10 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
     config = recipe.transformer_config(model, precision, on_gpu, use_te)
     prepare_layers(model, config, use_te)
     chunks = build_chunks(recipe.build_chunk, model, config, vocab_size, use_te)
-    blend = resolve_blend(cfg)
-    check_splits(blend, model.data.splits_string)
+    description = None if recipe.open_data is None else recipe.open_data(cfg)
+    blend = resolve_blend(cfg) if description is None else []
+    if description is None:
+        check_splits(blend, model.data.splits_string)
 
     def datasets(batches: BatchSchedule):
         train, valid, test = recipe.build_datasets(cfg, tokenizer, dataset_sizes(cfg, batches), blend)
@@ -241,7 +243,18 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
         return train, valid, test
 
     return assemble_parts(
-        recipe, cfg, placement, on_gpu, use_te, tokenizer, vocab_size, config, chunks, datasets, blend=blend
+        recipe,
+        cfg,
+        placement,
+        on_gpu,
+        use_te,
+        tokenizer,
+        vocab_size,
+        config,
+        chunks,
+        datasets,
+        blend=blend,
+        data_description=description,
     )
 
 

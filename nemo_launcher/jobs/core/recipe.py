@@ -92,6 +92,10 @@ class Recipe:
     parallel_options: Callable[[Any], dict[str, Any]] | None = None
     # (cfg, TrainingOutcome) -> (key, value) lines added to the closing summary.
     summary_items: Callable[[Any, Any], Iterable[tuple[str, Any]]] | None = None
+    # cfg -> a description of the data build_datasets reads instead of the blend of indexed datasets (BERT's LDDL
+    # folders), for the summary; the core then resolves no blend and passes build_datasets an empty one. None: the
+    # blend of model.data.data_prefix or run.preprocessed_dir.
+    open_data: Callable[[Any], str] | None = None
     # cfg -> training samples in one pass over model.data.train, counted from the data set the job opens: what a
     # run sized in trainer.max_epochs derives its max_steps from (run_length.py). None: the family's schema sizes
     # runs in steps only.
