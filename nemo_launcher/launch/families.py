@@ -59,6 +59,17 @@ def _tuned_evaluation(method: str, family: str, program: str, schema: str) -> Fa
     )
 
 
+def _hf_import(name: str, architecture: str) -> Family:
+    """conversion_hf2nemo=<name>/<config>: a Hugging Face folder of `architecture` -> our GPT .nemo and checkpoint.
+    One program and schema for all: the folder's config.json, not the config group, says the architecture."""
+    return Family(
+        name,
+        f"Hugging Face {architecture} folders imported as GPT .nemo files and checkpoints",
+        programs={"conversion_hf2nemo": "nemo_launcher.jobs.gpt.hf_import"},
+        schemas={"conversion_hf2nemo": f"{_SCHEMAS}.hf_conversion:HFImportConfig"},
+    )
+
+
 _SD_JOBS = "nemo_launcher.jobs.stable_diffusion"
 
 
@@ -220,6 +231,10 @@ FAMILIES: dict[str, Family] = {
             },
             nemo_file_name="megatron_bert.nemo",
         ),
+        _hf_import("hf_llama2", "LlamaForCausalLM (Llama 2 and 3)"),
+        _hf_import("hf_mistral_7b", "MistralForCausalLM"),
+        _hf_import("hf_mixtral", "MixtralForCausalLM"),
+        _hf_import("hf_qwen2", "Qwen2ForCausalLM"),
         _data_preparation_only("generic", "any model family's corpus: your own files and a SentencePiece tokenizer"),
         # The seed picks the evaluation program by these prefixes; prompt_gpt3 keeps the seed's own key layout.
         _tuned_evaluation("prompt", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "PromptGptEvaluationConfig"),

@@ -133,6 +133,11 @@ class ModelSection(DecoderStackSection, MixtureOfExperts):
     bias: bool = True  # bias terms in the linear layers
     activation: Activation = "gelu"
     rotary_percentage: float = 1.0  # share of each head's channels rotated (rope only)
+    rope_scaling: bool = False  # rope: Llama 3.1's frequency scaling, as megatron-core applies it (context 8192)
+    rope_scaling_factor: float = 8.0  # rope_scaling: the factor the low frequencies are divided by
+    # Token rows of the model before padding; null = the tokenizer's size. An imported Hugging Face model keeps its
+    # own (config.json's vocab_size, often above its tokenizer's), which an export back writes again.
+    vocab_size: int | None = None
     rotary_base: float = 10000.0  # base of the rotary frequencies (rope only; Llama 3 500000, Qwen2 1000000)
     qkv_bias: bool = False  # bias terms on the query, key and value projections even with bias: false (Qwen2)
     overlap_p2p_comm: bool = False  # overlap pipeline sends with compute; interleaved schedule only
@@ -194,6 +199,9 @@ class ModelSection(DecoderStackSection, MixtureOfExperts):
         positive_fields(self, key, "fp8_interval", "fp8_amax_history_len")
         if not 0.0 < self.rotary_percentage <= 1.0:
             raise field_fault(self, key, "rotary_percentage", "must be in (0, 1]")
+        positive(f"{key}.rope_scaling_factor", self.rope_scaling_factor)
+        if self.vocab_size is not None:
+            positive(f"{key}.vocab_size", self.vocab_size)
         if self.num_query_groups is not None:
             positive(f"{key}.num_query_groups", self.num_query_groups)
             if self.num_attention_heads % self.num_query_groups:

@@ -161,6 +161,8 @@ def gpt_model_settings(model: ModelSection, stage: ChunkStage) -> dict:
     return dict(
         **language_model_settings(model, stage),
         rotary_percent=model.rotary_percentage,
+        rope_scaling=model.rope_scaling,
+        rope_scaling_factor=model.rope_scaling_factor,
         rotary_base=model.rotary_base,
         fp16_lm_cross_entropy=model.fp16_lm_cross_entropy,
         vp_stage=stage.vp_stage,

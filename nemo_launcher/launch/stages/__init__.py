@@ -7,6 +7,7 @@ STAGES = {
     "data_preparation": ("data_preparation", "DataPreparationStage"),
     "training": ("training", "TrainingStage"),
     "conversion": ("conversion", "ConversionStage"),
+    "conversion_hf2nemo": ("conversion_hf2nemo", "ConversionHF2NemoStage"),
     "fine_tuning": ("fine_tuning", "FineTuningStage"),
     "peft": ("peft", "PeftStage"),
     "prompt_learning": ("peft", "PromptLearningStage"),
