@@ -1,0 +1,122 @@
+"""The public face of the performance model (nemo_launcher/contract/performance): what the plan, the ledger, the
+`estimate` command and the AutoConfigurator read from it.
+
+    python3 -m pytest tests/contract/test_performance_estimate.py
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from nemo_launcher.contract.performance import GPU_PROFILES, Estimate, Layout, estimate_job, score_layouts
+
+REQUIRED_KEYS = {
+    "job",
+    "parameters",
+    "weights_and_optimizer_gib",
+    "activations_gib",
+    "memory_per_gpu_gib",
+    "gpu_memory_gib",
+    "flops_per_step",
+    "step_time_s",
+    "tokens_per_s",
+    "mfu",
+    "days_to_train",
+    "gpu_hours",
+    "cost",
+}
+
+
+def gpt_stage(layers=24, hidden=4096, heads=32, tp=1, pp=1, mbs=4, gbs=2048, nodes=16, **model):
+    """A resolved GPT training section as the launcher writes it, with the keys the model reads."""
+    return {
+        "run": {"name": f"gpt_{layers}x{hidden}"},
+        "trainer": {"num_nodes": nodes, "devices": 8, "precision": "bf16", "max_steps": 75000},
+        "model": {
+            "micro_batch_size": mbs,
+            "global_batch_size": gbs,
+            "tensor_model_parallel_size": tp,
+            "pipeline_model_parallel_size": pp,
+            "encoder_seq_length": 2048,
+            "max_position_embeddings": 2048,
+            "num_layers": layers,
+            "hidden_size": hidden,
+            "ffn_hidden_size": 4 * hidden,
+            "num_attention_heads": heads,
+            "activations_checkpoint_granularity": "selective",
+            "tokenizer": {"library": "megatron", "type": "GPT2BPETokenizer"},
+            "optim": {"name": "distributed_fused_adam"},
+            **model,
+        },
+    }
+
+
+def test_the_estimate_of_gpt_5b_carries_every_key_the_plan_prints():
+    est = estimate_job(gpt_stage(), gpu_type="a100-80gb")
+    assert isinstance(est, Estimate)
+    record = est.as_json()
+    assert REQUIRED_KEYS <= set(record)
+    # 24 x (12 h^2 + 13 h) + 50304 x h (GPT-2's 50257 tokens padded to 128) + 2048 x h (positions) + 2 h (final norm)
+    # = 4,833,116,160 + 206,045,184 + 8,388,608 + 8,192
+    assert record["parameters"] == 5_047_558_144
+    assert record["job"] == "gpt_24x4096"
+    assert record["gpu_memory_gib"] == 80.0
+    assert record["cost"] is None
+    assert est.fits
+    # model FLOPs: 3 x forward; the logits 2 h V per token and 4 s h attention per layer on top of 2 per weight
+    per_token = 3 * (24 * (2 * 12 * 4096**2 + 4 * 2048 * 4096) + 2 * 4096 * 50304)
+    assert record["flops_per_step"] == pytest.approx(per_token * 2048 * 2048, rel=1e-12)
+    assert record["days_to_train"] == pytest.approx(75000 * est.step_time_s / 86400, rel=1e-3)
+    assert record["gpu_hours"] == pytest.approx(record["days_to_train"] * 24 * 128, rel=1e-3)
+    assert 0.0 < record["mfu"] < 1.0
+
+
+def test_a_price_gives_a_cost_and_a_faster_gpu_a_shorter_step():
+    a100 = estimate_job(gpt_stage(), "a100-80gb", gpu_hour_price=2.0)
+    h100 = estimate_job(gpt_stage(), "h100-80gb", gpu_hour_price=2.0)
+    assert a100.cost == pytest.approx(a100.gpu_hours * 2.0, rel=1e-12)
+    assert a100.as_json()["cost"] == round(a100.cost, 2)
+    assert h100.step_time_s < a100.step_time_s
+    assert set(GPU_PROFILES) == {"a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb"}
+
+
+def test_a_model_too_large_for_its_gpus_is_refused_with_the_changes_that_fit_it():
+    est = estimate_job(gpt_stage(layers=96, hidden=12288, heads=96, mbs=1, nodes=16), "a100-80gb")
+    assert not est.fits
+    lines = est.memory_breakdown_lines()
+    assert lines[0].startswith("weights, gradients and optimizer state: ")
+    assert lines[-1].endswith("GiB per GPU of 80.0 GiB (a100-80gb)")
+    fixes = est.fixes()
+    assert fixes, "a 175B model on TP 1 must have a change that lowers its memory"
+    assert all(fix.startswith(("raise model.", "set model.", "lower model.")) for fix in fixes)
+    assert "raise model.pipeline_model_parallel_size to 2" in fixes
+
+
+def test_an_unknown_gpu_type_is_a_value_error_that_lists_the_known_ones():
+    with pytest.raises(ValueError, match="a100-80gb"):
+        estimate_job(gpt_stage(), gpu_type="a100-90gb")
+
+
+def test_a_model_section_without_a_transformer_has_no_estimate():
+    stage = {"run": {"name": "vae"}, "trainer": {}, "model": {"first_stage_config": {"embed_dim": 4}}}
+    assert estimate_job(stage) is None
+
+
+def test_score_layouts_gives_one_estimate_per_layout_in_order():
+    layouts = [Layout(tp=tp, pp=pp, mbs=mbs, gbs=2048, nodes=16) for tp in (1, 2, 4) for pp in (1, 2) for mbs in (1, 2)]
+    scored = score_layouts(gpt_stage(), layouts, "a100-80gb")
+    assert [est.layout for est in scored] == layouts
+    # more tensor parallelism: fewer weights per GPU
+    by_tp = {est.layout.tp: est.weights_and_optimizer_gib for est in scored if est.layout.pp == 1}
+    assert by_tp[1] > by_tp[2] > by_tp[4]
+
+
+def test_the_performance_model_imports_no_torch_and_no_launcher():
+    code = (
+        "import sys, nemo_launcher.contract.performance; "
+        "bad = [m for m in ('torch', 'hydra', 'omegaconf', 'nemo_launcher.launch') if m in sys.modules]; "
+        "print(bad); sys.exit(bool(bad))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
