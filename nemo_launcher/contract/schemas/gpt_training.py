@@ -26,7 +26,7 @@ from .common_training import (
     data_reads,
 )
 from .gpu_training import NsysSection, UbOverlapSection, check_fixed, check_gpu_settings, check_profile_ranks
-from .moe import MixtureOfExperts
+from .moe import MixtureOfExperts, check_experts_on_cpu
 
 STAGE = "training"
 Activation = Literal["gelu", "fast-swiglu", "squared-relu"]
@@ -407,6 +407,7 @@ class TrainingConfig(TextPretrainingConfig):
         super().check(key)
         model, trainer, params = self.model, self.trainer, self.exp_manager.checkpoint_callback_params
         check_gpu_settings(model, trainer, f"{key}.model")
+        check_experts_on_cpu(model, trainer.accelerator, f"{key}.model")
         check_profile_ranks(model.nsys_profile, trainer.num_nodes * trainer.devices, f"{key}.model.nsys_profile")
         model_parallel = model.tensor_model_parallel_size * model.pipeline_model_parallel_size
         if params.model_parallel_size not in (None, model_parallel):

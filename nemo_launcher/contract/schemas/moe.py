@@ -86,3 +86,13 @@ def check_expert_layout(model, nodes: int, devices: int, key: str) -> int | None
             "change EP, the parallel sizes or trainer.num_nodes/trainer.devices",
         )
     return world // (tp * ep * pp)
+
+
+def check_experts_on_cpu(model, accelerator: str, key: str) -> None:
+    """megatron-core's alltoall dispatcher opens a CUDA stream when it is built; on a CPU only allgather runs."""
+    if accelerator == "cpu" and model.num_moe_experts is not None and model.moe_token_dispatcher_type != "allgather":
+        raise config_fault(
+            f"{key}.moe_token_dispatcher_type",
+            model.moe_token_dispatcher_type,
+            "megatron-core's alltoall dispatcher needs CUDA; set allgather on trainer.accelerator: cpu",
+        )

@@ -169,8 +169,20 @@ def gpt_model_settings(model: ModelSection, stage: ChunkStage) -> dict:
     )
 
 
+def _define_missing_te_gemm() -> None:
+    """megatron-core 0.16's router reads moe_utils.te_general_gemm, which that module defines only when Transformer
+    Engine imports: without TE every MoE forward pass dies with a NameError. None is what the router checks for."""
+    from megatron.core.transformer.moe import moe_utils
+
+    if not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+
+
 def gpt_chunk(model: ModelSection, config, vocab_size: int, use_te: bool, stage: ChunkStage):
     from megatron.core.models.gpt import GPTModel
+
+    if model.num_moe_experts is not None:
+        _define_missing_te_gemm()
 
     return GPTModel(
         config=config,

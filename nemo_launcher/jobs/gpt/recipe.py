@@ -5,6 +5,7 @@
 The core (nemo_launcher/jobs/core) does everything else; see core/recipe.py for what a recipe provides.
 """
 
+import dataclasses
 from functools import partial
 
 from ..core.recipe import Recipe
@@ -12,6 +13,10 @@ from ..core.steps import context_parallel_token_loss, this_context_rank
 from .data import build_gpt_datasets
 from .flops import model_flops_per_token
 from .model import check_model_support, gpt_chunk, transformer_config
+from .moe_balance import take_balance, watch_routers
+
+# What a model with experts reports beside the LM loss (moe_balance.py).
+LOAD_BALANCE = "load_balancing_loss"
 
 
 def gpt_forward_step(data_iterator, model):
@@ -30,3 +35,28 @@ GPT = Recipe(
     flops_per_token=model_flops_per_token,
     check_support=check_model_support,
 )
+
+
+def _moe_forward_step(data_iterator, model):
+    output, loss_func = gpt_forward_step(data_iterator, model)
+    return output, partial(_with_balance, loss_func)
+
+
+def _with_balance(loss_func, output):
+    loss, reported = loss_func(output)
+    return loss, {**reported, LOAD_BALANCE: take_balance(loss.device)}
+
+
+def _moe_chunk(model, config, vocab_size: int, use_te: bool, stage):
+    chunk = gpt_chunk(model, config, vocab_size, use_te, stage)
+    watch_routers(chunk)
+    return chunk
+
+
+def gpt_recipe(cfg) -> Recipe:
+    """The GPT recipe of a bound training config: a model with experts also logs its load balance."""
+    if cfg.model.num_moe_experts is None:
+        return GPT
+    return dataclasses.replace(
+        GPT, build_chunk=_moe_chunk, forward_step=_moe_forward_step, loss_names=("lm loss", LOAD_BALANCE)
+    )

@@ -15,7 +15,9 @@ import sys
 from ...contract.schemas.gpt_training import TrainingConfig
 from ..core.entry import training_main
 
-main = training_main("python3 -m nemo_launcher.jobs.gpt.train", TrainingConfig, f"{__package__}.recipe", recipe="GPT")
+main = training_main(
+    "python3 -m nemo_launcher.jobs.gpt.train", TrainingConfig, f"{__package__}.recipe", recipe="gpt_recipe"
+)
 
 if __name__ == "__main__":
     sys.exit(main())
