@@ -46,6 +46,7 @@ LAYERS = {
     "stable_diffusion": 4,
     "dit": 4,
     "fid_evaluation": 4,
+    "autoconfig": 4,
 }
 
 # Imports between packages of one layer that are part of the design, each with its reason. Nothing else in a
