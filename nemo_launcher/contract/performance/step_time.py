@@ -18,6 +18,7 @@ The structure is Calculon's (Isaev et al., SC'23, calculon/llm/llm.py), simplifi
 - data parallelism: a reduce-scatter of the 16-bit gradients and an all-gather of the weights with the distributed
   optimizer (2 (d - 1) / d of them in all), an all-reduce without; overlapped with the last micro-batch's backward
   (and the next forward) when the optimizer's overlap settings are on;
+- the loss: about 20 bytes read or written per logit, forward and backward (a large vocabulary makes it count);
 - the optimizer's update: memory-bound, about 34 bytes read and written per local weight (fp32 master weight,
   two moments, gradient, the 16-bit copy);
 - a fixed 20 ms a step for the data loader, the logger and the launch of thousands of kernels that the model does not
@@ -34,6 +35,7 @@ from .shapes import ModelShape, Stack
 
 FIXED_STEP_OVERHEAD_S = 0.020
 OPTIMIZER_BYTES_PER_WEIGHT = 34.0
+LOSS_BYTES_PER_LOGIT = 20.0  # cross-entropy over the vocabulary, forward and backward
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +128,10 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
         cp_bytes += layers * 3 * 2.0 * stack.tokens * layout.mbs * 2 * stack.kv_width / layout.tp  # K and V, fwd+bwd
     outside = (logits_forward_flops(shape) + shape.extra_flops_per_sample) * layout.mbs / (layout.tp * layout.cp)
     stage_forward += _matmul_seconds(outside, profile, layout)
+    # The loss reads and writes every logit several times (16-bit logits, their fp32 copy, softmax statistics, the
+    # gradient): a third of LOSS_BYTES_PER_LOGIT here, as the backward below counts twice the forward.
+    logits = shape.output_tokens * layout.mbs / layout.cp * shape.vocab / layout.tp
+    stage_forward += logits * LOSS_BYTES_PER_LOGIT / 3.0 / (profile.hbm_bytes_per_s * profile.hbm_efficiency)
     # backward = 2x forward; the forward passes recomputation adds; all micro-batches
     micro_batch_s = 3.0 * stage_forward + recompute
     compute = m * micro_batch_s
