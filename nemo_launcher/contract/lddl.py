@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .binding import config_fault, field_fault, positive
 from .schemas.common_training import check_splits
@@ -185,14 +185,20 @@ def check_bins(folders: Sequence[str], positions: int, key: str) -> None:
             )
 
 
-def check_prepared_bins(binning: LddlBinning, positions: int, key: str, source: str) -> None:
-    """A training reading what this pipeline's data preparation bins: its last bin must fit the positions."""
-    if binning.target_seq_length > positions:
+def check_prepared_bins(data_section: Mapping, training_section: Mapping, source: str) -> None:
+    """A BERT training with dataloader_type LDDL that reads what a data preparation bins (resolved sections): the
+    last bin must end within the model's positions."""
+    binning = data_section.get("lddl")
+    model = training_section.get("model") or {}
+    if not isinstance(binning, Mapping) or (model.get("data") or {}).get("dataloader_type") != LDDL:
+        return
+    target, positions = binning.get("target_seq_length"), model.get("max_position_embeddings")
+    if isinstance(target, int) and isinstance(positions, int) and target > positions:
         raise config_fault(
-            key,
+            "training.model.max_position_embeddings",
             positions,
-            f"{source} bins samples up to {binning.target_seq_length} tokens (lddl.target_seq_length), which "
-            f"needs that many positions: raise it to {binning.target_seq_length}, or lower lddl.target_seq_length",
+            f"{source} bins pairs of up to {target} tokens (lddl.target_seq_length): raise max_position_embeddings "
+            f"and encoder_seq_length to {target}, or lower data_preparation.lddl.target_seq_length to {positions}",
         )
 
 

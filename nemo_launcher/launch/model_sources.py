@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..contract.binding import JobConfigError
+from ..contract.lddl import check_prepared_bins
 from ..contract.model_facts import ModelFacts, ModelFileError, facts_of_model, facts_of_nemo, facts_of_run_config
 from ..contract.model_rules import (
     check_against_model,
@@ -261,7 +262,8 @@ class PipelineModels:
                 )
 
     def _check_data_tokenizer(self, training: Mapping[str, Any], specs: Sequence[JobSpec]) -> None:
-        """A training that reads what this pipeline's data preparation writes must tokenize as it did."""
+        """A training that reads what this pipeline's data preparation writes must tokenize as it did (and fit its LDDL
+        bins)."""
         tokenizer = value_at(training, "model.tokenizer")
         if not isinstance(tokenizer, Mapping):
             return
@@ -271,6 +273,7 @@ class PipelineModels:
                 with _refused_at_launch():
                     data = _section(self.cfg, "data_preparation")
                     check_tokenizer(data, tokenizer, "training", "the data_preparation stage of this pipeline")
+                    check_prepared_bins(data, training, "the data_preparation stage of this pipeline")
                 return
 
 

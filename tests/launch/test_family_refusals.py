@@ -78,7 +78,8 @@ CASES = [
     (BERT, ["training.model.tokenizer.library=sentencepiece"], ["tokenizer.library='sentencepiece'", "megatron"]),
     (BERT, ["training.model.tokenizer.model=/data/spm.model"], ["tokenizer.model", "vocab_file only"]),
     (BERT, ["training.model.activation=relu"], ["activation='relu'", "gelu, geglu"]),
-    (BERT, ["training.model.data.dataloader_type=LDDL"], ["dataloader_type='LDDL'", "single, cyclic"]),
+    (T5, ["training.model.data.dataloader_type=LDDL"], ["dataloader_type='LDDL'", "BERT's", "single or cyclic"]),
+    (BERT, ["training.model.data.dataloader_type=LDDL"], ["data_prefix=None", "[train, validation, test]"]),
     (
         BERT,
         ["training.model.virtual_pipeline_model_parallel_size=5"],

@@ -50,9 +50,6 @@ class BertData(MaskedLmData):
     dataloader_type LDDL reads the sentence pairs LDDL's preprocessing binned by length instead: data_prefix is
     then [train folder, validation folder, test folder] and every micro-batch comes from one bin."""
 
-    # single: dataset order; cyclic: reshuffled each pass; LDDL: binned pairs, one bin per micro-batch
-    dataloader_type: Literal["single", "cyclic", "LDDL"] = "single"
-
     def check(self, key: str) -> None:
         if self.dataloader_type != LDDL:
             super().check(key)

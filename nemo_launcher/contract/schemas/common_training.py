@@ -268,6 +268,22 @@ def check_data_source(run: RunSection, data, key: str) -> None:
         )
 
 
+# model.data.dataloader_type: single and cyclic read indexed datasets; LDDL, BERT's alone, length-binned pairs.
+DataloaderType = Literal["single", "cyclic", "LDDL"]
+
+
+def check_indexed_loader(data, key: str) -> None:
+    """A family that reads indexed datasets refuses LDDL, saying where it applies."""
+    if data.dataloader_type == "LDDL":
+        raise field_fault(
+            data,
+            key,
+            "dataloader_type",
+            "LDDL's length-binned loader is BERT's (training=bert/<size> on data_preparation="
+            "bert/download_bert_pile_lddl); this family reads indexed .bin/.idx data: use single or cyclic",
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class MaskedLmData:
     """The data keys of megatron-core's masked word-piece datasets (T5 span corruption, BERT masked tokens).
@@ -278,7 +294,8 @@ class MaskedLmData:
     seq_length: int  # tokens per sample; must equal model.encoder_seq_length
     splits_string: str = "99990,8,2"  # train,validation,test weights of each file's documents
     num_workers: int = 2  # DataLoader worker processes per rank
-    dataloader_type: Literal["single", "cyclic"] = "single"  # single: dataset order; cyclic: reshuffled each pass
+    # single: dataset order; cyclic: reshuffled each pass; LDDL: BERT's length bins (bert_training.BertData)
+    dataloader_type: DataloaderType = "single"
     index_mapping_dir: str | None = None  # megatron-core's sample-index cache; null = beside each data file
     data_prefix: list[float | str] | None = None  # [weight, prefix, ...]; null = automatic blend
     masked_lm_prob: float = 0.15  # share of a sample's tokens that is masked
@@ -290,6 +307,7 @@ class MaskedLmData:
     geometric_dist: bool = False  # span lengths ~ Geometric(p=0.2) clipped at max_ngram_size (SpanBERT)
 
     def check(self, key: str) -> None:
+        check_indexed_loader(self, key)
         positive(f"{key}.seq_length", self.seq_length)
         non_negative(f"{key}.num_workers", self.num_workers)
         check_splits(f"{key}.splits_string", self.splits_string)

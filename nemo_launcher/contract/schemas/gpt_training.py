@@ -16,12 +16,14 @@ from ..binding import config_fault, field_fault, non_negative, positive, positiv
 from ..tokenizers import MEGATRON_TYPE_FILES, TokenizerLibrary
 from .common_training import (
     CheckpointParams,
+    DataloaderType,
     DecoderStackSection,
     ExpManagerSection,
     OptimSection,
     TextPretrainingConfig,
     TrainerSection,
     blend,
+    check_indexed_loader,
     check_splits,
     data_reads,
 )
@@ -66,7 +68,7 @@ class DataSection:
     seq_length: int  # tokens per sample; must equal model.encoder_seq_length
     splits_string: str = "99990,8,2"  # train,validation,test weights of each file's documents
     num_workers: int = 2  # DataLoader worker processes per rank
-    dataloader_type: Literal["single", "cyclic"] = "single"  # single: dataset order; cyclic: reshuffled each pass
+    dataloader_type: DataloaderType = "single"  # single: dataset order; cyclic: reshuffled each pass; LDDL: refused
     reset_position_ids: bool = False  # positions restart after each end-of-document token
     reset_attention_mask: bool = False  # tokens attend only within their document (local layer spec only)
     eod_mask_loss: bool = False  # no loss on end-of-document tokens
@@ -81,6 +83,7 @@ class DataSection:
         check_fixed(
             self, key, {"skip_warmup": (True, "megatron-core's indexed dataset has no warm-up read of its files")}
         )
+        check_indexed_loader(self, key)
         positive(f"{key}.seq_length", self.seq_length)
         non_negative(f"{key}.num_workers", self.num_workers)
         check_splits(f"{key}.splits_string", self.splits_string)
