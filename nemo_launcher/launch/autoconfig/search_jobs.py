@@ -109,6 +109,8 @@ class LauncherConfig:
         }
         for key, value in values.items():
             OmegaConf.update(cfg, key, value, merge=False)
+        for name, value in (ac.get("env_vars") or {}).items():
+            OmegaConf.update(cfg, f"env_vars.{name}", value, merge=False)
         for key in CLUSTER_KEYS:
             if key in ac.cluster:
                 OmegaConf.update(cfg, f"cluster.{key}", ac.cluster[key], merge=False)
