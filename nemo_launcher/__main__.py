@@ -3,6 +3,8 @@
     python3 -m nemo_launcher status [RUN] [--results DIR]
     python3 -m nemo_launcher logs RUN [STAGE] [-f] [--results DIR]
     python3 -m nemo_launcher cancel RUN [--results DIR]
+    python3 -m nemo_launcher estimate <the overrides main.py takes> [--json]   (launch/estimate.py: predicted memory,
+                                                                               step time and cost; writes nothing)
 
 An installed package (pyproject.toml) has the same commands as `nemo-launcher status|logs|cancel ...`: its console
 script calls main() below.
@@ -29,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_program_name(), description="Follow and stop pipelines the launcher submitted."
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{status,logs,cancel}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{status,logs,cancel,estimate}")
     status = commands.add_parser("status", help="the jobs of a pipeline, or one line per recent pipeline")
     status.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
     logs = commands.add_parser("logs", help="print (or follow) the newest log of a pipeline's job")
@@ -40,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     cancel = commands.add_parser("cancel", help="cancel every job of the pipeline still queued or running")
     cancel.add_argument("run", metavar="RUN", help=_RUN_HELP)
+    estimate = commands.add_parser(
+        "estimate", help="predicted memory per GPU, step time, MFU, time and cost of each training job; writes nothing"
+    )
+    estimate.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="as for main.py, e.g. training=gpt3/5b")
+    estimate.add_argument("--json", action="store_true", help="one JSON object per training job")
     for command in (status, logs, cancel):
         command.add_argument(
             "--results",
@@ -67,7 +74,16 @@ def _default_results(monitor) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # argparse stops collecting a positional list at the first option, so `estimate a=1 --json b=2` leaves b=2
+    # over: the estimate takes those words as overrides too; every other command refuses them.
+    args, left_over = parser.parse_known_args(argv)
+    if left_over and (args.command != "estimate" or any(word.startswith("-") for word in left_over)):
+        parser.error(f"unrecognized arguments: {' '.join(left_over)}")
+    if args.command == "estimate":
+        from nemo_launcher.launch.estimate import main as estimate
+
+        return estimate([*args.overrides, *left_over], args.json)
     from nemo_launcher.launch import monitor
 
     try:

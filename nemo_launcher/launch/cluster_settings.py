@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..contract.durations import clock_text
+from ..contract.performance.gpus import GPU_PROFILES
 from .errors import config_error
 
 # Seconds before the time limit that Slurm sends SIGUSR1 when cluster.signal_seconds_before_limit is unset.
@@ -51,6 +52,10 @@ def _job_name_prefix(value) -> bool:
     return isinstance(value, str) and not re.search(r"[/\\\n\r\0]", value)
 
 
+def _price_or_null(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0)
+
+
 def _list_of_strings(value) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
 
@@ -74,6 +79,8 @@ CLUSTER_SETTINGS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "job_name_prefix": (_job_name_prefix, 'use text without slashes, backslashes or line breaks ("" for no prefix)'),
     "srun_args": (_list_of_strings, "use a list of srun options, e.g. [--mpi=pmix]"),
     "signal_seconds_before_limit": (_count, "use a whole number of seconds >= 1"),
+    "gpu_type": (lambda value: value in GPU_PROFILES, f"use one of {', '.join(GPU_PROFILES)}"),
+    "gpu_hour_price": (_price_or_null, "use the price of one GPU-hour (a number >= 0), or null for no cost"),
 }
 
 

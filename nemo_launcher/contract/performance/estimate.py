@@ -141,8 +141,8 @@ class Estimate:
             f"({self.parameters / 1e9:.2f}B parameters over TP {layout.tp} x PP {layout.pp}"
             f"{f' x EP {layout.ep}' if layout.ep > 1 else ''}, "
             f"{sharding})",
-            f"activations: {self.activations_gib:.1f} GiB (micro batch {layout.mbs}, {recompute} recomputation, "
-            f"sequence parallel {'on' if layout.sequence_parallel else 'off'}"
+            f"activations: {self.activations_gib:.1f} GiB (micro batch {layout.mbs}, {recompute} recomputation"
+            f"{', sequence parallel' if layout.sequence_parallel and layout.tp > 1 else ''}"
             f"{f', {layout.pp} pipeline stages' if layout.pp > 1 else ''})",
             f"framework overhead: {self.overhead_gib:.1f} GiB",
             f"total: {self.memory_per_gpu_gib:.1f} GiB per GPU of {self.device.memory_gib:.1f} GiB "
@@ -150,19 +150,39 @@ class Estimate:
         ]
 
     def fixes(self) -> list[str]:
-        """Single changes that bring the job within the device's memory (each checked with the model), or, when
-        none does alone, every change that lowers the memory, the largest saving first."""
-        candidates = _candidate_fixes(self)
-        scored = []
-        for text, layout in candidates:
-            other = _estimate(self.job, self.shape, layout, self.device, self.train_steps, self.train_basis, None)
-            if other.memory_per_gpu_gib < self.memory_per_gpu_gib:
-                scored.append((other.fits, other.memory_per_gpu_gib, text))
-        fitting = [text for fits, _, text in sorted(scored, key=lambda item: item[1]) if fits]
-        return fitting or [text for _, _, text in sorted(scored, key=lambda item: item[1])]
+        """Changes that bring the job within its device's memory, each checked with the model: every single change
+        that does, or else one combination (changes joined by "and", the largest saving first) that does, or else
+        that combination as far as it goes. Empty when nothing lowers the memory."""
+        if self.fits:
+            return []
+        chain: dict[str, str] = {}  # the key a change sets -> the change (a later one replaces an earlier one)
+        current = self
+        for step in range(_MOST_CHANGES):
+            options = []
+            for key, text, layout in _candidate_fixes(current):
+                other = _estimate(self.job, self.shape, layout, self.device, self.train_steps, self.train_basis, None)
+                if other.memory_per_gpu_gib < current.memory_per_gpu_gib:
+                    options.append((other.memory_per_gpu_gib, key, text, other))
+            options.sort(key=lambda option: option[0])
+            fitting = [text for _, _, text, other in options if other.fits]
+            if step == 0 and fitting:
+                return fitting
+            if not options:
+                break
+            _, key, text, current = options[0]
+            chain.pop(key, None)
+            chain[key] = text
+            if current.fits:
+                break
+        return [" and ".join(chain.values())] if chain else []
 
 
-def _candidate_fixes(est: Estimate) -> list[tuple[str, Layout]]:
+# How many changes one suggested combination may chain.
+_MOST_CHANGES = 5
+
+
+def _candidate_fixes(est: Estimate) -> list[tuple[str, str, Layout]]:
+    """(the key a change sets, the change in words, the layout it gives) for each change worth trying."""
     layout, shape = est.layout, est.shape
     heads = min(stack.heads for stack in shape.stacks) if shape.stacks else 1
     layers = min(stack.layers for stack in shape.stacks) if shape.stacks else 1
@@ -170,28 +190,31 @@ def _candidate_fixes(est: Estimate) -> list[tuple[str, Layout]]:
     tp = layout.tp * 2
     tp_divides = heads % tp == 0 and layout.devices % (tp * layout.pp) == 0
     if shape.stacks and tp_divides and tp <= est.device.devices_per_node:
-        changes.append((f"raise model.tensor_model_parallel_size to {tp}", layout.replace(tp=tp)))
+        key = "model.tensor_model_parallel_size"
+        changes.append((key, f"raise {key} to {tp}", layout.replace(tp=tp)))
     pp = layout.pp * 2
     if shape.stacks and layers % pp == 0 and layout.devices % (layout.tp * pp) == 0:
-        changes.append((f"raise model.pipeline_model_parallel_size to {pp}", layout.replace(pp=pp)))
+        key = "model.pipeline_model_parallel_size"
+        changes.append((key, f"raise {key} to {pp}", layout.replace(pp=pp)))
+    granularity = "model.activations_checkpoint_granularity"
     if layout.recompute is None:
-        changes.append(
-            ("set model.activations_checkpoint_granularity=selective", layout.replace(recompute="selective"))
-        )
+        changes.append((granularity, f"set {granularity}=selective", layout.replace(recompute="selective")))
     if layout.recompute != "full":
-        changes.append(
-            (
-                "set model.activations_checkpoint_granularity=full with activations_checkpoint_method=uniform "
-                "and activations_checkpoint_num_layers=1",
-                layout.replace(recompute="full", recompute_method="uniform", recompute_layers=1),
-            )
+        full = layout.replace(recompute="full", recompute_method="uniform", recompute_layers=1)
+        text = (
+            f"set {granularity}=full with model.activations_checkpoint_method=uniform and "
+            "model.activations_checkpoint_num_layers=1"
         )
+        changes.append((granularity, text, full))
     if layout.tp > 1 and not layout.sequence_parallel:
-        changes.append(("set model.sequence_parallel=true", layout.replace(sequence_parallel=True)))
+        key = "model.sequence_parallel"
+        changes.append((key, f"set {key}=true", layout.replace(sequence_parallel=True)))
     if not layout.distributed_optimizer:
-        changes.append(("set model.optim.name=distributed_fused_adam", layout.replace(distributed_optimizer=True)))
+        key = "model.optim.name"
+        changes.append((key, f"set {key}=distributed_fused_adam", layout.replace(distributed_optimizer=True)))
     if layout.mbs > 1:
-        changes.append((f"lower model.micro_batch_size to {layout.mbs // 2}", layout.replace(mbs=layout.mbs // 2)))
+        key = "model.micro_batch_size"
+        changes.append((key, f"lower {key} to {layout.mbs // 2}", layout.replace(mbs=layout.mbs // 2)))
     return changes
 
 
