@@ -3,9 +3,9 @@
 code, out, err = run_autoconfig(["search_config=gpt3/unknown_size", ...], capsys)
 """
 
+import contextlib
+import io
 import os
-import sys
-from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -37,24 +37,25 @@ def compose_autoconfig(overrides: list[str]):
     return cfg
 
 
-def run_autoconfig(overrides: list[str], capsys, debug: bool = True):
+def run_autoconfig(overrides: list[str], capsys=None, debug: bool = True):
+    """(exit code, stdout, stderr); without capsys (module fixtures) the output is captured here."""
     from nemo_launcher.launch.autoconfig.app import run
 
     previous = os.environ.get("NEMO_LAUNCHER_DEBUG")
     os.environ["NEMO_LAUNCHER_DEBUG"] = "1" if debug else ""
+    out, err = io.StringIO(), io.StringIO()
     try:
-        code = run(compose_autoconfig(overrides), ["auto_configurator/main.py", *overrides])
+        with contextlib.ExitStack() as stack:
+            if capsys is None:
+                stack.enter_context(contextlib.redirect_stdout(out))
+                stack.enter_context(contextlib.redirect_stderr(err))
+            code = run(compose_autoconfig(overrides), ["auto_configurator/main.py", *overrides])
     finally:
         if previous is None:
             os.environ.pop("NEMO_LAUNCHER_DEBUG", None)
         else:
             os.environ["NEMO_LAUNCHER_DEBUG"] = previous
+    if capsys is None:
+        return code, out.getvalue(), err.getvalue()
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-def python() -> str:
-    return sys.executable
-
-
-__all__ = ["APP_DIR", "CONF_DIR", "Path", "compose_autoconfig", "run_autoconfig"]

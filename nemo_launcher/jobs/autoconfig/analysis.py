@@ -57,15 +57,26 @@ def _item_logs(logs_dir: Path, item: int) -> list[Path]:
     return sorted(path for path in logs_dir.glob("log-*") if pattern.search(path.name))
 
 
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*$", re.M)
+
+
 def _reason_in_logs(logs: list[Path]) -> str | None:
+    """Why a task that left no status ended, from its own logs: a time limit, an out-of-memory kill, the last
+    error line of a crash (one that died before the candidate program could write anything)."""
+    texts = []
     for path in logs:
         try:
-            text = path.read_text(errors="replace")
+            texts.append(path.read_text(errors="replace"))
         except OSError:
             continue
-        for words, reason in _LOG_WORDS:
-            if words in text:
-                return reason
+    for words, reason in _LOG_WORDS:
+        if any(words in text for text in texts):
+            return reason
+    errors = [match.group(0).strip() for text in texts for match in _ERROR_LINE.finditer(text)]
+    if errors:
+        return f"error: {errors[-1][:300]}"
+    if texts:
+        return f"error: ended before writing its status or a step (see {logs[0]})"
     return None
 
 

@@ -16,6 +16,7 @@ does the same here. There each candidate runs with --keep-going, so one failure 
 
 import copy
 import math
+import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -90,8 +91,12 @@ class LauncherConfig:
         from hydra.core.global_hydra import GlobalHydra
 
         register_resolvers()
-        settings_words = [f"cluster_type={ac.cluster_type}", f"data_dir={ac.data_dir}"]
-        settings_words.append(f"base_results_dir={ac.base_results_dir}")
+        # `${auto_configurator_path}/..` and the like, written as a user would type them.
+        paths = {
+            key: os.path.normpath(str(ac[key])) for key in ("launcher_scripts_path", "data_dir", "base_results_dir")
+        }
+        settings_words = [f"cluster_type={ac.cluster_type}", f"data_dir={paths['data_dir']}"]
+        settings_words.append(f"base_results_dir={paths['base_results_dir']}")
         if ac.get("training_container"):
             settings_words.append(f"container={ac.training_container}")
         # The AutoConfigurator runs inside Hydra's own app; composing the launcher's config needs a fresh Hydra.
@@ -100,9 +105,7 @@ class LauncherConfig:
             cfg = compose(config_name="config", overrides=["stages=[training]", f"training={base.start}"])
         values = {
             "cluster_type": str(ac.cluster_type),
-            "launcher_scripts_path": str(ac.launcher_scripts_path),
-            "data_dir": str(ac.data_dir),
-            "base_results_dir": str(ac.base_results_dir),
+            **paths,
             "container": ac.get("training_container"),
             "container_mounts": OmegaConf.to_container(ac.container_mounts) if ac.get("container_mounts") else [None],
             "wandb_api_key_file": ac.wandb.api_key_file if ac.wandb.enable else None,
