@@ -113,7 +113,7 @@ class LauncherConfig:
         for key, value in values.items():
             OmegaConf.update(cfg, key, value, merge=False)
         for name, value in (ac.get("env_vars") or {}).items():
-            OmegaConf.update(cfg, f"env_vars.{name}", value, merge=False)
+            OmegaConf.update(cfg, f"env_vars.{name}", value, merge=False, force_add=True)
         for key in CLUSTER_KEYS:
             if key in ac.cluster:
                 OmegaConf.update(cfg, f"cluster.{key}", ac.cluster[key], merge=False)
