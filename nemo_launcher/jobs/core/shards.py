@@ -22,7 +22,8 @@ from typing import Any
 
 import torch
 
-_GATED = ("mlp.linear_fc1.weight", "mlp.linear_fc1.bias")
+# A gated MLP's first layer: the dense one (mlp.linear_fc1), and each expert's (mlp.experts.local_experts.<n>.)
+_GATED = ("linear_fc1.weight", "linear_fc1.bias")
 
 # megatron-core's local transformer layer (self-attention and MLP) and the stack's final norm, by how tensor
 # parallelism splits them: the same in every family, whose rules add their embeddings, heads and further attention.

@@ -26,15 +26,23 @@ def _check_layout(section: ModelSection, tp: int, pp: int) -> None:
 
 
 def _write_hf(cfg, model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor]) -> str:
+    return write_hf_folder(model_config, full, cfg.hf_dir, hf_dtype(cfg))
+
+
+def write_hf_folder(
+    model_config: Mapping[str, Any], full: Mapping[str, torch.Tensor], out_dir, dtype: torch.dtype | None
+) -> str:
+    """Weights, config.json and tokenizer files of the Hugging Face class that computes the model; returns its name.
+    full: the TP=1 PP=1 state dict; dtype: of the written weights, None = as stored."""
     from ..common.tokenizer import GPT2_EOD
 
     spec = model_config["tokenizer"]
     tokenizer = config_tokenizer(spec)
     architecture = hf_export.export_hf(
-        model_config, full, cfg.hf_dir, vocab_size=tokenizer.vocab_size, eod=tokenizer.eod, dtype=hf_dtype(cfg)
+        model_config, full, out_dir, vocab_size=tokenizer.vocab_size, eod=tokenizer.eod, dtype=dtype
     )
     eod_token = GPT2_EOD if spec["library"] == "megatron" else _token_of(spec, tokenizer.eod)
-    hf_export.write_hf_tokenizer(spec, cfg.hf_dir, eod_token, max_length=int(model_config["encoder_seq_length"]))
+    hf_export.write_hf_tokenizer(spec, out_dir, eod_token, max_length=int(model_config["encoder_seq_length"]))
     return architecture
 
 

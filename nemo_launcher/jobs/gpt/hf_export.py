@@ -10,13 +10,18 @@ Written without `transformers` (only safetensors): the files are what `from_pret
 | learned_absolute positions, gelu, layernorm or layernorm1p,       | GPT2LMHeadModel    |
 | one key/value head per query head                                 |                    |
 | rope (rotary_percentage 1), fast-swiglu, rmsnorm                  | LlamaForCausalLM   |
+| the same with qkv_bias and no other bias                          | Qwen2ForCausalLM   |
+| the same with num_moe_experts (no biases)                         | MixtralForCausalLM |
 
 Only exact mappings are made; anything else is refused with the reason. Biases: GPT-2 always has
 them (a model without gets zeros, which is exact); Llama has `attention_bias`/`mlp_bias` switches.
 layernorm1p stores gamma - 1, so GPT-2 gets gamma = stored + 1. Llama has RMSNorm only, so the
 `_improved` configs' layernorm1p has no Llama form: train with `normalization: rmsnorm` to export.
-The vocabulary is cut back to the tokenizer's size (megatron pads it for TP alignment): the padding rows
-are never a target, and a generator must not sample them.
+The vocabulary is cut back to model.vocab_size where the model has one (an imported model keeps its own rows),
+else to the tokenizer's size (megatron pads it for TP alignment): the padding rows are never a target, and a
+generator must not sample them. rotary_base and Llama 3.1's rope scaling (rope_scaling) are written as
+transformers 4 and 5 read them. A Mistral model imported here comes back as LlamaForCausalLM: without a sliding
+window the two classes compute the same function.
 """
 
 import json
@@ -31,7 +36,11 @@ from ..core.conversion import HFExportError, save_hf_checkpoint
 
 GPT2 = "GPT2LMHeadModel"
 LLAMA = "LlamaForCausalLM"
-ROPE_BASE = 10000.0  # megatron-core GPTModel's rotary_base default; the trainer does not change it
+QWEN2 = "Qwen2ForCausalLM"
+MIXTRAL = "MixtralForCausalLM"
+ROPE_BASE = 10000.0  # model.rotary_base's default, megatron-core GPTModel's own
+# megatron-core's Llama 3.1 scaling constants (contract/hf_architectures.py checks an import against them).
+LLAMA3_ROPE = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 
 
 def hf_architecture(model: Mapping[str, Any]) -> str:
@@ -78,10 +87,22 @@ def hf_architecture(model: Mapping[str, Any]) -> str:
         ]
     )
     if not llama_blockers:
-        return LLAMA
+        return _llama_class(model)
     raise HFExportError(
         f"no Hugging Face architecture computes this model exactly. GPT-2: {gpt2_blockers}. Llama: {llama_blockers}"
     )
+
+
+def _llama_class(model: Mapping[str, Any]) -> str:
+    """Which class of the Llama layout: experts make a Mixtral, a q/k/v-only bias a Qwen2, anything else a Llama."""
+    bias, qkv_bias = bool(model.get("bias", True)), bool(model.get("qkv_bias", False))
+    if model.get("num_moe_experts"):
+        if bias or qkv_bias:
+            raise HFExportError("a mixture of experts with biases has no Hugging Face class (Mixtral has none)")
+        return MIXTRAL
+    if qkv_bias and not bias:
+        return QWEN2
+    return LLAMA
 
 
 def _blockers(checks) -> str:
@@ -102,6 +123,7 @@ def export_hf(
     used as BOS and EOS as for GPT-2. dtype: of the written tensors, default that of the state dict.
     """
     architecture = hf_architecture(model)
+    vocab_size = int(model.get("vocab_size") or vocab_size)
     mapper = _gpt2 if architecture == GPT2 else _llama
     tensors, config = mapper(model, state_dict, vocab_size)
     dtype = dtype or state_dict["embedding.word_embeddings.weight"].dtype
@@ -223,12 +245,13 @@ def _llama(model, sd, vocab: int):
     head_dim = int(model.get("kv_channels") or hidden // heads)
     ffn = int(model["ffn_hidden_size"])
     bias = bool(model.get("bias", True))
+    qkv_bias = bias or bool(model.get("qkv_bias", False))
+    experts = int(model.get("num_moe_experts") or 0)
     tied = bool(model.get("share_embeddings_and_output_weights", True))
     out = {"model.embed_tokens.weight": sd["embedding.word_embeddings.weight"][:vocab]}
     for i in range(layers):
         src, dst = f"decoder.layers.{i}.", f"model.layers.{i}."
         q, k, v = _split_qkv(sd[src + "self_attention.linear_qkv.weight"], heads, groups, head_dim)
-        gate, up = sd[src + "mlp.linear_fc1.weight"].chunk(2, dim=0)  # megatron's SwiGLU: silu(first) * second
         out.update(
             {
                 dst + "input_layernorm.weight": sd[src + "input_layernorm.weight"],
@@ -237,19 +260,22 @@ def _llama(model, sd, vocab: int):
                 dst + "self_attn.v_proj.weight": v,
                 dst + "self_attn.o_proj.weight": sd[src + "self_attention.linear_proj.weight"],
                 dst + "post_attention_layernorm.weight": sd[src + "pre_mlp_layernorm.weight"],
-                dst + "mlp.gate_proj.weight": gate,
-                dst + "mlp.up_proj.weight": up,
-                dst + "mlp.down_proj.weight": sd[src + "mlp.linear_fc2.weight"],
             }
         )
-        if bias:
+        if qkv_bias:
             bq, bk, bv = _split_qkv(sd[src + "self_attention.linear_qkv.bias"], heads, groups, head_dim)
+            out.update({dst + "self_attn.q_proj.bias": bq, dst + "self_attn.k_proj.bias": bk})
+            out[dst + "self_attn.v_proj.bias"] = bv
+        if experts:
+            out.update(_mixtral_experts(sd, src + "mlp.", dst + "block_sparse_moe.", experts))
+            continue
+        gate, up = sd[src + "mlp.linear_fc1.weight"].chunk(2, dim=0)  # megatron's SwiGLU: silu(first) * second
+        out.update({dst + "mlp.gate_proj.weight": gate, dst + "mlp.up_proj.weight": up})
+        out[dst + "mlp.down_proj.weight"] = sd[src + "mlp.linear_fc2.weight"]
+        if bias:
             bgate, bup = sd[src + "mlp.linear_fc1.bias"].chunk(2, dim=0)
             out.update(
                 {
-                    dst + "self_attn.q_proj.bias": bq,
-                    dst + "self_attn.k_proj.bias": bk,
-                    dst + "self_attn.v_proj.bias": bv,
                     dst + "self_attn.o_proj.bias": sd[src + "self_attention.linear_proj.bias"],
                     dst + "mlp.gate_proj.bias": bgate,
                     dst + "mlp.up_proj.bias": bup,
@@ -260,7 +286,6 @@ def _llama(model, sd, vocab: int):
     if not tied:
         out["lm_head.weight"] = sd["output_layer.weight"][:vocab]
     config: dict[str, Any] = {
-        "model_type": "llama",
         "hidden_size": hidden,
         "intermediate_size": ffn,
         "num_hidden_layers": layers,
@@ -270,13 +295,50 @@ def _llama(model, sd, vocab: int):
         "hidden_act": "silu",
         "max_position_embeddings": int(model["max_position_embeddings"]),
         "rms_norm_eps": float(model.get("layernorm_epsilon", 1e-5)),
-        # transformers >= 5 reads rope_parameters, 4.x reads rope_theta; both say the same.
-        "rope_theta": ROPE_BASE,
-        "rope_parameters": {"rope_type": "default", "rope_theta": ROPE_BASE},
-        "attention_bias": bias,
-        "mlp_bias": bias,
+        **_rope(model),
         "attention_dropout": 0.0,
-        "pretraining_tp": 1,
         "tie_word_embeddings": tied,
+        **_class_keys(model, bias, experts),
     }
     return out, config
+
+
+def _rope(model: Mapping[str, Any]) -> dict[str, Any]:
+    """transformers >= 5 reads rope_parameters, 4.x reads rope_theta and rope_scaling; both say the same."""
+    base = float(model.get("rotary_base", ROPE_BASE))
+    scaling = {"rope_type": "default"}
+    if model.get("rope_scaling"):
+        scaling = {"rope_type": "llama3", "factor": float(model.get("rope_scaling_factor", 8.0)), **LLAMA3_ROPE}
+    keys: dict[str, Any] = {"rope_theta": base, "rope_parameters": {**scaling, "rope_theta": base}}
+    if model.get("rope_scaling"):
+        keys["rope_scaling"] = scaling
+    return keys
+
+
+def _class_keys(model: Mapping[str, Any], bias: bool, experts: int) -> dict[str, Any]:
+    """config.json keys of the class hf_architecture chose."""
+    if experts:
+        return {
+            "model_type": "mixtral",
+            "num_local_experts": experts,
+            "num_experts_per_tok": int(model.get("moe_router_topk", 2)),
+            "router_aux_loss_coef": float(model.get("moe_aux_loss_coeff", 0.0)),
+            "router_jitter_noise": 0.0,
+            "sliding_window": None,
+            "output_router_logits": False,
+        }
+    if _llama_class(model) == QWEN2:
+        return {"model_type": "qwen2", "use_sliding_window": False, "sliding_window": None}
+    return {"model_type": "llama", "attention_bias": bias, "mlp_bias": bias, "pretraining_tp": 1}
+
+
+def _mixtral_experts(sd, src: str, dst: str, experts: int) -> dict[str, torch.Tensor]:
+    """Our router and local experts -> Mixtral's gate and w1 (gate), w3 (up), w2 (down)."""
+    out = {dst + "gate.weight": sd[src + "router.weight"]}
+    for expert in range(experts):
+        ours, theirs = f"{src}experts.local_experts.{expert}.", f"{dst}experts.{expert}."
+        w1, w3 = sd[ours + "linear_fc1.weight"].chunk(2, dim=0)
+        out.update(
+            {theirs + "w1.weight": w1, theirs + "w3.weight": w3, theirs + "w2.weight": sd[ours + "linear_fc2.weight"]}
+        )
+    return out

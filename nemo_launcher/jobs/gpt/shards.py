@@ -16,11 +16,13 @@ from typing import Any
 
 from ..core.shards import LAYER_COLUMNS, LAYER_REPLICATED, LAYER_ROWS, ShardLayout, ShardRules, section_layout
 
+# A mixture of experts (local spec, expert parallelism 1) splits each expert as a dense MLP over the TP ranks
+# (megatron-core's expert TP defaults to TP); the router is whole on every rank.
 GPT_RULES = ShardRules(
     stack="decoder",
-    column=("embedding.word_embeddings.weight", "output_layer.weight", *LAYER_COLUMNS),
-    row=LAYER_ROWS,
-    replicated=("embedding.position_embeddings.weight", *LAYER_REPLICATED),
+    column=("embedding.word_embeddings.weight", "output_layer.weight", *LAYER_COLUMNS, "linear_fc1.weight"),
+    row=(*LAYER_ROWS, "linear_fc2.weight"),
+    replicated=("embedding.position_embeddings.weight", *LAYER_REPLICATED, "mlp.router.weight"),
     last_stage=("decoder.final_layernorm.", "output_layer."),
 )
 
