@@ -99,8 +99,10 @@ def activation_bytes(shape: ModelShape, layout: Layout, flash: bool = True) -> f
     first = shape.stacks[0] if shape.stacks else None
     if first is not None:
         tokens = first.tokens / layout.cp
-        # the embedding's input ids (8 bytes) and dropout mask (1 byte a value), p micro-batches in flight
-        total += (8.0 * tokens * layout.mbs + tokens * layout.mbs * shape.embedding_width) * layout.pp / layout.tp
+        # the embedding's input ids (8 bytes) and dropout mask (1 byte a value), p micro-batches in flight, scaled
+        # by the schedule as the layers are (as Megatron-LM counts them)
+        embedding = 8.0 * tokens * layout.mbs + tokens * layout.mbs * shape.embedding_width
+        total += embedding * layout.pp * _in_flight(layout) / layout.tp
     if layout.pp == 1 and shape.output_tokens and shape.vocab:
         tokens = shape.output_tokens / layout.cp
         # the output layer's input and its fp32 logits for the loss

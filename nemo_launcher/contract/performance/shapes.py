@@ -157,23 +157,17 @@ def _t5(model: Mapping[str, Any], tp: int) -> ModelShape:
     )
 
 
-def _patches(section: Mapping[str, Any]) -> tuple[int, int]:
-    """(positions, pixels per patch times channels) of a ViT tower: patches plus its class tokens."""
+def _vision_tower(name: str, section: Mapping[str, Any]) -> tuple[Stack, int, float]:
+    """The tower, its weights outside the stack (patch embedding, class tokens, a position per patch and class
+    token, the final norm), and the patch embedding's forward FLOPs per image."""
     patch = _positive(section.get("patch_dim"), 16)
     height, width = _positive(section.get("img_h"), 224), _positive(section.get("img_w"), 224)
-    patches = (height // patch) * (width // patch)
-    return patches + _positive(section.get("class_token_length"), 1), patch * patch * _positive(
-        section.get("num_channels"), 3
-    )
-
-
-def _vision_tower(name: str, section: Mapping[str, Any]) -> tuple[Stack, int, float]:
-    """The tower, its weights outside the stack (patch embedding, positions, class tokens, norms), and the patch
-    embedding's forward FLOPs per image."""
-    tokens, patch_inputs = _patches(section)
+    class_tokens = _positive(section.get("class_token_length"), 1)
+    tokens = (height // patch) * (width // patch) + class_tokens
+    patch_inputs = patch * patch * _positive(section.get("num_channels"), 3)
     stack = _stack(name, section, tokens)
     h = stack.hidden
-    params = patch_inputs * h + h + tokens * h + 2 * 2 * h
+    params = patch_inputs * h + h + class_tokens * h + tokens * h + 2 * h
     return stack, params, 2.0 * patch_inputs * h * tokens
 
 
