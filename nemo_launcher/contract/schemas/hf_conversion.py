@@ -89,11 +89,30 @@ class HFImportConfig(StageSchema, stage=STAGE):
         config = imported_model_config(
             folder, self.model.tensor_model_parallel_size, self.model.pipeline_model_parallel_size
         )
+        self._check_split(config, folder)
         try:
             bind(ModelSection, config, "model")
         except JobConfigError as error:
-            raise folder.refuse(f"our GPT cannot hold this model at this layout ({error})") from None
+            raise folder.refuse(f"our GPT cannot hold this model ({error})") from None
         return config
+
+    def _check_split(self, config: dict, folder: HFFolder) -> None:
+        """TP splits whole heads, query groups and hidden units (megatron-core's rule); PP whole layers."""
+        tp, pp = self.model.tensor_model_parallel_size, self.model.pipeline_model_parallel_size
+        split = {name: config[name] for name in ("num_attention_heads", "num_query_groups", "ffn_hidden_size")}
+        if any(size % tp for size in split.values()):
+            sizes = ", ".join(f"{name}({size})" for name, size in split.items())
+            raise config_fault(
+                f"{self.stage}.model.tensor_model_parallel_size",
+                tp,
+                f"TP({tp}) must divide {sizes} of the model in {folder.path}; pick a TP that divides them",
+            )
+        if config["num_layers"] % pp:
+            raise config_fault(
+                f"{self.stage}.model.pipeline_model_parallel_size",
+                pp,
+                f"PP({pp}) must divide num_hidden_layers({config['num_layers']}) of the model in {folder.path}",
+            )
 
     def reads(self) -> list[tuple[str, str]]:
         return [(f"{self.stage}.run.huggingface_ckpt_path", self.run.huggingface_ckpt_path)]
