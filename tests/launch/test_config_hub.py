@@ -59,6 +59,17 @@ REFUSED = {
             ("175b_fp8", 64),
         )
     },
+    # The Llama-architecture sizes whose model copy is larger than one node, and Mixtral 8x7B, whose expert grid
+    # TP x EP x PP = 32 is larger than one node's 8 GPUs although its attention layers fit (TP x PP = 4).
+    **{
+        (choice, "interactive"): ("training.model.tensor_model_parallel_size=4", f"= {gpus} does not divide")
+        for choice, gpus in (("llama/llama2_70b", 16), ("llama/llama3_70b", 32), ("qwen2/qwen2_72b", 16))
+    },
+    ("mixtral/mixtral_8x22b", "interactive"): ("TP(8) x PP(2) x CP(1) = 16 does not divide",),
+    ("mixtral/mixtral_8x7b", "interactive"): (
+        "training.model.expert_model_parallel_size=8",
+        "TP(1) x EP(8) x PP(4) = 32 to divide nodes(1) x devices(8) = 8",
+    ),
     ("bert/20b", "interactive"): (
         "training.model.tensor_model_parallel_size=4",
         "TP(4) x PP(4) = 16",

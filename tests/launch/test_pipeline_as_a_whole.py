@@ -392,7 +392,9 @@ def default_training(config: Path) -> str | None:
         family = family.replace("/", "_")
         if (CONF / "training" / family / f"{size}.yaml").is_file():
             return f"{family}/{size}"
-    return None
+    # Runs named as their file (llama2_7b is conf/training/llama/llama2_7b.yaml).
+    named = sorted(CONF.glob(f"training/*/{run}.yaml"))
+    return f"{named[0].parent.name}/{run}" if len(named) == 1 else None
 
 
 # Keys a shipped config leaves for the user (???), with a value of the right kind.
