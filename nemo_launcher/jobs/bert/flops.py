@@ -2,20 +2,18 @@
 
     flops = model_flops_per_token(cfg.model, padded_vocab)     # forward + backward, no recomputation
 
-Counted as GPT's (gpt/flops.py): 6 FLOPs per token for every matmul weight, forward and backward, plus the
-attention scores and their weighted sum, 12 x layers x sequence x (heads x head size). BERT's own weights: the
-LM head's dense layer (hidden x hidden) before the output layer, and GeGLU's second up-projection. The pooler and
-the binary head see one token per sample and are left out.
+The performance model's count (contract/performance/flops.py and shapes.py), as GPT's (gpt/flops.py): 6 FLOPs per
+token for every matmul weight, the attention scores and their weighted sum, and BERT's own weights: the LM head's
+dense layer (hidden x hidden) before the output layer, GeGLU's second up-projection, and the binary head's pooler
+and classifier, which see one position a sample.
 """
 
+import dataclasses
+
+from ...contract.performance.flops import flops_per_token
+from ...contract.performance.shapes import shape_of_model
 from ...contract.schemas.bert_training import BertModelSection
 
 
 def model_flops_per_token(model: BertModelSection, vocab_size: int) -> float:
-    h = model.hidden_size
-    width = model.num_attention_heads * (model.kv_channels or h // model.num_attention_heads)
-    fc1_width = model.ffn_hidden_size * (2 if model.activation == "geglu" else 1)
-    per_layer_weights = 3 * h * width + width * h + h * fc1_width + model.ffn_hidden_size * h
-    matmul_weights = model.num_layers * per_layer_weights + h * h + vocab_size * h
-    attention = 12 * model.num_layers * model.encoder_seq_length * width
-    return 6.0 * matmul_weights + attention
+    return flops_per_token(shape_of_model(dataclasses.asdict(model) | {"padded_vocab_size": vocab_size}))
