@@ -127,6 +127,7 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
     )
     base = base_config(family, size, settings)
     launcher = LauncherConfig.compose(cfg, settings, base)
+    base = launcher.fit_batch(base)
     base_section = launcher.base_section()  # the training schema's verdict on the base config, before any write
     conf_dir = settings.logs / "conf"
     header = (
@@ -180,7 +181,8 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
         )
         from .search_jobs import layout_overrides
 
-        text = _candidate_file(name, layout_overrides(layout, launcher.is_gpu()), prediction, why_not)
+        overrides = layout_overrides(layout, launcher.is_gpu(), launcher.model_keys())
+        text = _candidate_file(name, overrides, prediction, why_not)
         candidate_files.append((settings.logs / "candidate_configs" / f"{name}.yaml", text))
     manifest = SearchManifest(
         family=family,

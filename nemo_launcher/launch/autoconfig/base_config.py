@@ -138,10 +138,11 @@ def gpt_base(size_in_b: float, settings: TrainSettings) -> BaseConfig:
     while layers % pp:  # the starting PP must split the layers; a smaller one still trains
         pp //= 2
     data_parallel = max(1, settings.gpus // (tp * pp))
-    if batch % data_parallel:
+    if settings.global_batch_size is None and batch % (4 * data_parallel):
         # The table's batch does not split over this many GPUs (2048 on 20 nodes at TP 2: DP 80): the nearest
-        # batch that does, as the seed's own 20-node run used 1440.
-        batch = max(data_parallel, round(batch / data_parallel) * data_parallel)
+        # multiple of 4 x DP, so that micro-batches of 1, 2 and 4 all split it (the seed's own 20-node run used 1440).
+        step = 4 * data_parallel
+        batch = max(step, round(batch / step) * step)
     overrides = _run_overrides("gpt3", size_label(size_in_b), settings, batch)
     overrides.update(
         {

@@ -15,6 +15,7 @@ does the same here. There each candidate runs with --keep-going, so one failure 
 """
 
 import copy
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ ANALYSIS_PROGRAM = "nemo_launcher.jobs.autoconfig.analysis"
 # Minutes a candidate's job gets beyond max_minutes_per_run: start-up (imports, data index) and the closing summary.
 START_AND_END_MINUTES = 10
 ANALYSIS_TIME = timedelta(minutes=30)
+# The launcher's stage groups with a default choice, besides training (conf/config.yaml's defaults list).
+OTHER_STAGE_GROUPS = ("data_preparation", "conversion", "evaluation", "export")
 # Cluster keys of the AutoConfigurator's cluster group that the launcher's cluster group takes over.
 CLUSTER_KEYS = ("partition", "account", "exclusive", "gpus_per_task", "gpus_per_node", "mem", "job_name_prefix")
 
@@ -57,8 +60,9 @@ def _clock(minutes: int) -> str:
     return f"{minutes // 60:d}:{minutes % 60:02d}:00"
 
 
-def layout_overrides(layout: Layout, gpu: bool) -> dict[str, Any]:
-    """What a candidate sets in the base config (keys under `training`)."""
+def layout_overrides(layout: Layout, gpu: bool, model_keys=None) -> dict[str, Any]:
+    """What a candidate sets in the base config (keys under `training`). `model_keys`: the base model section's
+    keys; a family without interleaving or context parallelism (T5, BERT) gets neither key at its default."""
     overrides = {
         "model.tensor_model_parallel_size": layout.tp,
         "model.pipeline_model_parallel_size": layout.pp,
@@ -66,8 +70,12 @@ def layout_overrides(layout: Layout, gpu: bool) -> dict[str, Any]:
         "model.context_parallel_size": layout.cp,
         "model.micro_batch_size": layout.mbs,
     }
-    if gpu:  # megatron-core's sequence parallelism: on GPUs, with TP > 1 (the seed's configs)
-        overrides["model.sequence_parallel"] = layout.tp > 1
+    defaults = {"model.virtual_pipeline_model_parallel_size": None, "model.context_parallel_size": 1}
+    for key, default in defaults.items():
+        if model_keys is not None and key.split(".", 1)[1] not in model_keys and overrides[key] == default:
+            del overrides[key]
+    if gpu and (model_keys is None or "sequence_parallel" in model_keys):
+        overrides["model.sequence_parallel"] = layout.tp > 1  # megatron-core's, on GPUs with TP > 1 (seed configs)
     if layout.act_ckpt_layers:
         overrides["model.activations_checkpoint_granularity"] = "full"
         overrides["model.activations_checkpoint_method"] = "block"
@@ -102,7 +110,9 @@ class LauncherConfig:
         # The AutoConfigurator runs inside Hydra's own app; composing the launcher's config needs a fresh Hydra.
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=["stages=[training]", f"training={base.start}"])
+            # Only the training group: the search composes no other stage (and composing them costs most of a run).
+            others = [f"{group}=null" for group in OTHER_STAGE_GROUPS]
+            cfg = compose(config_name="config", overrides=["stages=[training]", f"training={base.start}", *others])
         values = {
             "cluster_type": str(ac.cluster_type),
             **paths,
@@ -141,13 +151,34 @@ class LauncherConfig:
         stage.job_specs()
         return stage.resolved()
 
+    def model_keys(self) -> set[str]:
+        return set(self.cfg.training.model.keys())
+
+    def fit_batch(self, base: BaseConfig) -> BaseConfig:
+        """A start config's global batch that does not split over the search's GPUs (T5 220m's 2048 in micro-batches
+        of 64 on 160 GPUs) becomes the nearest multiple of 4 x DP, and its micro-batch the largest one at most as big
+        that splits it: the base config must train as it is."""
+        model = self.cfg.training.model
+        gbs, mbs = int(model.global_batch_size), int(model.micro_batch_size)
+        tp, pp = int(model.tensor_model_parallel_size), int(model.pipeline_model_parallel_size)
+        data_parallel = max(1, self.settings.gpus // (tp * pp))
+        if gbs % (mbs * data_parallel) == 0:
+            return base
+        step = 4 * data_parallel
+        gbs = max(step, round(gbs / step) * step)
+        mbs = max(size for size in range(1, mbs + 1) if (gbs // data_parallel) % size == 0)
+        fitted = {**base.overrides, "model.global_batch_size": gbs, "model.micro_batch_size": mbs}
+        for key in ("model.global_batch_size", "model.micro_batch_size"):
+            OmegaConf.update(self.cfg, f"training.{key}", fitted[key], merge=False)
+        return dataclasses.replace(base, overrides=fitted)
+
     def is_gpu(self) -> bool:
         return OmegaConf.select(self.cfg, "training.trainer.accelerator") == "gpu"
 
     def candidate_cfg(self, name: str, layout: Layout) -> tuple[DictConfig, dict[str, Any]]:
         settings = self.settings
         cfg = copy.deepcopy(self.cfg)
-        overrides = layout_overrides(layout, self.is_gpu())
+        overrides = layout_overrides(layout, self.is_gpu(), self.model_keys())
         run_values = {
             "run.name": name,
             "run.results_dir": str(settings.logs / "training_logs" / name),
