@@ -84,7 +84,7 @@ def test_each_size_holds_the_reference_values(choice, launch, tmp_path):
 
 
 def _seconds(clock: str) -> int:
-    """ "DD:HH:MM:SS" (or "D:HH:MM:SS") -> seconds."""
+    """Seconds of a "DD:HH:MM:SS" (or "D:HH:MM:SS") clock."""
     days, hours, minutes, seconds = (int(part) for part in clock.split(":"))
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
