@@ -168,3 +168,38 @@ def test_export_back_loads_in_transformers_with_the_same_logits(imported, name, 
     # The tokenizer.json came back. (AutoTokenizer would pick Qwen2's own class by model_type, which rebuilds a BPE
     # from the file; this test's word-level tokenizer has no merges, a real Qwen2's does.)
     assert transformers.PreTrainedTokenizerFast.from_pretrained(tmp_path)("w3 w7")["input_ids"] == [5, 9]
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen2"])
+def test_a_merged_lora_exports_with_the_merged_models_logits(imported, name, tmp_path):
+    """An adapter on the imported model's attention and MLP (random, as a trained one would be) merged by
+    lora_merge: transformers computes what our merged model computes, which is not what the base computed."""
+    from nemo_launcher.contract.schemas.gpt_sft import LoraSection
+    from nemo_launcher.jobs.gpt.lora_merge import main as lora_merge
+    from nemo_launcher.jobs.tuning.lora_file import save_adapter_file
+
+    reference, tp1, _, _, _ = imported[name]
+    (base,) = tp1.glob("*.nemo")
+    generator = torch.Generator().manual_seed(5)
+    adapters = {}
+    for layer in range(SHAPE["num_hidden_layers"]):
+        qkv_rows = (SHAPE["num_attention_heads"] + 2 * SHAPE["num_key_value_heads"]) * 16  # 16 channels a head
+        for linear, rows in (
+            ("self_attention.linear_qkv", qkv_rows),
+            ("mlp.linear_fc1", 2 * SHAPE["intermediate_size"]),
+        ):
+            name_of = f"decoder.layers.{layer}.{linear}.lora."
+            adapters[name_of + "a"] = torch.randn(4, SHAPE["hidden_size"], generator=generator) * 0.1
+            adapters[name_of + "b"] = torch.randn(rows, 4, generator=generator) * 0.1
+    save_adapter_file(str(tmp_path / "adapter.nemo"), LoraSection(adapter_dim=4, alpha=8.0), adapters, str(base))
+    merged = tmp_path / "merged.nemo"
+    assert lora_merge(["--base", str(base), "--adapter", str(tmp_path / "adapter.nemo"), "--output", str(merged)]) == 0
+    assert nemo_to_hf(["--nemo", str(merged), "--output", str(tmp_path / "hf")]) == 0
+
+    model, _ = inference.load_gpt_from_nemo(merged)
+    ours = megatron_logits(model, TOKENS)[..., :VOCAB]
+    back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf", dtype=torch.float32).eval()
+    with torch.no_grad():
+        theirs = back(TOKENS).logits
+    assert (ours - theirs).abs().max().item() < TOLERANCE
+    assert (theirs - reference).abs().max().item() > 100 * TOLERANCE  # the adapter changed the model
