@@ -111,7 +111,7 @@ class LauncherConfig:
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
             # Only the training group: the search composes no other stage (and composing them costs most of a run).
-            others = [f"{group}=null" for group in OTHER_STAGE_GROUPS]
+            others = [f"~{group}" for group in OTHER_STAGE_GROUPS]
             cfg = compose(config_name="config", overrides=["stages=[training]", f"training={base.start}", *others])
         values = {
             "cluster_type": str(ac.cluster_type),
