@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nemo_launcher.contract.performance import GPU_PROFILES, Estimate, Layout, estimate_job, score_layouts
+from nemo_launcher.contract.performance import GPU_PROFILES, Estimate, Layout, cpu_profile, estimate_job, score_layouts
 
 REQUIRED_KEYS = {
     "job",
@@ -134,3 +134,30 @@ def test_the_performance_model_imports_no_torch_and_no_launcher():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_experts_exchange_their_tokens_over_expert_parallel_ranks():
+    moe = gpt_stage(layers=32, hidden=4096, heads=32, mbs=1, gbs=1, nodes=1, num_moe_experts=8, moe_router_topk=2)
+    moe["model"] |= {"expert_model_parallel_size": 8, "ffn_hidden_size": 14336, "activation": "fast-swiglu"}
+    moe["trainer"]["devices"] = 8
+    est = estimate_job(moe, "a100-80gb")
+    assert est.layout.micro_batches == 1 and est.layout.ep == 8
+    # four all-to-alls a layer (dispatch and combine, forward and backward) of top-k x s x b x h 16-bit values,
+    # 7/8 of them leaving each rank, over NVLink at 0.6 of 300 GB/s
+    per_layer = 4 * 2 * 2 * 2048 * 4096
+    assert est.time.expert_parallel_s == pytest.approx(32 * per_layer * 7 / 8 / (0.6 * 300e9), rel=1e-12)
+    dense = estimate_job(gpt_stage(layers=32, hidden=4096, heads=32, mbs=1, gbs=1, nodes=1), "a100-80gb")
+    assert dense.time.expert_parallel_s == 0.0
+
+
+def test_a_cpu_profile_counts_each_operations_dispatch_and_each_collectives_latency():
+    tiny = gpt_stage(layers=2, hidden=64, heads=4, tp=2, mbs=2, gbs=8, nodes=1)
+    tiny["trainer"]["devices"] = 2
+    quiet = cpu_profile(2e10, 16.0, processes_per_node=2, op_overhead_s=0.0, collective_latency_s=0.0)
+    busy = cpu_profile(2e10, 16.0, processes_per_node=2, op_overhead_s=1e-3, collective_latency_s=1e-2)
+    fast, slow = estimate_job(tiny, quiet), estimate_job(tiny, busy)
+    micro_batches = 8 // (2 * 1)  # global batch / (micro batch x one data-parallel rank)
+    # 25 operations a layer forward, x3 with the backward; 4 TP collectives a layer; 2 layers; 4 micro-batches
+    assert slow.time.compute_s - fast.time.compute_s == pytest.approx(micro_batches * 3 * 25 * 2 * 1e-3, rel=1e-9)
+    assert slow.time.tensor_parallel_s - fast.time.tensor_parallel_s == pytest.approx(micro_batches * 4 * 2 * 1e-2)
+    assert fast.overhead_gib == 0.0  # a CPU process holds no CUDA context

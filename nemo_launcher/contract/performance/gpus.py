@@ -50,6 +50,11 @@ class DeviceProfile:
     hbm_efficiency: float = 0.9
     nvlink_efficiency: float = 0.6
     network_efficiency: float = 0.9
+    # Host time to issue one operation where nothing hides it: a GPU's launches run ahead of its kernels (0 here),
+    # a CPU runs each operation's dispatch before its work.
+    op_overhead_s: float = 0.0
+    # Fixed time of one collective (the bandwidth term is separate); NCCL's microseconds vanish on GPUs.
+    collective_latency_s: float = 0.0
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a trainer precision (bf16, 16, 32, fp8); a precision the part lacks runs at bf16's."""
@@ -89,10 +94,14 @@ def cpu_profile(
     memory_bytes_per_s: float = 10 * _GB,
     link_bytes_per_s: float = 2 * _GB,
     processes_per_node: int = 1,
+    op_overhead_s: float = 20e-6,
+    collective_latency_s: float = 100e-6,
 ) -> DeviceProfile:
     """A CPU process as a device, from a matrix-multiply rate measured on this machine (FLOP/s) rather than a data
-    sheet. The measured rate already is what a large multiply reaches, so its efficiency curve is flat; processes
-    of one node talk through shared memory (`link_bytes_per_s`, the Gloo rate)."""
+    sheet. The measured rate already is what a multiply of the model's size reaches, so its efficiency curve is
+    flat; processes of one node talk through shared memory (`link_bytes_per_s`, the Gloo rate). PyTorch's eager
+    dispatch costs tens of microseconds an operation and a Gloo collective about a hundred, which a tiny model's
+    step feels: pass measured values where there are some."""
     return DeviceProfile(
         name="cpu",
         memory_gib=memory_gib,
@@ -105,6 +114,8 @@ def cpu_profile(
         hbm_efficiency=1.0,
         nvlink_efficiency=1.0,
         network_efficiency=1.0,
+        op_overhead_s=op_overhead_s,
+        collective_latency_s=collective_latency_s,
     )
 
 

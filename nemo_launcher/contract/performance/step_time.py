@@ -9,6 +9,10 @@ The structure is Calculon's (Isaev et al., SC'23, calculon/llm/llm.py), simplifi
   through memory at 0.9 of its bandwidth; backward = 2x forward; recomputation adds forward work (flops.py);
 - the pipeline bubble, (p - 1) / v stage-times per step for 1F1B, interleaved or not (Narayanan et al. 2021, eq. 1:
   bubble fraction (p - 1) / (m v));
+- host overhead: where the device does not hide it (a CPU), a dispatch cost per operation, about 25 a layer forward
+  and twice that backward, and a fixed latency per collective;
+- expert parallelism: each MoE layer sends every token to its top-k experts and back, forward and backward: four
+  all-to-alls of (ep - 1) / ep of the k s b h activations;
 - tensor parallelism: two all-reduces forward and two backward per layer (or the equal reduce-scatter plus all-gather
   pairs of sequence parallelism), 2 (t - 1) / t of the s b h activations each, over NVLink within a node; hidden when
   Transformer Engine's userbuffer overlap is on;
@@ -34,6 +38,9 @@ from .parameters import parameters_on_busiest_device
 from .shapes import ModelShape, Stack
 
 FIXED_STEP_OVERHEAD_S = 0.020
+# Operations a megatron-core layer issues in its forward pass (norms, projections, attention, activation, dropout
+# and residual adds, their reshapes); the backward pass issues about twice as many.
+OPS_PER_LAYER_FORWARD = 25
 OPTIMIZER_BYTES_PER_WEIGHT = 34.0
 LOSS_BYTES_PER_LOGIT = 20.0  # cross-entropy over the vocabulary, forward and backward
 
@@ -47,6 +54,7 @@ class StepTime:
     pipeline_s: float
     data_parallel_s: float  # the part not hidden behind compute
     optimizer_s: float
+    expert_parallel_s: float = 0.0  # MoE token exchange (all-to-all)
     fixed_s: float = FIXED_STEP_OVERHEAD_S
 
     @property
@@ -113,11 +121,13 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
     recompute = 0.0
     cores = 0.0
     tp_bytes = 0.0  # bytes each TP collective moves, summed over the collectives of one micro-batch
+    tp_collectives = 0.0
     cp_bytes = 0.0
+    ep_bytes = 0.0
     for stack in shape.stacks:
         layer_s, core_s = _layer_forward_seconds(stack, layout, profile, flash)
         layers = stack.layers / layout.pp
-        stage_forward += layers * layer_s
+        stage_forward += layers * (layer_s + OPS_PER_LAYER_FORWARD * profile.op_overhead_s)
         cores += layers * core_s
         recomputed = recomputed_layers(stack.layers, layout) / layout.pp
         recompute += recomputed * layer_s if layout.recompute == "full" else 0.0
@@ -125,6 +135,9 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
         activations = 2.0 * stack.tokens * layout.mbs / layout.cp * stack.hidden
         collectives = 4 + (2 if stack.cross_tokens else 0)  # per layer, forward and backward
         tp_bytes += layers * collectives * activations * 2  # an all-reduce is a reduce-scatter plus an all-gather
+        tp_collectives += layers * collectives
+        if stack.experts > 1:
+            ep_bytes += layers * 4 * stack.topk * activations / layout.tp
         cp_bytes += layers * 3 * 2.0 * stack.tokens * layout.mbs * 2 * stack.kv_width / layout.tp  # K and V, fwd+bwd
     outside = (logits_forward_flops(shape) + shape.extra_flops_per_sample) * layout.mbs / (layout.tp * layout.cp)
     stage_forward += _matmul_seconds(outside, profile, layout)
@@ -138,7 +151,13 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
     bubble = (layout.pp - 1) / layout.vp * micro_batch_s
 
     tp_nodes = layout.tp > per_node
-    tensor = 0.0 if layout.tp_comm_overlap else m * _ring_seconds(tp_bytes, layout.tp, tp_nodes, profile)
+    tensor = 0.0
+    if not layout.tp_comm_overlap and layout.tp > 1:
+        tensor = m * (
+            _ring_seconds(tp_bytes, layout.tp, tp_nodes, profile) + tp_collectives * profile.collective_latency_s
+        )
+    # An all-to-all moves (n - 1) / n of its data, as a ring collective does; EP ranks sit beside the TP ranks.
+    expert = m * _ring_seconds(ep_bytes, layout.ep, layout.tp * layout.ep > per_node, profile)
     ring = m * _ring_seconds(cp_bytes, layout.cp, layout.tp * layout.cp > per_node, profile)
     context = max(ring - 3.0 * m * cores, 0.0)
 
@@ -155,8 +174,9 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
     weights = dense + experts
     d = layout.data_parallel * layout.cp
     across_dp = layout.tp * layout.cp * layout.data_parallel > per_node
-    gradient_sync = _ring_seconds(2.0 * weights, d, across_dp, profile)  # reduce-scatter (all-reduce: 1st half)
-    weight_sync = _ring_seconds(2.0 * weights, d, across_dp, profile)  # all-gather (all-reduce: 2nd half)
+    latency = profile.collective_latency_s if d > 1 else 0.0
+    gradient_sync = _ring_seconds(2.0 * weights, d, across_dp, profile) + latency  # reduce-scatter (all-reduce: half)
+    weight_sync = _ring_seconds(2.0 * weights, d, across_dp, profile) + latency  # all-gather (all-reduce: 2nd half)
     hidden_behind = 2.0 * stage_forward if layout.overlap_grad_sync else 0.0
     exposed = max(gradient_sync - hidden_behind, 0.0)
     if layout.distributed_optimizer and layout.overlap_param_sync:
@@ -165,4 +185,4 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
         exposed += weight_sync
     local = weights / (d if layout.distributed_optimizer else 1)
     optimizer = local * OPTIMIZER_BYTES_PER_WEIGHT / (profile.hbm_bytes_per_s * profile.hbm_efficiency)
-    return StepTime(compute, bubble, tensor, context, pipeline, exposed, optimizer)
+    return StepTime(compute, bubble, tensor, context, pipeline, exposed, optimizer, expert_parallel_s=expert)
