@@ -12,13 +12,12 @@ docs/performance-model.md describes the formulas, their sources and how the pred
 published throughput.
 """
 
-from .estimate import FRAMEWORK_OVERHEAD_GIB, Estimate, estimate_job, score_layouts
+from .estimate import Estimate, estimate_job, score_layouts
 from .gpus import DEFAULT_GPU_TYPE, GPU_PROFILES, DeviceProfile, cpu_profile, peak_bf16_flops
 from .layout import Layout, layout_of_stage
 
 __all__ = [
     "DEFAULT_GPU_TYPE",
-    "FRAMEWORK_OVERHEAD_GIB",
     "GPU_PROFILES",
     "DeviceProfile",
     "Estimate",

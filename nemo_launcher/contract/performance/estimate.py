@@ -21,10 +21,6 @@ from .parameters import total_parameters
 from .shapes import ModelShape, shape_of_model
 from .step_time import StepTime, step_time
 
-# CUDA context, NCCL communicators' buffers, cuBLAS and Transformer Engine workspaces, and the caching allocator's
-# fragmentation: what a training process holds beyond its tensors, GiB (typical of DGX runs; nvidia-smi shows the
-# CUDA context alone at 0.5-1 GiB). A CPU process needs none of it.
-FRAMEWORK_OVERHEAD_GIB = 3.0
 SECONDS_PER_DAY = 86400.0
 
 
@@ -237,7 +233,7 @@ def _estimate(
         parameters=total_parameters(shape),
         weights_and_optimizer_gib=weights_and_optimizer_bytes(shape, layout) / GIB,
         activations_gib=activation_bytes(shape, layout) / GIB,
-        overhead_gib=FRAMEWORK_OVERHEAD_GIB if device.name in GPU_PROFILES else 0.0,
+        overhead_gib=device.framework_overhead_gib,
         flops_per_step=per_sample * layout.gbs,
         hardware_flops_per_step=(per_sample + recompute) * layout.gbs,
         time=step_time(shape, layout, device),

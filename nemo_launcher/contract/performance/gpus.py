@@ -55,6 +55,10 @@ class DeviceProfile:
     op_overhead_s: float = 0.0
     # Fixed time of one collective (the bandwidth term is separate); NCCL's microseconds vanish on GPUs.
     collective_latency_s: float = 0.0
+    # What a training process holds beyond its tensors, GiB: the CUDA context, NCCL communicators' buffers, cuBLAS
+    # and Transformer Engine workspaces and the caching allocator's fragmentation (typical of DGX runs; nvidia-smi
+    # shows the CUDA context alone at 0.5-1 GiB). A CPU process needs none of it.
+    framework_overhead_gib: float = 3.0
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s for a trainer precision (bf16, 16, 32, fp8); a precision the part lacks runs at bf16's."""
@@ -116,6 +120,7 @@ def cpu_profile(
         network_efficiency=1.0,
         op_overhead_s=op_overhead_s,
         collective_latency_s=collective_latency_s,
+        framework_overhead_gib=0.0,
     )
 
 
