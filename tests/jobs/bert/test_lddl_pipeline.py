@@ -5,8 +5,8 @@ here), then `training=bert/tiny` with dataloader_type LDDL and conversion to a .
   and a rerun redoes only an incomplete shard, writing the same rows;
 - the loader: every micro-batch of every rank comes from one bin and is cut to that bin's length, the ranks of a
   step read different pairs, and no pair comes twice in a pass;
-- training falls in loss and converts; killed with SIGKILL after its step-4 checkpoint, a rerun ends with weights
-  bit-identical to an uninterrupted run.
+- training falls in loss and converts, trains over two pipeline stages, and, killed with SIGKILL after its step-4
+  checkpoint, a rerun ends with weights bit-identical to an uninterrupted run.
 """
 
 import dataclasses
@@ -164,6 +164,17 @@ def test_training_learns_and_converts(baseline):
     assert sorted(curve) == list(range(1, 9)) and curve[8] < curve[1], curve
     assert "data: LDDL bins: " in stdout and " sop_loss=" in stdout
     assert (run.base_results_dir / "bert_tiny" / "convert_nemo" / "results" / "megatron_bert.nemo").is_file()
+
+
+def test_training_runs_over_two_pipeline_stages(lddl_data, tmp_path):
+    """Micro-batches of different lengths cross the stage boundary: the stages exchange each one's shape first
+    (with the schedule's fixed shape the receiving stage would expect 128 tokens where a bin sends 32)."""
+    overrides = ["training.trainer.devices=2", "training.model.pipeline_model_parallel_size=2"]
+    run = plan_pipeline(tmp_path, ["stages=[training]", "training=bert/tiny", *LDDL, *RUN, *overrides], lddl_data)
+    result = run_job(run.configs["training"], TRAIN, processes=2)
+    assert "TP=1 PP=2" in result.stdout
+    curve = losses(result.stdout)
+    assert sorted(curve) == list(range(1, 9)) and curve[8] < curve[1], curve
 
 
 def test_rerun_after_kill_9_ends_with_identical_weights(baseline, lddl_data, tmp_path):
