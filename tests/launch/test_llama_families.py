@@ -171,3 +171,39 @@ def test_the_expert_data_parallel_size_leaves_out_cp_and_counts_ep():
     assert check_expert_layout(SimpleNamespace(num_moe_experts=None), 1, 8, "training.model") is None
     with pytest.raises(JobConfigError, match=r"TP\(2\) x EP\(4\) x PP\(2\) = 16 to divide nodes\(1\) x devices\(8\)"):
         check_expert_layout(model, nodes=1, devices=8, key="training.model")
+
+
+# Continued pretraining starts from a checkpoint folder's weights (conversion_hf2nemo writes one beside its .nemo).
+RESTORE_REFUSALS = {
+    "a .nemo": (
+        ["training.model.restore_from_path=/models/llama.nemo"],
+        "training.model.restore_from_path='/models/llama.nemo': name a checkpoint folder, not a .nemo",
+    ),
+    "both starting points": (
+        ["training.model.restore_from_path=/models/step-0", "training.model.resume_from_checkpoint=/runs/step-10"],
+        "training.model.restore_from_path='/models/step-0': set it or resume_from_checkpoint, not both",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESTORE_REFUSALS))
+def test_continued_pretraining_refuses_what_it_cannot_start_from(case, launch, tmp_path):
+    overrides, words = RESTORE_REFUSALS[case]
+    code, out, err = launch(["stages=[training]", "training=llama/tiny", *overrides], results=tmp_path / "results")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, err
+
+
+def test_continued_pretraining_checks_its_checkpoint_is_there(launch, tmp_path):
+    """The dry run lists the starting checkpoint among the inputs a real run would miss."""
+    missing = tmp_path / "hf_llama2" / "results" / "checkpoints" / "step-0"
+    code, out, err = launch(
+        [
+            "stages=[training]",
+            "training=llama/tiny",
+            f"training.model.restore_from_path={missing}",
+            "check_inputs=true",
+        ],
+        results=tmp_path / "results",
+    )
+    assert code == 0, err
+    assert f"a real run would refuse training.model.restore_from_path='{missing}'" in err, err

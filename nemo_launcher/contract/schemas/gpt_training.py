@@ -187,6 +187,9 @@ class ModelSection(DecoderStackSection, MixtureOfExperts):
     apex_transformer_log_level: Literal[0, 10, 20, 30, 40, 50] = 30  # logging level of megatron-core's loggers
     nsys_profile: NsysSection = dataclasses.field(default_factory=NsysSection)
     resume_from_checkpoint: str | None = None  # step-<N> checkpoint folder to start from when the run has none
+    # Continued pretraining: a complete checkpoint folder whose weights (only) a run without a checkpoint of its own
+    # starts from, e.g. conversion_hf2nemo's <results_dir>/results/checkpoints/step-0 of an imported model.
+    restore_from_path: str | None = None
     # Fixed keys: NeMo 1.x switches describing what this trainer always does (see FIXED_MODEL_KEYS).
     mcore_gpt: bool = True
     megatron_amp_O2: bool = True
@@ -226,6 +229,8 @@ class ModelSection(DecoderStackSection, MixtureOfExperts):
                 True,
                 "needs a format: fp8_e4m3 (e4m3 everywhere) or fp8_hybrid (e4m3 forward, e5m2 gradients)",
             )
+        if self.restore_from_path is not None:
+            self.check_restore_path(key)
         if self.rampup_batch_size is not None:
             ramp = self.rampup_batch_size
             if len(ramp) != 3 or any(v <= 0 for v in ramp):
@@ -241,6 +246,22 @@ class ModelSection(DecoderStackSection, MixtureOfExperts):
                     ramp,
                     f"global_batch_size({self.global_batch_size}) must be start({start}) + k x increment({increment})",
                 )
+
+    def check_restore_path(self, key: str) -> None:
+        if self.resume_from_checkpoint is not None:
+            raise config_fault(
+                f"{key}.restore_from_path",
+                self.restore_from_path,
+                "set it or resume_from_checkpoint, not both: resume_from_checkpoint continues a run (optimizer and "
+                "step), restore_from_path starts a new one from the weights",
+            )
+        if self.restore_from_path.endswith(".nemo"):
+            raise config_fault(
+                f"{key}.restore_from_path",
+                self.restore_from_path,
+                "name a checkpoint folder, not a .nemo: conversion_hf2nemo writes one beside its .nemo "
+                "(<results_dir>/results/checkpoints/step-0)",
+            )
 
     def bucket_mb(self) -> int:
         """MB of fp32 gradients per DDP bucket: the reference's two keys, one per optimizer kind."""
@@ -436,4 +457,6 @@ class TrainingConfig(TextPretrainingConfig):
         )
         if self.model.resume_from_checkpoint:
             files.append((f"{STAGE}.model.resume_from_checkpoint", self.model.resume_from_checkpoint))
+        if self.model.restore_from_path:
+            files.append((f"{STAGE}.model.restore_from_path", self.model.restore_from_path))
         return files

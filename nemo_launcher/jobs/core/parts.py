@@ -23,6 +23,7 @@ from ..common.distributed import Placement, init_process_group
 from ..common.tokenizer import load_tokenizer
 from .recipe import Recipe, Sequences
 from .schedule import BatchSchedule, CosineSchedule
+from .starting_weights import load_starting_weights
 from .steps import run_microbatches
 from .transformer import build_chunks, padded_vocab_size, transformer_engine_available, virtual_stages
 
@@ -227,10 +228,14 @@ def build_parts(recipe: Recipe, cfg, placement: Placement, on_gpu: bool, resume=
     vocab_size = padded_vocab_size(
         tokenizer.vocab_size, model.make_vocab_size_divisible_by, model.tensor_model_parallel_size
     )
-    vocab_size = resumed_vocab_size(resume, vocab_size, tokenizer.vocab_size, model.tensor_model_parallel_size)
+    # Continued pretraining: a run without a checkpoint of its own starts from another's weights (its row count too).
+    start = getattr(model, "restore_from_path", None) if resume is None else None
+    vocab_size = resumed_vocab_size(resume or start, vocab_size, tokenizer.vocab_size, model.tensor_model_parallel_size)
     config = recipe.transformer_config(model, precision, on_gpu, use_te)
     prepare_layers(model, config, use_te)
     chunks = build_chunks(recipe.build_chunk, model, config, vocab_size, use_te)
+    if start:
+        load_starting_weights(chunks, start)
     description = None if recipe.open_data is None else recipe.open_data(cfg)
     blend = resolve_blend(cfg) if description is None else []
     if description is None:
