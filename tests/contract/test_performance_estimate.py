@@ -161,3 +161,19 @@ def test_a_cpu_profile_counts_each_operations_dispatch_and_each_collectives_late
     assert slow.time.compute_s - fast.time.compute_s == pytest.approx(micro_batches * 3 * 25 * 2 * 1e-3, rel=1e-9)
     assert slow.time.tensor_parallel_s - fast.time.tensor_parallel_s == pytest.approx(micro_batches * 4 * 2 * 1e-2)
     assert fast.overhead_gib == 0.0  # a CPU process holds no CUDA context
+
+
+def test_no_layout_is_predicted_faster_than_the_devices_best_multiply():
+    """MFU counts model FLOPs only, so it can never pass the efficiency of the largest multiply (context
+    parallelism splits a sequence's queries, while each still attends to every key)."""
+    stage = gpt_stage(layers=32, hidden=4096, heads=32, encoder_seq_length=32768, max_position_embeddings=32768)
+    layouts = [
+        Layout(tp=tp, cp=cp, mbs=1, gbs=256, nodes=16, sequence_parallel=tp > 1, recompute=recompute)
+        for tp in (1, 2, 4, 8)
+        for cp in (1, 2, 4, 8)
+        for recompute in (None, "selective", "full")
+    ]
+    for gpu in ("a100-80gb", "h100-80gb"):
+        top = GPU_PROFILES[gpu].matrix_efficiency[-1][1]
+        for est in score_layouts(stage, layouts, gpu):
+            assert 0.0 < est.mfu <= top, (gpu, est.layout)

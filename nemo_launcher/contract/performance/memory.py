@@ -53,7 +53,7 @@ def layer_activation_bytes(stack: Stack, layout: Layout, tokens: float, flash: b
     # Split over TP: Q and K for the scores, V, the attention output projection's input, the MLP's first output
     # (twice as wide when gated) and its activation's output, once per expert a token visits.
     split = 4.0 * q + 4.0 * kv + stack.topk * (2.0 * (2 if stack.gated else 1) + 2.0) * f
-    core = 0.0 if flash else 5.0 * stack.heads * stack.tokens / layout.cp
+    core = 0.0 if flash else 5.0 * stack.heads * stack.tokens  # scores of each local query over every key
     if stack.cross_tokens:
         whole += 5.0 * h  # its norm input, query input and dropout mask
         split += 4.0 * q + 4.0 * kv * stack.cross_tokens / max(stack.tokens, 1)

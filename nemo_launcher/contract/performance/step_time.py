@@ -90,14 +90,15 @@ def _layer_forward_seconds(stack: Stack, layout: Layout, profile: DeviceProfile,
         cross_kv = 2.0 * stack.cross_tokens * layout.mbs * stack.cross_width * 2 * kv / tp
         seconds += _matmul_seconds(4.0 * tokens * h * q / tp, profile, layout)
         seconds += _matmul_seconds(cross_kv, profile, layout)
-    core = _matmul_seconds(tokens * layer_core_flops_per_token(stack) / (tp * layout.cp), profile, layout)
+    # each of this rank's tokens attends to the whole sequence (context parallelism splits queries, not keys)
+    core = _matmul_seconds(tokens * layer_core_flops_per_token(stack) / tp, profile, layout)
     # Element-wise traffic per token, 16-bit: two norms (read and write, 8h), two dropout-and-residual steps (6h),
     # bias and activation over the MLP (read the first output, write the activation: (gate + 1) f x top-k), and,
     # without a fused attention kernel, the softmax and dropout over the scores.
     whole = 14.0 * h
     split = 2.0 * (gate + 1) * f * stack.topk
     if not flash:
-        split += 2.0 * 5 * stack.heads * (stack.tokens + stack.cross_tokens) / layout.cp
+        split += 2.0 * 5 * stack.heads * (stack.tokens + stack.cross_tokens)
     per_token = (whole / tp if layout.sequence_parallel else whole) + split / tp
     element_wise = tokens * per_token / (profile.hbm_bytes_per_s * profile.hbm_efficiency)
     return seconds + core + element_wise, core
