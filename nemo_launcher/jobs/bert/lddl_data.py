@@ -19,13 +19,10 @@ encoder_seq_length so that the core's default collate can stack a step's micro-b
 split cuts each micro-batch down to its bin's length, so the model never sees the padding beyond it.
 """
 
-import json
-import os
-
 import numpy as np
 import torch
 
-from ...contract.lddl import BINS_FILE, SPLITS, bins_on_disk
+from ...contract.lddl import SPLITS, bins_on_disk, read_bins_record
 from ..common.config import JobConfigError
 from ..core.datasets import masked_word_piece_settings
 
@@ -34,8 +31,9 @@ ALIGNMENT = 8  # bins without lddl_bins.json end at their longest pair rounded u
 COLUMNS = ["A", "B", "is_random_next", "num_tokens"]
 
 
-def _read_bins(folder: str, seq_length: int) -> tuple[list[dict], list[int]]:
-    """(each bin's rows as columns, each bin's upper edge in tokens) of a split folder."""
+def _read_bins(folder: str, seq_length: int) -> tuple[list, list[int]]:
+    """(each bin's rows as a pyarrow table, memory-mapped; each bin's upper edge in tokens) of a split folder."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     found = bins_on_disk(folder)
@@ -44,24 +42,20 @@ def _read_bins(folder: str, seq_length: int) -> tuple[list[dict], list[int]]:
             f"{KEY}: {folder} holds no complete set of binned LDDL shards (shard-<n>.parquet_<bin>, bins 0 up); "
             "run the BERT data preparation with lddl"
         )
-    record = None
-    if os.path.isfile(os.path.join(folder, BINS_FILE)):
-        with open(os.path.join(folder, BINS_FILE), encoding="utf-8") as handle:
-            record = json.load(handle)
-    columns, edges = [], []
+    record = read_bins_record(folder)
+    tables, edges = [], []
     for bin_id in range(len(found)):
-        table = pq.read_table(found[bin_id], columns=COLUMNS)
-        rows = {name: table.column(name).to_pylist() for name in COLUMNS}
-        longest = max(rows["num_tokens"], default=0)
+        table = pq.read_table(found[bin_id], columns=COLUMNS, memory_map=True)
+        longest = pc.max(table.column("num_tokens")).as_py() or 0
         edge = (bin_id + 1) * record["bin_size"] if record else -(-longest // ALIGNMENT) * ALIGNMENT
         if longest > edge or edge > seq_length:
             raise JobConfigError(
                 f"{KEY}: bin {bin_id} of {folder} holds pairs of up to {longest} tokens (edge {edge}), above "
                 f"model.encoder_seq_length ({seq_length}); prepare the data with lddl.target_seq_length <= {seq_length}"
             )
-        columns.append(rows)
+        tables.append(table)
         edges.append(edge)
-    return columns, edges
+    return tables, edges
 
 
 def _masking(cfg, tokenizer):
@@ -93,7 +87,7 @@ class LddlPairs(torch.utils.data.Dataset):
         self.size = size
         self.tokenizer, self.masking = tokenizer, masking
         self.unknown = tokenizer.vocab["[UNK]"]
-        counts = [len(rows["num_tokens"]) for rows in self.bins]
+        counts = [table.num_rows for table in self.bins]
         self.pass_length = sum(count - count % self.micro for count in counts)
         if self.pass_length == 0:
             raise JobConfigError(
@@ -110,8 +104,8 @@ class LddlPairs(torch.utils.data.Dataset):
         if number != self._pass:
             rng = np.random.default_rng([self.seed, number])
             blocks = []
-            for bin_id, rows in enumerate(self.bins):
-                order = rng.permutation(len(rows["num_tokens"]))
+            for bin_id, table in enumerate(self.bins):
+                order = rng.permutation(table.num_rows)
                 usable = len(order) - len(order) % self.micro
                 blocks += [
                     np.stack([np.full(self.micro, bin_id), order[k : k + self.micro]], axis=1)
@@ -132,8 +126,8 @@ class LddlPairs(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict:
         bin_id, row = self.locate(index)
-        rows, t = self.bins[bin_id], self.tokenizer
-        a, b = self._ids(rows["A"][row]), self._ids(rows["B"][row])
+        table, t = self.bins[bin_id], self.tokenizer
+        a, b = self._ids(table.column("A")[row].as_py()), self._ids(table.column("B")[row].as_py())
         tokens = [t.cls, *a, t.sep, *b, t.sep]
         types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
         rng = np.random.RandomState(seed=(self.seed + index) % 2**32)
@@ -149,7 +143,7 @@ class LddlPairs(torch.utils.data.Dataset):
             "text": np.pad(np.asarray(tokens, np.int64), (0, pad)),
             "types": np.pad(np.asarray(types, np.int64), (0, pad)),
             "labels": sample_labels,
-            "is_random": int(rows["is_random_next"][row]),
+            "is_random": int(table.column("is_random_next")[row].as_py()),
             "padding_mask": np.pad(np.ones(len(tokens), np.int64), (0, pad)),
             "loss_mask": loss_mask,
             "truncated": 0,
