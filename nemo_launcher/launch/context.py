@@ -40,6 +40,8 @@ class LaunchContext:
     preflight: bool
     check_inputs: bool  # refuse missing input files (data, tokenizer, checkpoints) before submitting
     debug: bool
+    # Refuse a training-like job the performance model predicts will not fit in its GPUs' memory (predictions.py).
+    memory_check: bool = True
 
 
 MOUNT_FORM = "each entry is /abs/path, /src:/dst or /src:/dst:ro|rw, with no commas"
@@ -149,6 +151,7 @@ _SETTINGS = (
     "cluster",
     "env_preset",
     "check_inputs",
+    "memory_check",
 )
 
 
@@ -206,4 +209,5 @@ def read_context(cfg: DictConfig, environ=os.environ) -> LaunchContext:
         preflight=bool(settings["preflight"]),
         check_inputs=settings["check_inputs"] is not False,
         debug=debug,
+        memory_check=settings["memory_check"] is not False,
     )

@@ -7,9 +7,11 @@ refuses at validate() what it cannot honour.
 """
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from ..contract.job_start_values import AtJobStart
 
@@ -80,6 +82,10 @@ class JobSpec:
     reads: tuple[tuple[str, str], ...] = ()
     writes: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what the plan tells the user about this job beyond its table row
+    # The performance model's figures for a training-like job (launch/predictions.py; Estimate.as_json()), and
+    # the folder where the job writes what it measured of its steps (contract/measured_steps.py).
+    prediction: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    measured_steps_dir: Path | None = None
 
     def __post_init__(self):
         assert self.after_previous not in (Dependency.SINGLETON, Dependency.AFTER_START), self.after_previous

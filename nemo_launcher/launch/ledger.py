@@ -179,6 +179,9 @@ def open_ledger(plan, argv: Sequence[str]) -> Ledger:
             "array": backend.array_words(spec),  # as the backend says it: Slurm "0-29%30", others "0-29"
             "log_glob": _log_glob(backend, spec, None),
         }
+        if spec.prediction is not None:
+            # status sets what the job measures (measured_steps_dir) beside what the plan predicted.
+            entry.update(prediction=dict(spec.prediction), measured_steps_dir=str(spec.measured_steps_dir))
         if backend.queues_jobs:
             # Known before its sbatch runs: a launcher killed while sbatch queues the job leaves the tag to look up.
             entry["tag"] = submission_tag(pipeline_id, len(entries))

@@ -22,6 +22,7 @@ from .errors import ConfigError, LauncherError
 from .job_states import JobState, launcher_alive, on_slurm, poll, run_command
 from .ledger import find_pipeline, live_jobs, load_pipelines, log_files, reload
 from .slurm_tags import tagged_jobs
+from .step_times import step_time_words
 
 RESULTS_ENV = "NEMO_LAUNCHER_RESULTS"
 MAX_LISTED = 20  # pipelines `status` without RUN shows
@@ -109,15 +110,21 @@ def _pipeline_table(record: dict, states: Sequence[JobState]) -> str:
         if slurm
         else ("stage", "job", "state", "elapsed/exit", "log")
     )
+    # Jobs the performance model scored show its step time beside the one they measured.
+    predicted = any(job.get("prediction") for job in record["jobs"])
+    header = header[:-1] + (("step predicted/measured",) if predicted else ()) + header[-1:]
     rows = [header]
     for job, state in zip(record["jobs"], states):
         logs = log_files(job)
         newest_log = str(logs[-1]) if logs else "-"
+        step = (step_time_words(job),) if predicted else ()
         if slurm:
             job_id = job.get("job_id") or "-"
-            rows.append((job["stage"], job["job_name"], job_id, state.state, state.detail, state.restarts, newest_log))
+            rows.append(
+                (job["stage"], job["job_name"], job_id, state.state, state.detail, state.restarts, *step, newest_log)
+            )
         else:
-            rows.append((job["stage"], job["job_name"], state.state, state.detail, newest_log))
+            rows.append((job["stage"], job["job_name"], state.state, state.detail, *step, newest_log))
     title = (
         f"Pipeline {record['id']} ({record.get('cluster_type')}, created {record.get('created')} by "
         f"{record.get('user')}@{record.get('host')}): {summary(record, states)}"

@@ -16,6 +16,7 @@ from .families import check_same_family
 from .inputs import check_input_paths, check_inputs
 from .job_spec import JobSpec, Wait
 from .model_sources import PipelineModels
+from .predictions import gpu_type_of, plan_lines
 from .run_directories import check_run_directories
 from .stages import STAGES, stage_class
 from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
@@ -243,7 +244,9 @@ def format_plan(plan: Plan, submitted: Sequence[Submitted]) -> str:
         directories = [str(job.spec.directory) for job in jobs]
         results.append(f"  {jobs[0].spec.stage}: {os.path.commonpath(directories)}")
     notes = [f"  {note}" for jobs in plan.jobs_by_stage for job in jobs for note in job.spec.notes]
-    return f"Pipeline, {mode}\n" + "\n".join(lines + results + (["", "Notes:", *notes] if notes else []))
+    predicted = [job for jobs in plan.jobs_by_stage for job in jobs if job.spec.prediction is not None]
+    predictions = ["", *plan_lines(predicted, gpu_type_of(plan.context))] if predicted else []
+    return f"Pipeline, {mode}\n" + "\n".join(lines + results + predictions + (["", "Notes:", *notes] if notes else []))
 
 
 def launch(cfg: DictConfig, choices: dict[str, str | None], argv: Sequence[str]) -> list[Submitted]:

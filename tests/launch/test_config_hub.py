@@ -80,6 +80,17 @@ REFUSED = {
         "TP(4) x PP(16) = 64",
         "does not divide nodes(1) x devices(8) = 8",
     ),
+    # On one node the distributed optimizer shards over 1-2 data-parallel replicas only: the performance model
+    # predicts more memory per GPU than an A100 80GB has (launch/predictions.py).
+    **{
+        (choice, "interactive"): (
+            "Error: training: predicted ",
+            "GiB per GPU does not fit the 80 GiB of cluster.gpu_type=a100-80gb",
+            f"distributed optimizer over DP {dp}",
+            "or set memory_check=false to submit it anyway",
+        )
+        for choice, dp in (("gpt3/40b", 1), ("t5/23b", 2), ("mt5/23b", 2))
+    },
     # CLIP has no gradient accumulation: one node's 8 GPUs cannot make the seed's global batch.
     **{
         (f"clip/{name}", "interactive"): (

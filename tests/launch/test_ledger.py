@@ -527,7 +527,8 @@ def test_plan_table_columns(launch, tmp_path):
     assert rows[0][4:8] == ["1", "-", "4:00:00", "30"]
     assert rows[3][4:8] == ["16", "8", "6-00:00:00", "-"]
     for cluster_type, overrides in (
-        ("interactive", ["training.trainer.num_nodes=1", "training.trainer.devices=2"]),
+        # 5B on two GPUs needs more memory than they have (predictions.py); the table is what is checked here.
+        ("interactive", ["training.trainer.num_nodes=1", "training.trainer.devices=2", "memory_check=false"]),
         ("bcp", []),
     ):
         code, out, err = launch(

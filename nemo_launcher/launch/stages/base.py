@@ -20,6 +20,7 @@ from ..errors import ConfigError, config_error
 from ..families import Family, family_for, program_for, schema_for
 from ..job_spec import Command, Dependency, JobSpec
 from ..job_start import WaitingBinding, bind_waiting
+from ..predictions import predict
 from .run_dependency import parse_run_dependency, time_limit
 
 
@@ -123,6 +124,14 @@ class Stage(ABC):
         """The job's node count from `key` (e.g. trainer.num_nodes): the bound number, or the reference to the
         number the job gets when it starts (job_start.py)."""
         return self.waiting.waiting.get(self.key(key), bound) if self.waiting is not None else bound
+
+    def performance_of(self, config: dict[str, Any], cfg) -> dict[str, Any]:
+        """The job spec fields of a training-like job's predicted performance (refused here when it is predicted
+        not to fit in its GPUs' memory) and of where it writes what it measured."""
+        return {
+            "prediction": predict(self.kind, config, self.context),
+            "measured_steps_dir": Path(cfg.exp_manager.explicit_log_dir),
+        }
 
     @staticmethod
     def files_of(cfg) -> dict[str, Any]:

@@ -36,4 +36,5 @@ class FineTuningStage(Stage):
             checkpoint_signal=True,
             requeue_marker=Path(cfg.exp_manager.explicit_log_dir) / RESUME_MARKER,
             **self.files_of(cfg),
+            **self.performance_of(config, cfg),
         )

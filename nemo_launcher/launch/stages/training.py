@@ -38,4 +38,5 @@ class TrainingStage(Stage):
             checkpoint_signal=True,
             requeue_marker=marker,
             **self.files_of(cfg),
+            **self.performance_of(config, cfg),
         )
