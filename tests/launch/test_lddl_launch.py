@@ -78,6 +78,10 @@ def test_bins_that_do_not_exist_are_refused_before_submitting(launch, tmp_path):
             ["training=t5/220m", "training.model.data.dataloader_type=LDDL"],
             ["training.model.data.dataloader_type='LDDL'", "BERT's", "use single or cyclic"],
         ),
+        (  # the seed's snippet as written in a YAML file: under trainer
+            ["training=bert/110m", f"+training.trainer.data.data_prefix={SEED_FOLDERS}"],
+            ["training.trainer.data=", "live in model.data", "training.model.data.dataloader_type"],
+        ),
         (
             ["training=bert/110m", "training.model.data.dataloader_type=LDDL"],
             ["training.model.data.data_prefix=None", "[train, validation, test]"],

@@ -10,7 +10,7 @@ model.data.dataloader_type LDDL the data is three folders of LDDL's length bins 
 """
 
 import dataclasses
-from typing import Literal
+from typing import Any, Literal
 
 from ..binding import config_fault
 from ..lddl import LDDL, SHARD_GLOB, check_bins, lddl_folders
@@ -19,6 +19,7 @@ from .common_training import (
     MaskedLmData,
     OptimSection,
     TextPretrainingConfig,
+    TrainerSection,
     data_reads,
 )
 
@@ -81,7 +82,25 @@ class BertModelSection(DecoderStackSection):
 
 
 @dataclasses.dataclass(frozen=True)
+class BertTrainerSection(TrainerSection):
+    # Only so the seed's LDDL snippet, which nests data_prefix and dataloader_type under trainer, gets told where
+    # they live; any value is refused.
+    data: dict[str, Any] | None = None
+
+    def check(self, key: str) -> None:
+        super().check(key)
+        if self.data is not None:
+            raise config_fault(
+                f"{key}.data",
+                self.data,
+                "the seed's LDDL snippet puts data under trainer, but the data keys live in model.data: set "
+                "training.model.data.data_prefix and training.model.data.dataloader_type instead",
+            )
+
+
+@dataclasses.dataclass(frozen=True)
 class BertTrainingConfig(TextPretrainingConfig):
+    trainer: BertTrainerSection
     model: BertModelSection
 
     def reads(self) -> list[tuple[str, str]]:
