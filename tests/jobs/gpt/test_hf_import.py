@@ -81,7 +81,7 @@ def _hf_folder(path, name: str):
         return model(TOKENS).logits
 
 
-def _import(work, data_dir, name: str, tp: int):
+def _import(work, data_dir, name: str, tp: int, pp: int = 1):
     """The launcher plans the import job of the folder; the job runs as its script would. Returns results/."""
     choice = ARCHITECTURES[name][2]
     run = plan_pipeline(
@@ -90,21 +90,28 @@ def _import(work, data_dir, name: str, tp: int):
             "stages=[conversion_hf2nemo]",
             f"conversion_hf2nemo={choice}",
             f"conversion_hf2nemo.run.huggingface_ckpt_path={work / name}",
-            f"conversion_hf2nemo.run.convert_name=tp{tp}",
+            f"conversion_hf2nemo.run.convert_name=tp{tp}_pp{pp}",
             f"conversion_hf2nemo.model.tensor_model_parallel_size={tp}",
+            f"conversion_hf2nemo.model.pipeline_model_parallel_size={pp}",
             "cluster.gpus_per_node=2",
         ],
         data_dir,
     )
-    run_job(run.configs["conversion_hf2nemo"], IMPORT, processes=tp)
+    run_job(run.configs["conversion_hf2nemo"], IMPORT, processes=tp * pp)
     return run.configs["conversion_hf2nemo"].parent / "results"
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory):
+def hf_work(tmp_path_factory):
+    """The folders made with transformers, and the launcher's results under results/."""
+    return tmp_path_factory.mktemp("hf_import")
+
+
+@pytest.fixture(scope="module")
+def imported(hf_work):
     """name -> (transformers logits, TP 1 results/, TP 2 results/, TP 2 logits at TP 2, checkpoint tensors that
     differ from the TP 2 archive)."""
-    work = tmp_path_factory.mktemp("hf_import")
+    work = hf_work
     found = {}
     for name in ARCHITECTURES:
         reference = _hf_folder(work / name, name)
@@ -150,6 +157,20 @@ def test_tp2_import_run_at_tp2_gives_the_transformers_logits(imported, name):
     reference, _, _, tp2_logits, differ = imported[name]
     assert _close(tp2_logits, reference) < TOLERANCE
     assert differ == []  # the distributed checkpoint holds the archive's weights
+
+
+def test_pp2_import_holds_the_weights_of_the_tp1_import(imported, hf_work):
+    """Pipeline stages split the layers: the PP 2 archive's stages, merged, are the TP 1 archive's weights, and its
+    checkpoint is complete (each stage saved its layers under their global numbers)."""
+    _, tp1, _, _, _ = imported["llama3"]
+    pp2 = _import(hf_work, hf_work, "llama3", tp=1, pp=2)
+    (whole,), (staged,) = tp1.glob("*.nemo"), pp2.glob("*.nemo")
+    _, expected = inference.load_gpt_nemo(whole)
+    config, merged = inference.load_gpt_nemo(staged)
+    assert config["pipeline_model_parallel_size"] == 2
+    assert sorted(merged) == sorted(expected)
+    assert all(torch.equal(merged[key], expected[key]) for key in expected)
+    assert (pp2 / "checkpoints" / "step-0" / "COMPLETE").is_file()
 
 
 @pytest.mark.parametrize("name", sorted(ARCHITECTURES))
