@@ -98,6 +98,36 @@ def test_lddl_mistakes_are_refused_at_launch(overrides, words, launch, tmp_path)
     _one_line_refusal(code, out, err, results, *words)
 
 
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (
+            ["data_preparation.preprocess_data=True"],
+            ["data_preparation.rm_extracted=True", "the lddl_bin step reads", "preprocess_data=False"],
+        ),
+        (
+            ["data_preparation.tokenizer_type=BertWordPieceCase"],
+            ["data_preparation.tokenizer_type='BertWordPieceCase'", "BertWordPieceLowerCase"],
+        ),
+        (["data_preparation.lddl.bin_size=100"], ["data_preparation.lddl.bin_size=100", "divide target_seq_length"]),
+    ],
+)
+def test_lddl_data_preparation_mistakes_are_refused(overrides, words, launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = launch(
+        ["stages=[data_preparation]", "data_preparation=bert/download_bert_pile_lddl", *overrides], results=results
+    )
+    _one_line_refusal(code, out, err, results, *words)
+
+
+def test_the_lddl_data_preparation_plans_its_binning_as_an_array(launch):
+    code, out, err = launch(["stages=[data_preparation]", "data_preparation=bert/download_bert_pile_lddl"])
+    assert code == 0, err
+    rows = plan_rows(out)
+    assert [row[1].rsplit("_", 1)[-1] for row in rows] == ["download", "extract", "bin"], rows
+    assert rows[-1][7] == "30" and rows[-1][3].startswith("aftercorr:"), rows[-1]  # one task per Pile shard
+
+
 def test_a_bin_boundary_above_the_positions_is_refused(launch, tmp_path):
     folders = _binned(tmp_path / "lddl", target=1024, bin_size=128)
     results = tmp_path / "results"
