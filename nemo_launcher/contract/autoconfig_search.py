@@ -49,6 +49,8 @@ class SearchManifest:
     final_result: str  # <logs>/final_result
     launcher_settings: list[str]  # the main.py overrides the search ran with (cluster_type, data_dir, ...)
     runs: list[CandidateRun]
+    launcher_scripts_path: str = ""  # where main.py is, for the training command
+    train_optimal_config: bool = False  # the analysis job runs the training command of the winner itself
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"

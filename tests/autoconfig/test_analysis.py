@@ -3,11 +3,13 @@ by the writers the trainer and the candidate program use: a crash that left noth
 runs finishing in an order unrelated to their speed. Every run keeps its own numbers; the ranking is by measured
 time per step; the optimal config dry-runs as a training config with the printed command."""
 
+import contextlib
 import csv
+import dataclasses
+import io
 import os
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -63,10 +65,12 @@ def _rows(logs: Path) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
-def test_each_run_keeps_its_own_numbers_and_the_ranking_is_by_measured_time(search, capsys):
+@pytest.fixture(scope="module")
+def analysed(search):
+    """The search's candidates ended: item 1 crashed before writing anything, item 3 ran out of memory, the others
+    measured, finishing in an order unrelated to their speed; then the analysis ran. (logs, runs, its output)"""
     manifest_path = search / "training_logs" / MANIFEST_FILE
     runs = read_manifest(manifest_path).runs
-    assert [run.item for run in runs] == list(range(5))
     # Item 1 crashed before writing anything: its Slurm task log holds the traceback and nothing else.
     (search / "training_logs" / "log-nemo_megatron_autoconfig:gpt3_0.126b_search_77_1_attempt0.err").write_text(
         "Traceback (most recent call last):\n  ...\nRuntimeError: NCCL error in: init, unhandled system error\n"
@@ -78,11 +82,17 @@ def test_each_run_keeps_its_own_numbers_and_the_ranking_is_by_measured_time(sear
     )
     # The others finish in reverse order of their speed: item 4 last but fastest.
     times = {0: 0.9, 2: 0.5, 4: 0.2}
-    for item in (4, 2, 0)[::-1]:
+    for item in (0, 2, 4):
         _measured(runs[item], times[item])
-        time.sleep(0.01)
-    assert analyse(str(manifest_path)) == 0
-    out = capsys.readouterr().out
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        assert analyse(str(manifest_path)) == 0
+    return search, runs, output.getvalue()
+
+
+def test_each_run_keeps_its_own_numbers_and_the_ranking_is_by_measured_time(analysed):
+    search, runs, out = analysed
+    assert [run.item for run in runs] == list(range(5))
     rows = _rows(search)
     measured = [row for row in rows if row["status"] == "measured"]
     assert [row["name"] for row in measured] == [runs[4].name, runs[2].name, runs[0].name]
@@ -119,8 +129,9 @@ def test_the_printed_command_dry_runs_the_base_config(search):
     assert "gpt3_0.126b" in result.stdout
 
 
-def test_the_printed_command_dry_runs_the_optimal_config(search):
+def test_the_printed_command_dry_runs_the_optimal_config(analysed):
     """The summary's `python3 main.py ...` line, run as printed (dry run) in the repository."""
+    search, _, _ = analysed
     top = (search / "final_result" / "top_10_configs_2nodes.log").read_text()
     command = top.split("Train it with:\n", 1)[1].strip()
     result = _dry_run(command)
@@ -148,3 +159,17 @@ def test_spearman_with_ties_and_reversals():
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(0.866, abs=1e-3)
     assert spearman([1, 2], [1, 2]) is None
+
+
+def test_train_optimal_config_chains_the_search_into_training(analysed, tmp_path, monkeypatch, capfd):
+    """With train_optimal_config the analysis job runs the printed command itself (a dry run here, as the job's
+    environment says NEMO_LAUNCHER_DEBUG=1)."""
+    search, _, _ = analysed
+    manifest = read_manifest(search / "training_logs" / MANIFEST_FILE)
+    chained = tmp_path / MANIFEST_FILE
+    chained.write_text(dataclasses.replace(manifest, train_optimal_config=True).to_json())
+    monkeypatch.setenv("NEMO_LAUNCHER_DEBUG", "1")
+    assert analyse(str(chained)) == 0
+    out = capfd.readouterr().out
+    assert "Training the optimal config: " in out
+    assert "Pipeline, dry run (NEMO_LAUNCHER_DEBUG): nothing was submitted" in out

@@ -1,5 +1,5 @@
 """The tiny GPT search on the real (local) Slurm, end to end: `search_config=gpt3/tiny` launches its 6 fastest
-predicted layouts (TP 1/2, PP 1/2, micro-batch 1/2/4 on 2 processes) as one job array of 8-step runs, the analysis
+predicted layouts (TP 1/2, PP 1/2, micro-batch 1/2/4 on 2 processes) as one job array of 12-step runs, one at a time, the analysis
 job waits for the whole array (afterany), reads each run's own files and writes final_result/. The Spearman rank
 correlation between predicted and measured step time is printed (goal >= 0.8; see docs/autoconfigurator.md for the
 figures measured on the 2-core CI machine)."""

@@ -25,6 +25,7 @@ import math
 import os
 import re
 import shlex
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,7 +271,20 @@ def analyse(manifest_path: str) -> int:
     report = "\n".join(lines) + "\n"
     _write(final / f"top_{manifest.output_top_n}_configs_{nodes}nodes.log", report)
     print(report, end="", flush=True)
-    return 0 if good else 1
+    if not good:
+        return 1
+    if manifest.train_optimal_config:
+        return train_winner(manifest, f"{manifest.family}/optimal_config_{manifest.size_label}_{nodes}nodes")
+    return 0
+
+
+def train_winner(manifest, config_name: str) -> int:
+    """train_optimal_config: the search chained into training, by the command the summary prints (main.py in the
+    launcher's folder, with this job's environment: on Slurm it submits the training job)."""
+    words = shlex.split(training_command(manifest, config_name))
+    words[1] = str(Path(manifest.launcher_scripts_path) / "main.py")
+    print(f"Training the optimal config: {shlex.join(words)}", flush=True)
+    return subprocess.run([sys.executable, *words[1:]], cwd=manifest.launcher_scripts_path).returncode
 
 
 def main(argv=None) -> int:

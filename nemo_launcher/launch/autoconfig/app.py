@@ -198,6 +198,8 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
         final_result=str(settings.logs / "final_result"),
         launcher_settings=list(launcher.words),
         runs=[run.run for run in bound],
+        launcher_scripts_path=str(launcher.context.launcher_scripts_path),
+        train_optimal_config=bool(cfg.get("train_optimal_config", False)),
     )
     _say(f"Launching the {len(bound)} fastest predicted (limit_search_runs={settings.limit_search_runs}):")
     for run in bound:

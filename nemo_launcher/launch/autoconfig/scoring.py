@@ -33,15 +33,16 @@ class Scored:
         return self.prediction["step_time_s"]
 
 
-def measure_cpu_rate(hidden_size: int, tokens: int, threads: int) -> float:
-    """The job side's cpu_rate program, run here once (the launcher itself never imports torch)."""
+def measure_cpu(hidden_size: int, tokens: int, threads: int) -> dict[str, float]:
+    """The job side's cpu_rate program, run here once (the launcher itself never imports torch): the matrix-multiply
+    rate, one operation's overhead and one collective's latency."""
     command = [sys.executable, "-m", "nemo_launcher.jobs.autoconfig.cpu_rate", "--size", str(hidden_size)]
     command += ["--tokens", str(tokens), "--threads", str(threads)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise LauncherError(f"measuring this CPU's rate for gpu_type=cpu failed: {last}")
-    return float(json.loads(result.stdout)["flops_per_s"])
+    return {key: float(value) for key, value in json.loads(result.stdout).items()}
 
 
 def device_profile(settings: TrainSettings, base_section: Mapping[str, Any]) -> DeviceProfile:
@@ -54,9 +55,15 @@ def device_profile(settings: TrainSettings, base_section: Mapping[str, Any]) -> 
     model = base_section.get("model") or {}
     threads = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
     tokens = int(model.get("micro_batch_size") or 1) * int(model.get("encoder_seq_length") or 128)
-    rate = measure_cpu_rate(int(model.get("hidden_size") or 64), tokens, threads)
+    measured = measure_cpu(int(model.get("hidden_size") or 64), tokens, threads)
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 / settings.gpus_per_node
-    return cpu_profile(rate, memory_gib, processes_per_node=settings.gpus_per_node)
+    return cpu_profile(
+        measured["flops_per_s"],
+        memory_gib,
+        processes_per_node=settings.gpus_per_node,
+        op_overhead_s=measured["op_overhead_s"],
+        collective_latency_s=measured["collective_latency_s"],
+    )
 
 
 def performance_layout(base, candidate: Layout, sequence_parallel: bool):

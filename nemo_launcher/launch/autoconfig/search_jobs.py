@@ -267,7 +267,7 @@ class LauncherConfig:
             candidates = JobSpec(
                 commands=(Command(CANDIDATE_PROGRAM, ("--manifest", str(manifest_path))),),
                 array_items=tuple(run.run.item for run in bound),
-                array_limit=len(bound),
+                array_limit=min(len(bound), self.settings.max_parallel_runs or len(bound)),
                 **common,
             )
             after = Dependency.AFTER_ANY_END

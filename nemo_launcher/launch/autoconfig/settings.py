@@ -24,6 +24,7 @@ class TrainSettings:
     gpu_type: str  # the performance model's profile (cpu: measured on this machine when the search starts)
     max_training_days: float
     limit_search_runs: int  # most candidates launched
+    max_parallel_runs: int | None  # most candidates running at once on Slurm; None: all (the seed's way)
     output_top_n: int
     max_steps_per_run: int
     max_minutes_per_run: int
@@ -97,6 +98,9 @@ def read_settings(cfg: DictConfig) -> TrainSettings:
         gpu_type=str(gpu_type),
         max_training_days=_positive("max_training_days", raw.get("max_training_days"), float),
         limit_search_runs=_positive("limit_search_runs", raw.get("limit_search_runs")),
+        max_parallel_runs=None
+        if raw.get("max_parallel_runs") is None
+        else _positive("max_parallel_runs", raw.get("max_parallel_runs")),
         output_top_n=_positive("output_top_n", raw.get("output_top_n")),
         max_steps_per_run=_positive("max_steps_per_run", raw.get("max_steps_per_run")),
         max_minutes_per_run=_positive("max_minutes_per_run", raw.get("max_minutes_per_run")),
