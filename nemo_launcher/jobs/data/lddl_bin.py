@@ -122,9 +122,15 @@ def _write_bins(folder: str, number: int, pairs: list[Pair], binning: LddlBinnin
     by_bin: list[list[Pair]] = [[] for _ in range(binning.bins)]
     for pair in pairs:
         by_bin[bin_of(pair.num_tokens, binning.bin_size, binning.bins)].append(pair)
+    # LDDL's columns and types (its preprocessor's parquet schema, bin_id added by its binning).
     schema = pa.schema(
-        [("A", pa.string()), ("B", pa.string()), ("is_random_next", pa.bool_()), ("num_tokens", pa.uint16())]
-        + [("bin_id", pa.int64())]
+        [
+            ("A", pa.string()),
+            ("B", pa.string()),
+            ("is_random_next", pa.bool_()),
+            ("num_tokens", pa.uint16()),
+            ("bin_id", pa.int64()),
+        ]
     )
     for bin_id, rows in enumerate(by_bin):
         table = pa.table(
