@@ -4,13 +4,14 @@ distributed checkpoint of the same weights, both at the TP x PP the config asks 
     python3 -u -m nemo_launcher.jobs.gpt.hf_import --config <job dir>/<run.name>_hydra.yaml
     torchrun --nproc_per_node=2 -m nemo_launcher.jobs.gpt.hf_import --config ...     (TP x PP = 2)
 
-One process per rank of the target layout. Each reads the folder's safetensors, maps them to our parameter names
-(hf_weights.py), takes its TP/PP slice (the rules every GPT `.nemo` is split by) and loads it strictly into its part
-of the GPTModel the imported `model:` section builds: a tensor left over or missing stops the job. The results go to
-<run.results_dir>/results/: <run.nemo_file_name>, and checkpoints/step-0 (megatron-core's sharded format with the
-COMPLETE marker a training run writes, so the GPT conversion and a training start read it as their own). The
-folder's config.json is checked by the rules the launcher applied (contract/hf_architectures.py). Exit codes: 0
-done, 2 configuration error, 74 a write failed for lack of space or permission, 75 run.results_dir in use.
+One process per rank of the target layout. Each reads the tensors of its pipeline stage from the folder's
+memory-mapped safetensors, maps them to our parameter names (hf_weights.py), takes its TP slice (the rules every GPT
+`.nemo` is split by) and loads it strictly into its part of the GPTModel the imported `model:` section builds: a
+tensor left over or missing stops the job. The results go to <run.results_dir>/results/: <run.nemo_file_name>, and
+checkpoints/step-0 (megatron-core's sharded format, the model's weights only, with the COMPLETE marker and the file
+record of a training run's step folders). The folder's config.json is checked by the rules the
+launcher applied (contract/hf_architectures.py). Exit codes: 0 done, 2 configuration error, 74 a write failed for
+lack of space or permission, 75 run.results_dir in use.
 
 Only the standard library is imported at module level: megatron's checkpoint code may spawn a helper process that
 re-imports this module.
@@ -47,7 +48,7 @@ def import_folder(cfg) -> ImportResult:
     from ..core.shards import split_state_dict
     from ..core.standalone import PRECISIONS, start_model_parallel
     from ..core.transformer import padded_vocab_size
-    from .hf_weights import megatron_state_dict, read_safetensors
+    from .hf_weights import SafetensorsFolder, megatron_state_dict
     from .inference import build_inference_model, inference_section
     from .shards import gpt_shard_layout
 
@@ -58,15 +59,13 @@ def import_folder(cfg) -> ImportResult:
     start_model_parallel(tp, pp)
     section = bind(ModelSection, model_config, "model")
     padded = padded_vocab_size(section.vocab_size, section.make_vocab_size_divisible_by, tp)
-    hf = read_safetensors(folder.path, folder.key)
-    full = {name: t.to(PRECISIONS[precision]) for name, t in megatron_state_dict(hf, model_config, padded).items()}
-    del hf
-    shard = split_state_dict(
-        full,
-        gpt_shard_layout(model_config, tp, pp),
-        parallel_state.get_tensor_model_parallel_rank(),
-        parallel_state.get_pipeline_model_parallel_rank(),
-    )
+    pp_rank, per_stage = parallel_state.get_pipeline_model_parallel_rank(), section.num_layers // pp
+    stage = range(pp_rank * per_stage, (pp_rank + 1) * per_stage)
+    mapped = megatron_state_dict(SafetensorsFolder(folder.path, folder.key), model_config, padded, layers=stage)
+    full = {name: tensor.to(PRECISIONS[precision]) for name, tensor in mapped.items()}
+    del mapped
+    layout = gpt_shard_layout(model_config, tp, pp)
+    shard = split_state_dict(full, layout, parallel_state.get_tensor_model_parallel_rank(), pp_rank)
     del full
     model = build_inference_model(inference_section(section, tp, pp), padded, precision)
     load_weights(model, shard, str(folder.path))

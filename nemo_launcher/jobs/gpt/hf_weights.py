@@ -1,7 +1,7 @@
 """Hugging Face Llama-layout tensors (Llama, Mistral, Qwen2, Mixtral) -> the state dict of our GPTModel (megatron-core's
 local layer spec, TP=1 PP=1), the inverse of hf_export.py's mapping.
 
-    full = megatron_state_dict(read_safetensors(folder), section, padded_vocab=128)
+    full = megatron_state_dict(SafetensorsFolder(folder, key), section, padded_vocab=128, layers=range(0, 16))
 
 | Hugging Face                                         | ours                                                   |
 |------------------------------------------------------|--------------------------------------------------------|
@@ -17,7 +17,7 @@ local layer spec, TP=1 PP=1), the inverse of hf_export.py's mapping.
 The padding rows are never a target and the export cuts them off again (model.vocab_size).
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,26 @@ import torch
 from ...contract.hf_architectures import safetensors_files
 
 
-def read_safetensors(folder: Path, key: str) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's safetensors files (the shards an index lists, or the one file), on the CPU."""
-    from safetensors.torch import load_file
+class SafetensorsFolder(Mapping):
+    """The folder's tensors by name (from the one file or the shards an index lists), each read from its memory-mapped
+    file only when asked for: a rank reads the layers of its own pipeline stage, not a 70B model's every weight."""
 
-    tensors: dict[str, torch.Tensor] = {}
-    for path in safetensors_files(Path(folder), key):
-        tensors.update(load_file(str(path)))
-    return tensors
+    def __init__(self, folder: Path, key: str):
+        from safetensors import safe_open
+
+        self._where = {}
+        for path in safetensors_files(Path(folder), key):
+            handle = safe_open(str(path), framework="pt")
+            self._where.update({name: handle for name in handle.keys()})
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._where[name].get_tensor(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
 
 
 def merge_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, groups: int, head_dim: int):
@@ -54,9 +66,11 @@ def _padded(table: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def megatron_state_dict(
-    hf: Mapping[str, torch.Tensor], section: Mapping[str, Any], padded_vocab: int
+    hf: Mapping[str, torch.Tensor], section: Mapping[str, Any], padded_vocab: int, layers: range | None = None
 ) -> dict[str, torch.Tensor]:
-    """Our TP=1 PP=1 state dict of the model `section` describes (contract/hf_architectures.py's model_section)."""
+    """Our TP=1 PP=1 state dict of the model `section` describes (contract/hf_architectures.py's model_section),
+    numbered as the whole model; `layers`: only these (a pipeline stage's), with the embeddings and the final norm
+    and head, which split_state_dict places."""
     heads, groups, head_dim = section["num_attention_heads"], section["num_query_groups"], section["kv_channels"]
     with_bias, qkv_bias = section["bias"], section["bias"] or section["qkv_bias"]
     out = {
@@ -65,7 +79,7 @@ def megatron_state_dict(
     }
     if not section["share_embeddings_and_output_weights"]:
         out["output_layer.weight"] = _padded(hf["lm_head.weight"], padded_vocab)
-    for layer in range(section["num_layers"]):
+    for layer in range(section["num_layers"]) if layers is None else layers:
         src, dst = f"model.layers.{layer}.", f"decoder.layers.{layer}."
         attention = src + "self_attn."
         out.update(
