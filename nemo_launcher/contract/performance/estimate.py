@@ -115,7 +115,8 @@ class Estimate:
             "flops_per_step": self.flops_per_step,
             "step_time_s": rounded(self.step_time_s, 4),
             "step_time_breakdown_s": self.time.as_json(),
-            "tokens_per_s": rounded(self.tokens_per_s, 1),
+            "tokens_per_s": rounded(self.tokens_per_s, 1),  # sequence positions: text tokens, image patches
+            "samples_per_s": rounded(self.samples_per_s, 3),
             "mfu": rounded(self.mfu, 4),
             "train_steps": self.train_steps,
             "train_basis": self.train_basis,
