@@ -22,7 +22,7 @@ split cuts each micro-batch down to its bin's length, so the model never sees th
 import numpy as np
 import torch
 
-from ...contract.lddl import SPLITS, bins_on_disk, read_bins_record
+from ...contract.lddl import bins_on_disk, read_bins_record
 from ..common.config import JobConfigError
 from ..core.datasets import masked_word_piece_settings
 
@@ -156,8 +156,7 @@ def build_lddl_datasets(cfg, tokenizer, sizes: list[int], blend: list):
     folders = cfg.model.data.lddl_folders("model.data")
     masking = _masking(cfg, tokenizer)
     return tuple(
-        LddlPairs(folder, size, cfg, tokenizer, masking) if size else None
-        for folder, size, _ in zip(folders, sizes, SPLITS)
+        LddlPairs(folder, size, cfg, tokenizer, masking) if size else None for folder, size in zip(folders, sizes)
     )
 
 
