@@ -280,3 +280,40 @@ def test_a_layout_the_model_cannot_take_is_refused_at_launch(key, reason, launch
     (line,) = err.strip().splitlines()
     assert line.startswith(f"Error: conversion_hf2nemo.model.{key}=2: {reason}"), line
     assert not (tmp_path / "results").exists()
+
+
+def test_the_imported_model_section_is_what_config_json_says(tmp_path):
+    """The keys the .nemo will hold, read torch-free: a Qwen2 with tied embeddings, rope_theta 1e6 and only a
+    SentencePiece tokenizer; a Mixtral's experts; Llama 3.1's scaling factor."""
+    from nemo_launcher.contract.hf_architectures import HFFolder
+
+    qwen2 = _llama_config(architectures=["Qwen2ForCausalLM"], tie_word_embeddings=True, dtype="bfloat16")
+    qwen2["rope_parameters"] = {"rope_type": "default", "rope_theta": 1000000.0}
+    folder = write_folder(tmp_path / "qwen2", qwen2, _without(_llama_tensors("qkv"), "lm_head.weight"), tokenizer=False)
+    (folder / "tokenizer.model").write_bytes(b"\0")
+    read = HFFolder.read(folder, "key")
+    section = read.model_section()
+    expected = {"bias": False, "qkv_bias": True, "share_embeddings_and_output_weights": True, "rotary_base": 1e6}
+    assert {key: section[key] for key in expected} == expected
+    assert (section["num_query_groups"], section["kv_channels"], section["vocab_size"]) == (1, HEAD, VOCAB)
+    assert read.tokenizer() == {"library": "sentencepiece", "type": None, "model": str(folder / "tokenizer.model")}
+    assert read.dtype() == "bf16"
+    (folder / "tokenizer.json").write_text("{}")  # tokenizer.json wins where both are shipped
+    assert read.tokenizer()["library"] == "huggingface"
+
+    layer = "model.layers.0."
+    experts = {f"{layer}block_sparse_moe.gate.weight": (2, HIDDEN)}
+    for n in range(2):
+        prefix = f"{layer}block_sparse_moe.experts.{n}."
+        experts.update({prefix + "w1.weight": (FFN, HIDDEN), prefix + "w3.weight": (FFN, HIDDEN)})
+        experts[prefix + "w2.weight"] = (HIDDEN, FFN)
+    dense = {k: v for k, v in _llama_tensors().items() if ".mlp." not in k}
+    mixtral = write_folder(tmp_path / "mixtral", _llama_config(**MIXTRAL, router_aux_loss_coef=0.02), dense | experts)
+    section = HFFolder.read(mixtral, "key").model_section()
+    assert (section["num_moe_experts"], section["moe_router_topk"], section["moe_aux_loss_coeff"]) == (2, 1, 0.02)
+
+    llama = write_folder(
+        tmp_path / "llama", _llama_config(rope_parameters={**LLAMA3, "factor": 32.0}), _llama_tensors()
+    )
+    section = HFFolder.read(llama, "key").model_section()
+    assert (section["rope_scaling"], section["rope_scaling_factor"], section["rotary_base"]) == (True, 32.0, 500000.0)
