@@ -181,6 +181,13 @@ REFUSALS = {
         [],
         "it has pytorch_model.bin (pickled: it runs code when loaded)",
     ),
+    "weights of a dtype we do not train in": (
+        _llama_config(dtype="float8_e4m3fn"),
+        _llama_tensors(),
+        {},
+        [],
+        "config.json's dtype is 'float8_e4m3fn'; the weights must be one of float32, bfloat16, float16",
+    ),
     "no tokenizer": (_llama_config(), _llama_tensors(), {"tokenizer": False}, [], "holds neither tokenizer.json"),
 }
 

@@ -90,6 +90,8 @@ class HFImportConfig(StageSchema, stage=STAGE):
             folder, self.model.tensor_model_parallel_size, self.model.pipeline_model_parallel_size
         )
         self._check_split(config, folder)
+        if self.model.precision is None:
+            folder.dtype()  # the weights are written as stored: a dtype of ours
         try:
             bind(ModelSection, config, "model")
         except JobConfigError as error:
