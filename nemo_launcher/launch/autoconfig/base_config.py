@@ -133,6 +133,8 @@ def gpt_base(size_in_b: float, settings: TrainSettings) -> BaseConfig:
     _, hidden, heads, lr = next(band for band in _GPT_SHAPES if size_in_b < band[0])
     vocab, seq = settings.vocab_size, settings.seq_length
     layers = max(1, round((size_in_b * 1e9 - (vocab + seq) * hidden) / (12 * hidden**2 + 13 * hidden)))
+    if layers >= 16:  # a multiple of 4, so that pipelines of 2 and 4 stages split it (the seed's 20B: 44 layers)
+        layers = 4 * round(layers / 4)
     _, batch, tp, pp = next(row for row in _GPT_LAYOUTS if size_in_b <= row[0])
     batch = settings.global_batch_size or batch
     while layers % pp:  # the starting PP must split the layers; a smaller one still trains

@@ -91,10 +91,16 @@ def score_candidates(
     estimates = score_layouts(base_section, [performance_layout(base, c, sequence_parallel) for c in layouts], device)
     if not estimates:
         raise LauncherError("the performance model finds no transformer in the base config's model to score")
-    kept, dropped = [], Counter()
+    kept, needs = [], []
     for layout, estimate in zip(layouts, estimates):
         if estimate.fits:
             kept.append(Scored(layout, estimate.as_json()))
         else:
-            dropped[f"predicted not to fit in {device.memory_gib:.0f} GiB per {device.name} device"] += 1
+            needs.append(estimate.memory_per_gpu_gib)
+    dropped = Counter()
+    if needs:
+        low, high = f"{min(needs):.1f}", f"{max(needs):.1f}"
+        need = f"{low} GiB" if low == high else f"{low} to {high} GiB"
+        reason = f"predicted not to fit in {device.memory_gib:.0f} GiB per {device.name} device (needing {need})"
+        dropped[reason] = len(needs)
     return sorted(kept, key=lambda s: (s.step_time_s, s.layout)), dropped
