@@ -146,6 +146,7 @@ _GPT_PROGRAMS = {
     "ia3_learning": "nemo_launcher.jobs.gpt.ia3_learning",
     "evaluation": "nemo_launcher.jobs.gpt.evaluate",
     "export": "nemo_launcher.jobs.gpt.export",
+    "conversion_nemo2hf": "nemo_launcher.jobs.gpt.export_hf",
 }
 _GPT_SCHEMAS = {
     "data_preparation": _DATA_PREPARATION_SCHEMA,
@@ -158,6 +159,7 @@ _GPT_SCHEMAS = {
     "ia3_learning": f"{_SCHEMAS}.gpt_prompt_learning:PromptLearningConfig",
     "evaluation": f"{_SCHEMAS}.gpt_evaluation:EvaluationConfig",
     "export": f"{_SCHEMAS}.gpt_export:ExportConfig",
+    "conversion_nemo2hf": f"{_SCHEMAS}.hf_export_stage:NemoToHFConfig",
 }
 _GPT_PREPARERS = {
     # SQuAD JSON -> prompt/answer jsonl (standard library only).
@@ -303,6 +305,13 @@ FAMILIES: dict[str, Family] = {
             # [generate_shapes] [standin_scorers] preprocess.
             programs={"data_preparation": "nemo_launcher.jobs.fid_evaluation"},
             schemas={"data_preparation": f"{_SCHEMAS}.fid_evaluation_data:FidEvaluationDataConfig"},
+        ),
+        Family(
+            name="hf_model",
+            description="a tiny Hugging Face model made here with random weights, for imports without a network",
+            # Data preparation runs nemo_launcher.jobs.gpt.tiny_hf_model.
+            programs={"data_preparation": "nemo_launcher.jobs.gpt"},
+            schemas={"data_preparation": f"{_SCHEMAS}.hf_model_data:TinyHFModelConfig"},
         ),
         Family(
             name="multimodal",

@@ -385,6 +385,7 @@ STAGE_GROUPS = (
     "data_preparation",
     "training",
     "conversion",
+    "conversion_nemo2hf",
     "fine_tuning",
     "peft",
     "prompt_learning",

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from ..binding import bind_stage, config_fault, field_fault, fraction, no_pipeline_parallel, positive, positive_fields
 from .common_training import OptimSection, check_layout, check_schedule, check_world_size
-from .common_tuning import SftExpManager, SftRun, SftTrainer
+from .common_tuning import SftExpManager, SftRun, SftTrainer, SquadSource
 
 TARGET_MODULES = ("attention_qkv", "attention_dense", "mlp_fc1", "mlp_fc2")
 INIT_METHODS = Literal["xavier", "normal", "zero"]
@@ -146,9 +146,10 @@ class SftModel:
         fraction(f"{key}.attention_dropout", self.attention_dropout)
 
 
-@dataclasses.dataclass(frozen=True)
-class SquadSplit:
-    source: str  # SQuAD v1.1 JSON as published
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadSplit(SquadSource):
+    """SQuAD v1.1 JSON as published at `source` (or, with sample_questions, a generated stand-in written there)."""
+
     output: str  # the prompt/answer jsonl written from it
 
 
@@ -190,7 +191,7 @@ class SftConfig:
                     ("train", self.squad_preparation.train),
                     ("validation", self.squad_preparation.validation),
                 )
-                if split is not None
+                if split is not None and split.sample_questions is None  # a stand-in is written by the job
             ]
         return paths
 

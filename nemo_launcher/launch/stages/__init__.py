@@ -8,6 +8,7 @@ STAGES = {
     "training": ("training", "TrainingStage"),
     "conversion": ("conversion", "ConversionStage"),
     "conversion_hf2nemo": ("conversion_hf2nemo", "ConversionHF2NemoStage"),
+    "conversion_nemo2hf": ("conversion_nemo2hf", "ConversionNemo2HFStage"),
     "fine_tuning": ("fine_tuning", "FineTuningStage"),
     "peft": ("peft", "PeftStage"),
     "prompt_learning": ("peft", "PromptLearningStage"),
