@@ -20,14 +20,16 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from ...contract.autoconfig_search import SearchManifest
 from ...contract.model_facts import facts_of_model
+from ...contract.performance import estimate_job
 from ..errors import LauncherError, config_error
 from ..writes import make_directories, write_atomically
 from .base_config import BaseConfig, base_config, size_label
 from .grid import ModelShape, candidate_layouts
 from .scoring import device_profile, score_candidates
-from .search_jobs import LauncherConfig, refuse_empty
+from .search_jobs import LauncherConfig, layout_overrides, refuse_empty
 from .settings import PREFIX, TrainSettings, read_settings
 from .sizing import PREDEFINED_SIZES, days_to_train, recommend_size
+from .submit import submit
 
 
 def _say(line: str = "") -> None:
@@ -47,8 +49,6 @@ def _model_size(family: str, settings: TrainSettings, cfg: DictConfig) -> float:
         return settings.model_size_in_b
     if settings.base_training is not None:
         # The size of the model that config trains, counted by the performance model.
-        from ...contract.performance import estimate_job
-
         probe = LauncherConfig.compose(cfg, settings, BaseConfig(family, 0.0, settings.base_training, {}))
         estimate = estimate_job(probe.base_section())
         if estimate is None:
@@ -165,25 +165,7 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
     for name, reason in refused:
         _say(f"  refused by the training schema: {name}: {reason}")
     refuse_empty(len(bound), "the training schema refused every candidate (reasons above)")
-    launched = {run.scored.layout for run in bound}
-    candidate_files = []
-    for layout in layouts:
-        name = f"{family}_{label}_{settings.num_nodes}nodes_{layout.name()}"
-        prediction = next((s.prediction for s in scored if s.layout == layout), None)
-        why_not = (
-            None
-            if layout in launched
-            else (
-                "predicted not to fit"
-                if prediction is None
-                else f"not among the {settings.limit_search_runs} fastest predicted"
-            )
-        )
-        from .search_jobs import layout_overrides
-
-        overrides = layout_overrides(layout, launcher.is_gpu(), launcher.model_keys())
-        text = _candidate_file(name, overrides, prediction, why_not)
-        candidate_files.append((settings.logs / "candidate_configs" / f"{name}.yaml", text))
+    candidate_files = _candidate_files(settings, family, label, layouts, scored, bound, launcher)
     manifest = SearchManifest(
         family=family,
         size_label=label,
@@ -208,8 +190,6 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
             f"{run.scored.prediction['memory_per_gpu_gib']} GiB"
         )
     plan = launcher.plan(bound, manifest, base_files + candidate_files)
-    from .submit import submit
-
     submit(plan, argv)
     _say(f"Base config: {base_files[0][0]} (train it with: {base_command})")
     _say(
@@ -217,6 +197,31 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
         f"optimal_config_{label}_{settings.num_nodes}nodes.yaml and the command that trains it"
     )
     _inference_note(cfg)
+
+
+def _candidate_files(settings, family, label, layouts, scored, bound, launcher) -> list:
+    """<logs>/candidate_configs/<name>.yaml for every layout the rules allow: what it sets, its prediction, and why
+    it was not launched (the seed writes the whole grid there)."""
+    launched = {run.scored.layout for run in bound}
+    predictions = {candidate.layout: candidate.prediction for candidate in scored}
+    files = []
+    for layout in layouts:
+        name = f"{family}_{label}_{settings.num_nodes}nodes_{layout.name()}"
+        prediction = predictions.get(layout)
+        if layout in launched:
+            why_not = None
+        elif prediction is None:
+            why_not = "predicted not to fit"
+        else:
+            why_not = f"not among the {settings.limit_search_runs} fastest predicted that the training schema accepts"
+        overrides = layout_overrides(layout, launcher.is_gpu(), launcher.model_keys())
+        files.append(
+            (
+                settings.logs / "candidate_configs" / f"{name}.yaml",
+                _candidate_file(name, overrides, prediction, why_not),
+            )
+        )
+    return files
 
 
 def _inference_note(cfg: DictConfig) -> None:
