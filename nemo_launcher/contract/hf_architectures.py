@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .binding import JobConfigError, config_fault
+from .model_facts import ModelFacts, facts_of_model
 
 CONFIG_FILE = "config.json"
 INDEX_FILE = "model.safetensors.index.json"
@@ -340,3 +341,10 @@ def imported_model_config(folder: HFFolder, tensor_parallel: int, pipeline_paral
         "optim": {"name": "fused_adam", "lr": 1.0e-4, "sched": {"name": "CosineAnnealing"}},
         "data": {"seq_length": section["encoder_seq_length"]},
     }
+
+
+def facts_of_hf_folder(path, key: str) -> ModelFacts:
+    """The facts of the model a Hugging Face folder holds, as the .nemo its import writes will state them, for the
+    stages of a pipeline that load that .nemo (launch/model_sources.py)."""
+    folder = HFFolder.read(path, key)
+    return facts_of_model(imported_model_config(folder, 1, 1), f"the Hugging Face model in {folder.path}")

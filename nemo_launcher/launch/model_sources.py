@@ -27,6 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..contract.binding import JobConfigError
+from ..contract.hf_architectures import CONFIG_FILE as HF_CONFIG_FILE
+from ..contract.hf_architectures import facts_of_hf_folder
 from ..contract.lddl import check_prepared_bins
 from ..contract.model_facts import ModelFacts, ModelFileError, facts_of_model, facts_of_nemo, facts_of_run_config
 from ..contract.model_rules import (
@@ -51,6 +53,7 @@ MODEL_KEYS = (
     "checkpoint_dir",
     "hparams_file",
     "training_config",
+    "huggingface_ckpt_path",  # a Hugging Face folder that conversion_hf2nemo imports
 )
 
 
@@ -132,8 +135,12 @@ def _places(specs: Sequence[JobSpec]) -> tuple[str, ...]:
 
 
 def _on_disk(key: str, path: str) -> ModelFacts | None:
-    """The facts of a model file that is already there: a .nemo, or a training run's resolved config."""
+    """The facts of a model file that is already there: a .nemo, a training run's resolved config, or a Hugging
+    Face folder (its config.json)."""
     file = Path(path)
+    if file.is_dir() and (file / HF_CONFIG_FILE).is_file():
+        with _refused_at_launch():
+            return facts_of_hf_folder(file, key)
     if not file.is_file():
         return None
     try:

@@ -324,3 +324,26 @@ def test_the_imported_model_section_is_what_config_json_says(tmp_path):
     )
     section = HFFolder.read(llama, "key").model_section()
     assert (section["rope_scaling"], section["rope_scaling_factor"], section["rotary_base"]) == (True, 32.0, 500000.0)
+
+
+def test_a_stage_after_the_import_is_checked_against_the_imported_model(launch, tmp_path):
+    """The pipeline is validated as a whole: a LoRA run on the .nemo this import writes meets the model config.json
+    describes (2 heads), so a TP of 4 is refused at launch, naming where the facts come from."""
+    folder = write_folder(tmp_path / "hf", _llama_config(), _llama_tensors())
+    results = tmp_path / "results"
+    nemo = results / "hf_llama2" / "convert_hf_llama2_to_nemo" / "results" / "llama2_7b.nemo"
+    common = [
+        "stages=[conversion_hf2nemo,peft]",
+        "conversion_hf2nemo=hf_llama2/convert_llama2_nemo",
+        f"conversion_hf2nemo.run.huggingface_ckpt_path={folder}",
+        "peft=llama/squad",
+        f"peft.model.restore_from_path={nemo}",
+    ]
+    code, _, err = launch([*common, "peft.model.tensor_model_parallel_size=2"], results=results)
+    assert code == 0, err
+    code, _, err = launch([*common, "peft.model.tensor_model_parallel_size=4"], results=results)
+    assert code == 2
+    assert err.strip() == (
+        f"Error: peft.model.tensor_model_parallel_size=4: the model (the Hugging Face model in {folder}) has 2 "
+        "attention heads, which TP must divide: choose one of 1, 2"
+    )
