@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from ..contract.performance import DEFAULT_GPU_TYPE, Estimate, estimate_job
+from ..contract.performance.estimate import model_to_count
 from .errors import LauncherError
 
 # Top-level switches of conf/config.yaml the estimate turns off unless the command line sets them.
@@ -74,8 +75,15 @@ def estimates_for(overrides: Sequence[str]) -> list[Estimate]:
     cluster: Mapping = plan.context.cluster
     gpu_type = cluster.get("gpu_type") or DEFAULT_GPU_TYPE
     price = cluster.get("gpu_hour_price")
-    estimates = (estimate_job(section, gpu_type, price) for section in _training_sections(plan))
-    return [est for est in estimates if est is not None]
+    estimates, pipeline_model = [], None
+    for section in _training_sections(plan):
+        # A fine-tuning job starts from the model a training stage before it in this pipeline trains.
+        est = estimate_job(section, gpu_type, price, base_model=pipeline_model)
+        if model_to_count(section) == section.get("model"):
+            pipeline_model = section.get("model")
+        if est is not None:
+            estimates.append(est)
+    return estimates
 
 
 def _amount(value: float | None, unit: str = "", digits: int = 1) -> str:

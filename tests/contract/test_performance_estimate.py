@@ -177,3 +177,55 @@ def test_no_layout_is_predicted_faster_than_the_devices_best_multiply():
         top = GPU_PROFILES[gpu].matrix_efficiency[-1][1]
         for est in score_layouts(stage, layouts, gpu):
             assert 0.0 < est.mfu <= top, (gpu, est.layout)
+
+
+def fine_tuning_stage(restore_from_path: str, **model) -> dict:
+    """A fine-tuning section as conf/_family/gpt3_sft.yaml resolves: the model it starts from, not its sizes."""
+    return {
+        "run": {"name": "squad_gpt3_5b"},
+        "trainer": {"num_nodes": 1, "devices": 8, "precision": "bf16", "max_steps": 1000},
+        "model": {
+            "restore_from_path": restore_from_path,
+            "tensor_model_parallel_size": 2,
+            "pipeline_model_parallel_size": 1,
+            "global_batch_size": 32,
+            "micro_batch_size": 4,
+            "optim": {"name": "fused_adam"},
+            **model,
+        },
+    }
+
+
+def test_a_fine_tuning_job_is_counted_with_the_model_it_starts_from(tmp_path):
+    import io
+    import tarfile
+
+    import yaml
+
+    base = gpt_stage()["model"]
+    missing = str(tmp_path / "not_yet.nemo")
+    assert estimate_job(fine_tuning_stage(missing)) is None  # nothing to count until the .nemo exists
+    from_pipeline = estimate_job(fine_tuning_stage(missing), base_model=base)
+    assert from_pipeline.parameters == 5_047_558_144 + 128 * 4096  # TP 2 pads GPT-2's vocabulary to 50432 rows
+    assert (from_pipeline.layout.tp, from_pipeline.layout.mbs, from_pipeline.layout.gbs) == (2, 4, 32)
+    # a .nemo on disk: its model_config.yaml is the training model section
+    archive = tmp_path / "megatron_gpt.nemo"
+    with tarfile.open(archive, "w") as tar:
+        text = yaml.safe_dump(base).encode()
+        member = tarfile.TarInfo("./model_config.yaml")
+        member.size = len(text)
+        tar.addfile(member, io.BytesIO(text))
+    from_file = estimate_job(fine_tuning_stage(str(archive)))
+    assert from_file.as_json() == from_pipeline.as_json()
+
+
+def test_peft_keeps_the_frozen_weights_only_and_skips_their_gradients():
+    full = estimate_job(fine_tuning_stage("x.nemo"), base_model=gpt_stage()["model"])
+    peft = estimate_job(fine_tuning_stage("x.nemo", peft={"peft_scheme": "lora"}), base_model=gpt_stage()["model"])
+    assert peft.layout.frozen_base and not full.layout.frozen_base
+    # 2 bytes a frozen 16-bit weight on each of TP 2's halves, against 18 with gradients, master copy and moments
+    assert peft.weights_and_optimizer_gib == pytest.approx(full.weights_and_optimizer_gib * 2 / 18, rel=1e-12)
+    # no weight gradients: two forward passes' worth of work instead of three
+    assert peft.flops_per_step == pytest.approx(full.flops_per_step * 2 / 3, rel=1e-12)
+    assert peft.time.data_parallel_s == 0.0 and peft.time.optimizer_s == 0.0
+    assert peft.step_time_s < full.step_time_s

@@ -21,12 +21,19 @@ def estimate(*words: str, results) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_json_gives_one_object_per_training_job_and_writes_nothing(tmp_path):
+def test_json_gives_one_object_per_training_like_job_and_writes_nothing(tmp_path):
     results = tmp_path / "results"
-    done = estimate("stages=[training]", "training=gpt3/5b", "cluster.gpu_hour_price=2.5", "--json", results=results)
+    done = estimate(
+        "stages=[training,conversion,fine_tuning]",
+        "training=gpt3/5b",
+        "fine_tuning=gpt3/squad",
+        "cluster.gpu_hour_price=2.5",
+        "--json",
+        results=results,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    (line,) = done.stdout.splitlines()
+    line, fine_tuning_line = done.stdout.splitlines()  # the conversion trains nothing
     record = json.loads(line)
     assert record["job"] == "gpt3_5b"
     assert record["parameters"] == 5_047_558_144  # tests/contract/test_performance_estimate.py counts it by hand
@@ -34,6 +41,10 @@ def test_json_gives_one_object_per_training_job_and_writes_nothing(tmp_path):
     assert record["gpus"] == 128 and record["train_steps"] == 75000
     assert record["cost"] == pytest.approx(record["gpu_hours"] * 2.5, rel=1e-3)
     assert not results.exists(), "estimate must not create the results folder"
+    # the fine-tuning starts from the model the pipeline trains, at its own batch and parallelism
+    fine_tuning = json.loads(fine_tuning_line)
+    assert fine_tuning["job"] == "squad_gpt3_5b" and fine_tuning["parameters"] == record["parameters"]
+    assert fine_tuning["gpus"] == 8 and fine_tuning["layout"]["gbs"] == 32
 
 
 def test_the_table_shows_a_job_that_will_not_fit_with_its_breakdown_and_fix(tmp_path):

@@ -11,8 +11,10 @@ layouts costs arithmetic only.
 
 import dataclasses
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from ..model_facts import ModelFileError, read_nemo_config
 from .flops import model_flops_per_sample, recompute_flops_per_sample
 from .gpus import DEFAULT_GPU_TYPE, GPU_PROFILES, DeviceProfile
 from .layout import Layout, layout_of_stage
@@ -224,7 +226,7 @@ def _estimate(
     train_basis: str,
     gpu_hour_price: float | None,
 ) -> Estimate:
-    per_sample = model_flops_per_sample(shape)
+    per_sample = model_flops_per_sample(shape, layout)
     recompute = recompute_flops_per_sample(shape, layout)
     return Estimate(
         job=job,
@@ -263,16 +265,42 @@ def _job_name(stage: Mapping[str, Any]) -> str:
     return str((stage.get("run") or {}).get("name") or "training")
 
 
+_ARCHITECTURE_KEYS = ("num_layers", "encoder_num_layers", "unet_config", "vision")
+
+
+def model_to_count(stage_section: Mapping[str, Any], base_model: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The model section to count. A fine-tuning or PEFT section names the model it starts from instead of its
+    architecture (model.restore_from_path): its architecture comes from `base_model` (the pipeline's training
+    model section) or, when that .nemo is on disk already, from the archive's model_config.yaml; the stage's own
+    non-null keys (its batch, parallelism, PEFT settings) win."""
+    model = dict(stage_section.get("model") or {})
+    if any(key in model for key in _ARCHITECTURE_KEYS):
+        return model
+    if base_model is None:
+        path = model.get("restore_from_path")
+        if not (isinstance(path, str) and path.endswith(".nemo") and Path(path).is_file()):
+            return model
+        try:
+            base_model = read_nemo_config(path)
+        except ModelFileError:
+            return model
+    return {**base_model, **{key: value for key, value in model.items() if value is not None}}
+
+
 def estimate_job(
     stage_section: Mapping[str, Any],
     gpu_type: str | DeviceProfile = DEFAULT_GPU_TYPE,
     gpu_hour_price: float | None = None,
+    base_model: Mapping[str, Any] | None = None,
 ) -> Estimate | None:
     """The prediction for a resolved training-like stage config, or None when its model has no transformer or
-    UNet to count. An unknown gpu_type raises ValueError (the launcher checks cluster.gpu_type first)."""
+    UNet to count (see model_to_count for a fine-tuning stage's `base_model`). An unknown gpu_type raises
+    ValueError (the launcher checks cluster.gpu_type first)."""
     device = _device(gpu_type)
-    layout = layout_of_stage(stage_section)
-    shape = shape_of_model(stage_section.get("model") or {}, layout.tp)
+    model = model_to_count(stage_section, base_model)
+    # the job runs with the keys it inherits from the model it starts from (recomputation, sequence parallelism)
+    layout = layout_of_stage({**stage_section, "model": model})
+    shape = shape_of_model(model, layout.tp)
     if shape is None:
         return None
     steps, basis = _train_steps(stage_section)
@@ -288,7 +316,7 @@ def score_layouts(
     """One Estimate per layout, in order; the model is read once per tensor-parallel size. Empty when the model
     has nothing to count."""
     device = _device(gpu)
-    model = stage_section.get("model") or {}
+    model = model_to_count(stage_section)
     steps, basis = _train_steps(stage_section)
     job = _job_name(stage_section)
     shapes: dict[int, ModelShape | None] = {}

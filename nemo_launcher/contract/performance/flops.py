@@ -49,9 +49,15 @@ def forward_flops_per_sample(shape: ModelShape) -> float:
     return layers + logits_forward_flops(shape) + shape.extra_flops_per_sample
 
 
-def model_flops_per_sample(shape: ModelShape) -> float:
-    """Forward and backward: 3x the forward pass."""
-    return 3.0 * forward_flops_per_sample(shape)
+def passes(layout: Layout | None = None) -> float:
+    """Forward passes' worth of work in a training step: 3 (forward, input and weight gradients), or 2 when the
+    weights are frozen (PEFT: no weight gradients; the adapters' are negligible)."""
+    return 2.0 if layout is not None and layout.frozen_base else 3.0
+
+
+def model_flops_per_sample(shape: ModelShape, layout: Layout | None = None) -> float:
+    """Forward and backward: 3x the forward pass (2x with frozen weights)."""
+    return passes(layout) * forward_flops_per_sample(shape)
 
 
 def flops_per_token(shape: ModelShape) -> float:

@@ -7,7 +7,8 @@ search) turns.
 Keys and defaults as the training configs spell them (conf/_family/*_training.yaml): model.tensor_model_parallel_size,
 pipeline_model_parallel_size, virtual_pipeline_model_parallel_size, context_parallel_size,
 expert_model_parallel_size, micro_batch_size, global_batch_size, sequence_parallel,
-activations_checkpoint_granularity/method/num_layers, optim.name; trainer.num_nodes, devices, precision.
+activations_checkpoint_granularity/method/num_layers, optim.name, peft.peft_scheme; trainer.num_nodes, devices,
+precision.
 """
 
 import dataclasses
@@ -42,6 +43,7 @@ class Layout:
     overlap_grad_sync: bool = True  # gradient reduction overlaps the backward pass
     overlap_param_sync: bool = True  # distributed optimizer: parameter gathering overlaps the next forward
     tp_comm_overlap: bool = False  # Transformer Engine userbuffers hide TP communication behind GEMMs
+    frozen_base: bool = False  # PEFT: the model's own weights get no gradient and no optimizer state
 
     @property
     def devices(self) -> int:
@@ -95,4 +97,5 @@ def layout_of_stage(stage: Mapping[str, Any]) -> Layout:
         overlap_grad_sync=bool(optim.get("overlap_grad_sync", True)),
         overlap_param_sync=bool(optim.get("overlap_param_sync", True)),
         tp_comm_overlap=bool(model.get("ub_tp_comm_overlap", False)),
+        frozen_base=str((model.get("peft") or {}).get("peft_scheme") or "none").lower() != "none",
     )

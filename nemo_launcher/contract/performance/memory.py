@@ -6,7 +6,8 @@
 Weights and optimizer (Megatron-LM megatron/training/theoretical_memory_usage.py, compute_weight_and_optimizer_memory):
 with 16-bit training each weight costs 18 bytes without a distributed optimizer (2 for the bf16 weight, 4 for its
 fp32 gradient, 4 for the fp32 master copy, 8 for Adam's two moments) and 6 + 12 / DP with one (the master copy and
-the moments are sharded over the data-parallel ranks). fp32 training keeps no second copy: 16 and 8 + 8 / DP.
+the moments are sharded over the data-parallel ranks). fp32 training keeps no second copy: 16 and 8 + 8 / DP. PEFT
+(model.peft.peft_scheme) trains adapters only: the frozen weights cost their own 2 bytes.
 
 Activations per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
 section 4 and Table 2): with 16-bit values, s b h (34 + 5 a s / h) bytes for a GPT layer; 10 s b h of it is the
@@ -29,6 +30,8 @@ GIB = 2.0**30
 
 def bytes_per_parameter(layout: Layout, data_parallel: int) -> float:
     full_precision = layout.precision in ("32", "32-true", "fp32")
+    if layout.frozen_base:  # PEFT: the weights alone (its adapters, under 1% of them, are not counted)
+        return 4.0 if full_precision else 2.0
     weight_and_grad, sharded = (8.0, 8.0) if full_precision else (6.0, 12.0)
     return weight_and_grad + sharded / (data_parallel if layout.distributed_optimizer else 1)
 

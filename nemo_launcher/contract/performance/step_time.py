@@ -31,7 +31,7 @@ The structure is Calculon's (Isaev et al., SC'23, calculon/llm/llm.py), simplifi
 
 import dataclasses
 
-from .flops import layer_core_flops_per_token, logits_forward_flops, recomputed_layers
+from .flops import layer_core_flops_per_token, logits_forward_flops, passes, recomputed_layers
 from .gpus import DeviceProfile
 from .layout import Layout
 from .parameters import parameters_on_busiest_device
@@ -147,7 +147,7 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
     logits = shape.output_tokens * layout.mbs / layout.cp * shape.vocab / layout.tp
     stage_forward += logits * LOSS_BYTES_PER_LOGIT / 3.0 / (profile.hbm_bytes_per_s * profile.hbm_efficiency)
     # backward = 2x forward; the forward passes recomputation adds; all micro-batches
-    micro_batch_s = 3.0 * stage_forward + recompute
+    micro_batch_s = passes(layout) * stage_forward + recompute
     compute = m * micro_batch_s
     bubble = (layout.pp - 1) / layout.vp * micro_batch_s
 
@@ -184,6 +184,8 @@ def step_time(shape: ModelShape, layout: Layout, profile: DeviceProfile, flash: 
         exposed += max(weight_sync - stage_forward, 0.0)
     else:
         exposed += weight_sync
+    if layout.frozen_base:  # no gradients to reduce and no optimizer state to update
+        exposed, weights = 0.0, 0.0
     local = weights / (d if layout.distributed_optimizer else 1)
     optimizer = local * OPTIMIZER_BYTES_PER_WEIGHT / (profile.hbm_bytes_per_s * profile.hbm_efficiency)
     return StepTime(compute, bubble, tensor, context, pipeline, exposed, optimizer, expert_parallel_s=expert)
