@@ -11,7 +11,8 @@ is the family's `python3 -m nemo_launcher.jobs.<family>.train` itself, read from
 checkpoints, validation and the test pass turned off so that only the loop differs. Tokens count as the trainer
 counts them (T5: encoder plus decoder tokens; DiT: latent patches). GPT reads a sample corpus written here; T5 and
 BERT read what their tiny data preparation writes (run first, on this machine); DiT trains on seed 002's mock
-latents. Without --families: GPT, T5 and BERT (benchmarks/dit_overhead.py runs DiT).
+latents. Without --families: GPT, T5 and BERT (benchmarks/dit_overhead.py runs DiT, benchmarks/llama_throughput.py
+the tiny Llama or Mixtral, conf/training/{llama,mixtral}/tiny.yaml on llama/tiny_pile's data).
 
 Throughput counts the steps after the first logging window (start-up and first-step costs excluded) on
 both sides, per second of wall-clock time and per second of the process's CPU time (one thread: OMP_NUM_THREADS=1,
@@ -52,6 +53,10 @@ FAMILIES = {
     "gpt": Family("nemo_launcher.jobs.gpt.train", "gpt3/tiny", ""),
     "t5": Family("nemo_launcher.jobs.t5.train", "t5/tiny", "t5/tiny_pile"),
     "bert": Family("nemo_launcher.jobs.bert.train", "bert/tiny", "bert/tiny_pile"),
+    # The Llama-architecture families run GPT's program; their tiny configs read llama/tiny_pile's tokenizer.json
+    # data (benchmarks/llama_throughput.py measures these).
+    "llama": Family("nemo_launcher.jobs.gpt.train", "llama/tiny", "llama/tiny_pile"),
+    "mixtral": Family("nemo_launcher.jobs.gpt.train", "mixtral/tiny", "llama/tiny_pile"),
     # Seed 002's mock latents and text embeddings (64 tokens a sample, 32 samples a step in 2 microbatches), so no
     # data preparation runs; benchmarks/dit_overhead.py measures this family alone.
     "dit": Family(
@@ -65,11 +70,12 @@ def _schema_recipe_and_build(name: str, section):
     """The bound training config, the recipe its train.py would run and the function that builds its parts."""
     from nemo_launcher.jobs.core.parts import build_parts
 
-    if name == "gpt":
+    if name in ("gpt", "llama", "mixtral"):
         from nemo_launcher.contract.schemas.gpt_training import TrainingConfig
-        from nemo_launcher.jobs.gpt.recipe import GPT
+        from nemo_launcher.jobs.gpt.recipe import gpt_recipe
 
-        return TrainingConfig.from_dict(section), GPT, build_parts
+        cfg = TrainingConfig.from_dict(section)
+        return cfg, gpt_recipe(cfg), build_parts
     if name == "t5":
         from nemo_launcher.contract.schemas.t5_training import T5TrainingConfig
         from nemo_launcher.jobs.t5.recipe import T5
