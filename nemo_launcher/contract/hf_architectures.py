@@ -115,19 +115,19 @@ class HFFolder:
         get = self.config.get
         if get("hidden_act", "silu") != "silu":
             raise self.refuse(f"config.json's hidden_act is {get('hidden_act')!r}; SwiGLU here gates with silu")
-        heads, hidden = int(get("num_attention_heads")), int(get("hidden_size"))
-        max_positions = int(get("max_position_embeddings"))
+        heads, hidden = self._size("num_attention_heads"), self._size("hidden_size")
+        max_positions = self._size("max_position_embeddings")
         self._check_window(arch, max_positions)
         section: dict[str, Any] = {
-            "num_layers": int(get("num_hidden_layers")),
+            "num_layers": self._size("num_hidden_layers"),
             "hidden_size": hidden,
-            "ffn_hidden_size": int(get("intermediate_size")),
+            "ffn_hidden_size": self._size("intermediate_size"),
             "num_attention_heads": heads,
             "num_query_groups": int(get("num_key_value_heads") or heads),
             "kv_channels": int(get("head_dim") or hidden // heads),
             "encoder_seq_length": max_positions,
             "max_position_embeddings": max_positions,
-            "vocab_size": int(get("vocab_size")),
+            "vocab_size": self._size("vocab_size"),
             "layernorm_epsilon": float(get("rms_norm_eps", 1e-6)),
             "init_method_std": float(get("initializer_range", 0.02)),
             "hidden_dropout": 0.0,
@@ -153,6 +153,13 @@ class HFFolder:
         return names[stored]
 
     # ---- the rules -----------------------------------------------------------------------------------
+
+    def _size(self, name: str) -> int:
+        """A size config.json must give, as a positive integer."""
+        value = self.config.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.refuse(f"config.json's {name} is {value!r}; a model of this layout needs a positive integer")
+        return value
 
     def _rope(self) -> dict[str, Any]:
         """rotary_base and Llama 3.1's scaling from either spelling: transformers 5's rope_parameters, or 4.x's

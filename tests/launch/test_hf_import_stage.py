@@ -188,6 +188,13 @@ REFUSALS = {
         [],
         "config.json's dtype is 'float8_e4m3fn'; the weights must be one of float32, bfloat16, float16",
     ),
+    "a size config.json leaves out": (
+        {key: value for key, value in _llama_config().items() if key != "num_hidden_layers"},
+        _llama_tensors(),
+        {},
+        [],
+        "config.json's num_hidden_layers is None; a model of this layout needs a positive integer",
+    ),
     "no tokenizer": (_llama_config(), _llama_tensors(), {"tokenizer": False}, [], "holds neither tokenizer.json"),
 }
 
