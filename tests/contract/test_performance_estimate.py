@@ -202,20 +202,23 @@ def test_a_fine_tuning_job_is_counted_with_the_model_it_starts_from(tmp_path):
 
     import yaml
 
+    from nemo_launcher.contract.model_facts import read_nemo_config
+
     base = gpt_stage()["model"]
-    missing = str(tmp_path / "not_yet.nemo")
-    assert estimate_job(fine_tuning_stage(missing)) is None  # nothing to count until the .nemo exists
-    from_pipeline = estimate_job(fine_tuning_stage(missing), base_model=base)
+    archive = tmp_path / "megatron_gpt.nemo"
+    assert estimate_job(fine_tuning_stage(str(archive))) is None  # no sizes in the section: nothing to count
+    from_pipeline = estimate_job(fine_tuning_stage(str(archive)), base_model=base)
     assert from_pipeline.parameters == 5_047_558_144 + 128 * 4096  # TP 2 pads GPT-2's vocabulary to 50432 rows
     assert (from_pipeline.layout.tp, from_pipeline.layout.mbs, from_pipeline.layout.gbs) == (2, 4, 32)
-    # a .nemo on disk: its model_config.yaml is the training model section
-    archive = tmp_path / "megatron_gpt.nemo"
+    # inherited from the model it starts from: selective recomputation
+    assert from_pipeline.layout.recompute == "selective"
+    # a .nemo's model_config.yaml is the training model section: the same estimate
     with tarfile.open(archive, "w") as tar:
         text = yaml.safe_dump(base).encode()
         member = tarfile.TarInfo("./model_config.yaml")
         member.size = len(text)
         tar.addfile(member, io.BytesIO(text))
-    from_file = estimate_job(fine_tuning_stage(str(archive)))
+    from_file = estimate_job(fine_tuning_stage(str(archive)), base_model=read_nemo_config(archive))
     assert from_file.as_json() == from_pipeline.as_json()
 
 

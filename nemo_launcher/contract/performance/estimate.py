@@ -11,10 +11,8 @@ layouts costs arithmetic only.
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from ..model_facts import ModelFileError, read_nemo_config
 from .flops import model_flops_per_sample, recompute_flops_per_sample
 from .gpus import DEFAULT_GPU_TYPE, GPU_PROFILES, DeviceProfile
 from .layout import Layout, layout_of_stage
@@ -270,20 +268,12 @@ _ARCHITECTURE_KEYS = ("num_layers", "encoder_num_layers", "unet_config", "vision
 
 def model_to_count(stage_section: Mapping[str, Any], base_model: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The model section to count. A fine-tuning or PEFT section names the model it starts from instead of its
-    architecture (model.restore_from_path): its architecture comes from `base_model` (the pipeline's training
-    model section) or, when that .nemo is on disk already, from the archive's model_config.yaml; the stage's own
-    non-null keys (its batch, parallelism, PEFT settings) win."""
+    architecture (model.restore_from_path): the caller passes that model's section as `base_model` (the pipeline's
+    training model section, or a .nemo's model_config.yaml: contract/model_facts.read_nemo_config), and the
+    stage's own non-null keys (its batch, parallelism, PEFT settings) win. Without one there is nothing to count."""
     model = dict(stage_section.get("model") or {})
-    if any(key in model for key in _ARCHITECTURE_KEYS):
+    if base_model is None or any(key in model for key in _ARCHITECTURE_KEYS):
         return model
-    if base_model is None:
-        path = model.get("restore_from_path")
-        if not (isinstance(path, str) and path.endswith(".nemo") and Path(path).is_file()):
-            return model
-        try:
-            base_model = read_nemo_config(path)
-        except ModelFileError:
-            return model
     return {**base_model, **{key: value for key, value in model.items() if value is not None}}
 
 
