@@ -241,7 +241,8 @@ def _open(path) -> tarfile.TarFile:
     try:
         return tarfile.open(path, "r:*")
     except tarfile.TarError as error:
-        raise JobConfigError(f"{path}: not a .nemo archive ({error})") from None
+        # tarfile lists each compression it tried on a line of its own; an error is one line.
+        raise JobConfigError(f"{path}: not a .nemo archive ({' '.join(str(error).split())})") from None
 
 
 def _member(archive: tarfile.TarFile, path: Path, name: str):

@@ -224,3 +224,11 @@ def test_a_merged_lora_exports_with_the_merged_models_logits(imported, name, tmp
         theirs = back(TOKENS).logits
     assert (ours - theirs).abs().max().item() < TOLERANCE
     assert (theirs - reference).abs().max().item() > 100 * TOLERANCE  # the adapter changed the model
+
+
+def test_export_of_a_file_that_is_no_nemo_is_one_line(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{}")
+    assert nemo_to_hf(["--nemo", str(tmp_path / "config.json"), "--output", str(tmp_path / "hf")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"Error: {tmp_path / 'config.json'}: not a .nemo archive (")
+    assert not (tmp_path / "hf").exists()
