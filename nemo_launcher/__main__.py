@@ -29,7 +29,8 @@ def _program_name() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=_program_name(), description="Follow and stop pipelines the launcher submitted."
+        prog=_program_name(),
+        description="Follow and stop pipelines the launcher submitted, or predict what one will need before it runs.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="{status,logs,cancel,estimate}")
     status = commands.add_parser("status", help="the jobs of a pipeline, or one line per recent pipeline")
