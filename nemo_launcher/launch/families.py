@@ -202,6 +202,7 @@ FAMILIES: dict[str, Family] = {
         _gpt_architecture("mistral", "Mistral: the Llama architecture with grouped-query attention"),
         _gpt_architecture("qwen2", "Qwen2: the Llama architecture with q/k/v biases"),
         _gpt_architecture("mixtral", "Mixtral: Mistral with mixture-of-experts MLPs (expert parallelism)"),
+        _gpt_architecture("nemotron", "Nemotron 3 and 4: rotary GPT with layernorm1p and a squared-ReLU MLP"),
         Family(
             name="t5",
             description="encoder-decoder T5 (megatron-core T5Model), WordPiece vocabulary",

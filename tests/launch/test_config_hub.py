@@ -66,6 +66,7 @@ REFUSED = {
         for choice, gpus in (("llama/llama2_70b", 16), ("llama/llama3_70b", 32), ("qwen2/qwen2_72b", 16))
     },
     ("mixtral/mixtral_8x22b", "interactive"): ("TP(8) x PP(2) x CP(1) = 16 does not divide",),
+    ("nemotron/nemotron_340b", "interactive"): ("TP(8) x PP(8) x CP(1) = 64 does not divide",),
     ("mixtral/mixtral_8x7b", "interactive"): (
         "training.model.expert_model_parallel_size=8",
         "TP(1) x EP(8) x PP(4) = 32 to divide nodes(1) x devices(8) = 8",

@@ -1,5 +1,5 @@
-"""The Llama-architecture families (llama, mistral, qwen2, mixtral) at launch: each shipped size holds the reference
-launcher's values, the tiny configs read what llama/tiny_pile writes, and expert parallelism (EP) is a layout
+"""The Llama-architecture families (llama, mistral, qwen2, mixtral, nemotron) at launch: each shipped size holds the
+reference launcher's values, the tiny configs read what llama/tiny_pile writes, and expert parallelism (EP) is a layout
 dimension every check knows: a layout megatron-core would refuse is refused here, in one line, before anything is
 written. (Every config also composes, validates and renders on bcm, bcp and interactive: test_config_hub.py.)"""
 
@@ -28,6 +28,11 @@ REFERENCE = {
     "mixtral/mixtral_8x3b": (2, 1, 1, None, 1, 8, 4096, 32, 2560, 8960, 32, 8, 128, 1),
     "mixtral/mixtral_8x7b": (8, 1, 4, 8, 1, 8, 4096, 32, 4096, 14336, 32, 8, 256, 1),
     "mixtral/mixtral_8x22b": (48, 8, 2, None, 1, 1, 65536, 56, 6144, 16384, 48, 8, 24, 1),
+    "nemotron/nemotron_4b": (1, 2, 1, None, 1, 1, 4096, 32, 3072, 9216, 24, 8, 32, 2),
+    "nemotron/nemotron_8b": (1, 2, 1, None, 1, 1, 4096, 32, 4096, 16384, 32, None, 32, 2),
+    "nemotron/nemotron_15b": (1, 4, 1, None, 1, 1, 4096, 32, 6144, 24576, 48, 8, 32, 2),
+    "nemotron/nemotron_22b": (1, 2, 4, 10, 1, 1, 4096, 40, 6144, 24576, 48, None, 32, 1),
+    "nemotron/nemotron_340b": (768, 8, 8, 12, 1, 1, 4096, 96, 18432, 73728, 96, 8, 2304, 1),
 }
 # What the architecture of each family is, whatever the size: (normalization, activation, positions, bias, q/k/v
 # bias, tied embeddings, experts).
@@ -36,6 +41,7 @@ ARCHITECTURE = {
     "mistral": ("rmsnorm", "fast-swiglu", "rope", False, False, False, None),
     "qwen2": ("rmsnorm", "fast-swiglu", "rope", False, True, False, None),
     "mixtral": ("rmsnorm", "fast-swiglu", "rope", False, False, False, 8),
+    "nemotron": ("layernorm1p", "squared-relu", "rope", False, False, False, None),
 }
 
 
@@ -84,8 +90,9 @@ def test_each_size_holds_the_reference_values(choice, launch, tmp_path):
 
 
 def _seconds(clock: str) -> int:
-    """Seconds of a "DD:HH:MM:SS" (or "D:HH:MM:SS") clock."""
-    days, hours, minutes, seconds = (int(part) for part in clock.split(":"))
+    """Seconds of a "DD:HH:MM:SS" (or "D:HH:MM:SS", "H:MM:SS") clock."""
+    parts = [int(part) for part in clock.split(":")]
+    days, hours, minutes, seconds = [0] * (4 - len(parts)) + parts
     return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
