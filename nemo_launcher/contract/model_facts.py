@@ -51,6 +51,9 @@ class ModelFacts:
     text_positions: int | None = None  # tokens its text tower takes (CLIP)
     latent_factor: int | None = None  # image pixels per latent pixel (its VAE's downsampling)
     tokenizer: Mapping[str, Any] | None = None  # the training section's tokenizer keys
+    # The model section the facts were read from (a training `model:` section, a .nemo's model_config.yaml): the
+    # performance model sizes a tuning job by it (launch/predictions.py).
+    section: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def describes_a_model(self) -> bool:
         """False for a file of the model's family that holds no architecture (a prompt, adapter or IA3 result file,
@@ -87,6 +90,10 @@ def _image(section: Mapping[str, Any]) -> tuple[int, int] | None:
 
 def facts_of_model(model: Mapping[str, Any], source: str) -> ModelFacts:
     """The facts of a training `model:` section (or a .nemo's model_config.yaml), read by its layout."""
+    return _facts_by_layout(model, source).replace(section=model)
+
+
+def _facts_by_layout(model: Mapping[str, Any], source: str) -> ModelFacts:
     tokenizer = model.get("tokenizer") if isinstance(model.get("tokenizer"), Mapping) else None
     vision, text = model.get("vision"), model.get("text")
     if isinstance(vision, Mapping) and isinstance(text, Mapping):  # two towers: CLIP

@@ -159,6 +159,7 @@ class PipelineModels:
         self.choices = choices
         self.names = tuple(names)
         self.outputs: list[Output] = []
+        self.loaded: dict[str, ModelFacts] = {}  # stage -> the model it loads, where known (predictions use it)
         self._followed: tuple[str, ModelFacts, dict[str, Any]] | None | bool = False  # False: not read yet
 
     @property
@@ -197,6 +198,7 @@ class PipelineModels:
         else:
             facts = self._loaded_model(name, section, specs)
             if facts is not None:
+                self.loaded[name] = facts
                 with _refused_at_launch():
                     check_against_model(facts, name, section)
                 facts = _passed_on(facts, f"{name} stage of this pipeline, {name}={self.choices.get(name)}", section)

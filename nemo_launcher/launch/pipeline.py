@@ -90,6 +90,8 @@ def build_plan(cfg: DictConfig, choices: dict[str, str | None]) -> Plan:
         specs_by_stage.append(stage.job_specs())
         # The stage's own schema passed; now the model it will load, as the stages before it leave it.
         models.add(name, specs_by_stage[-1])
+        # A tuning stage's model is known only now: its prediction (and memory check) comes with it.
+        specs_by_stage[-1] = stage.with_loaded_model(specs_by_stage[-1], models.loaded.get(name))
     backend.validate(specs_by_stage)
     check_input_paths(specs_by_stage)
     if context.check_inputs:

@@ -22,13 +22,24 @@ def gpu_type_of(context) -> str:
     return (context.cluster or {}).get("gpu_type") or DEFAULT_GPU_TYPE
 
 
-def predict(stage: str, section: Mapping[str, Any], context) -> dict[str, Any] | None:
+def predict(
+    stage: str, section: Mapping[str, Any], context, base_model: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The job's prediction on the cluster's GPUs, or None where the model has nothing to model (a section with
-    no transformer or UNet it knows). Refuses, with the breakdown and the fixes, a job predicted not to fit."""
-    if (section.get("trainer") or {}).get("accelerator") == "cpu":
+    no transformer or UNet it knows; a tuning section without the `base_model` it starts from). Refuses, with the
+    breakdown and the fixes, a job predicted not to fit."""
+    trainer = section.get("trainer") or {}
+    if trainer.get("accelerator") == "cpu":
         return None  # a GPU's figures say nothing of a CPU run, and the launcher cannot time this host's CPU
+    if not isinstance(trainer.get("num_nodes"), int):
+        # The node count is set when the job starts (BCP's $NGC_ARRAY_SIZE): how far the distributed optimizer
+        # shards, hence the memory, is not known yet.
+        return None
+    if base_model is not None:
+        base_model = _at_tuning_length(base_model, section)
     gpu_type = gpu_type_of(context)
-    estimate = estimate_job(section, gpu_type=gpu_type, gpu_hour_price=(context.cluster or {}).get("gpu_hour_price"))
+    price = (context.cluster or {}).get("gpu_hour_price")
+    estimate = estimate_job(section, gpu_type=gpu_type, gpu_hour_price=price, base_model=base_model)
     if estimate is None:
         return None
     if not estimate.fits and context.memory_check:
@@ -42,6 +53,16 @@ def predict(stage: str, section: Mapping[str, Any], context) -> dict[str, Any] |
             f"{fixes + ', ' if fixes else ''}or set memory_check=false to submit it anyway"
         )
     return estimate.as_json()
+
+
+def _at_tuning_length(base_model: Mapping[str, Any], section: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The model a tuning job loads, at the sequence length it tunes on: its samples are padded or cut to the
+    training set's max_seq_length, not to the length the model was pretrained at."""
+    train_set = ((section.get("model") or {}).get("data") or {}).get("train_ds") or {}
+    length = train_set.get("max_seq_length")
+    if not isinstance(length, int) or isinstance(length, bool) or length <= 0 or "encoder_seq_length" not in base_model:
+        return base_model
+    return {**base_model, "encoder_seq_length": length}
 
 
 def _hours(days: float) -> str:

@@ -75,6 +75,40 @@ def test_a_cpu_training_gets_no_gpu_prediction(launch):
     assert "Predicted on" not in out
 
 
+def test_fine_tuning_is_predicted_as_a_training_of_the_model_it_loads(launch):
+    tuning = ["stages=[fine_tuning]", "fine_tuning=gpt3/squad", "check_inputs=false"]
+    code, out, err = launch(tuning + ["training=gpt3/126m"])
+    assert code == 0, err
+    assert _predicted_lines(out)[1].startswith("  fine_tuning squad_gpt3_126m: 125M parameters, memory/GPU ")
+    # The run it follows by default is gpt3/5b's: every weight with plain Adam on TP 1 is 18 bytes a parameter.
+    code, out, err = launch(tuning)
+    assert code == 2, out
+    assert "Error: fine_tuning: predicted " in err and "optimizer not distributed" in err
+    assert "raise model.tensor_model_parallel_size to 2" in err
+
+
+def test_lora_counts_the_frozen_base_at_two_bytes_a_weight(launch):
+    code, out, err = launch(["stages=[peft]", "peft=gpt3/squad", "check_inputs=false"])
+    assert code == 0, err
+    line = _predicted_lines(out)[1]
+    # 5.05B weights x 2 bytes = 9.4 GiB: no gradients and no optimizer state for them.
+    assert line.startswith("  peft squad_gpt3_5b: 5.05B parameters, ") and "(weights+optimizer 9.4, " in line, line
+
+
+def test_prompt_learning_gets_no_prediction(launch):
+    code, out, err = launch(["stages=[prompt_learning]", "prompt_learning=gpt3/squad", "check_inputs=false"])
+    assert code == 0, err
+    assert "Predicted on" not in out
+
+
+def test_a_node_count_set_when_the_job_starts_leaves_nothing_to_predict(launch):
+    code, out, err = launch(
+        ["stages=[training]", "training=gpt3/40b", "cluster_type=bcp", "training.trainer.num_nodes=$NGC_ARRAY_SIZE"]
+    )
+    assert code == 0, err
+    assert "Predicted on" not in out
+
+
 @pytest.fixture
 def submitted_5b(fake_slurm, launch, tmp_path):  # noqa: F811  (the imported fixture)
     """gpt3/5b submitted for real to a stand-in sbatch: (results, ledger record)."""

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue, OmegaConfBaseException
 
 from ...contract.binding import JobConfigError
+from ...contract.model_facts import ModelFacts
 from ..context import LaunchContext
 from ..errors import ConfigError, config_error
 from ..families import Family, family_for, program_for, schema_for
@@ -132,6 +133,10 @@ class Stage(ABC):
             "prediction": predict(self.kind, config, self.context),
             "measured_steps_dir": Path(cfg.exp_manager.explicit_log_dir),
         }
+
+    def with_loaded_model(self, specs: list[JobSpec], facts: ModelFacts | None) -> list[JobSpec]:
+        """The stage's jobs once the model it loads is known (pipeline.build_plan); most stages need nothing of it."""
+        return specs
 
     @staticmethod
     def files_of(cfg) -> dict[str, Any]:

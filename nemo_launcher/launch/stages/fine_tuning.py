@@ -12,19 +12,26 @@ Tuning runs on the trainer core, which resumes from its checkpoints: on Slurm th
 warning signal, saves, and requeues itself when it stopped before trainer.max_steps.
 """
 
+import dataclasses
 from pathlib import Path
 
 from ...contract import RESUME_MARKER
+from ...contract.model_facts import ModelFacts
 from ...contract.schemas.gpu_training import ordered_kernel_queue_env
 from ..job_spec import JobSpec
+from ..predictions import predict
 from .base import Stage
 
 
 class FineTuningStage(Stage):
     kind = "fine_tuning"
+    # The performance model counts a tuning of every weight, and LoRA-style PEFT (model.peft.peft_scheme) as a
+    # frozen base; the prompt, adapter and IA3 stages' own sections it does not read.
+    predicted_on_its_model = True
 
     def job_specs(self) -> list[JobSpec]:
         family, program, config, cfg = self.bind_family()
+        self.section = config
         commands = self.preparation(family, cfg) + (self.program_command(program, cfg),)
         return self.one_job(
             config,
@@ -38,3 +45,11 @@ class FineTuningStage(Stage):
             **self.files_of(cfg),
             **self.performance_of(config, cfg),
         )
+
+    def with_loaded_model(self, specs: list[JobSpec], facts: ModelFacts | None) -> list[JobSpec]:
+        """Predicted on the architecture of the model it loads, with this section's own settings (layout, batch
+        sizes, PEFT scheme, trainer) laid over it."""
+        if not self.predicted_on_its_model or facts is None or facts.section is None:
+            return specs
+        prediction = predict(self.kind, self.section, self.context, base_model=facts.section)
+        return [dataclasses.replace(spec, prediction=prediction) for spec in specs]

@@ -20,11 +20,14 @@ class PeftStage(FineTuningStage):
 
 class PromptLearningStage(FineTuningStage):
     kind = "prompt_learning"
+    predicted_on_its_model = False
 
 
 class AdapterLearningStage(FineTuningStage):
     kind = "adapter_learning"
+    predicted_on_its_model = False
 
 
 class Ia3LearningStage(FineTuningStage):
     kind = "ia3_learning"
+    predicted_on_its_model = False
