@@ -7,7 +7,8 @@ The rule the configs follow: the seed's value where the seed prints one, else th
 with a comment in the YAML that names the other value and why. Each row below cites its sources:
 - `seed 001 l.1207`: line 1207 of seed 001 (the LLM launcher's README; 000 the multimodal one, 002 and 004 DiT);
 - `ref gpt3/40b`: the reference launcher's `launcher_scripts/conf/training/gpt3/40b.yaml` (NVIDIA/NeMo-Megatron-
-  Launcher: tag 23.07 for GPT, T5, mT5 and BERT, the seed's release; main for the files 23.07 does not have);
+  Launcher: tag 23.07 for GPT, T5, mT5 and BERT, the seed's release; main for the files 23.07 does not have, such
+  as the Llama-architecture families');
 - `ours`: a value neither gives, or one we keep against them; the config's own comment says which and why.
 
 Each config is composed and validated as the launcher does it (`stage_config`), so a row that the schema would
@@ -88,6 +89,7 @@ SHAPE = {
     "dreambooth": _latent_diffusion,
     "instruct_pix2pix": _latent_diffusion,
     "dit": _dit,
+    **{family: _decoder_only for family in ("llama", "mistral", "qwen2", "mixtral", "nemotron")},
 }
 
 V = dict
@@ -377,6 +379,97 @@ ROWS = {
         "seed 004 l.215 (one node of 8); ours: DiT-XL/2 of the paper the seed cites, its batch 256 and lr",
         V(nodes=1, tp=1, pp=1, mbs=32, gbs=256, seq=256, layers=28, hidden=1152, heads=16)
         | V(lr=1e-4, min_lr=1e-4, warmup=0, constant=0),
+    ),
+    # Llama-architecture families (llama, mistral, qwen2, mixtral, nemotron): the reference launcher's main.
+    "llama/llama2_7b": (
+        "ref llama/llama2_7b",
+        V(nodes=16, tp=1, pp=1, mbs=1, gbs=2048, seq=4096, layers=32, hidden=4096, heads=32)
+        | V(lr=0.0001, min_lr=1e-05, warmup=500, constant=0),
+    ),
+    "llama/llama2_13b": (
+        "ref llama/llama2_13b",
+        V(nodes=32, tp=1, pp=4, mbs=1, gbs=2048, seq=4096, layers=40, hidden=5120, heads=40)
+        | V(lr=0.0001, min_lr=1e-05, warmup=107, constant=11873),
+    ),
+    "llama/llama2_70b": (
+        "ref llama/llama2_70b",
+        V(nodes=128, tp=4, pp=4, mbs=1, gbs=2048, seq=4096, layers=80, hidden=8192, heads=64)
+        | V(lr=0.00015, min_lr=1e-05, warmup=2000, constant=11873),
+    ),
+    "llama/llama3_8b": (
+        "ref llama/llama3_8b",
+        V(nodes=16, tp=1, pp=1, mbs=1, gbs=2048, seq=8192, layers=32, hidden=4096, heads=32)
+        | V(lr=0.0001, min_lr=1e-05, warmup=500, constant=0),
+    ),
+    "llama/llama3_70b": (
+        "ref llama/llama3_70b",
+        V(nodes=128, tp=4, pp=4, mbs=1, gbs=2048, seq=8192, layers=80, hidden=8192, heads=64)
+        | V(lr=0.00015, min_lr=1e-05, warmup=2000, constant=11873),
+    ),
+    "mistral/mistral_7b": (
+        "ref mistral/mistral_7b",
+        V(nodes=16, tp=8, pp=1, mbs=1, gbs=32, seq=4096, layers=32, hidden=4096, heads=32)
+        | V(lr=0.0001, min_lr=1e-05, warmup=107, constant=11873),
+    ),
+    "qwen2/qwen2_4b": (
+        "ref qwen2/qwen2_4b",
+        V(nodes=16, tp=2, pp=1, mbs=1, gbs=2048, seq=32768, layers=40, hidden=2560, heads=20)
+        | V(lr=0.0001, min_lr=1e-05, warmup=500, constant=0),
+    ),
+    "qwen2/qwen2_7b": (
+        "ref qwen2/qwen2_7b",
+        V(nodes=16, tp=4, pp=1, mbs=1, gbs=2048, seq=32768, layers=32, hidden=4096, heads=32)
+        | V(lr=0.0001, min_lr=1e-05, warmup=500, constant=0),
+    ),
+    "qwen2/qwen2_14b": (
+        "ref qwen2/qwen2_14b",
+        V(nodes=32, tp=2, pp=1, mbs=1, gbs=2048, seq=32768, layers=40, hidden=5120, heads=40)
+        | V(lr=0.0001, min_lr=1e-05, warmup=107, constant=11873),
+    ),
+    "qwen2/qwen2_72b": (
+        "ref qwen2/qwen2_72b",
+        V(nodes=128, tp=4, pp=4, mbs=1, gbs=2048, seq=32768, layers=80, hidden=8192, heads=64)
+        | V(lr=0.00015, min_lr=1e-05, warmup=2000, constant=11873),
+    ),
+    "mixtral/mixtral_8x3b": (
+        "ref mixtral/mixtral_8x3b",
+        V(nodes=2, tp=1, pp=1, mbs=1, gbs=128, seq=4096, layers=32, hidden=2560, heads=32)
+        | V(lr=0.0001, min_lr=1e-05, warmup=107, constant=11873),
+    ),
+    "mixtral/mixtral_8x7b": (
+        "ref mixtral/mixtral_8x7b",
+        V(nodes=8, tp=1, pp=4, mbs=1, gbs=256, seq=4096, layers=32, hidden=4096, heads=32)
+        | V(lr=0.0001, min_lr=1e-05, warmup=636, constant=11873),
+    ),
+    "mixtral/mixtral_8x22b": (
+        "ref mixtral/mixtral_8x22b; ours: gbs (the reference's 1 cannot split over 24 data-parallel ranks)",
+        V(nodes=48, tp=8, pp=2, mbs=1, gbs=24, seq=65536, layers=56, hidden=6144, heads=48)
+        | V(lr=0.0001, min_lr=1e-05, warmup=107, constant=11873),
+    ),
+    "nemotron/nemotron_4b": (
+        "ref nemotron/nemotron_4b",
+        V(nodes=1, tp=2, pp=1, mbs=2, gbs=32, seq=4096, layers=32, hidden=3072, heads=24)
+        | V(lr=0.0003, min_lr=3e-05, warmup=500, constant=0),
+    ),
+    "nemotron/nemotron_8b": (
+        "ref nemotron/nemotron_8b",
+        V(nodes=1, tp=2, pp=1, mbs=2, gbs=32, seq=4096, layers=32, hidden=4096, heads=32)
+        | V(lr=0.0003, min_lr=3e-05, warmup=500, constant=0),
+    ),
+    "nemotron/nemotron_15b": (
+        "ref nemotron/nemotron_15b",
+        V(nodes=1, tp=4, pp=1, mbs=2, gbs=32, seq=4096, layers=32, hidden=6144, heads=48)
+        | V(lr=4.5e-05, min_lr=4.5e-05, warmup=500, constant=0),
+    ),
+    "nemotron/nemotron_22b": (
+        "ref nemotron/nemotron_22b",
+        V(nodes=1, tp=2, pp=4, mbs=1, gbs=32, seq=4096, layers=40, hidden=6144, heads=48)
+        | V(lr=0.0001, min_lr=1e-05, warmup=500, constant=0),
+    ),
+    "nemotron/nemotron_340b": (
+        "ref nemotron/nemotron_340b",
+        V(nodes=768, tp=8, pp=8, mbs=1, gbs=2304, seq=4096, layers=96, hidden=18432, heads=96)
+        | V(lr=0.0001, min_lr=1e-05, warmup=500, constant=0),
     ),
 }
 ROWS["vit/vit_B_16"] = ROWS["vit/B_16"]  # the seed's other spelling of the same config
