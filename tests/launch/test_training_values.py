@@ -8,7 +8,7 @@ with a comment in the YAML that names the other value and why. Each row below ci
 - `seed 001 l.1207`: line 1207 of seed 001 (the LLM launcher's README; 000 the multimodal one, 002 and 004 DiT);
 - `ref gpt3/40b`: the reference launcher's `launcher_scripts/conf/training/gpt3/40b.yaml` (NVIDIA/NeMo-Megatron-
   Launcher: tag 23.07 for GPT, T5, mT5 and BERT, the seed's release; main for the files 23.07 does not have, such
-  as the Llama-architecture families');
+  as the Llama-architecture families);
 - `ours`: a value neither gives, or one we keep against them; the config's own comment says which and why.
 
 Each config is composed and validated as the launcher does it (`stage_config`), so a row that the schema would
