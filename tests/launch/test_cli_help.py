@@ -222,6 +222,7 @@ runpy.run_path('main.py', run_name='__main__')
         [
             "stages=[data_preparation,training,conversion,fine_tuning,peft,evaluation,export]",
             "fine_tuning=gpt3/squad",
+            "fine_tuning.model.tensor_model_parallel_size=2",  # 5B tuned whole on TP 1 does not fit an 80 GB GPU
             "peft=gpt3/squad",
         ],
         ["stages=[training]", "cluster_type=bcp"],
