@@ -54,4 +54,6 @@ LAYERS = {
 SAME_LAYER_IMPORTS = {
     # The FID/CLIP evaluation generates its images with the Stable Diffusion model it scores.
     ("fid_evaluation", "stable_diffusion"): "FID evaluation samples the Stable Diffusion model it scores",
+    # The AutoConfigurator's inference search times GPT's own loading and generation path.
+    ("autoconfig", "gpt"): "the inference search benchmarks the GPT model it loads from a .nemo",
 }

@@ -25,6 +25,7 @@ from ..errors import LauncherError, config_error
 from ..writes import make_directories, write_atomically
 from .base_config import BaseConfig, base_config, size_label
 from .grid import ModelShape, candidate_layouts
+from .inference_search import InferenceSearch, plan_inference_search
 from .scoring import device_profile, score_candidates
 from .search_jobs import LauncherConfig, layout_overrides, refuse_empty
 from .settings import PREFIX, TrainSettings, read_settings
@@ -129,6 +130,7 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
     launcher = LauncherConfig.compose(cfg, settings, base)
     base = launcher.fit_batch(base)
     base_section = launcher.base_section()  # the training schema's verdict on the base config, before any write
+    inference = _inference_search(cfg, launcher)  # checked before the training search submits anything
     conf_dir = settings.logs / "conf"
     header = (
         f"# Base config of {family} {label} written by the AutoConfigurator ({cfg.search_config_value}): trainable,"
@@ -148,7 +150,7 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
             make_directories(path.parent)
             write_atomically(path, text.encode())
         _say(f"Base config: {base_files[0][0]}\nTrain it with: {base_command}")
-        _inference_note(cfg)
+        _submit_inference(inference, argv)
         return
     shape = _shape(family, size, base_section)
     layouts, broken = candidate_layouts(settings, shape)
@@ -196,7 +198,7 @@ def _run(cfg: DictConfig, argv: Sequence[str]) -> None:
         f"When the analysis job ends: {manifest.final_result}/ holds the ranking, "
         f"optimal_config_{label}_{settings.num_nodes}nodes.yaml and the command that trains it"
     )
-    _inference_note(cfg)
+    _submit_inference(inference, argv)
 
 
 def _candidate_files(settings, family, label, layouts, scored, bound, launcher) -> list:
@@ -224,11 +226,23 @@ def _candidate_files(settings, family, label, layouts, scored, bound, launcher) 
     return files
 
 
-def _inference_note(cfg: DictConfig) -> None:
-    if cfg.get("run_inference_hp_search"):
+def _inference_search(cfg: DictConfig, launcher: LauncherConfig) -> InferenceSearch | None:
+    if not cfg.get("run_inference_hp_search"):
+        return None
+    search = plan_inference_search(cfg, launcher)
+    if search is None:
         print(
-            "Note: run_inference_hp_search=True: the GPT inference search is not in this launcher yet; "
-            "only the training search ran (set run_inference_hp_search=False to silence this)",
+            f"Note: run_inference_hp_search=True: {cfg.search_config_value} has no inference_settings (the inference "
+            "search is GPT's only); only the training search runs (set run_inference_hp_search=False to silence this)",
             file=sys.stderr,
             flush=True,
         )
+    return search
+
+
+def _submit_inference(search: InferenceSearch | None, argv: Sequence[str]) -> None:
+    if search is None:
+        return
+    for line in search.lines:
+        _say(line)
+    submit(search.plan, argv)
