@@ -422,10 +422,12 @@ def test_every_shipped_config_of_every_stage_binds(group, choice, launch, tmp_pa
     target = alias_target(group, choice) or choice  # a seed's spelling (conversion=convert_t5) stands for its target
     family = target.rpartition("/")[0]
     family = FAMILIES[family].tunes or family if family in FAMILIES else family  # prompt_t5 evaluates t5's models
-    # Downstream stages follow a training run of their own family (the default training config is GPT's): the one
-    # each config follows by default, which is the model it is checked against (test_pipeline_as_a_whole.py).
-    default = default_training(CONF / group / f"{choice}.yaml") or f"{family}/tiny"
-    follows = [f"training={default}"] if group not in ("training", "data_preparation") and family != "gpt3" else []
+    # Downstream stages follow a training run of their own family: the one each config follows by default, which is
+    # the model it is checked against (test_pipeline_as_a_whole.py). GPT's configs without a default of their own
+    # follow the root config's training (gpt3/5b).
+    default = default_training(CONF / group / f"{choice}.yaml")
+    default = default or (None if family == "gpt3" else f"{family}/tiny")
+    follows = [f"training={default}"] if group not in ("training", "data_preparation") and default else []
     code, out, err = launch([f"stages=[{group}]", f"{group}={choice}", *follows], results=results)
     if (group, target) in ASKS_FOR:
         assert code == 2 and ASKS_FOR[group, target] in err, err
