@@ -36,7 +36,7 @@ from ...contract.autoconfig_inference import (
 from ...contract.autoconfig_search import FAILURE_PREFIX, failures_in, write_status
 from ...contract.model_facts import facts_of_model, read_nemo_config
 from ..common.config import JobConfigError
-from ..common.quiet import start_job
+from ..common.quiet import report_absent_accelerators, start_job
 from .candidate import _item, _now, _rank, failure_reason
 
 PROGRAM = "nemo_launcher.jobs.autoconfig.inference_benchmark"
@@ -201,6 +201,7 @@ def run_setting(manifest_path: str, item: int, keep_going: bool) -> int:
     reason = None
     try:
         if setting.tp * setting.pp == 1:
+            report_absent_accelerators()
             code = run_worker(manifest_path, item)
         else:
             code = subprocess.run(_ranks_command(manifest_path, setting), env=dict(os.environ)).returncode
@@ -225,7 +226,8 @@ def main(argv=None) -> int:
     parser.add_argument("--keep-going", action="store_true", help="exit 0 after a failure (sequential jobs)")
     parser.add_argument("--worker", action="store_true", help="run as one rank of the setting (set by this program)")
     arguments = parser.parse_args(argv)
-    start_job(_rank())
+    # The process that loads megatron-core names the absent accelerators: a rank, or the setting's task at TP 1.
+    start_job(_rank(), accelerators=arguments.worker)
     # Megatron's tensor-parallel layers ask for it (the training jobs with TP set it too); set before torch loads.
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     if arguments.worker:
