@@ -150,24 +150,11 @@ def energon_prepare(path: Path, shards: list[str]) -> None:
 
 
 def main(argv=None):
-    import argparse
-
-    import yaml
-
-    from ...contract.binding import JobConfigError
     from ...contract.schemas.dit_data import DitShapesDataConfig
-    from ..steps.config import DataConfigError
+    from ..steps.config import load_bound
     from ..steps.step_report import StepReport
 
-    parser = argparse.ArgumentParser(prog=PROG)
-    parser.add_argument("--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)")
-    path = Path(parser.parse_args(argv).config)
-    if not path.is_file():
-        raise DataConfigError(f"--config {path}: no such file")
-    try:
-        cfg = DitShapesDataConfig.from_dict(yaml.safe_load(path.read_text()) or {})
-    except JobConfigError as error:
-        raise DataConfigError(str(error)) from None
+    cfg = load_bound(DitShapesDataConfig, PROG.removeprefix("python3 -m "), argv)
     report = StepReport("shapes_data", unit="dataset")
     output = Path(cfg.output_dir)
     if write_shapes(

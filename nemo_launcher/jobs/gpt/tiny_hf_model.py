@@ -76,25 +76,13 @@ def write_model(cfg, output: Path) -> str:
 
 
 def main(argv=None):
-    import argparse
     import dataclasses
 
-    import yaml
-
-    from ...contract.binding import JobConfigError
     from ...contract.schemas.hf_model_data import TinyHFModelConfig
-    from ..steps.config import DataConfigError
+    from ..steps.config import load_bound
     from ..steps.step_report import StepReport
 
-    parser = argparse.ArgumentParser(prog=PROG)
-    parser.add_argument("--config", required=True, help="the resolved data_preparation YAML (<run.name>_hydra.yaml)")
-    path = Path(parser.parse_args(argv).config)
-    if not path.is_file():
-        raise DataConfigError(f"--config {path}: no such file")
-    try:
-        cfg = TinyHFModelConfig.from_dict(yaml.safe_load(path.read_text()) or {})
-    except JobConfigError as error:
-        raise DataConfigError(str(error)) from None
+    cfg = load_bound(TinyHFModelConfig, PROG.removeprefix("python3 -m "), argv)
     report = StepReport("tiny_hf_model", unit="model")
     output = Path(cfg.output_dir)
     settings = json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k != "run"}, sort_keys=True)
