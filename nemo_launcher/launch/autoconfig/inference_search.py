@@ -138,11 +138,12 @@ def plan_inference_search(cfg: DictConfig, launcher: LauncherConfig) -> Inferenc
     nemo = run.get("nemo_file") or CONVERTED_NEMO.format(
         base_results_dir=cfg.base_results_dir, model_train_name=model_name
     )
+    nemo = str(Path(str(nemo)).absolute())  # the jobs run in their own folders
     heads, groups, positions = _nemo_facts(str(nemo))
     bad = benchmark_problem(benchmark, positions)
     if bad:
         raise config_error(f"{PREFIX}.benchmark.{bad[0]}", bad[1], bad[2])
-    results = Path(str(run.get("results_dir"))) / "inference"
+    results = Path(str(run.get("results_dir"))).absolute() / "inference"
     settings, dropped = [], Counter()
     for tp in tps:
         for pp in pps:
