@@ -1,5 +1,5 @@
 """What the AutoConfigurator's GPT inference search hands its two job programs, and the rules both sides apply to a
-setting. Standard library only (the launcher and the jobs import it).
+setting. Torch-free (the launcher and the jobs import it).
 
     <results_dir>/inference/inference_manifest.json          written by the launcher, never rewritten while jobs run
     <results_dir>/inference/<setting>/inference_result.json  rank 0 of the benchmark: what it measured
@@ -13,12 +13,19 @@ The launcher checks every setting with `setting_problem` and the benchmark with 
 """
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from .performance.layout import Layout
+from .performance.parameters import parameters_on_busiest_device
+from .performance.shapes import shape_of_model
 
 INFERENCE_MANIFEST_FILE = "inference_manifest.json"
 RESULT_FILE = "inference_result.json"
 DATA_TYPES = ("fp32", "fp16", "bf16")
+BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2}
 # Why PP > 1 is refused: generate.py and the benchmark run the model as one pipeline stage; a stage split over
 # processes would need megatron-core's forward-only schedule around every generated token.
 PIPELINE_REFUSAL = "the benchmark generates on one pipeline stage: use pipeline_parallel_sizes [1]"
@@ -96,3 +103,21 @@ def benchmark_problem(benchmark: Benchmark, positions: int | None) -> tuple[str,
             f"input_len + output_len = {total} exceeds the model's {positions} positions: shorten them",
         )
     return None
+
+
+def memory_per_gpu_bytes(model: Mapping[str, Any], tp: int, batch: int, tokens: int, data_type: str) -> float | None:
+    """Bytes one GPU of a TP group holds at the benchmark's longest forward (`tokens` positions, `batch` rows), by the
+    performance model's parameter count; None when it cannot count the model. No key/value cache is kept, so the
+    peak is the weights plus one layer's transient tensors plus the logits: the local layer spec materialises the
+    attention scores and probabilities (heads/TP x tokens^2 a row), the MLP its TP share of the FFN width, and the
+    logits are gathered over the whole vocabulary before the last position is read."""
+    shape = shape_of_model(model, tp)
+    if shape is None:
+        return None
+    (stack,) = shape.stacks
+    value = BYTES_PER_VALUE[data_type]
+    dense, experts = parameters_on_busiest_device(shape, Layout(tp=tp, precision=data_type))
+    rows = batch * tokens
+    layer = rows * (4 * stack.hidden + 2 * stack.ffn / tp) + 2 * batch * (stack.heads / tp) * tokens * tokens
+    logits = rows * shape.vocab
+    return (dense + experts) * value + (layer + logits) * value

@@ -6,6 +6,7 @@ tests/autoconfig/test_inference_runs.py runs the search on a real tiny GPT, here
 
 import csv
 import io
+import re
 import tarfile
 
 import pytest
@@ -27,9 +28,10 @@ from .support import run_autoconfig
 KEY = "search_config.inference_settings"
 
 
-def model_only_nemo(path, heads: int = 4, positions: int = 64):
-    """A .nemo with a 2-layer GPT's model_config.yaml and no weights."""
+def model_only_nemo(path, heads: int = 4, positions: int = 64, **sizes):
+    """A .nemo with a GPT's model_config.yaml (2 layers, hidden 64 unless `sizes` say otherwise) and no weights."""
     config = {"num_layers": 2, "hidden_size": 64, "num_attention_heads": heads, "max_position_embeddings": positions}
+    config.update(sizes)
     text = yaml.safe_dump(config).encode()
     member = tarfile.TarInfo("model_config.yaml")
     member.size = len(text)
@@ -126,6 +128,20 @@ def test_slurm_plan_one_array_of_the_settings_the_model_splits(tmp_path, capsys)
     assert "#SBATCH --ntasks-per-node=1" in text
     assert "-m nemo_launcher.jobs.autoconfig.inference_benchmark --manifest" in text
     assert "afterany:DRYRUN-1" in out
+
+
+def test_settings_predicted_over_the_gpu_memory_are_dropped(tmp_path, capsys):
+    """A 175B-sized GPT in fp16: about 85 GiB per GPU at TP 4 (over 80 GB), 44 GiB at TP 8."""
+    sizes = {"num_layers": 96, "hidden_size": 12288, "ffn_hidden_size": 49152, "encoder_seq_length": 2048}
+    nemo = model_only_nemo(tmp_path / "model.nemo", heads=96, positions=2048, **sizes)
+    overrides = [f"{KEY}.run.tensor_parallel_sizes=[4,8]", f"{KEY}.run.gpus_per_node=8", f"{KEY}.run.data_type=fp16"]
+    code, out, err = run_autoconfig(_search(tmp_path, f"{KEY}.run.nemo_file={nemo}", *overrides), capsys)
+    assert code == 0, err
+    assert "Inference search: 4 settings in the grid, 2 run" in out
+    for batch in (1, 4):
+        assert re.search(rf"  1 dropped: TP 4 batch {batch}: predicted 8\d\.\d GiB per GPU, over the 80 GB", out), out
+    manifest = read_inference_manifest(tmp_path / "results" / "gpt3" / "tiny" / "inference" / "inference_manifest.json")
+    assert {setting.tp for setting in manifest.settings} == {8}
 
 
 # ---- the benchmark program's bookkeeping ----------------------------------------------------------------------

@@ -9,7 +9,9 @@ data_type, time_limit, results_dir, tensor_parallel_sizes, pipeline_parallel_siz
 output_len, batch_sizes, beam_width, topk, topp), plus `run.nemo_file` (null: the .nemo the launcher's conversion
 writes for model_train_name under base_results_dir) and `benchmark.seed`. The archive must exist at launch: its
 model_config.yaml decides which settings can run (contract/autoconfig_inference.py, which the benchmark applies
-again to the file it opens). Settings the model cannot split are dropped, with how many and why; PP > 1, beam search,
+again to the file it opens). Settings the model cannot split, or that the performance model's parameter count
+predicts over train_settings.gpu_memory_gb (contract/autoconfig_inference.memory_per_gpu_bytes), are dropped, with
+how many and why; PP > 1, beam search,
 a prompt and output longer than the model's positions, and Base Command Platform are refused in one line, exit 2.
 
 On Slurm the settings are one job array of one task each (a setting's TP ranks are a torchrun its task starts), all
@@ -32,6 +34,7 @@ from ...contract.autoconfig_inference import (
     InferenceManifest,
     InferenceSetting,
     benchmark_problem,
+    memory_per_gpu_bytes,
     setting_problem,
 )
 from ...contract.binding import JobConfigError
@@ -86,7 +89,7 @@ def _benchmark(raw: dict) -> Benchmark:
 
 
 def _nemo_facts(path: str):
-    """(heads, query groups, positions) of the archive's model, read without torch."""
+    """(model section, heads, query groups, positions) of the archive's model, read without torch."""
     key = f"{PREFIX}.run.nemo_file"
     if not Path(path).is_file():
         raise config_error(
@@ -100,7 +103,16 @@ def _nemo_facts(path: str):
     if len(facts.stacks) != 1:
         raise config_error(key, path, "the inference search takes a GPT (one transformer stack)")
     heads = facts.stacks[0].heads
-    return heads, int(config.get("num_query_groups") or heads), int(config.get("max_position_embeddings") or 0) or None
+    positions = int(config.get("max_position_embeddings") or 0) or None
+    return config, heads, int(config.get("num_query_groups") or heads), positions
+
+
+def _memory_problem(model, tp: int, batch: int, benchmark: Benchmark, data_type: str, gpu_gb: int) -> str | None:
+    tokens = benchmark.input_len + benchmark.output_len - 1  # the last forward's sequence
+    need = memory_per_gpu_bytes(model, tp, batch, tokens, data_type)
+    if need is None or need <= gpu_gb * 1e9:
+        return None
+    return f"TP {tp} batch {batch}: predicted {need / 2**30:.1f} GiB per GPU, over the {gpu_gb} GB of gpu_memory_gb"
 
 
 def plan_inference_search(cfg: DictConfig, launcher: LauncherConfig) -> InferenceSearch | None:
@@ -139,7 +151,7 @@ def plan_inference_search(cfg: DictConfig, launcher: LauncherConfig) -> Inferenc
         base_results_dir=cfg.base_results_dir, model_train_name=model_name
     )
     nemo = str(Path(str(nemo)).absolute())  # the jobs run in their own folders
-    heads, groups, positions = _nemo_facts(str(nemo))
+    model, heads, groups, positions = _nemo_facts(str(nemo))
     bad = benchmark_problem(benchmark, positions)
     if bad:
         raise config_error(f"{PREFIX}.benchmark.{bad[0]}", bad[1], bad[2])
@@ -154,6 +166,10 @@ def plan_inference_search(cfg: DictConfig, launcher: LauncherConfig) -> Inferenc
                 dropped[problem] += len(batches)
                 continue
             for batch in batches:
+                too_big = _memory_problem(model, tp, batch, benchmark, data_type, launcher.settings.gpu_memory_gb)
+                if too_big:
+                    dropped[too_big] += 1
+                    continue
                 name = f"{model_name}_tp_{tp}_pp_{pp}_bs_{batch}"
                 settings.append(InferenceSetting(len(settings), name, str(results / name), tp, pp, batch))
     lines = [f"Inference search: {len(tps) * len(pps) * len(batches)} settings in the grid, {len(settings)} run"]
