@@ -52,7 +52,7 @@ class Outcome:
     failure: str | None  # why it has no usable measurement (None: measured)
 
 
-def _item_logs(logs_dir: Path, item: int) -> list[Path]:
+def item_logs(logs_dir: Path, item: int) -> list[Path]:
     """A Slurm array task's logs: log-<name>_<array job>_<item>_attempt<n>.out/.err (its own index in the name)."""
     pattern = re.compile(rf"_\d+_{item}_attempt\d+\.(out|err)$")
     return sorted(path for path in logs_dir.glob("log-*") if pattern.search(path.name))
@@ -61,7 +61,7 @@ def _item_logs(logs_dir: Path, item: int) -> list[Path]:
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*$", re.M)
 
 
-def _reason_in_logs(logs: list[Path]) -> str | None:
+def reason_in_logs(logs: list[Path]) -> str | None:
     """Why a task that left no status ended, from its own logs: a time limit, an out-of-memory kill, the last
     error line of a crash (one that died before the candidate program could write anything)."""
     texts = []
@@ -92,7 +92,7 @@ def outcome_of(run: CandidateRun, logs_dir: Path) -> Outcome:
     elif status is not None and status.get("state") == "failed":
         failure = status.get("reason") or f"error: exited with status {status.get('exit_code')}"
     elif measured is None:
-        found = _reason_in_logs(_item_logs(logs_dir, run.item))
+        found = reason_in_logs(item_logs(logs_dir, run.item))
         if found is not None:
             failure = found
         elif status is None:
@@ -235,7 +235,7 @@ def training_command(manifest, config_name: str) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text(text)
@@ -247,7 +247,7 @@ def analyse(manifest_path: str) -> int:
     logs_dir = Path(manifest_path).parent
     good, bad = ranked([outcome_of(run, logs_dir) for run in manifest.runs])
     nodes, final = manifest.num_nodes, Path(manifest.final_result)
-    _write(final / f"final_summary_{nodes}nodes.csv", summary_csv(good, bad, manifest.global_batch_size))
+    write_file(final / f"final_summary_{nodes}nodes.csv", summary_csv(good, bad, manifest.global_batch_size))
     lines = [f"AutoConfigurator: {len(good)} of {len(manifest.runs)} candidates measured, fastest first"]
     for rank, outcome in enumerate(good[: manifest.output_top_n], start=1):
         lines.append(
@@ -259,8 +259,8 @@ def analyse(manifest_path: str) -> int:
     if good:
         name = f"optimal_config_{manifest.size_label}_{nodes}nodes"
         text = optimal_config_text(manifest, good[0])
-        _write(final / f"{name}.yaml", text)
-        _write(Path(manifest.conf_dir) / "training" / manifest.family / f"{name}.yaml", text)
+        write_file(final / f"{name}.yaml", text)
+        write_file(Path(manifest.conf_dir) / "training" / manifest.family / f"{name}.yaml", text)
         lines += [
             f"Optimal config: {final / f'{name}.yaml'}",
             "Train it with:",
@@ -269,7 +269,7 @@ def analyse(manifest_path: str) -> int:
     else:
         lines.append("No candidate measured a step: no optimal config (see the reasons above)")
     report = "\n".join(lines) + "\n"
-    _write(final / f"top_{manifest.output_top_n}_configs_{nodes}nodes.log", report)
+    write_file(final / f"top_{manifest.output_top_n}_configs_{nodes}nodes.log", report)
     print(report, end="", flush=True)
     if not good:
         return 1

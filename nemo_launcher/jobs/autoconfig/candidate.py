@@ -26,14 +26,14 @@ from ...contract.autoconfig_search import FAILURE_PREFIX, read_manifest, write_s
 OUT_OF_MEMORY_WORDS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "cannot allocate memory")
 
 
-def _rank() -> int:
+def rank_from_env() -> int:
     for name in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"):
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
     return 0
 
 
-def _now() -> str:
+def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -46,7 +46,7 @@ def failure_reason(error: BaseException) -> str:
     return f"error: {type(error).__name__}: {message}"
 
 
-def _item(arguments) -> int:
+def item_of(arguments) -> int:
     if arguments.item is not None:
         return arguments.item
     task = os.environ.get("SLURM_ARRAY_TASK_ID", "")
@@ -61,9 +61,9 @@ def run_candidate(manifest_path: str, item: int, keep_going: bool) -> int:
     if item not in runs:
         print(f"Error: candidate {item} is not in {manifest_path} (items {sorted(runs)})", file=sys.stderr)
         return 2
-    run, rank = runs[item], _rank()
+    run, rank = runs[item], rank_from_env()
     if rank == 0:
-        write_status(run.run_dir, {"state": "started", "host": socket.gethostname(), "started": _now()})
+        write_status(run.run_dir, {"state": "started", "host": socket.gethostname(), "started": utc_now()})
     os.environ.update(run.env)  # before the program imports torch: some of these are read once, at import
     print(f"candidate {item}: {run.name}", flush=True)
     reason = None
@@ -79,12 +79,14 @@ def run_candidate(manifest_path: str, item: int, keep_going: bool) -> int:
         code, reason = 1, failure_reason(error)
         traceback.print_exc()
         if not keep_going or isinstance(error, KeyboardInterrupt):
-            write_status(run.run_dir, {"rank": rank, "reason": reason, "ended": _now()}, f"{FAILURE_PREFIX}{rank}.json")
+            write_status(
+                run.run_dir, {"rank": rank, "reason": reason, "ended": utc_now()}, f"{FAILURE_PREFIX}{rank}.json"
+            )
             raise
     if reason is not None:
-        write_status(run.run_dir, {"rank": rank, "reason": reason, "ended": _now()}, f"{FAILURE_PREFIX}{rank}.json")
+        write_status(run.run_dir, {"rank": rank, "reason": reason, "ended": utc_now()}, f"{FAILURE_PREFIX}{rank}.json")
     if rank == 0:
-        state = {"state": "failed" if reason else "finished", "exit_code": code, "ended": _now()}
+        state = {"state": "failed" if reason else "finished", "exit_code": code, "ended": utc_now()}
         write_status(run.run_dir, {"host": socket.gethostname(), **state, "reason": reason})
     return 0 if keep_going else code
 
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
     parser.add_argument("--item", type=int, default=None, help="the candidate (default: SLURM_ARRAY_TASK_ID)")
     parser.add_argument("--keep-going", action="store_true", help="exit 0 after a failure (sequential jobs)")
     arguments = parser.parse_args(argv)
-    return run_candidate(arguments.manifest, _item(arguments), arguments.keep_going)
+    return run_candidate(arguments.manifest, item_of(arguments), arguments.keep_going)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...contract.autoconfig_inference import RESULT_FILE, InferenceSetting, read_inference_manifest
 from ...contract.autoconfig_search import STATUS_FILE, failures_in, read_json
-from .analysis import _item_logs, _reason_in_logs, _write
+from .analysis import item_logs, reason_in_logs, write_file
 
 SUMMARY_FILE = "final_output.csv"
 COLUMNS = (
@@ -66,7 +66,7 @@ def outcome_of(setting: InferenceSetting, logs_dir: Path) -> Measured:
     elif status is not None and status.get("state") == "failed":
         failure = status.get("reason") or f"error: exited with status {status.get('exit_code')}"
     else:
-        failure = _reason_in_logs(_item_logs(logs_dir, setting.item))
+        failure = reason_in_logs(item_logs(logs_dir, setting.item))
         if failure is None:
             failure = (
                 "never started: no status and no result (cancelled, or still queued)"
@@ -124,7 +124,7 @@ def analyse(manifest_path: str) -> int:
     manifest = read_inference_manifest(manifest_path)
     outcomes = ranked([outcome_of(setting, Path(manifest_path).parent) for setting in manifest.settings])
     path = Path(manifest.final_summary) / SUMMARY_FILE
-    _write(path, summary_csv(outcomes, manifest.benchmark))
+    write_file(path, summary_csv(outcomes, manifest.benchmark))
     measured = [o for o in outcomes if o.failure is None]
     lines = [
         f"Inference search of {manifest.model_name}: {len(measured)} of {len(outcomes)} settings measured ({path})"

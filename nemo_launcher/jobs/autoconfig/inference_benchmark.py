@@ -37,7 +37,7 @@ from ...contract.autoconfig_search import FAILURE_PREFIX, failures_in, write_sta
 from ...contract.model_facts import facts_of_model, read_nemo_config
 from ..common.config import JobConfigError
 from ..common.quiet import report_absent_accelerators, start_job
-from .candidate import _item, _now, _rank, failure_reason
+from .candidate import failure_reason, item_of, rank_from_env, utc_now
 
 PROGRAM = "nemo_launcher.jobs.autoconfig.inference_benchmark"
 
@@ -155,12 +155,14 @@ def run_worker(manifest_path: str, item: int) -> int:
     """One rank of the setting (the only one at TP 1): measures; rank 0 writes the result; a failure is recorded."""
     manifest = read_inference_manifest(manifest_path)
     setting = next(setting for setting in manifest.settings if setting.item == item)
-    rank = _rank()
+    rank = rank_from_env()
     try:
         result = measure(manifest, setting)
     except BaseException as error:  # noqa: BLE001  (recorded for the analysis, then raised again)
         reason = failure_reason(error)
-        write_status(setting.run_dir, {"rank": rank, "reason": reason, "ended": _now()}, f"{FAILURE_PREFIX}{rank}.json")
+        write_status(
+            setting.run_dir, {"rank": rank, "reason": reason, "ended": utc_now()}, f"{FAILURE_PREFIX}{rank}.json"
+        )
         raise
     if rank == 0:
         write_status(setting.run_dir, result, RESULT_FILE)
@@ -196,7 +198,7 @@ def run_setting(manifest_path: str, item: int, keep_going: bool) -> int:
         print(f"Error: setting {item} is not in {manifest_path} (items {sorted(settings)})", file=sys.stderr)
         return 2
     setting = settings[item]
-    write_status(setting.run_dir, {"state": "started", "host": socket.gethostname(), "started": _now()})
+    write_status(setting.run_dir, {"state": "started", "host": socket.gethostname(), "started": utc_now()})
     print(f"setting {item}: {setting.name}", flush=True)
     reason = None
     try:
@@ -209,12 +211,12 @@ def run_setting(manifest_path: str, item: int, keep_going: bool) -> int:
         code, reason = 1, failure_reason(error)
         traceback.print_exc()
         if not keep_going or isinstance(error, KeyboardInterrupt):
-            write_status(setting.run_dir, {"state": "failed", "reason": reason, "ended": _now()})
+            write_status(setting.run_dir, {"state": "failed", "reason": reason, "ended": utc_now()})
             raise
     if code and reason is None:
         recorded = [record.get("reason") for record in failures_in(setting.run_dir)]
         reason = next((text for text in recorded if text), f"error: the ranks exited with status {code}")
-    state = {"state": "failed" if reason else "finished", "exit_code": code, "ended": _now(), "reason": reason}
+    state = {"state": "failed" if reason else "finished", "exit_code": code, "ended": utc_now(), "reason": reason}
     write_status(setting.run_dir, {"host": socket.gethostname(), **state})
     return 0 if keep_going else code
 
@@ -227,12 +229,12 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", action="store_true", help="run as one rank of the setting (set by this program)")
     arguments = parser.parse_args(argv)
     # The process that loads megatron-core names the absent accelerators: a rank, or the setting's task at TP 1.
-    start_job(_rank(), accelerators=arguments.worker)
+    start_job(rank_from_env(), accelerators=arguments.worker)
     # Megatron's tensor-parallel layers ask for it (the training jobs with TP set it too); set before torch loads.
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     if arguments.worker:
         return run_worker(arguments.manifest, arguments.item)
-    return run_setting(arguments.manifest, _item(arguments), arguments.keep_going)
+    return run_setting(arguments.manifest, item_of(arguments), arguments.keep_going)
 
 
 if __name__ == "__main__":
