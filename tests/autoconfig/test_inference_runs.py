@@ -81,3 +81,21 @@ def test_tiny_inference_search_on_slurm(slurm_cluster, tmp_path, capsys, tiny_ne
     print(
         f"\nInference search on Slurm, tokens/s by setting: {[(r['name'], r['throughput_tokens_per_s']) for r in rows]}"
     )
+
+
+def test_next_token_greedy_top_k_and_top_p():
+    import torch
+
+    from nemo_launcher.jobs.autoconfig.inference_benchmark import next_tokens
+
+    # Token probabilities 0.6, 0.3, 0.1 and two near zero, the same for 400 rows.
+    logits = torch.tensor([[0.6, 0.3, 0.1, 1e-6, 1e-6]]).log().expand(400, 5)
+    draws = torch.Generator().manual_seed(1234)
+    assert set(next_tokens(logits, 0, 0.0, draws).tolist()) == {0}
+    assert set(next_tokens(logits, 2, 0.0, draws).tolist()) == {0, 1}  # top-k: the two likeliest only
+    assert set(next_tokens(logits, 0, 0.8, draws).tolist()) == {0, 1}  # top-p: 0.6 + 0.3 holds 0.8, the 0.1 goes
+    assert set(next_tokens(logits, 0, 0.95, draws).tolist()) == {0, 1, 2}
+    again = torch.Generator().manual_seed(1234)
+    assert next_tokens(logits, 0, 0.0, again).tolist() == [0] * 400
+    first, second = (next_tokens(logits, 4, 0.0, torch.Generator().manual_seed(7)) for _ in range(2))
+    assert torch.equal(first, second)  # the same seed draws the same tokens: every TP rank picks alike

@@ -57,7 +57,7 @@ def check_archive(manifest: InferenceManifest, setting: InferenceSetting) -> Non
         raise JobConfigError(f"benchmark.{key}={value!r}: {fix}")
 
 
-def _pick(logits, topk: int, topp: float, generator):
+def next_tokens(logits, topk: int, topp: float, generator):
     """The next token of every row: argmax without top-k/top-p, else a draw among the tokens they keep."""
     import torch
 
@@ -103,7 +103,7 @@ def generate(model, prompts, new_tokens: int, vocab_size: int, topk: int, topp: 
         for _ in range(new_tokens):
             positions = torch.arange(tokens.shape[1], device=device).unsqueeze(0).expand_as(tokens)
             logits = _full_vocab(model(tokens, positions, None))[:, -1, :vocab_size].float()
-            tokens = torch.cat([tokens, _pick(logits, topk, topp, generator).unsqueeze(1)], dim=1)
+            tokens = torch.cat([tokens, next_tokens(logits, topk, topp, generator).unsqueeze(1)], dim=1)
             if first_s is None:
                 _synchronize(device)
                 first_s = time.perf_counter() - start
