@@ -6,6 +6,7 @@ tests/autoconfig/test_inference_runs.py runs the search on a real tiny GPT, here
 
 import csv
 import io
+import os
 import re
 import tarfile
 
@@ -255,3 +256,24 @@ def test_no_measured_setting_exits_1_and_still_writes_why(tmp_path):
     assert inference_analysis.main(["--manifest", str(path)]) == 1
     text = (tmp_path / "final_summary" / "final_output.csv").read_text()
     assert "failed: never started" in text
+
+
+def test_a_previous_runs_numbers_do_not_count(tmp_path):
+    """A search rerun into the same folders: a setting of this run that never started keeps the result file of the
+    run before, older than this run's manifest; it is reported as never started, not with the old numbers."""
+    manifest = _manifest(tmp_path, tps=(1, 2), batches=(1, 1))
+    old = manifest.settings[0].run_dir
+    write_status(old, _result(999.0, 0.01), RESULT_FILE)
+    write_status(old, {"rank": 0, "reason": "error: an old crash"}, "candidate_failure.0.json")
+    for path in (tmp_path / "setting0").iterdir():
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    path = _write_manifest(tmp_path, manifest)
+    write_status(manifest.settings[1].run_dir, _result(50.0, 0.2), RESULT_FILE)
+    assert inference_analysis.main(["--manifest", str(path)]) == 0
+    with open(tmp_path / "final_summary" / "final_output.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [(row["name"], row["throughput_tokens_per_s"]) for row in rows] == [
+        ("gpt3_tiny_tp_2_pp_1_bs_1", "50"),
+        ("gpt3_tiny_tp_1_pp_1_bs_1", ""),
+    ]
+    assert rows[1]["status"].startswith("failed: never started")

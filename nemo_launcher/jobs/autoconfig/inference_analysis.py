@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...contract.autoconfig_inference import RESULT_FILE, InferenceSetting, read_inference_manifest
-from ...contract.autoconfig_search import STATUS_FILE, failures_in, read_json
+from ...contract.autoconfig_search import FAILURE_PREFIX, STATUS_FILE, read_json
 from .analysis import item_logs, reason_in_logs, write_file
 
 SUMMARY_FILE = "final_output.csv"
@@ -54,19 +54,31 @@ class Measured:
         return float(self.result["latency_s"])
 
 
-def outcome_of(setting: InferenceSetting, logs_dir: Path) -> Measured:
-    result = read_json(Path(setting.run_dir) / RESULT_FILE)
+def _current(path: Path, since: float) -> bool:
+    """A file this search wrote: not older than its manifest. A rerun of the search into the same folders leaves the
+    files of the run before it in place until each setting starts again; those must not count as this run's."""
+    try:
+        return path.stat().st_mtime >= since
+    except OSError:
+        return False
+
+
+def outcome_of(setting: InferenceSetting, logs_dir: Path, since: float = 0.0) -> Measured:
+    """since: the manifest's modification time (seconds since the epoch); older files are ignored."""
+    folder = Path(setting.run_dir)
+    result = read_json(folder / RESULT_FILE) if _current(folder / RESULT_FILE, since) else None
     if result is not None:
         return Measured(setting, result, None)
-    failures = failures_in(setting.run_dir)
-    status = read_json(Path(setting.run_dir) / STATUS_FILE)
+    found = [read_json(path) for path in sorted(folder.glob(f"{FAILURE_PREFIX}*.json")) if _current(path, since)]
+    failures = [record for record in found if record is not None]
+    status = read_json(folder / STATUS_FILE) if _current(folder / STATUS_FILE, since) else None
     if failures:
         reasons = [record.get("reason", "error") for record in failures]
         failure = next((reason for reason in reasons if reason.startswith("out of memory")), reasons[0])
     elif status is not None and status.get("state") == "failed":
         failure = status.get("reason") or f"error: exited with status {status.get('exit_code')}"
     else:
-        failure = reason_in_logs(item_logs(logs_dir, setting.item))
+        failure = reason_in_logs([path for path in item_logs(logs_dir, setting.item) if _current(path, since)])
         if failure is None:
             failure = (
                 "never started: no status and no result (cancelled, or still queued)"
@@ -122,7 +134,8 @@ def best_within_latency(measured: list[Measured]) -> list[Measured]:
 
 def analyse(manifest_path: str) -> int:
     manifest = read_inference_manifest(manifest_path)
-    outcomes = ranked([outcome_of(setting, Path(manifest_path).parent) for setting in manifest.settings])
+    since = Path(manifest_path).stat().st_mtime
+    outcomes = ranked([outcome_of(setting, Path(manifest_path).parent, since) for setting in manifest.settings])
     path = Path(manifest.final_summary) / SUMMARY_FILE
     write_file(path, summary_csv(outcomes, manifest.benchmark))
     measured = [o for o in outcomes if o.failure is None]
