@@ -95,7 +95,7 @@ def test_a_missing_archive_names_the_conversion_path(tmp_path, capsys):
     default = tmp_path / "results" / "gpt3_tiny" / "convert_nemo" / "results" / "megatron_gpt.nemo"
     assert _one_error_line(err) == (
         f"Error: {KEY}.run.nemo_file='{default}': no .nemo there: convert the trained model first "
-        "(main.py stages=[conversion]) or name one"
+        "(main.py stages=[conversion]), name one, or set run_inference_hp_search=False"
     )
 
 
@@ -277,3 +277,13 @@ def test_a_previous_runs_numbers_do_not_count(tmp_path):
         ("gpt3_tiny_tp_1_pp_1_bs_1", ""),
     ]
     assert rows[1]["status"].startswith("failed: never started")
+
+
+def test_a_family_without_inference_settings_is_skipped_with_a_note(tmp_path, capsys):
+    code, out, err = run_autoconfig(_search(tmp_path, search="t5/0.22b"), capsys)
+    assert code == 0, err
+    assert err.strip() == (
+        "Note: run_inference_hp_search=True: t5/0.22b has no inference_settings (the inference search is GPT's "
+        "only): skipped (set run_inference_hp_search=False to silence this)"
+    )
+    assert "Inference search" not in out

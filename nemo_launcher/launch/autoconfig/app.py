@@ -233,7 +233,7 @@ def _inference_search(cfg: DictConfig, launcher: LauncherConfig) -> InferenceSea
     if search is None:
         print(
             f"Note: run_inference_hp_search=True: {cfg.search_config_value} has no inference_settings (the inference "
-            "search is GPT's only); only the training search runs (set run_inference_hp_search=False to silence this)",
+            "search is GPT's only): skipped (set run_inference_hp_search=False to silence this)",
             file=sys.stderr,
             flush=True,
         )

@@ -93,7 +93,10 @@ def _nemo_facts(path: str):
     key = f"{PREFIX}.run.nemo_file"
     if not Path(path).is_file():
         raise config_error(
-            key, path, "no .nemo there: convert the trained model first (main.py stages=[conversion]) or name one"
+            key,
+            path,
+            "no .nemo there: convert the trained model first (main.py stages=[conversion]), name one, or set "
+            "run_inference_hp_search=False",
         )
     try:
         config = read_nemo_config(path)
