@@ -76,7 +76,8 @@ def _one_error_line(err: str) -> str:
         (f"{KEY}.run.data_type=int8", f"Error: {KEY}.run.data_type='int8': one of fp32, fp16, bf16"),
         (
             f"{KEY}.run.tensor_parallel_sizes=[3]",
-            f"Error: {KEY}.run.tensor_parallel_sizes=[3]: no setting is left (reasons above)",
+            f"Error: {KEY}.run.tensor_parallel_sizes=[3]: no setting is left (2 dropped: TP 3 does not divide the 4 "
+            "attention heads)",
         ),
     ],
     ids=["bcp", "pipeline_parallel", "beam_search", "too_long", "topp", "data_type", "no_tp_splits_the_heads"],

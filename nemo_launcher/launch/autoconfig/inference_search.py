@@ -161,24 +161,25 @@ def plan_inference_search(cfg: DictConfig, launcher: LauncherConfig) -> Inferenc
     results = Path(str(run.get("results_dir"))).absolute() / "inference"
     settings, dropped = [], Counter()
     for tp in tps:
-        for pp in pps:
-            problem = setting_problem(tp, pp, heads, groups)
-            if problem is None and tp * pp > gpus_per_node:
-                problem = f"TP x PP = {tp * pp} exceeds the {gpus_per_node} GPUs of the one node a setting runs on"
-            if problem:
-                dropped[problem] += len(batches)
+        problem = setting_problem(tp, 1, heads, groups)
+        if problem is None and tp > gpus_per_node:
+            problem = f"TP {tp} exceeds the {gpus_per_node} GPUs of the one node a setting runs on"
+        if problem:
+            dropped[problem] += len(batches)
+            continue
+        for batch in batches:
+            too_big = _memory_problem(model, tp, batch, benchmark, data_type, launcher.settings.gpu_memory_gb)
+            if too_big:
+                dropped[too_big] += 1
                 continue
-            for batch in batches:
-                too_big = _memory_problem(model, tp, batch, benchmark, data_type, launcher.settings.gpu_memory_gb)
-                if too_big:
-                    dropped[too_big] += 1
-                    continue
-                name = f"{model_name}_tp_{tp}_pp_{pp}_bs_{batch}"
-                settings.append(InferenceSetting(len(settings), name, str(results / name), tp, pp, batch))
-    lines = [f"Inference search: {len(tps) * len(pps) * len(batches)} settings in the grid, {len(settings)} run"]
-    lines += [f"  {count} dropped: {reason}" for reason, count in dropped.most_common()]
+            name = f"{model_name}_tp_{tp}_pp_1_bs_{batch}"
+            settings.append(InferenceSetting(len(settings), name, str(results / name), tp, 1, batch))
+    reasons = [f"{count} dropped: {reason}" for reason, count in dropped.most_common()]
     if not settings:
-        raise config_error(f"{PREFIX}.run.tensor_parallel_sizes", list(tps), "no setting is left (reasons above)")
+        left = f"no setting is left ({'; '.join(reasons)})"
+        raise config_error(f"{PREFIX}.run.tensor_parallel_sizes", list(tps), left)
+    lines = [f"Inference search: {len(tps) * len(batches)} settings in the grid, {len(settings)} run"]
+    lines += [f"  {reason}" for reason in reasons]
     manifest = InferenceManifest(
         model_name=model_name,
         nemo_file=str(nemo),
