@@ -16,7 +16,7 @@ from .families import check_same_family
 from .inputs import check_input_paths, check_inputs
 from .job_spec import JobSpec, Wait
 from .model_sources import PipelineModels
-from .predictions import gpu_type_of, plan_lines
+from .predictions import gpu_type_of, plan_lines, refuse_what_does_not_fit
 from .run_directories import check_run_directories
 from .stages import STAGES, stage_class
 from .submissions import dry_run_root, guard_live_runs, mirrored, write_if_changed
@@ -96,6 +96,7 @@ def build_plan(cfg: DictConfig, choices: dict[str, str | None]) -> Plan:
     check_input_paths(specs_by_stage)
     if context.check_inputs:
         check_inputs(specs_by_stage, dry_run=context.debug)
+    refuse_what_does_not_fit(specs_by_stage, context)
     jobs = [
         [PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs]
         for specs in specs_by_stage

@@ -26,8 +26,8 @@ def predict(
     stage: str, section: Mapping[str, Any], context, base_model: Mapping[str, Any] | None = None
 ) -> dict[str, Any] | None:
     """The job's prediction on the cluster's GPUs, or None where the model has nothing to model (a section with
-    no transformer or UNet it knows; a tuning section without the `base_model` it starts from). Refuses, with the
-    breakdown and the fixes, a job predicted not to fit."""
+    no transformer or UNet it knows; a tuning section without the `base_model` it starts from). A job predicted not
+    to fit carries the refusal, its breakdown and the fixes under `does_not_fit` (refuse_what_does_not_fit)."""
     trainer = section.get("trainer") or {}
     if trainer.get("accelerator") == "cpu":
         return None  # a GPU's figures say nothing of a CPU run, and the launcher cannot time this host's CPU
@@ -42,17 +42,28 @@ def predict(
     estimate = estimate_job(section, gpu_type=gpu_type, gpu_hour_price=price, base_model=base_model)
     if estimate is None:
         return None
-    if not estimate.fits and context.memory_check:
-        prediction = estimate.as_json()
+    prediction = estimate.as_json()
+    if not estimate.fits:
         # The breakdown's own last line repeats the total the sentence starts with.
         breakdown = [line for line in estimate.memory_breakdown_lines() if not line.startswith("total")]
         fixes = " or ".join(estimate.fixes())
-        raise ConfigError(
+        prediction["does_not_fit"] = (
             f"{stage}: predicted {prediction['memory_per_gpu_gib']:.1f} GiB per GPU does not fit the "
             f"{prediction['gpu_memory_gib']:.0f} GiB of cluster.gpu_type={gpu_type} ({'; '.join(breakdown)}): "
             f"{fixes + ', ' if fixes else ''}or set memory_check=false to submit it anyway"
         )
-    return estimate.as_json()
+    return prediction
+
+
+def refuse_what_does_not_fit(specs_by_stage, context) -> None:
+    """The memory check, made once every other rule of the pipeline has passed: a wrong path or layout is named
+    before the memory it would have needed."""
+    if not context.memory_check:
+        return
+    for specs in specs_by_stage:
+        for spec in specs:
+            if spec.prediction is not None and spec.prediction.get("does_not_fit"):
+                raise ConfigError(spec.prediction["does_not_fit"])
 
 
 def _at_tuning_length(base_model: Mapping[str, Any], section: Mapping[str, Any]) -> Mapping[str, Any]:

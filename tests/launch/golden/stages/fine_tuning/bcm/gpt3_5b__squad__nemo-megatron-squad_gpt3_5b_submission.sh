@@ -19,6 +19,7 @@ set -euo pipefail
 export TRANSFORMERS_OFFLINE=1
 export TORCH_NCCL_AVOID_RECORD_STREAMS=1
 export NEMO_LAUNCHER_NUMA_MAPPING='{"balanced":true,"cores":"all_logical","enable":true,"max_cores":8,"min_cores":1,"mode":"unique_contiguous","scope":"node"}'
+export CUDA_DEVICE_MAX_CONNECTIONS=1
 export PYTHONPATH=/opt/launcher"${PYTHONPATH:+:${PYTHONPATH}}"
 MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"
 export MASTER_ADDR
