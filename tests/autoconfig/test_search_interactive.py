@@ -11,7 +11,7 @@ from tests.jobs import warm_python
 from .support import run_autoconfig
 
 
-def test_tiny_search_here(tmp_path, capsys, monkeypatch):
+def test_tiny_search_here(tmp_path, capsys, monkeypatch, tiny_search_data):
     # The interactive backend runs its scripts with this interpreter (NEMO_LAUNCHER_PYTHON): the warm stand-in.
     monkeypatch.setattr(sys, "executable", warm_python.interpreter())
     for name, value in warm_python.environment(warm_python.job_environment({})).items():
@@ -23,6 +23,7 @@ def test_tiny_search_here(tmp_path, capsys, monkeypatch):
             "cluster_type=interactive",
             "run_inference_hp_search=False",
             f"base_results_dir={results}",
+            f"data_dir={tiny_search_data}",
             "search_config.train_settings.limit_search_runs=2",
             "search_config.train_settings.max_steps_per_run=4",
         ],

@@ -20,10 +20,16 @@ def _job_ids(out: str) -> list[str]:
     return [row[2] for row in rows]
 
 
-def test_tiny_search_on_slurm(slurm_cluster, tmp_path, capsys):
+def test_tiny_search_on_slurm(slurm_cluster, tmp_path, capsys, tiny_search_data):
     results = tmp_path / "results"
     code, out, err = run_autoconfig(
-        ["search_config=gpt3/tiny", "run_inference_hp_search=False", f"base_results_dir={results}", *SLURM_CPU],
+        [
+            "search_config=gpt3/tiny",
+            "run_inference_hp_search=False",
+            f"base_results_dir={results}",
+            f"data_dir={tiny_search_data}",
+            *SLURM_CPU,
+        ],
         capsys,
         debug=False,
     )
