@@ -35,8 +35,6 @@ def predict(
         # The node count is set when the job starts (BCP's $NGC_ARRAY_SIZE): how far the distributed optimizer
         # shards, hence the memory, is not known yet.
         return None
-    if base_model is not None:
-        base_model = _at_tuning_length(base_model, section)
     gpu_type = gpu_type_of(context)
     price = (context.cluster or {}).get("gpu_hour_price")
     estimate = estimate_job(section, gpu_type=gpu_type, gpu_hour_price=price, base_model=base_model)
@@ -64,16 +62,6 @@ def refuse_what_does_not_fit(specs_by_stage, context) -> None:
         for spec in specs:
             if spec.prediction is not None and spec.prediction.get("does_not_fit"):
                 raise ConfigError(spec.prediction["does_not_fit"])
-
-
-def _at_tuning_length(base_model: Mapping[str, Any], section: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The model a tuning job loads, at the sequence length it tunes on: its samples are padded or cut to the
-    training set's max_seq_length, not to the length the model was pretrained at."""
-    train_set = ((section.get("model") or {}).get("data") or {}).get("train_ds") or {}
-    length = train_set.get("max_seq_length")
-    if not isinstance(length, int) or isinstance(length, bool) or length <= 0 or "encoder_seq_length" not in base_model:
-        return base_model
-    return {**base_model, "encoder_seq_length": length}
 
 
 def _hours(days: float) -> str:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from nemo_launcher.contract.performance import GPU_PROFILES, Estimate, Layout, cpu_profile, estimate_job, score_layouts
+from nemo_launcher.contract.performance.estimate import model_to_count
 
 REQUIRED_KEYS = {
     "job",
@@ -220,6 +221,15 @@ def test_a_fine_tuning_job_is_counted_with_the_model_it_starts_from(tmp_path):
         tar.addfile(member, io.BytesIO(text))
     from_file = estimate_job(fine_tuning_stage(str(archive)), base_model=read_nemo_config(archive))
     assert from_file.as_json() == from_pipeline.as_json()
+
+
+def test_a_tuning_job_runs_at_its_training_set_length_not_the_pretraining_one():
+    base = {**gpt_stage()["model"], "encoder_seq_length": 8192}
+    tuned = fine_tuning_stage("x.nemo", data={"train_ds": {"max_seq_length": 2048}})
+    assert model_to_count(tuned, base)["encoder_seq_length"] == 2048
+    assert model_to_count(fine_tuning_stage("x.nemo"), base)["encoder_seq_length"] == 8192  # no length of its own
+    short, long = estimate_job(tuned, base_model=base), estimate_job(fine_tuning_stage("x.nemo"), base_model=base)
+    assert short.activations_gib < long.activations_gib / 3
 
 
 def test_peft_keeps_the_frozen_weights_only_and_skips_their_gradients():

@@ -270,11 +270,17 @@ def model_to_count(stage_section: Mapping[str, Any], base_model: Mapping[str, An
     """The model section to count. A fine-tuning or PEFT section names the model it starts from instead of its
     architecture (model.restore_from_path): the caller passes that model's section as `base_model` (the pipeline's
     training model section, or a .nemo's model_config.yaml: contract/model_facts.read_nemo_config), and the
-    stage's own non-null keys (its batch, parallelism, PEFT settings) win. Without one there is nothing to count."""
+    stage's own non-null keys (its batch, parallelism, PEFT settings) win. Without one there is nothing to count.
+    The tuned model runs at the tuning set's max_seq_length (its samples are padded or cut to it), not at the length
+    it was pretrained at."""
     model = dict(stage_section.get("model") or {})
     if base_model is None or any(key in model for key in _ARCHITECTURE_KEYS):
         return model
-    return {**base_model, **{key: value for key, value in model.items() if value is not None}}
+    counted = {**base_model, **{key: value for key, value in model.items() if value is not None}}
+    length = ((model.get("data") or {}).get("train_ds") or {}).get("max_seq_length")
+    if isinstance(length, int) and not isinstance(length, bool) and length > 0 and "encoder_seq_length" in counted:
+        counted["encoder_seq_length"] = length
+    return counted
 
 
 def estimate_job(

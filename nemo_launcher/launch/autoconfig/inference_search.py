@@ -43,8 +43,8 @@ from ...contract.model_facts import ModelFileError, facts_of_model, read_nemo_co
 from ..backends import backend_class
 from ..errors import ConfigError, config_error
 from ..job_spec import Command, Dependency, JobSpec
-from ..pipeline import Plan, PlannedJob
-from .search_jobs import ANALYSIS_TIME, LauncherConfig
+from ..pipeline import Plan
+from .search_jobs import LauncherConfig, runs_then_analysis
 
 PREFIX = "search_config.inference_settings"
 BENCHMARK_PROGRAM = "nemo_launcher.jobs.autoconfig.inference_benchmark"
@@ -227,17 +227,6 @@ def _plan(launcher, manifest: InferenceManifest, results: Path, time_limit: time
         )
         settings_job = JobSpec(commands=steps, time_limit=time_limit * len(settings), **common)
         after = Dependency.AFTER_SUCCESS
-    analysis = JobSpec(
-        stage="inference_search",
-        name=f"{manifest.model_name}_inference_analysis",
-        directory=Path(manifest.final_summary),
-        commands=(Command(ANALYSIS_PROGRAM, arguments, distributed=False),),
-        time_limit=ANALYSIS_TIME,
-        uses_gpus=False,
-        after_previous=after,
-        writes=(manifest.final_summary,),
-    )
-    specs = [settings_job, analysis]
-    backend.validate([specs])
-    jobs = [[PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs]]
-    return Plan(launcher.context, backend, jobs)
+    analysis = Command(ANALYSIS_PROGRAM, arguments, distributed=False)
+    name = f"{manifest.model_name}_inference_analysis"
+    return runs_then_analysis(launcher.context, backend, settings_job, analysis, name, manifest.final_summary, after)

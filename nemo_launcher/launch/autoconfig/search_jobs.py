@@ -282,22 +282,30 @@ class LauncherConfig:
             minutes = math.ceil(first.time_limit.total_seconds() / 60) * len(bound)
             candidates = JobSpec(commands=steps, **{**common, "time_limit": timedelta(minutes=minutes)})
             after = Dependency.AFTER_SUCCESS
-        analysis = JobSpec(
-            stage="training_search",
-            name=f"{manifest.family}_{manifest.size_label}_analysis",
-            directory=Path(manifest.final_result),
-            commands=(Command(ANALYSIS_PROGRAM, ("--manifest", str(manifest_path)), distributed=False),),
-            time_limit=ANALYSIS_TIME,
-            uses_gpus=False,
-            after_previous=after,
-            writes=(manifest.final_result,),
-        )
-        specs = [candidates, analysis]
-        backend.validate([specs])
-        jobs = [[PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs]]
-        return Plan(self.context, backend, jobs)
+        analysis = Command(ANALYSIS_PROGRAM, ("--manifest", str(manifest_path)), distributed=False)
+        name = f"{manifest.family}_{manifest.size_label}_analysis"
+        return runs_then_analysis(self.context, backend, candidates, analysis, name, manifest.final_result, after)
 
 
 def refuse_empty(count: int, why: str) -> None:
     if count == 0:
         raise LauncherError(f"no candidate left to launch: {why}")
+
+
+def runs_then_analysis(context, backend, runs: JobSpec, analysis: Command, name: str, folder: str, after) -> Plan:
+    """A search's plan: the job of its runs (an array, or one job running them in turn), then the CPU job that
+    analyses them in `folder`, waiting for the runs as `after` says (AFTER_ANY for an array whose tasks may fail)."""
+    analysis_job = JobSpec(
+        stage=runs.stage,
+        name=name,
+        directory=Path(folder),
+        commands=(analysis,),
+        time_limit=ANALYSIS_TIME,
+        uses_gpus=False,
+        after_previous=after,
+        writes=(folder,),
+    )
+    specs = [runs, analysis_job]
+    backend.validate([specs])
+    jobs = [[PlannedJob(spec, backend.script_path(spec), backend.render(spec)) for spec in specs]]
+    return Plan(context, backend, jobs)
