@@ -1,7 +1,7 @@
 """Fixtures and skip rules shared by the whole test suite.
 
 `slurm_cluster` gives tests a real Slurm to submit to: the project's local cluster
-(`sudo .ci/local_slurm/start.sh`: partition `debug`, nodes fakenode1..2, 8 fake GPUs
+(`sudo .ci/local_slurm/start.sh`: partition `debug`, nodes fakenode1..4, 8 fake GPUs
 each, fake pyxis) or any other that `sbatch` reaches. Without one, Slurm tests skip.
 
 Strict mode (CI): `.ci/run` exports NEMO_LAUNCHER_TEST_STRICT=1 (NEMO_LAUNCHER_TEST_SLURM=required
@@ -37,7 +37,7 @@ _SLURM_QUERY_TIMEOUT_S = 20
 STRICT_ENV = "NEMO_LAUNCHER_TEST_STRICT"
 INSTALL_FIX = "pip install -r requirements-dev.txt (CI's .ci/run does this first)"
 LOCAL_SLURM_SETUP = (
-    "CI starts the project's cluster with `sudo .ci/local_slurm/start.sh`: 2 nodes, "
+    "CI starts the project's cluster with `sudo .ci/local_slurm/start.sh`: 4 nodes, "
     "8 fake GPUs each as GPU GRES, fake pyxis"
 )
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Start a throwaway Slurm cluster on this machine for the project's tests and CI.
 #
-#   sudo .ci/local_slurm/start.sh          # 2 fake nodes, 8 fake GPUs each, fake pyxis
+#   sudo .ci/local_slurm/start.sh          # 4 fake nodes, 8 fake GPUs each, fake pyxis
 #   sudo .ci/local_slurm/stop.sh
 #
-# What you get (defaults): partition "debug" with nodes fakenode1 and fakenode2,
+# What you get (defaults): partition "debug" with nodes fakenode1..fakenode4 (four: the
+# RLHF PPO job is a heterogeneous job of four groups, and Slurm gives each group its own nodes),
 # each claiming 16 CPUs, this machine's memory and gres/gpu:8, plus a SPANK
 # plugin that accepts the pyxis flags (--container-image, ...) and runs the
 # command on the host. All slurmds run here, one per fake node; only
@@ -12,7 +13,7 @@
 # are installed with apt when missing. Daemons are started directly (no systemd).
 #
 # Settings (environment; stop first to change them on a running cluster):
-#   SLURM_LOCAL_NODES=2        fake nodes, named fakenode1..N
+#   SLURM_LOCAL_NODES=4        fake nodes, named fakenode1..N
 #   SLURM_LOCAL_CPUS=16        CPUs each node claims (more than the hardware is fine)
 #   SLURM_LOCAL_MEM_MB=<real>  memory each node claims, in MB
 #   SLURM_LOCAL_GPUS=8         fake GPUs per node; 0 configures no GRES at all
@@ -25,7 +26,7 @@
 # for the nodes. It refuses to overwrite Slurm config files it did not write.
 set -euo pipefail
 
-NODES=${SLURM_LOCAL_NODES:-2}
+NODES=${SLURM_LOCAL_NODES:-4}
 CPUS=${SLURM_LOCAL_CPUS:-16}
 MEM_MB=${SLURM_LOCAL_MEM_MB:-}
 GPUS=${SLURM_LOCAL_GPUS:-8}

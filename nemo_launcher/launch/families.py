@@ -147,6 +147,17 @@ _GPT_PROGRAMS = {
     "evaluation": "nemo_launcher.jobs.gpt.evaluate",
     "export": "nemo_launcher.jobs.gpt.export",
     "conversion_nemo2hf": "nemo_launcher.jobs.gpt.export_hf",
+    # RLHF: the reward model, DPO's reference job and trainer, PPO's four roles (rlhf_ppo names the actor, the
+    # program that drives the others), and their evaluation.
+    "rlhf_rm": "nemo_launcher.jobs.gpt.rlhf_rm",
+    "rlhf_dpo_reference": "nemo_launcher.jobs.gpt.rlhf_dpo_reference",
+    "rlhf_dpo": "nemo_launcher.jobs.gpt.rlhf_dpo",
+    "rlhf_ppo": "nemo_launcher.jobs.gpt.rlhf_ppo_actor",
+    "rlhf_ppo_reward_model": "nemo_launcher.jobs.gpt.rlhf_ppo_reward_model",
+    "rlhf_ppo_initial_policy": "nemo_launcher.jobs.gpt.rlhf_ppo_initial_policy",
+    "rlhf_ppo_critic": "nemo_launcher.jobs.gpt.rlhf_ppo_critic",
+    "rlhf_ppo_actor": "nemo_launcher.jobs.gpt.rlhf_ppo_actor",
+    "rlhf_eval": "nemo_launcher.jobs.gpt.rlhf_eval",
 }
 _GPT_SCHEMAS = {
     "data_preparation": _DATA_PREPARATION_SCHEMA,
@@ -160,6 +171,10 @@ _GPT_SCHEMAS = {
     "evaluation": f"{_SCHEMAS}.gpt_evaluation:EvaluationConfig",
     "export": f"{_SCHEMAS}.gpt_export:ExportConfig",
     "conversion_nemo2hf": f"{_SCHEMAS}.hf_export_stage:NemoToHFConfig",
+    "rlhf_rm": f"{_SCHEMAS}.rlhf_rm:RewardModelConfig",
+    "rlhf_dpo": f"{_SCHEMAS}.rlhf_dpo:DpoConfig",
+    "rlhf_ppo": f"{_SCHEMAS}.rlhf_ppo:PpoConfig",
+    "rlhf_eval": f"{_SCHEMAS}.rlhf_eval:RlhfEvalConfig",
 }
 _GPT_PREPARERS = {
     # SQuAD JSON -> prompt/answer jsonl (standard library only).

@@ -53,6 +53,23 @@ class Command:
 
 
 @dataclass(frozen=True)
+class JobGroup:
+    """One component of a heterogeneous job (JobSpec.groups): its own nodes and processes running one program, started
+    beside the other groups. The PPO roles are groups: servers that find each other by the first host of each group,
+    which the job exports in `host_variable` to every group (Slurm: `hetjob` components; here: local processes)."""
+
+    name: str  # what the plan, the logs and the monitor call it, e.g. "critic"
+    command: Command
+    nodes: int = 1
+    tasks_per_node: int = 1
+    host_variable: str | None = None  # exported to every group: the first host of this group
+
+    def __post_init__(self):
+        assert self.nodes >= 1 and self.tasks_per_node >= 1, self
+        assert self.name.isidentifier(), self.name  # part of log file names and shell variable values
+
+
+@dataclass(frozen=True)
 class JobSpec:
     stage: str  # the stage kind that made this job, e.g. "training"
     name: str  # job name without any cluster prefix, e.g. "gpt3_5b"
@@ -86,6 +103,11 @@ class JobSpec:
     # the folder where the job writes what it measured of its steps (contract/measured_steps.py).
     prediction: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     measured_steps_dir: Path | None = None
+    # A heterogeneous job: groups started together, each on its own nodes (then `nodes` is their sum, `tasks_per_node`
+    # the largest group's and `commands` their commands, in order). The first group to end ends the job with its exit
+    # status: the others get `stop_grace` to end by themselves, then they are stopped.
+    groups: tuple[JobGroup, ...] = ()
+    stop_grace: timedelta = timedelta(seconds=60)
 
     def __post_init__(self):
         assert self.after_previous not in (Dependency.SINGLETON, Dependency.AFTER_START), self.after_previous
@@ -95,6 +117,22 @@ class JobSpec:
         assert isinstance(self.nodes, AtJobStart) or self.nodes >= 1, self.nodes
         assert self.tasks_per_node >= 1, self.tasks_per_node
         assert self.commands, f"job {self.name} has no command"
+        if self.groups:
+            assert self.commands == tuple(group.command for group in self.groups), self.name
+            assert self.nodes == sum(group.nodes for group in self.groups), self.name
+            assert self.array_items is None, "a heterogeneous job is not an array"
+            assert len({group.name for group in self.groups}) == len(self.groups), self.groups
+
+    @classmethod
+    def heterogeneous(cls, groups: tuple[JobGroup, ...], **fields) -> "JobSpec":
+        """A job of `groups` (nodes, tasks per node and commands derived from them)."""
+        return cls(
+            commands=tuple(group.command for group in groups),
+            nodes=sum(group.nodes for group in groups),
+            tasks_per_node=max(group.tasks_per_node for group in groups),
+            groups=groups,
+            **fields,
+        )
 
     @property
     def is_array(self) -> bool:

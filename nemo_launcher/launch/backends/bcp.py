@@ -28,6 +28,17 @@ class BcpBackend(Backend):
                 "Base Command Platform runs one stage per job: list exactly one stage, e.g. stages=[training], "
                 "and submit the next stage as its own NGC job",
             )
+        for specs in specs_by_stage:
+            for spec in specs:
+                if spec.groups:
+                    raise config_error(
+                        "cluster_type",
+                        self.name,
+                        f"the {spec.stage} job is heterogeneous ({', '.join(group.name for group in spec.groups)} on "
+                        "nodes of their own), and Base Command Platform starts every replica of a job with the same "
+                        "command: it cannot place groups with different programs and sizes. Run this stage on Slurm "
+                        "(cluster_type=bcm) or on one machine (cluster_type=interactive)",
+                    )
         super().validate(specs_by_stage)
 
     def bcprun_line(self, spec: JobSpec, command: Command) -> str:

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import StageFailed, StageInterrupted, config_error
-from ..job_spec import Command, JobSpec, Wait
+from ..job_spec import Command, JobGroup, JobSpec, Wait
 from ..shell import join, quote
 from .base import PYTHON, Backend
+from .groups import exit_lines, group_lines, host_exports
 
 
 class InteractiveBackend(Backend):
@@ -26,22 +27,26 @@ class InteractiveBackend(Backend):
     def validate(self, specs_by_stage: Sequence[Sequence[JobSpec]]) -> None:
         for specs in specs_by_stage:
             for spec in specs:
-                if spec.nodes > 1:
-                    raise config_error(
-                        f"{spec.stage} nodes",
-                        spec.nodes,
-                        "cluster_type=interactive runs on this machine only: use 1 node, or cluster_type=bcm",
-                    )
+                for name, nodes in [(group.name, group.nodes) for group in spec.groups] or [(None, spec.nodes)]:
+                    if nodes > 1:
+                        raise config_error(
+                            f"{spec.stage} nodes" + (f" of its {name} group" if name else ""),
+                            nodes,
+                            "cluster_type=interactive runs on this machine only: use 1 node, or cluster_type=bcm",
+                        )
         super().validate(specs_by_stage)
 
-    def command_line(self, spec: JobSpec, command: Command) -> str:
-        if command.distributed and spec.tasks_per_node > 1:
+    def command_line(self, spec: JobSpec, command: Command, tasks_per_node: int | None = None) -> str:
+        tasks = spec.tasks_per_node if tasks_per_node is None else tasks_per_node
+        if command.distributed and tasks > 1:
             # torchrun, started through the same interpreter so that no separate executable must be on PATH.
-            launcher = f"{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={spec.tasks_per_node}"
+            launcher = f"{PYTHON} -m torch.distributed.run --standalone --nproc_per_node={tasks}"
             return f"{launcher} -m {quote(command.module)} {join(command.args)}".rstrip()
         return f"{PYTHON} -u -m {quote(command.module)} {join(command.args)}".rstrip()
 
     def render(self, spec: JobSpec) -> str:
+        if spec.groups:
+            return self.render_groups(spec)
         lines = [
             "#!/bin/bash",
             f"# Written by nemo_launcher ({spec.stage} stage). Runs on this machine: bash <this file>",
@@ -55,6 +60,31 @@ class InteractiveBackend(Backend):
         for command in spec.commands:
             lines += ["", f'{self.command_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
+
+    def render_groups(self, spec: JobSpec) -> str:
+        """A heterogeneous job here: every group is a process tree of its own on this machine (its own session, so
+        that the monitor can stop all of it), found by the others at localhost; each writes its own log, and its lines
+        reach this terminal prefixed with its name."""
+        lines = [
+            "#!/bin/bash",
+            f"# Written by nemo_launcher ({spec.stage} stage). Runs on this machine: bash <this file>",
+            "set -euo pipefail",
+            "",
+            *self.environment_lines(spec),
+            *host_exports(spec, lambda index: "localhost"),
+            "",
+            "# One log per group and run: a rerun never overwrites an earlier log.",
+            f'log_stem={quote(str(self.log_base(spec)))}_"$(date +%Y%m%d_%H%M%S)_$$"',
+        ]
+
+        def start(group: JobGroup, index: int) -> str:
+            log = f'"${{log_stem}}_{group.name}.out"'
+            prefix = quote(f"s/^/[{group.name}] /")
+            command = self.command_line(spec, group.command, group.tasks_per_node)
+            return f"setsid {command} > >(tee -a {log} | sed -u {prefix}) 2>&1 &"
+
+        lines += group_lines(spec, start, lambda pid: f"-- -{pid}")  # the group's whole session
+        return "\n".join(lines + exit_lines()) + "\n"
 
     def submit(self, script: Path, spec: JobSpec, waits: Sequence[Wait], tag: str | None = None) -> str | None:
         environ = dict(os.environ, NEMO_LAUNCHER_PYTHON=sys.executable)

@@ -1,6 +1,7 @@
 """Slurm backend (cluster_type=bcm): an sbatch script with one srun per command, submitted with `sbatch --parsable`."""
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -13,10 +14,11 @@ from ...contract.durations import clock_text
 from ...contract.file_numbers import slurm_array
 from ..cluster_settings import CLUSTER_SETTINGS, check_signal_lead, signal_lead_seconds
 from ..errors import LauncherError, SubmissionError, config_error
-from ..job_spec import Dependency, JobSpec, Wait
+from ..job_spec import Dependency, JobGroup, JobSpec, Wait
 from ..shell import join, quote
 from ..writes import append_text
 from .base import Backend, python_words
+from .groups import exit_lines, group_lines, host_exports
 
 # Keys of conf/cluster/bcm.yaml that the launcher itself interprets; any other key is passed to sbatch as is.
 KNOWN_CLUSTER_KEYS = tuple(CLUSTER_SETTINGS)
@@ -145,9 +147,25 @@ class SlurmBackend(Backend):
         return {key: value for key, value in parameters.items() if value is not None and value is not False}
 
     def sbatch_lines(self, spec: JobSpec) -> list[str]:
-        lines = []
-        for key, value in sorted(self.sbatch_parameters(spec).items()):
-            lines.append(f"--{key}" if value is True else f"--{key}={sbatch_word(value)}")
+        if spec.groups:
+            return self.het_sbatch_lines(spec)
+        return _option_lines(self.sbatch_parameters(spec))
+
+    def het_sbatch_lines(self, spec: JobSpec) -> list[str]:
+        """A heterogeneous job: the first component carries the job's own options (name, logs, dependency, requeue)
+        with the first group's resources; each further group is a `hetjob` component with its own nodes, tasks and
+        GPUs and the options Slurm does not carry over from the first (time, partition, memory, the warning signal).
+        Slurm gives each component nodes of its own."""
+        lines: list[str] = []
+        for index, group in enumerate(spec.groups):
+            sized = dataclasses.replace(
+                spec, groups=(), commands=(group.command,), nodes=group.nodes, tasks_per_node=group.tasks_per_node
+            )
+            parameters = self.sbatch_parameters(sized)
+            if index:
+                lines.append("hetjob")
+                parameters = {key: value for key, value in parameters.items() if key in _PER_COMPONENT}
+            lines += _option_lines(parameters)
         return lines
 
     def dependency_words(self, waits: Sequence[Wait]) -> list[str]:
@@ -203,22 +221,31 @@ class SlurmBackend(Backend):
             f"but cluster.gpus_per_node={gpus}; {fix}",
         )
 
-    def srun_line(self, spec: JobSpec, command) -> str:
+    def srun_line(self, spec: JobSpec, command, group: tuple[int, JobGroup] | None = None) -> str:
         words = ["srun", "--kill-on-bad-exit=1"]
-        if not command.distributed:
+        log = "${log_stem}"
+        if group is not None:
+            index, member = group
+            # Each group is a world of its own: its first host and a port of its own for torch.distributed.
+            words = [f'MASTER_ADDR="${{group_host_{index}}}"', f'MASTER_PORT="$((MASTER_PORT + {index}))"', *words]
+            words.append(f"--het-group={index}")
+            log = f"${{log_stem}}_{member.name}"
+        elif not command.distributed:
             words += ["--nodes=1", "--ntasks=1"]
         if self.context.container:
+            hosts = [group.host_variable for group in spec.groups if group.host_variable]
+            names = self.exported_names(spec) + hosts + ["MASTER_ADDR", "MASTER_PORT"]
             words += [
                 f"--container-image={quote(self.context.container)}",
                 f"--container-mounts={quote(','.join(self.context.mounts))}",
                 "--no-container-mount-home",
-                f"--container-env={quote(','.join(self.exported_names(spec) + ['MASTER_ADDR', 'MASTER_PORT']))}",
+                f"--container-env={quote(','.join(names))}",
             ]
         words.append(join(self.context.cluster.get("srun_args") or []))
         words.append(python_words(command))
         # The shell writes the step's logs, not srun --output: srun would read a `%` of the path as a filename
         # pattern, and it does not keep `%%` literal either.
-        words.append('>>"${log_stem}.out" 2>>"${log_stem}.err"')
+        words.append(f'>>"{log}.out" 2>>"{log}.err"')
         return " ".join(word for word in words if word)
 
     def render(self, spec: JobSpec) -> str:
@@ -237,7 +264,21 @@ class SlurmBackend(Backend):
             "# One log per attempt: a requeue (SLURM_RESTART_COUNT) or a new job never overwrites an earlier log.",
             f'log_stem={quote(str(self.log_base(spec)))}_{job_tag}_attempt"${{SLURM_RESTART_COUNT:-0}}"',
         ]
-        for command in spec.commands:
+        if spec.groups:
+            lines += [
+                "",
+                "# Each group's first host: where the other groups find its server, and its torch.distributed master.",
+                *[
+                    f'group_host_{index}="$(scontrol show hostnames "${{SLURM_JOB_NODELIST_HET_GROUP_{index}}}" '
+                    '| head -n 1)"'
+                    for index in range(len(spec.groups))
+                ],
+                *host_exports(spec, lambda index: f'"${{group_host_{index}}}"'),
+            ]
+            lines += group_lines(
+                spec, lambda group, index: self.srun_line(spec, group.command, (index, group)) + " &", lambda pid: pid
+            )
+        for command in () if spec.groups else spec.commands:
             lines += ["", self.srun_line(spec, command)]
         if spec.requeue_marker:
             lines += [
@@ -248,6 +289,8 @@ class SlurmBackend(Backend):
                 '  scontrol requeue "${SLURM_JOB_ID}"',
                 "fi",
             ]
+        if spec.groups:
+            lines += exit_lines()
         return "\n".join(lines) + "\n"
 
     def check_environment(self) -> None:
@@ -436,6 +479,32 @@ class SlurmBackend(Backend):
                 raise SubmissionError(f"scancel {' '.join(job_ids)} failed: {error}") from None
             if result.returncode != 0:
                 raise SubmissionError(f"scancel {' '.join(job_ids)} failed: {(result.stderr or result.stdout).strip()}")
+
+
+# The sbatch options a `hetjob` component does not take over from the first one (and the ones it must restate).
+_PER_COMPONENT = frozenset(
+    {
+        "nodes",
+        "ntasks-per-node",
+        "cpus-per-task",
+        "time",
+        "partition",
+        "account",
+        "exclusive",
+        "overcommit",
+        "mem",
+        "gpus-per-node",
+        "gpus-per-task",
+        "signal",
+    }
+)
+
+
+def _option_lines(parameters: dict[str, object]) -> list[str]:
+    """`--key=value` (or a bare `--flag`) per parameter, sorted, each value quoted for an #SBATCH line."""
+    return [
+        f"--{key}" if value is True else f"--{key}={sbatch_word(value)}" for key, value in sorted(parameters.items())
+    ]
 
 
 def _kill_session(process) -> None:

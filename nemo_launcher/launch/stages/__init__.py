@@ -17,6 +17,10 @@ STAGES = {
     "evaluation": ("evaluation", "EvaluationStage"),
     "export": ("export", "ExportStage"),
     "fw_inference": ("fw_inference", "FwInferenceStage"),
+    "rlhf_rm": ("rlhf", "RewardModelStage"),
+    "rlhf_ppo": ("rlhf", "PpoStage"),
+    "rlhf_dpo": ("rlhf", "DpoStage"),
+    "rlhf_eval": ("rlhf", "RlhfEvalStage"),
 }
 
 

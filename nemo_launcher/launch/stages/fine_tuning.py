@@ -31,7 +31,7 @@ class FineTuningStage(Stage):
 
     def job_specs(self) -> list[JobSpec]:
         family, program, config, cfg = self.bind_family()
-        self.section = config
+        self.section, self.bound = config, cfg
         commands = self.preparation(family, cfg) + (self.program_command(program, cfg),)
         return self.one_job(
             config,
