@@ -63,6 +63,8 @@ def write_tiny_set(cfg: TinyPreferencesConfig, report: StepReport | None = None)
         for suffix in (".bin", ".idx"):  # an earlier run's corpus is not this set's
             with contextlib.suppress(FileNotFoundError):
                 os.remove(prefix + suffix)
+        with contextlib.suppress(OSError):  # its folder too, unless something else is kept there
+            os.rmdir(os.path.dirname(prefix))
     metadata.update(
         rule=pd.RULE,
         chance=0.5,
