@@ -21,43 +21,31 @@ SEEDS = {"train": 1, "validation": 2, "test": 3}
 
 
 def write_tiny_preferences(directory: Path, vocab_file: str, merge_file: str) -> Path:
-    """The tiny set's pairs and prompts files tokenized with the given GPT-2-format BPE, plus metadata.json."""
-    from nemo_launcher.jobs.common.tokenizer import load_tokenizer
+    """The tiny set's pairs, prompts and SFT files tokenized with the given GPT-2-format BPE, plus metadata.json, as
+    data_preparation=rlhf/tiny_preferences writes them (its program, without the pre-training corpus)."""
+    from nemo_launcher.contract.schemas.preference_preparation import PreferencePreparation
+    from nemo_launcher.jobs.data.preference_tiny import write_tiny_set
 
-    tokenizer = load_tokenizer("megatron", "GPT2BPETokenizer", None, vocab_file, merge_file)
-    directory.mkdir(parents=True, exist_ok=True)
-    for split, count in PAIR_COUNTS.items():
-        with open(pd.pairs_file(str(directory), split), "w") as handle:
-            for comparison in pd.tiny_comparisons(count, SEEDS[split]):
-                prompt = tokenizer.encode(comparison.prompt)
-                for chosen, rejected in comparison.pairs():
-                    record = {
-                        "prompt": prompt,
-                        "chosen": tokenizer.encode(chosen) + [tokenizer.eod],
-                        "rejected": tokenizer.encode(rejected) + [tokenizer.eod],
-                    }
-                    handle.write(json.dumps(record) + "\n")
-    for split, count in PROMPT_COUNTS.items():
-        with open(pd.prompts_file(str(directory), split), "w") as handle:
-            for text in pd.tiny_prompts(count, SEEDS[split] + 10):
-                handle.write(json.dumps({"prompt": tokenizer.encode(text), "text": text}) + "\n")
-    (directory / pd.METADATA_FILE).write_text(
-        json.dumps(
-            {
-                "tokenizer": {
-                    "library": "megatron",
-                    "type": "GPT2BPETokenizer",
-                    "vocab_file": vocab_file,
-                    "merge_file": merge_file,
-                    "vocab_size": tokenizer.vocab_size,
-                },
-                "pairs": PAIR_COUNTS,
-                "prompts": PROMPT_COUNTS,
-                "rule": pd.RULE,
-            },
-            indent=1,
-        )
-    )
+    section = {
+        "run": {"name": "tiny_preferences", "results_dir": str(directory), "time_limit": "0:15:00"},
+        "dataset": "tiny_preferences",
+        "output_dir": str(directory),
+        "tokenizer": {
+            "library": "megatron",
+            "type": "GPT2BPETokenizer",
+            "vocab_file": vocab_file,
+            "merge_file": merge_file,
+        },
+        "comparisons": PAIR_COUNTS,
+        "prompts": PROMPT_COUNTS,
+        "seed": SEEDS["train"],
+        "corpus_comparisons": 0,
+    }
+    cfg = PreferencePreparation.from_dict(section)
+    # The program draws split i with seed+i and its prompts with seed+10+i: the seeds the other tests were written for.
+    assert {split: cfg.split_seed(split) for split in SEEDS} == SEEDS
+    assert {split: cfg.prompt_seed(split) for split in PROMPT_COUNTS} == {s: SEEDS[s] + 10 for s in PROMPT_COUNTS}
+    write_tiny_set(cfg)
     return directory
 
 
@@ -93,4 +81,50 @@ def rlhf_sft_nemo(tmp_path_factory, tiny_nemo, preference_dir):  # noqa: F811
     run_tuning("finetune", section, log_dir)
     nemo = log_dir / "checkpoints" / "megatron_gpt_sft.nemo"
     assert nemo.is_file(), sorted(log_dir.rglob("*"))
+    return str(nemo)
+
+
+REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def rm_section(sft_nemo: str, data_dir, log_dir, config: str = "tiny") -> dict:
+    """The resolved `rlhf_rm` section of conf/rlhf_rm/gpt3/<config>.yaml (on its family file, as Hydra composes it),
+    starting from `sft_nemo`, reading the pairs of `data_dir` and writing into `log_dir`."""
+    from omegaconf import OmegaConf
+
+    def layer(path: Path):
+        loaded = OmegaConf.load(path)
+        return OmegaConf.create({key: value for key, value in loaded.items() if key != "defaults"})
+
+    section = OmegaConf.merge(
+        layer(REPO_CONF / "_family" / "gpt3_rm.yaml"), layer(REPO_CONF / "rlhf_rm" / "gpt3" / f"{config}.yaml")
+    )
+    root = OmegaConf.create(
+        {"base_results_dir": str(log_dir), "data_dir": str(data_dir), "cluster": {"gpus_per_node": 1}}
+    )
+    root.rlhf_rm = section
+    resolved = OmegaConf.to_container(root, resolve=True)["rlhf_rm"]
+    resolved["model"]["pretrained_checkpoint"]["restore_from_path"] = sft_nemo
+    resolved["model"]["data"]["data_prefix"] = {
+        split: [pd.pairs_file(str(data_dir), split)] for split in ("train", "validation", "test")
+    }
+    resolved["exp_manager"]["explicit_log_dir"] = str(log_dir)
+    return resolved
+
+
+def reward_run_output(reward_nemo: str) -> str:
+    """The stdout of the rlhf_rm run that wrote `reward_nemo` (the rlhf_reward_nemo fixture keeps it beside)."""
+    return (Path(reward_nemo).parents[1] / "rlhf_rm.stdout").read_text()
+
+
+@pytest.fixture(scope="session")
+def rlhf_reward_nemo(tmp_path_factory, rlhf_sft_nemo, preference_dir):
+    """The tiny reward model: conf/rlhf_rm/gpt3/tiny.yaml from rlhf_sft_nemo on the tiny set (48 steps of 16 pairs);
+    returns its .nemo path (a scalar-head GPT, jobs/rlhf/reward_model.py). The run's stdout: reward_run_output()."""
+    log_dir = tmp_path_factory.mktemp("rlhf_rm") / "run"
+    section = rm_section(rlhf_sft_nemo, preference_dir, log_dir)
+    result = run_tuning("rlhf_rm", section, log_dir)
+    nemo = log_dir / "checkpoints" / "megatron_gpt.nemo"
+    assert nemo.is_file(), result.stdout[-3000:]
+    (log_dir / "rlhf_rm.stdout").write_text(result.stdout)
     return str(nemo)

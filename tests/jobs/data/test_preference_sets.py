@@ -18,7 +18,8 @@ from nemo_launcher.contract.schemas.preference_preparation import PreferencePrep
 from nemo_launcher.jobs.common.tokenizer import load_tokenizer
 from nemo_launcher.jobs.data import preference_comparisons, preference_tiny
 
-from ..data_support import REPO
+from ..data_support import REPO, tiny_bpe_files  # noqa: F401  (fixture)
+from ..rlhf_support import preference_dir  # noqa: F401  (fixture)
 
 CONF = REPO / "conf"
 DIALOGUE = "\n\nHuman: Is this licence free?\n\nAssistant:"
@@ -307,3 +308,19 @@ def test_the_comparisons_schema_reads_its_inputs_and_tokenizer(tmp_path):
     section["inputs"]["validation"] = ["test.jsonl"]
     with pytest.raises(JobConfigError, match=r"data_preparation.inputs.validation\[0\]='test.jsonl': must be an abs"):
         PreferencePreparation.from_dict(section)
+
+
+def test_the_rlhf_tests_fixture_is_what_the_shipped_tiny_config_writes(tiny_set, preference_dir):  # noqa: F811
+    """tests/jobs/rlhf_support.py's preference_dir (the reward model, DPO and PPO tests' data) is this program's
+    output with the shipped config's counts and seeds: what those tests learn is what the quick start will."""
+    directory, _ = tiny_set
+    for split in pd.SPLITS:
+        for name in (pd.pairs_file, pd.prompts_file, sft_file):
+            shipped, fixture = Path(name(str(directory), split)), Path(name(str(preference_dir), split))
+            assert shipped.exists() == fixture.exists(), shipped
+            assert not shipped.exists() or shipped.read_bytes() == fixture.read_bytes(), shipped
+    shipped, fixture = (json.loads((d / pd.METADATA_FILE).read_text()) for d in (directory, Path(preference_dir)))
+    assert {key: shipped[key] for key in ("pairs", "prompts", "sft", "rule")} == {
+        key: fixture[key] for key in ("pairs", "prompts", "sft", "rule")
+    }
+    assert shipped["tokenizer"]["vocab_size"] == fixture["tokenizer"]["vocab_size"] == 2048
