@@ -196,3 +196,18 @@ def split_pairs(per_row: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"a batch of pairs has an even number of rows, this tensor has {per_row.shape[0]}")
     half = per_row.shape[0] // 2
     return per_row[:half], per_row[half:]
+
+
+def split_pair_microbatches(batch: dict[str, torch.Tensor], micro_batch_size: int) -> list[dict[str, torch.Tensor]]:
+    """A step's collated batch of k pairs (2k rows, chosen then rejected) -> k / micro_batch_size micro-batches of
+    micro_batch_size pairs each, every one laid out like a collated batch (its chosen rows, then their partners): the
+    trainer core's Recipe.split_microbatches for pairwise losses (a plain cut along rows would part the pairs)."""
+    pairs = batch["tokens"].shape[0] // 2
+    if pairs % micro_batch_size:
+        raise ValueError(f"{pairs} pairs do not split into micro-batches of {micro_batch_size} pairs")
+    microbatches = []
+    for start in range(0, pairs, micro_batch_size):
+        chosen = torch.arange(start, start + micro_batch_size)
+        rows = torch.cat([chosen, chosen + pairs]).to(batch["tokens"].device)
+        microbatches.append({key: value.index_select(0, rows) for key, value in batch.items()})
+    return microbatches
