@@ -97,6 +97,7 @@ class PpoStage(Stage):
                 # again and every role resumes from the actor's newest step.
                 requeue_marker=Path(cfg.actor_log_dir()) / RESUME_MARKER,
                 stop_grace=timedelta(seconds=run.monitor_grace_s),
+                notes=(_groups_note(run.name, groups),),
                 **self.files_of(cfg),
             )
         ]
@@ -116,6 +117,12 @@ class RlhfEvalStage(Stage):
             uses_gpus=cfg.trainer.accelerator != "cpu",
             **self.files_of(cfg),
         )
+
+
+def _groups_note(name: str, groups: tuple[JobGroup, ...]) -> str:
+    """What the plan's table cannot show: the job's groups, each with its nodes and processes, in Slurm's order."""
+    sizes = ", ".join(f"{group.name} {group.nodes}x{group.tasks_per_node}" for group in groups)
+    return f"rlhf_ppo job {name}: one heterogeneous job of {len(groups)} groups (nodes x processes): {sizes}"
 
 
 def _replace(spec: JobSpec, **changes) -> JobSpec:
