@@ -116,7 +116,8 @@ class PairData:
 
 class RewardHeadMethod(Method):
     """Reward-model training: the loaded model already carries its scalar head (reward_model.py builds it in place
-    of the output layer, fresh or from a reward-model .nemo); every weight trains, the head with the transformer.
+    of the output layer, fresh or from a reward-model .nemo); every weight trains, the head's with the transformer's
+    (not its bias: see attach).
     Checkpoints hold the whole model, as fine-tuning's do; the result is a reward-model .nemo."""
 
     name = "reward model (scalar head, all weights)"
@@ -126,8 +127,12 @@ class RewardHeadMethod(Method):
         self.output = output
 
     def attach(self, model: torch.nn.Module, job) -> None:
+        """Keeps the head's bias as loaded: the pairwise loss sees only differences of rewards, so the bias gets a
+        gradient of zero up to rounding, which Adam would blow up into steps of the learning rate (a random walk
+        that differs between TP layouts)."""
         if not hasattr(model, "reward_head"):
             raise RuntimeError("the reward model is built with its head (reward_model.build_scalar_model)")
+        model.reward_head.bias.requires_grad_(False)
 
     def forward_step(self, data_iterator, model):
         return reward_forward_step(data_iterator, model)

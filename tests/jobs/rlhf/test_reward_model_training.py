@@ -65,3 +65,81 @@ def test_the_written_reward_model_scores_the_test_pairs_as_the_run_reported(
     assert trained >= 0.9 and trained_loss < 0.4 and abs(untrained_loss - 0.6931) < 0.02
     # limit_test_batches 4 x 16 pairs = all 64 test pairs: the job's figures are these
     assert abs(trained - reported["accuracy"]) < 1e-6 and abs(trained_loss - reported["test_loss"]) < 1e-3
+
+
+def _short(section: dict, **rm) -> dict:
+    """The section with trainer.rm values replaced, and the trainer keys that follow them (as Hydra resolves them)."""
+    for key, value in rm.items():
+        section["trainer"]["rm"][key] = value
+        if key == "save_interval":
+            section["exp_manager"]["checkpoint_callback_params"]["every_n_train_steps"] = value
+        else:
+            section["trainer"][key] = value
+    return section
+
+
+def _epoch_section(rlhf_sft_nemo, preference_dir, log_dir) -> dict:  # noqa: F811
+    """One epoch over the 256 training pairs at global batch 32 (8 steps, sized by the job), every step logged."""
+    from ..rlhf_support import rm_section
+
+    section = rm_section(rlhf_sft_nemo, preference_dir, log_dir)
+    section["model"].update(global_batch_size=32, micro_batch_size=4)
+    section["trainer"]["log_every_n_steps"] = 1
+    section["model"]["optim"]["sched"]["warmup_steps"] = 2
+    return _short(
+        section,
+        max_epochs=1,
+        max_steps=-1,
+        val_check_interval=4,
+        save_interval=4,
+        limit_val_batches=1,
+        limit_test_batches=1,
+    )
+
+
+def _losses(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"^step=\d+/\d+ loss=([-\d.]+)", text, re.MULTILINE)]
+
+
+def test_one_epoch_at_tp2_gives_tp1s_losses_and_a_resumed_run_tp1s_weights(
+    tmp_path,
+    rlhf_sft_nemo,  # noqa: F811
+    preference_dir,  # noqa: F811
+):
+    from nemo_launcher.jobs.core.nemo_archive import load_nemo
+
+    from ..gpt_train_support import run_training  # noqa: F401  (the same runner run_tuning uses)
+    from ..sft_support import assert_same_tensors, rerun_after_kill_9, run_tuning
+
+    whole = tmp_path / "tp1"
+    tp1 = run_tuning("rlhf_rm", _epoch_section(rlhf_sft_nemo, preference_dir, whole), whole).stdout
+    assert "max_epochs=1 over 256 samples at global batch 32 = 8 optimizer steps" in tp1, tp1[-3000:]
+    split = tmp_path / "tp2"
+    section = _epoch_section(rlhf_sft_nemo, preference_dir, split)
+    section["model"]["tensor_model_parallel_size"] = 2
+    section["trainer"]["devices"] = 2
+    tp2 = run_tuning("rlhf_rm", section, split, processes=2).stdout
+    ours, theirs = _losses(tp1), _losses(tp2)
+    print("TP=1 losses:", ours, "\nTP=2 losses:", theirs)
+    assert len(ours) == 8 and len(theirs) == 8 and ours[-1] < ours[0]
+    assert max(abs(a - b) for a, b in zip(ours, theirs)) < 1e-3
+
+    killed = tmp_path / "killed"
+    section = _epoch_section(rlhf_sft_nemo, preference_dir, killed)
+    result = str(killed / "checkpoints" / "megatron_gpt.nemo")
+    resumed = rerun_after_kill_9("rlhf_rm", section, killed, kill_after=4, result=result)
+    assert _losses(resumed) == ours[4:]
+    _, expected = load_nemo(whole / "checkpoints" / "megatron_gpt.nemo")
+    _, got = load_nemo(result)
+    assert_same_tensors(got, expected)
+    # the TP=2 archive holds two shards; merged, it is the TP=1 model up to float rounding
+    config, merged = load_nemo(split / "checkpoints" / "megatron_gpt.nemo", shard_layout=_reward_layout())
+    assert config["tensor_model_parallel_size"] == 2 and config["reward_model"] == {"head": "scalar"}
+    assert_same_tensors(merged, expected, atol=1e-4)
+
+
+def _reward_layout():
+    from nemo_launcher.jobs.gpt.converter import GPT
+    from nemo_launcher.jobs.rlhf.reward_model import scalar_shard_layout
+
+    return scalar_shard_layout(GPT)
