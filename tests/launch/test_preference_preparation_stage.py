@@ -68,3 +68,20 @@ def test_an_interactive_run_writes_the_tiny_set_in_seconds(launch, tmp_path):
         assert Path(pd.prompts_file(directory, split)).read_text().startswith('{"prompt": [')
     assert all(Path(corpus_prefix(directory) + suffix).stat().st_size for suffix in (".bin", ".idx"))
     assert metadata["tokenizer"]["vocab_file"] == str(REPO_ROOT / "corpora" / "tiny_bpe" / "vocab.json")
+
+
+def test_a_value_the_schema_refuses_stops_the_launch_with_one_line(launch, tmp_path):
+    results = tmp_path / "results"
+    code, out, err = launch(
+        [
+            "stages=[data_preparation]",
+            "data_preparation=rlhf/tiny_preferences",
+            "data_preparation.responses_per_prompt=5",
+            "cluster_type=interactive",
+        ],
+        debug=False,
+        results=results,
+    )
+    assert code == 2
+    assert "data_preparation.words_per_response=6: 5 ranked responses differ by two agreeable words each" in err, err
+    assert not results.exists()
