@@ -156,6 +156,8 @@ class RoleServer:
             raise ValueError("a rank other than 0 receives its requests through share: pass broadcast_share()")
         self.role, self.port, self.rank = role, int(port), rank
         self.handlers = dict(handlers)
+        # Facts about the served model that /health reports beside "ready" (e.g. vocab_size, for the actor to check).
+        self.info: dict = {}
         self._share = share
         self._inbox: queue.Queue[_Pending] = queue.Queue()
         self._ready = threading.Event()
@@ -237,7 +239,7 @@ class _RoleRequestHandler(http.server.BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/health":
             self._answer(404, {"error": f"GET {self.path}: only /health is a GET endpoint"})
             return
-        self._answer(200, {"ready": role._ready.is_set(), "role": role.role, "pid": os.getpid()})
+        self._answer(200, {**role.info, "ready": role._ready.is_set(), "role": role.role, "pid": os.getpid()})
 
     def do_POST(self):  # noqa: N802
         role = self.server.role_server
