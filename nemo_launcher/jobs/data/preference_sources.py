@@ -101,35 +101,35 @@ def read_comparisons(
             where = f"{path}:{number}"
             try:
                 record = _parse(line, where)
+                kind = line_format(record, where)
+                if fmt not in ("auto", kind):
+                    raise MalformedComparison(where, f"a {kind} line, but format={fmt} reads {FORMAT_KEYS[fmt]}")
             except MalformedComparison as error:
                 report_bad(error)
+                # An unusable line still takes its place among text pairs, so that good stays before bad after it:
+                # it ends the pair waiting for it, or (format text_pairs) stands for the good text of the next.
                 if pending is not None:
-                    pending = None  # the pair it belonged to is gone
+                    pending = None
                 elif fmt == "text_pairs":
                     pending = (where, None)
                 continue
             try:
-                kind = line_format(record, where)
-                if fmt not in ("auto", kind):
-                    raise MalformedComparison(where, f"a {kind} line, but format={fmt} reads {FORMAT_KEYS[fmt]}")
-                if pending is not None and kind != "text_pairs":
-                    start, good = pending
-                    pending = None
-                    if good is not None:
-                        report_bad(
-                            MalformedComparison(start, 'a {"text"} line (the good text) without its bad text after it')
-                        )
                 if kind == "text_pairs":
                     if pending is None:
-                        pending = (where, None)  # stands for the good text until it is read
+                        pending = (where, None)  # a good line without a usable text still pairs with the next
                         pending = (where, _text(record, "text", where))
                         continue
-                    start, good = pending
-                    pending = None
+                    (start, good), pending = pending, None
                     text = _text(record, "text", where)
                     if good is not None:
                         yield split_at_common_prefix(good, text, tokenizer, f"{start}-{number}")
                     continue
+                if pending is not None:
+                    (start, good), pending = pending, None
+                    if good is not None:
+                        report_bad(
+                            MalformedComparison(start, 'a {"text"} line (the good text) without its bad text after it')
+                        )
                 yield tokenize_comparison(_comparison(kind, record, where), tokenizer, where)
             except MalformedComparison as error:
                 report_bad(error)

@@ -138,3 +138,19 @@ def test_skipping_bad_lines_keeps_the_seeds_text_pairs_aligned(tmp_path, tokeniz
     assert [str(error).split(": ")[0] for error in bad] == [f"{path}:1"]
     (record,) = records
     assert record.response_texts == (" agree", " without") and record.source == f"{path}:3-4"
+
+
+def test_a_line_of_another_format_among_text_pairs_takes_the_bad_texts_place(tmp_path, tokenizer):
+    lines = [
+        {"text": f"{PROMPT} agree"},
+        {"prompt": PROMPT, "chosen": " a", "rejected": " b"},
+        {"text": f"{PROMPT} valid"},
+        {"text": f"{PROMPT} damages"},
+    ]
+    path = _write(tmp_path / "seed.jsonl", lines)
+    bad = []
+    (record,) = read_comparisons(path, tokenizer, "text_pairs", bad.append)
+    assert [str(error) for error in bad] == [
+        f'{path}:2: a pairs line, but format=text_pairs reads {{"text"}} lines in pairs, good before bad'
+    ]
+    assert record.response_texts == (" valid", " damages")
