@@ -112,6 +112,18 @@ def rm_section(sft_nemo: str, data_dir, log_dir, config: str = "tiny") -> dict:
     return resolved
 
 
+def rm_schedule(section: dict, **rm) -> dict:
+    """`section` (an rm_section) with trainer.rm values replaced and the keys that follow them too, as Hydra would
+    resolve them (trainer.<key>, or the checkpoint interval for save_interval)."""
+    for key, value in rm.items():
+        section["trainer"]["rm"][key] = value
+        if key == "save_interval":
+            section["exp_manager"]["checkpoint_callback_params"]["every_n_train_steps"] = value
+        else:
+            section["trainer"][key] = value
+    return section
+
+
 def reward_run_output(reward_nemo: str) -> str:
     """The stdout of the rlhf_rm run that wrote `reward_nemo` (the rlhf_reward_nemo fixture keeps it beside)."""
     return (Path(reward_nemo).parents[1] / "rlhf_rm.stdout").read_text()

@@ -67,26 +67,15 @@ def test_the_written_reward_model_scores_the_test_pairs_as_the_run_reported(
     assert abs(trained - reported["accuracy"]) < 1e-6 and abs(trained_loss - reported["test_loss"]) < 1e-3
 
 
-def _short(section: dict, **rm) -> dict:
-    """The section with trainer.rm values replaced, and the trainer keys that follow them (as Hydra resolves them)."""
-    for key, value in rm.items():
-        section["trainer"]["rm"][key] = value
-        if key == "save_interval":
-            section["exp_manager"]["checkpoint_callback_params"]["every_n_train_steps"] = value
-        else:
-            section["trainer"][key] = value
-    return section
-
-
 def _epoch_section(rlhf_sft_nemo, preference_dir, log_dir) -> dict:  # noqa: F811
     """One epoch over the 256 training pairs at global batch 32 (8 steps, sized by the job), every step logged."""
-    from ..rlhf_support import rm_section
+    from ..rlhf_support import rm_schedule, rm_section
 
     section = rm_section(rlhf_sft_nemo, preference_dir, log_dir)
     section["model"].update(global_batch_size=32, micro_batch_size=4)
     section["trainer"]["log_every_n_steps"] = 1
     section["model"]["optim"]["sched"]["warmup_steps"] = 2
-    return _short(
+    return rm_schedule(
         section,
         max_epochs=1,
         max_steps=-1,
@@ -108,7 +97,6 @@ def test_one_epoch_at_tp2_gives_tp1s_losses_and_a_resumed_run_tp1s_weights(
 ):
     from nemo_launcher.jobs.core.nemo_archive import load_nemo
 
-    from ..gpt_train_support import run_training  # noqa: F401  (the same runner run_tuning uses)
     from ..sft_support import assert_same_tensors, rerun_after_kill_9, run_tuning
 
     whole = tmp_path / "tp1"
