@@ -67,6 +67,7 @@ def test_the_shipped_configs_bind_with_the_seeds_roles():
     assert (big.actor.trainer.ppo.gae_lambda, big.actor.model.ppo.length_params.max_length) == (0.95, 1024)
     assert big.run.time_limit == "4-00:00:00" and big.run.monitor_grace_s == 60
     assert [(r.name, r.devices) for r in big.roles()][-1] == ("actor", 8)
+    assert (big.critic.model.tensor_model_parallel_size, big.actor.model.tensor_model_parallel_size) == (4, 8)
 
 
 def test_the_layout_options_drop_roles(tiny):
@@ -205,6 +206,14 @@ RULES = [
         "rlhf_ppo.actor.model.ppo.num_rollout_samples=4",
         "multiple of rollout_micro_batch_size(4) x actor data-parallel size(2) = 8",
     ),
+    (
+        {"actor.trainer.devices": 2},
+        "rlhf_ppo.actor.trainer.devices=2",
+        "the actor would run 2 data-parallel copies, and it does not split rollouts over copies: set "
+        "trainer.num_nodes(1) x trainer.devices to the tensor-parallel size (1)",
+    ),
+    ({"actor.trainer.precision": 16}, "rlhf_ppo.actor.trainer.precision=16", "fp16 training would need loss scaling"),
+    ({"critic.trainer.precision": "16-mixed"}, "rlhf_ppo.critic.trainer.precision='16-mixed'", "use bf16 or 32"),
     # PPO's own ranges
     ({"actor.trainer.ppo.discount_factor": 1.5}, "rlhf_ppo.actor.trainer.ppo.discount_factor=1.5", "[0, 1]"),
     ({"actor.trainer.ppo.gae_lambda": -0.1}, "rlhf_ppo.actor.trainer.ppo.gae_lambda=-0.1", "[0, 1]"),

@@ -401,6 +401,7 @@ class PpoConfig(StageSchema, stage=STAGE):
         _check_batches(self, key, layouts)
         _check_addresses(self, key)
         _check_critic_schedule(self, key)
+        _check_runnable(self, key, layouts)
 
     # -- what the launcher asks -------------------------------------------------------------------------------------
 
@@ -633,3 +634,23 @@ def _check_critic_schedule(cfg: PpoConfig, key: str) -> None:
             f"warmup_steps({sched.warmup_steps}) + constant_steps({sched.constant_steps}) must be below "
             f"critic.trainer.ppo.max_steps({steps}) to leave a step of cosine decay; lower them or raise max_steps",
         )
+
+
+def _check_runnable(cfg: PpoConfig, key: str, dp: dict[str, int]) -> None:
+    """What the role programs cannot run, refused here so that the launcher refuses it too."""
+    if dp[ACTOR] > 1:
+        tp = cfg.actor.model.tensor_model_parallel_size
+        raise config_fault(
+            f"{key}.actor.trainer.devices",
+            cfg.actor.trainer.devices,
+            f"the actor would run {dp[ACTOR]} data-parallel copies, and it does not split rollouts over copies: set "
+            f"trainer.num_nodes({cfg.actor.trainer.num_nodes}) x trainer.devices to the tensor-parallel size ({tp})",
+        )
+    for role in (ACTOR, CRITIC):
+        trainer = cfg.role_trainer(role)
+        if trainer.precision_name() == "fp16":
+            raise config_fault(
+                f"{key}.{role}.trainer.precision",
+                trainer.precision,
+                "fp16 training would need loss scaling, which the PPO roles do not do; use bf16 or 32",
+            )
