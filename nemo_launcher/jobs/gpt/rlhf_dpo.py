@@ -30,8 +30,7 @@ def dpo_job(cfg):
 
     from ..core.recipe import Sequences
     from ..rlhf.dpo import LOSS_NAMES, DpoSettings, dpo_forward_step, split_pair_microbatches
-    from ..rlhf.dpo_training import PreferenceModule, PreferencePairs
-    from ..tuning.job import AllWeights
+    from ..rlhf.dpo_training import PreferenceModule, PreferencePairs, WholePolicy
     from ..tuning.lora import LoraMethod
     from .tuning import GptTuning
 
@@ -62,7 +61,7 @@ def dpo_job(cfg):
 
     peft = cfg.model.peft
     if peft is None:
-        method = AllWeights(cfg.policy_path())
+        method = WholePolicy(cfg.policy_path())
     else:
         method = LoraMethod(peft, cfg.model.seed, cfg.adapter_path(), cfg.policy_path())
     return DpoTuning(cfg, STAGE, cfg.model.restore_from_path, PreferencePairs(cfg), method)

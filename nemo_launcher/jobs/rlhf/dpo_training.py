@@ -6,8 +6,8 @@ files) and the Lightning module that reports every DPO figure at validation.
     module = PreferenceModule(parts, job)   # the job's module()
 
 The tuning wing's module keeps only the minimised loss of a validation; DPO's point is the held-out preference
-accuracy, margin and implicit rewards beside it, so PreferenceModule keeps every reported figure (they reach the
-log, TensorBoard and the closing summary as val_<name>).
+accuracy, margin and implicit rewards beside it, so PreferenceModule keeps every reported figure (the validation
+line and TensorBoard's val_<name>). The pairs are jobs/rlhf/pairs.py's, in the batches dpo.py splits.
 """
 
 from functools import partial
@@ -16,6 +16,7 @@ from ...contract.schemas.rlhf_dpo import TRAIN_SPLIT, VALIDATION_SPLIT
 from ..common.config import JobConfigError
 from ..core.module import _mean_of
 from ..tuning.base import TuningModule
+from ..tuning.job import AllWeights
 from .dpo_reference import LENGTH_KEY, ReferenceFiles
 from .pairs import PairsDataset, RepeatedPairs, check_vocabulary, collate_pairs, read_pairs
 
@@ -73,3 +74,12 @@ class PreferenceModule(TuningModule):
         # A collective: every rank calls it, those off the last stage with nothing to add.
         self.last_val_losses = self.parts.reduce_last_stage_means(_mean_of(batches))
         self.last_val_metrics = {}
+
+
+class WholePolicy(AllWeights):
+    """DPO of every weight: the tuned policy is a whole GPT .nemo (tuning/job.py's AllWeights, named for DPO)."""
+
+    name = "DPO (all weights)"
+
+    def write(self, module, job) -> dict[str, str]:
+        return {"DPO policy": super().write(module, job)["fine-tuned model"]}

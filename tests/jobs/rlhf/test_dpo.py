@@ -6,6 +6,7 @@ OMP_NUM_THREADS=1 python3 -m pytest -n 0 -p no:randomly tests/jobs/rlhf/test_dpo
 
 import json
 import math
+import re
 import time
 
 import pytest
@@ -68,6 +69,7 @@ def test_first_step_loss_is_ln_2_and_held_out_accuracy_reaches_90_percent(traine
     assert last["preference_accuracy"] >= 0.9
     assert last["reward_margin"] > 0 and last["chosen_reward"] > last["rejected_reward"]
     assert (work / "checkpoints" / POLICY).is_file()
+    assert re.search(rf"^  DPO policy +{re.escape(str(work / 'checkpoints' / POLICY))}$", stdout, re.M), stdout[-2000:]
 
 
 def _policy_weights(path):
