@@ -37,6 +37,9 @@ class Family:
     # A config group prefix that evaluates another family's models tuned one way (prompt_gpt3 -> gpt3): its
     # configs follow that family's training run.
     tunes: str | None = None
+    # program kind -> job program module, for stages that run more than one program (DPO's reference job, PPO's
+    # roles): the stage class asks for these kinds by name.
+    role_programs: dict[str, str] = field(default_factory=dict)
 
 
 def _data_preparation_only(name: str, description: str) -> Family:
@@ -147,17 +150,21 @@ _GPT_PROGRAMS = {
     "evaluation": "nemo_launcher.jobs.gpt.evaluate",
     "export": "nemo_launcher.jobs.gpt.export",
     "conversion_nemo2hf": "nemo_launcher.jobs.gpt.export_hf",
-    # RLHF: the reward model, DPO's reference job and trainer, PPO's four roles (rlhf_ppo names the actor, the
-    # program that drives the others), and their evaluation.
+    # RLHF: the reward model, DPO's trainer, PPO (named by its actor, the program that drives the other roles), and
+    # their evaluation; the other programs of the DPO and PPO jobs are in _GPT_ROLE_PROGRAMS.
     "rlhf_rm": "nemo_launcher.jobs.gpt.rlhf_rm",
-    "rlhf_dpo_reference": "nemo_launcher.jobs.gpt.rlhf_dpo_reference",
     "rlhf_dpo": "nemo_launcher.jobs.gpt.rlhf_dpo",
     "rlhf_ppo": "nemo_launcher.jobs.gpt.rlhf_ppo_actor",
+    "rlhf_eval": "nemo_launcher.jobs.gpt.rlhf_eval",
+}
+# Programs a stage runs beside its own, by the names its stage class asks for: DPO's reference job and PPO's roles
+# (contract/rlhf_roles.py names their kinds).
+_GPT_ROLE_PROGRAMS = {
+    "rlhf_dpo_reference": "nemo_launcher.jobs.gpt.rlhf_dpo_reference",
     "rlhf_ppo_reward_model": "nemo_launcher.jobs.gpt.rlhf_ppo_reward_model",
     "rlhf_ppo_initial_policy": "nemo_launcher.jobs.gpt.rlhf_ppo_initial_policy",
     "rlhf_ppo_critic": "nemo_launcher.jobs.gpt.rlhf_ppo_critic",
     "rlhf_ppo_actor": "nemo_launcher.jobs.gpt.rlhf_ppo_actor",
-    "rlhf_eval": "nemo_launcher.jobs.gpt.rlhf_eval",
 }
 _GPT_SCHEMAS = {
     "data_preparation": _DATA_PREPARATION_SCHEMA,
@@ -197,6 +204,7 @@ def _gpt_architecture(name: str, description: str) -> Family:
         schemas=_GPT_SCHEMAS,
         preparers=_GPT_PREPARERS,
         nemo_file_name=f"megatron_{name}.nemo",
+        role_programs=_GPT_ROLE_PROGRAMS,
     )
 
 
@@ -210,6 +218,7 @@ FAMILIES: dict[str, Family] = {
             schemas=_GPT_SCHEMAS,
             preparers=_GPT_PREPARERS,
             nemo_file_name="megatron_gpt.nemo",
+            role_programs=_GPT_ROLE_PROGRAMS,
         ),
         _gpt_architecture(
             "llama", "Llama 2 and 3: GPT with RMSNorm, SwiGLU, rotary positions, grouped-query attention"
@@ -254,6 +263,12 @@ FAMILIES: dict[str, Family] = {
         _hf_import("hf_mixtral", "MixtralForCausalLM"),
         _hf_import("hf_qwen2", "Qwen2ForCausalLM"),
         _data_preparation_only("generic", "any model family's corpus: your own files and a SentencePiece tokenizer"),
+        Family(
+            name="rlhf",
+            description="preference data for the RLHF stages: comparison pairs, PPO prompts, SFT files",
+            programs={"data_preparation": _DATA_PREPARATION},
+            schemas={"data_preparation": f"{_SCHEMAS}.preference_preparation:PreferencePreparation"},
+        ),
         # The seed picks the evaluation program by these prefixes; prompt_gpt3 keeps the seed's own key layout.
         _tuned_evaluation("prompt", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "PromptGptEvaluationConfig"),
         _tuned_evaluation("adapter", "gpt3", "nemo_launcher.jobs.gpt.evaluate_tuned", "TunedEvaluationConfig"),
@@ -399,6 +414,8 @@ def family_for(stage: str, choice: str) -> Family:
 
 
 def program_for(family: Family, stage: str, choice: str) -> str:
+    if stage in family.role_programs:
+        return family.role_programs[stage]
     if stage not in family.programs:
         known = ", ".join(sorted(family.programs)) or "none"
         raise config_error(stage, choice, f"the {family.name} family has no {stage} program yet; it has: {known}")

@@ -4,6 +4,7 @@ stage classes name no family, program or family key."""
 
 import ast
 import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,10 @@ def test_every_row_names_known_stages_importable_schemas_and_job_modules(name):
         assert stage in family.programs and program.startswith("nemo_launcher.jobs.")
     prepared = {stage for stage, path in family.schemas.items() if hasattr(_schema(path), "preparation_args")}
     assert prepared == set(family.preparers), name
+    # A stage's other programs (DPO's reference job, PPO's roles) are job modules named after one of its stages.
+    for kind, program in family.role_programs.items():
+        assert kind not in family.programs and any(kind.startswith(f"{stage}_") for stage in family.programs), kind
+        assert importlib.util.find_spec(program) is not None, program
 
 
 def test_mt5_is_t5_with_its_own_configs():

@@ -23,7 +23,10 @@ DATA_CONFIGS = sorted(
     str(p.relative_to(CONF / "data_preparation").with_suffix(""))
     for p in (CONF / "data_preparation").rglob("*.yaml")
     # A seed's spelling at the group's top (custom_dataset) is an alias of a family config listed already.
-    if p.parent.name in FAMILIES and FAMILIES[p.parent.name].programs["data_preparation"] == "nemo_launcher.jobs.data"
+    # The preference sets (rlhf) run steps of their own: tests/jobs/data/test_preference_*.py.
+    if p.parent.name in FAMILIES
+    and FAMILIES[p.parent.name].programs["data_preparation"] == "nemo_launcher.jobs.data"
+    and FAMILIES[p.parent.name].schemas["data_preparation"].endswith("data_preparation:DataPreparation")
 )
 
 
