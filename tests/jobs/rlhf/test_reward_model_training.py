@@ -90,7 +90,7 @@ def _losses(text: str) -> list[float]:
     return [float(v) for v in re.findall(r"^step=\d+/\d+ loss=([-\d.]+)", text, re.MULTILINE)]
 
 
-def test_one_epoch_at_tp2_gives_tp1s_losses_and_a_resumed_run_tp1s_weights(
+def test_one_epoch_at_tp2_and_dp2_gives_tp1s_losses_and_a_resumed_run_tp1s_weights(
     tmp_path,
     rlhf_sft_nemo,  # noqa: F811
     preference_dir,  # noqa: F811
@@ -107,10 +107,15 @@ def test_one_epoch_at_tp2_gives_tp1s_losses_and_a_resumed_run_tp1s_weights(
     section["model"]["tensor_model_parallel_size"] = 2
     section["trainer"]["devices"] = 2
     tp2 = run_tuning("rlhf_rm", section, split, processes=2).stdout
-    ours, theirs = _losses(tp1), _losses(tp2)
-    print("TP=1 losses:", ours, "\nTP=2 losses:", theirs)
-    assert len(ours) == 8 and len(theirs) == 8 and ours[-1] < ours[0]
+    data = tmp_path / "dp2"
+    section = _epoch_section(rlhf_sft_nemo, preference_dir, data)
+    section["trainer"]["devices"] = 2
+    dp2 = run_tuning("rlhf_rm", section, data, processes=2).stdout
+    ours, theirs, halves = _losses(tp1), _losses(tp2), _losses(dp2)
+    print("TP=1 losses:", ours, "\nTP=2 losses:", theirs, "\nDP=2 losses:", halves)
+    assert len(ours) == 8 and len(theirs) == 8 and len(halves) == 8 and ours[-1] < ours[0]
     assert max(abs(a - b) for a, b in zip(ours, theirs)) < 1e-3
+    assert max(abs(a - b) for a, b in zip(ours, halves)) < 1e-3  # each rank half of every global batch
 
     killed = tmp_path / "killed"
     section = _epoch_section(rlhf_sft_nemo, preference_dir, killed)
