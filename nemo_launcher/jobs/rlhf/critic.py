@@ -33,6 +33,7 @@ import torch
 
 from ...contract import CHECKPOINT_COMPLETE_MARKER, CHECKPOINT_STEP_PREFIX
 from ..core.schedule import CosineSchedule
+from .parallel_grads import tensor_parallel_shards
 from .remote import RequestError
 from .servers import max_positions, model_device, padded, token_rows
 
@@ -138,6 +139,7 @@ class ValueTrainer:
         self._dp_group = parallel_state.get_data_parallel_group() if self.dp_size > 1 else None
         tp = parallel_state.get_tensor_model_parallel_world_size()
         self._tp_group = parallel_state.get_tensor_model_parallel_group() if tp > 1 else None
+        self._sharded = tensor_parallel_shards(model)
 
     # -- /train -----------------------------------------------------------------------------------------------------
 
@@ -200,18 +202,16 @@ class ValueTrainer:
     def _reduce_and_clip(self) -> float:
         """Sums the gradients over the data-parallel ranks, then scales them to the global norm limit; returns the
         norm before clipping."""
-        from megatron.core.tensor_parallel import param_is_not_tensor_parallel_duplicate
-
         parameters = [p for p in self.model.parameters() if p.requires_grad]
         for parameter in parameters:
             if parameter.grad is None:
                 parameter.grad = torch.zeros_like(parameter)
             if self._dp_group is not None:
                 torch.distributed.all_reduce(parameter.grad, group=self._dp_group)
-        squares = sum(
-            (p.grad.float().norm() ** 2 for p in parameters if param_is_not_tensor_parallel_duplicate(p)),
-            torch.zeros((), device=model_device(self.model)),
-        )
+        # Each rank adds its shards and, on tensor-parallel rank 0 only, the replicated parameters; the sum over the
+        # tensor-parallel group then counts every weight once.
+        counted = [p for p in parameters if id(p) in self._sharded or self.tp_rank == 0]
+        squares = sum((p.grad.float().norm() ** 2 for p in counted), torch.zeros((), device=model_device(self.model)))
         if self._tp_group is not None:
             torch.distributed.all_reduce(squares, group=self._tp_group)
         norm = float(squares.sqrt())
