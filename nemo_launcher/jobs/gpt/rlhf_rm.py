@@ -40,7 +40,9 @@ def reward_model_job(cfg):
         """GPT's tuning job with the scalar-head model, the pairs data, the test split and the reward module."""
 
         def recipe(self, cfg):
-            return dataclasses.replace(GPT, **reward_recipe_fields(self.data, cfg.model.encoder_seq_length))
+            self.figures = {}  # the newest validation and test means (RewardModule), for the summary
+            fields = reward_recipe_fields(self.data, cfg.model.encoder_seq_length, self.figures)
+            return dataclasses.replace(GPT, **fields)
 
         def _load_base(self, on_gpu: bool):
             model_cfg = self.cfg.model

@@ -52,8 +52,9 @@ def reward_forward_step(data_iterator, model):
     return output, partial(pairwise_loss, batch["lengths"])
 
 
-def reward_recipe_fields(data: "PairData", max_seq_length: int) -> dict:
-    """What a family's recipe changes for reward-model training (dataclasses.replace(recipe, **fields))."""
+def reward_recipe_fields(data: "PairData", max_seq_length: int, figures: dict[str, dict[str, float]]) -> dict:
+    """What a family's recipe changes for reward-model training (dataclasses.replace(recipe, **fields)). `figures`:
+    the dict RewardModule fills with the newest validation and test means, shown in the closing summary."""
     return dict(
         forward_step=reward_forward_step,
         loss_names=LOSS_NAMES,
@@ -61,7 +62,18 @@ def reward_recipe_fields(data: "PairData", max_seq_length: int) -> dict:
         split_microbatches=split_pair_microbatches,
         flops_per_token=None,
         epoch_samples=lambda cfg: data.train_count(),
+        summary_items=lambda cfg, outcome: summary_lines(figures),
     )
+
+
+def summary_lines(figures: dict[str, dict[str, float]]) -> list[tuple[str, str]]:
+    """("val accuracy", "0.9531"), ... for the closing summary (which shows each split's loss itself)."""
+    return [
+        (f"{split} {name}", f"{values[name]:.4f}")
+        for split, values in figures.items()
+        for name in LOSS_NAMES[1:]
+        if name in values
+    ]
 
 
 class PairData:
@@ -144,12 +156,20 @@ class RewardHeadMethod(Method):
 
 class RewardModule(TuningModule):
     """The tuning module with every reported value (loss, accuracy, margin) kept at validation, and the test split
-    read through the pairs collate."""
+    read through the pairs collate; the newest of both land in the job's `figures` for the summary."""
 
     def on_validation_epoch_end(self) -> None:
         batches = [losses for per_set in self._file_losses for losses in per_set]
         self.last_val_losses = self.parts.reduce_last_stage_means(_mean_of(batches))  # every rank: a collective
         self.last_val_metrics = {}
+        if self.last_val_losses is not None:
+            self.tuning.figures["val"] = dict(self.last_val_losses)
+
+    def evaluate_test_split(self) -> float | None:
+        loss = super().evaluate_test_split()
+        if loss is not None:
+            self.tuning.figures["test"] = dict(self.last_test_losses)
+        return loss
 
     def _eval_loader(self, dataset, limit: int):
         p = self.parts

@@ -48,6 +48,8 @@ def test_the_tiny_reward_model_ranks_held_out_pairs_far_above_chance(rlhf_reward
     assert validations[0]["val_loss"] > validations[-1]["val_loss"]
     assert validations[-1]["accuracy"] >= 0.9 and tests[-1]["accuracy"] >= 0.9  # chance: 0.5
     assert validations[-1]["margin"] > 0 and tests[-1]["margin"] > 0
+    assert f"val accuracy    {validations[-1]['accuracy']:.4f}" in output  # the closing summary
+    assert f"test margin     {tests[-1]['margin']:.4f}" in output
 
 
 def test_the_written_reward_model_scores_the_test_pairs_as_the_run_reported(
