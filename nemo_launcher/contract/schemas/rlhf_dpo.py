@@ -16,7 +16,7 @@ reference is model.restore_from_path itself and the tuned policy is always writt
 import dataclasses
 from typing import Any, Literal
 
-from ..binding import config_fault, field_fault, fraction, no_pipeline_parallel, positive, positive_fields
+from ..binding import bind_stage, config_fault, field_fault, fraction, no_pipeline_parallel, positive, positive_fields
 from ..preference_data import METADATA_FILE, pairs_file
 from .common_training import OptimSection, check_layout, check_schedule, check_world_size
 from .common_tuning import SftExpManager, SftRun, SftTrainer
@@ -139,8 +139,6 @@ class DpoConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], stage: Literal["rlhf_dpo"] = STAGE) -> "DpoConfig":
-        from ..binding import bind_stage
-
         return bind_stage(cls, data, stage)
 
     stage = STAGE

@@ -20,7 +20,12 @@ PROG = "python3 -m nemo_launcher.jobs.gpt.rlhf_dpo_reference"
 
 
 def compute(cfg, placement) -> list[str]:
+    import dataclasses
+
+    from ...contract.model_facts import facts_of_model
+    from ...contract.model_rules import check_against_model
     from ...contract.schemas.rlhf_dpo import TRAIN_SPLIT, VALIDATION_SPLIT
+    from ..core.nemo_archive import read_nemo_config
     from ..rlhf.dpo_reference import ReferenceFiles
     from ..rlhf.pairs import check_vocabulary
     from .inference import load_gpt_from_nemo
@@ -29,6 +34,10 @@ def compute(cfg, placement) -> list[str]:
     m = cfg.model
     files = ReferenceFiles(
         m.reference.output_dir, m.reference_model(), m.data.max_seq_length, m.reference.micro_batch_size
+    )
+    # The launcher's rules against the model (TP and heads, ...), before a weight is read: as the trainer does.
+    check_against_model(
+        facts_of_model(read_nemo_config(files.model_path), files.model_path), "rlhf_dpo", dataclasses.asdict(cfg)
     )
     model, tokenizer = load_gpt_from_nemo(
         files.model_path, m.tensor_model_parallel_size, 1, cfg.trainer.precision_name()

@@ -34,6 +34,7 @@ class PreferencePairs:
         )
         self.max_seq_length = m.data.max_seq_length
         self.num_workers = m.data.num_workers
+        self.vocab_size: int | None = None  # the model's, once check_tokenizer has seen its tokenizer
 
     def check_tokenizer(self, tokenizer) -> None:
         """The data's vocabulary must be the model's; called once the model's tokenizer is loaded."""
@@ -43,6 +44,7 @@ class PreferencePairs:
 
     def records(self, split: str):
         """The reference job's copy of a split, refused when missing, stale or without the reference fields."""
+        assert self.vocab_size is not None, "check_tokenizer comes first: ids are checked against the vocabulary"
         path = self.files.check_current(split, self.data.pairs(split), REFERENCE_KEY)
         pairs = read_pairs(path, self.vocab_size, self.max_seq_length, LENGTH_KEY)
         if pairs[0].ref_chosen is None:  # read_pairs holds a file to all lines or none

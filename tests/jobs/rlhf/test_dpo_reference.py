@@ -94,3 +94,21 @@ def test_two_data_parallel_ranks_share_the_pairs_and_write_one_reference_run_s_v
                 k: b[k] for k in ("prompt", "chosen", "rejected")
             }
             assert abs(a["ref_chosen"] - b["ref_chosen"]) < 1e-5 and abs(a["ref_rejected"] - b["ref_rejected"]) < 1e-5
+
+
+def test_a_tensor_parallel_size_the_model_cannot_take_is_refused_by_the_reference_job(
+    rlhf_sft_nemo,
+    preference_dir,
+    tmp_path,  # noqa: F811
+):
+    """The launcher's model rules hold in the reference job as in the trainer: TP 3 does not divide the tiny model's
+    4 heads (a .nemo the launcher could not read is checked here before a weight is loaded)."""
+    section = dpo_section(
+        rlhf_sft_nemo, preference_dir, tmp_path / "run", tmp_path / "reference", tensor_model_parallel_size=3
+    )
+    section["trainer"]["devices"] = 3
+    section["model"]["global_batch_size"] = 24
+    # torchrun exits 1 whatever status its ranks chose (srun passes their 2 on); each rank says why in one line
+    refused = run_dpo("rlhf_dpo_reference", section, tmp_path, processes=3, expect_rc=1)
+    assert "Error: rlhf_dpo.model.tensor_model_parallel_size=3: the model" in refused.stderr, refused.stderr[-2000:]
+    assert not (tmp_path / "reference" / "train_pairs.jsonl").exists()
