@@ -242,3 +242,40 @@ def test_a_port_in_use_stops_the_role_naming_its_key(tmp_path, rlhf_sft_nemo, pr
     assert (
         f"Error: rlhf_ppo.initial_policy.port={ports[1]}: the initial_policy role cannot listen there" in result.stderr
     )
+
+
+def test_a_combined_critic_also_serves_the_rewards(tmp_path, rlhf_sft_nemo, preference_dir, local_models):  # noqa: F811
+    """The reference's two-role layout: the critic answers /rewards from its own frozen copy of the reward model, which
+    training the critic leaves unchanged."""
+    scalar, _ = local_models
+    ports = server_ports(3)
+    section = ppo_section(rlhf_sft_nemo, preference_dir, tmp_path, ports)
+    section["critic"]["trainer"]["ppo"]["combine_rm_and_critic_server"] = True
+    section["actor"]["remote_critic_rm"]["combine_rm_and_critic_server"] = True
+    config = tmp_path / "rlhf_ppo.yaml"
+    config.write_text(yaml.safe_dump(section))
+    process = subprocess.Popen(
+        command(config, program=(PROGRAMS["critic"],)),
+        cwd=REPO,
+        env=environment(),
+        stdout=open(tmp_path / "critic.log", "w"),
+        stderr=subprocess.STDOUT,
+    )
+    critic = RoleClient("critic", "127.0.0.1", ports[2], timeout_s=240)
+    try:
+        critic.wait_ready(deadline_s=300)
+        expected = [float(_alone(scalar, row)[-1, 0]) for row in ROWS]
+        before = critic.call("rewards", {"tokens": ROWS})["rewards"]
+        critic.call("train", _train_payload(critic, 1, target=3.0))
+        after = critic.call("rewards", {"tokens": ROWS})["rewards"]
+        values = critic.call("values", {"tokens": ROWS})["values"]
+        assert max(abs(a - b) for a, b in zip(before, expected, strict=True)) < 1e-5
+        assert after == before  # the reward model is frozen
+        assert max(abs(v[-1] - r) for v, r in zip(values, before, strict=True)) > 1e-3  # the critic moved
+        assert critic.call("shutdown", {})["ok"] is True
+        assert process.wait(timeout=120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "critic: serving rewards of" in (tmp_path / "critic.log").read_text()

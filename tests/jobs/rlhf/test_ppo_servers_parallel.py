@@ -81,6 +81,14 @@ class Started:
         return self.process.wait(timeout=180)
 
 
+class _Roles(dict):
+    """The started roles by name, and the .nemo they serve."""
+
+    def __init__(self, roles: dict, nemo: str):
+        super().__init__(roles)
+        self.nemo = nemo
+
+
 @pytest.fixture(scope="module")
 def started(tmp_path_factory, rlhf_sft_nemo, preference_dir):  # noqa: F811
     work = tmp_path_factory.mktemp("ppo_parallel")
@@ -98,7 +106,7 @@ def started(tmp_path_factory, rlhf_sft_nemo, preference_dir):  # noqa: F811
         roles[name] = Started(work, name, role, _variant(base, work, name, role, devices, tp), devices)
     for role in roles.values():
         role.ready()
-    yield roles
+    yield _Roles(roles, rlhf_sft_nemo)
     codes = {name: role.stop() for name, role in roles.items()}
     assert set(codes.values()) == {0}, {name: roles[name].log() for name, code in codes.items() if code}
 
@@ -119,8 +127,22 @@ def test_two_process_servers_answer_as_one(started):
     rewards = started["reward_tp2"].client.call("rewards", {"tokens": ROWS})["rewards"]
     assert _close(rewards, [row[-1] for row in values["critic_tp1"]], 1e-5)
     logprobs = started["policy_dp2"].client.call("logprobs", {"tokens": ROWS})["logprobs"]
-    assert [len(row) for row in logprobs] == [len(row) - 1 for row in ROWS]
-    assert all(x < 0 for row in logprobs for x in row)
+    assert _close(logprobs, _local_logprobs(started.nemo), 1e-5)
+
+
+def _local_logprobs(nemo: str) -> list[list[float]]:
+    """Each row's next-token log-probabilities from the GPT loaded here, one row at a time."""
+    import torch
+
+    from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
+
+    policy, _ = load_gpt_from_nemo(nemo, 1, 1, "fp32")
+    out = []
+    for row in ROWS:
+        with torch.no_grad():
+            logits = policy(torch.tensor([row]), torch.arange(len(row)).unsqueeze(0), None)[0, :-1]
+        out.append(torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(row[1:])[:, None])[:, 0].tolist())
+    return out
 
 
 def _payload(step: int) -> dict:
