@@ -40,11 +40,12 @@ LEARNING = {
     "actor.model.ppo.val_rollout_micro_batch_size": 16,
     "critic.exp_manager.checkpoint_callback_params.every_n_train_steps": 20,
 }
-# Summed over a response's tokens, the KL estimate of the policy to the initial policy (nats) must stay below this
-# at every validation: with initial_policy_kl_penalty 0.01 the run measured 2.4 at step 20.
-KL_BOUND = 5.0
-# The rise of val_global_rewards from step 0 to step 20 the test asks for; the run measured about 2 (-2.00 -> -0.05).
-REWARD_RISE = 1.0
+# Measured here (OMP_NUM_THREADS=1): val_global_rewards -1.996 (step 0) -> -1.616 (step 10) -> -0.785 (step 20), the
+# KL estimate summed over a response's tokens 0 -> 1.159 -> 1.380 nats (initial_policy_kl_penalty 0.01); the training
+# rollouts' mean reward -1.962 (step 1) -> -0.699 (step 20). The validation reward is a mean over 64 responses drawn
+# with the same random numbers each time; a rise of 0.5 is several times what a policy that did not move would show.
+KL_BOUND = 3.0
+REWARD_RISE = 0.5
 
 
 def learning_section(sft: str, reward: str, data, work: Path) -> dict:
