@@ -8,7 +8,7 @@ giving a float per position. The reward model reads it at a response's last toke
     save_scalar_model(model, nemo_config, "rm.nemo", "rlhf_rm", placement)   # collective, every rank calls it
 
     # inside a trainer, where the parallel state already exists (jobs/gpt/rlhf_rm.py):
-    model = build_scalar_model(GPT, nemo_config, path, tp, precision, hidden_dropout=0.1, attention_dropout=0.1)
+    model, section = build_scalar_model(GPT, nemo_config, path, tp, precision, hidden_dropout=0.1)
 
 load_scalar_model(family, path, tp, precision, on_gpu, hidden_dropout=0.0, attention_dropout=0.0):
     path: a reward-model `.nemo`, or a plain GPT `.nemo` (its output layer is dropped and a fresh head made, from a
@@ -24,6 +24,8 @@ The archive is a GPT `.nemo` (core/nemo_archive.py) whose config carries `reward
 weights hold `reward_head.weight` [1, hidden] and `reward_head.bias` [1] instead of `output_layer.weight`. The head is
 the same on every tensor-parallel rank (replicated like the layer norms): the final hidden states it reads are whole
 on each rank (no sequence parallelism here), so every rank computes the same scalar and the same head gradient.
+It is not a language model: a GPT tool that binds its config to GPT's model section (conversion to Hugging Face,
+generation) refuses the `reward_model` key rather than load a model without an output layer.
 """
 
 import dataclasses
