@@ -72,6 +72,11 @@ def test_first_step_loss_is_ln_2_and_held_out_accuracy_reaches_90_percent(traine
     assert re.search(rf"^  DPO policy +{re.escape(str(work / 'checkpoints' / POLICY))}$", stdout, re.M), stdout[-2000:]
 
 
+def _largest_difference(ours: dict[int, float], theirs: dict[int, float]) -> float:
+    assert ours.keys() == theirs.keys()
+    return max(abs(ours[step] - theirs[step]) for step in ours)
+
+
 def _policy_weights(path):
     from nemo_launcher.jobs.gpt.inference import load_gpt_nemo
 
@@ -131,6 +136,7 @@ def test_tensor_parallel_2_gives_tensor_parallel_1s_reference_and_losses(
     two = run_dpo("rlhf_dpo", section, tmp_path / "run", processes=2).stdout
     assert "TP=2 PP=1" in two
     _, one = trained
+    print(f"TP 2 against TP 1: largest loss difference {_largest_difference(losses(two), losses(one)):.2e}")
     assert losses(two) == pytest.approx(losses(one), abs=1e-3)
     assert validation_figures(two)[32]["preference_accuracy"] == validation_figures(one)[32]["preference_accuracy"]
 
@@ -169,3 +175,18 @@ def test_lora_dpo_trains_adapters_on_the_frozen_base_and_writes_the_merged_polic
     assert merged.keys() == base.keys()  # a plain GPT .nemo: no adapter tensors left
     changed = [key for key in base if not merged[key].equal(base[key])]
     assert changed and all("linear" in key for key in changed), changed
+
+
+def test_two_data_parallel_ranks_give_one_rank_s_losses(
+    trained, rlhf_sft_nemo, preference_dir, reference_dir, tmp_path
+):  # noqa: F811
+    """DP 2: each rank takes half of every step's pairs (whole pairs: the micro-batch split keeps a chosen row with its
+    rejected one) and megatron averages the gradients, so the run follows the one-process run."""
+    section = dpo_section(rlhf_sft_nemo, preference_dir, tmp_path, reference_dir[0])
+    section["trainer"]["devices"] = 2
+    two = run_dpo("rlhf_dpo", section, tmp_path, processes=2).stdout
+    assert "TP=1 PP=1 VPP=1 DP=2" in two
+    _, one = trained
+    print(f"DP 2 against DP 1: largest loss difference {_largest_difference(losses(two), losses(one)):.2e}")
+    assert losses(two) == pytest.approx(losses(one), abs=1e-3)
+    assert validation_figures(two)[32]["preference_accuracy"] == validation_figures(one)[32]["preference_accuracy"]
