@@ -230,6 +230,14 @@ class ValueTrainer:
         """Writes this rank's state for actor step `step` (first data-parallel rank of each tensor-parallel rank),
         then, once every file is there, the COMPLETE marker; older complete states beyond `keep` are removed."""
         folder = self.folder(step)
+        several = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+        leader = not several or torch.distributed.get_rank() == 0
+        if leader:
+            # A rerun saving a step again (after a resume) first withdraws the old marker: a kill between the ranks'
+            # files must not leave a COMPLETE folder of mixed attempts.
+            (folder / CHECKPOINT_COMPLETE_MARKER).unlink(missing_ok=True)
+        if several:
+            torch.distributed.barrier()
         if self.dp_rank == 0:
             folder.mkdir(parents=True, exist_ok=True)
             state = {
@@ -243,10 +251,9 @@ class ValueTrainer:
             temporary = folder / f".rank_{self.tp_rank}.pt.tmp{os.getpid()}"
             torch.save(state, temporary)
             os.replace(temporary, target)
-        several = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
         if several:
             torch.distributed.barrier()  # every rank's file is in place before the marker says so
-        if not several or torch.distributed.get_rank() == 0:
+        if leader:
             marker = folder / CHECKPOINT_COMPLETE_MARKER
             temporary = folder / f".{CHECKPOINT_COMPLETE_MARKER}.tmp"
             temporary.write_text(f"PPO critic state after actor step {step}\n")
