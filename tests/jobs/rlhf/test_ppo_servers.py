@@ -179,6 +179,7 @@ def test_critic_train_lowers_its_loss_on_a_fixed_batch(roles):
     before = _value_loss(critic, _train_payload(critic, 10, target=-1.0))
     reported = [critic.call("train", _train_payload(critic, step, target=-1.0))["loss"] for step in range(10, 15)]
     after = _value_loss(critic, _train_payload(critic, 15, target=-1.0))
+    print("critic value loss on the fixed batch", before, "->", after, "reported", reported)  # shown with -s
     assert after < 0.25 * before and reported[-1] < reported[0], (before, after, reported)
 
 
