@@ -41,6 +41,11 @@ Handler = Callable[[dict], dict]
 Share = Callable[[object], object]
 
 _SHUTDOWN = "shutdown"
+# The other ranks of a role wait for the next request inside a collective (the broadcast), which fails after the
+# process group's timeout (30 minutes here); the actor may leave a role idle longer (long generations, validation).
+# With no request for HEARTBEAT_S seconds rank 0 sends an empty message that ends the wait.
+_HEARTBEAT = ""
+HEARTBEAT_S = 60.0
 _LOCALHOST = "localhost"
 
 
@@ -149,6 +154,7 @@ class RoleServer:
         rank: int = 0,
         port_key: str = "port",
         bind_host: str = "0.0.0.0",
+        heartbeat_s: float = HEARTBEAT_S,
     ):
         if _SHUTDOWN in handlers:
             raise ValueError("/shutdown is every role's own endpoint; pass the work to do then as on_shutdown")
@@ -159,6 +165,7 @@ class RoleServer:
         # Facts about the served model that /health reports beside "ready" (e.g. vocab_size, for the actor to check).
         self.info: dict = {}
         self._share = share
+        self._heartbeat_s = heartbeat_s
         self._inbox: queue.Queue[_Pending] = queue.Queue()
         self._ready = threading.Event()
         self._http: http.server.ThreadingHTTPServer | None = None
@@ -186,7 +193,11 @@ class RoleServer:
 
     def _serve_as_leader(self, on_shutdown) -> None:
         while True:
-            pending = self._inbox.get()
+            try:
+                pending = self._inbox.get(timeout=self._heartbeat_s if self._share is not None else None)
+            except queue.Empty:
+                self._share((_HEARTBEAT, None))  # the other ranks' wait ends well inside the collective's timeout
+                continue
             if self._share is not None:
                 self._share((pending.endpoint, pending.payload))
             pending.answer = self._handle(pending.endpoint, pending.payload, on_shutdown)
@@ -200,6 +211,8 @@ class RoleServer:
     def _serve_as_follower(self, on_shutdown) -> None:
         while True:
             endpoint, payload = self._share(None)
+            if endpoint == _HEARTBEAT:
+                continue
             self._handle(endpoint, payload, on_shutdown)
             if endpoint == _SHUTDOWN:
                 return

@@ -168,3 +168,32 @@ def test_a_rank_other_than_0_needs_a_share():
 )
 def test_role_address_prefers_the_config_then_the_launchers_variable(role, ip, env, expected):
     assert role_address(role, ip, 5557, env) == expected
+
+
+def test_an_idle_leader_sends_heartbeats_that_the_other_ranks_skip():
+    """With no request, rank 0 ends the other ranks' wait every heartbeat_s (their broadcast would time out after
+    the process group's timeout otherwise); they handle nothing for it."""
+    to_follower: queue.Queue = queue.Queue()
+    sent, seen = [], []
+
+    def leader_share(message):
+        sent.append(message)
+        to_follower.put(message)
+        return message
+
+    leader = RoleServer("critic", 0, {"add": lambda p: {}}, share=leader_share, bind_host="127.0.0.1", heartbeat_s=0.1)
+    follower = RoleServer(
+        "critic", 0, {"add": lambda p: seen.append(p) or {}}, share=lambda _: to_follower.get(timeout=20), rank=1
+    )
+    threads = [threading.Thread(target=leader.serve), threading.Thread(target=follower.serve)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.6)
+    client = RoleClient("critic", "127.0.0.1", leader.port, timeout_s=20)
+    client.call("add", {"x": 1})
+    client.call("shutdown", {})
+    for thread in threads:
+        thread.join(10)
+    heartbeats = [m for m in sent if m == ("", None)]
+    assert len(heartbeats) >= 3 and sent[-2:] == [("add", {"x": 1}), ("shutdown", {})]
+    assert seen == [{"x": 1}]
