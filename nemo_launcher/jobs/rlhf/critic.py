@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from ...contract import CHECKPOINT_COMPLETE_MARKER, CHECKPOINT_STEP_PREFIX
+from ..common.storage import guarded_write
 from ..core.schedule import CosineSchedule
 from .parallel_grads import tensor_parallel_shards
 from .remote import RequestError
@@ -249,8 +250,14 @@ class ValueTrainer:
             }
             target = folder / f"rank_{self.tp_rank}.pt"
             temporary = folder / f".rank_{self.tp_rank}.pt.tmp{os.getpid()}"
-            torch.save(state, temporary)
-            os.replace(temporary, target)
+            # Weights, and Adam's two moments of each: a full disk stops the role with exit 74 (the actor is told).
+            needed = 3 * sum(p.numel() * p.element_size() for p in self.model.parameters())
+            with guarded_write(folder, needed, f"the critic state of step {step}", "free space, then resubmit"):
+                try:
+                    torch.save(state, temporary)
+                    os.replace(temporary, target)
+                finally:
+                    temporary.unlink(missing_ok=True)
         if several:
             torch.distributed.barrier()  # every rank's file is in place before the marker says so
         if leader:

@@ -166,6 +166,7 @@ class RoleServer:
         self.info: dict = {}
         self._share = share
         self._heartbeat_s = heartbeat_s
+        self._fault: JobFault | None = None
         self._inbox: queue.Queue[_Pending] = queue.Queue()
         self._ready = threading.Event()
         self._http: http.server.ThreadingHTTPServer | None = None
@@ -182,7 +183,8 @@ class RoleServer:
 
     def serve(self, on_shutdown: Callable[[], dict] | None = None) -> None:
         """Handles requests until POST /shutdown, which runs `on_shutdown` (e.g. writing the trained model) on every
-        rank and answers {"ok": true, **its result} before this returns."""
+        rank and answers {"ok": true, **its result} before this returns. A handler that raises a JobFault has its
+        request answered with the fault's message, then serve() raises the fault (the program exits with its code)."""
         if self.rank == 0:
             self._ready.set()
             print(f"{self.role}: serving on http://{socket.gethostname()}:{self.port}", flush=True)
@@ -202,10 +204,12 @@ class RoleServer:
                 self._share((pending.endpoint, pending.payload))
             pending.answer = self._handle(pending.endpoint, pending.payload, on_shutdown)
             pending.done.set()
-            if pending.endpoint == _SHUTDOWN:
+            if pending.endpoint == _SHUTDOWN or self._fault is not None:
                 pending.sent.wait(timeout=30)
                 self._http.shutdown()
                 self._http.server_close()
+                if self._fault is not None:
+                    raise self._fault
                 return
 
     def _serve_as_follower(self, on_shutdown) -> None:
@@ -214,6 +218,8 @@ class RoleServer:
             if endpoint == _HEARTBEAT:
                 continue
             self._handle(endpoint, payload, on_shutdown)
+            if self._fault is not None:
+                raise self._fault
             if endpoint == _SHUTDOWN:
                 return
 
@@ -224,6 +230,11 @@ class RoleServer:
             return 200, self.handlers[endpoint](payload)
         except RequestError as error:
             return 400, {"error": str(error)}
+        except JobFault as error:
+            # A fault the role cannot go on from (a full disk while saving): the client is told, then the role
+            # stops with the fault's exit status (74 for storage), as any job does.
+            self._fault = error
+            return 500, {"error": f"{error} (the {self.role} role stops)"}
         except Exception as error:  # noqa: BLE001 - the client is told; the traceback stays in this role's log
             traceback.print_exc(file=sys.stderr)
             return 500, {"error": f"{type(error).__name__}: {error}"}

@@ -197,3 +197,30 @@ def test_an_idle_leader_sends_heartbeats_that_the_other_ranks_skip():
     heartbeats = [m for m in sent if m == ("", None)]
     assert len(heartbeats) >= 3 and sent[-2:] == [("add", {"x": 1}), ("shutdown", {})]
     assert seen == [{"x": 1}]
+
+
+def test_a_fault_in_a_handler_is_answered_then_stops_the_role_with_it():
+    from nemo_launcher.jobs.common.report import JobFault
+
+    class DiskFull(JobFault):
+        exit_code = 74
+
+    def save(payload):
+        raise DiskFull("/results/critic_states: no space left on device")
+
+    server = RoleServer("critic", 0, {"save": save}, bind_host="127.0.0.1")
+    raised = []
+
+    def serve():
+        try:
+            server.serve()
+        except JobFault as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    client = RoleClient("critic", "127.0.0.1", server.port, timeout_s=20)
+    with pytest.raises(RoleError, match=r"\(HTTP 500\): /results/critic_states: no space left on device \(the critic"):
+        client.call("save", {"step": 1})
+    thread.join(10)
+    assert not thread.is_alive() and [e.exit_code for e in raised] == [74]
