@@ -21,7 +21,7 @@ from .model_facts import ModelFacts
 
 # Token counts a stage feeds through the model's position table: prompt-learning's encoder_seq_length and the
 # tuning datasets' longest examples (GPT's prompt and answer; T5's source and target).
-SEQUENCE_KEYS = ("model.encoder_seq_length", "model.seq_length") + tuple(
+SEQUENCE_KEYS = ("model.encoder_seq_length", "model.seq_length", "model.data.max_seq_length") + tuple(
     f"model.data.{split}.{name}"
     for split in ("train_ds", "validation_ds", "test_ds")
     for name in ("max_seq_length", "max_src_seq_length", "max_tgt_seq_length")

@@ -19,7 +19,8 @@ inside functions included):
     steps   the data-step framework (step config, report, fetch) that every data step builds on
     wings   shared by several families, each taking a per-family record, never branching on a family's name:
             serving (Triton helpers), tuning (PEFT methods), multimodal (image-text data, caption tokenizer),
-            data (the text pipeline), rlhf (reward models, DPO, PPO); then vision (image towers, conversion, export), which builds on the first
+            data (the text pipeline); then vision (image towers, conversion, export), which builds on the first, and
+            rlhf (reward models, DPO, PPO), which builds on tuning
     families one package each (fid_evaluation: the diffusion families' evaluation)
 
 LAYERS is read by that test with `ast` (the job side is not imported there): keep it a literal.
@@ -37,7 +38,7 @@ LAYERS = {
     "tuning": 2,
     "multimodal": 2,
     "data": 2,
-    "rlhf": 2,
+    "rlhf": 3,
     "vision": 3,
     "gpt": 4,
     "t5": 4,

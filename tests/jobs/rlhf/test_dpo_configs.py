@@ -33,7 +33,8 @@ def test_2b_dpo_binds_with_its_layout():
     cfg = DpoConfig.from_dict(section, "rlhf_dpo")
     assert (cfg.trainer.num_nodes, cfg.trainer.devices, cfg.model.tensor_model_parallel_size) == (8, 8, 2)
     assert cfg.data_parallel_size(64) == 32
-    assert cfg.model.data.data_dir == "/data/rlhf/anthropic_hh" and cfg.model.data.max_seq_length == 4096
+    # The training run it follows (gpt3/5b by default) sets the length.
+    assert cfg.model.data.data_dir == "/data/rlhf/convert_comparisons" and cfg.model.data.max_seq_length == 2048
     assert cfg.model.restore_from_path == "/results/gpt3_2b/sft/results/checkpoints/megatron_gpt_sft.nemo"
     assert cfg.reference_writes() == ["/results/gpt3_2b/rlhf_dpo/reference"]
 
@@ -42,7 +43,7 @@ def test_2b_dpo_binds_with_its_layout():
 def test_tiny_configs_run_the_reference_job_and_dpo(choice, accuracy, rlhf_sft_nemo, preference_dir, tmp_path):  # noqa: F811
     data = tmp_path / "data"
     (data / "rlhf").mkdir(parents=True)
-    (data / "rlhf" / "tiny").symlink_to(preference_dir)
+    (data / "rlhf" / "tiny_preferences").symlink_to(preference_dir)
     section = _section(
         choice,
         f"base_results_dir={tmp_path / 'results'}",
