@@ -82,16 +82,17 @@ def test_the_layout_options_drop_roles(tiny):
 def test_reads_writes_and_the_actor_log_dir(tiny):
     cfg = PpoConfig.from_dict(tiny)
     sft, rm = (
-        "/results/sft/results/checkpoints/megatron_gpt_sft.nemo",
-        "/results/rlhf_rm/results/checkpoints/megatron_gpt_rm.nemo",
+        # Where fine_tuning and rlhf_rm write by default, after the default training run (gpt3/5b).
+        "/results/gpt3_5b/sft/results/checkpoints/megatron_gpt_sft.nemo",
+        "/results/rlhf_rm_gpt3_5b/results/checkpoints/megatron_gpt.nemo",
     )
     assert dict(cfg.reads()) == {
         "rlhf_ppo.actor.pretrained_checkpoint.restore_from_path": sft,
         "rlhf_ppo.critic.pretrained_checkpoint.restore_from_path": rm,
         "rlhf_ppo.reward_model.model.restore_from_path": rm,
         "rlhf_ppo.initial_policy.model.restore_from_path": sft,
-        "rlhf_ppo.actor.model.data.data_prefix.train": "/data/rlhf/preferences/train_prompts.jsonl",
-        "rlhf_ppo.actor.model.data.data_prefix.validation": "/data/rlhf/preferences/validation_prompts.jsonl",
+        "rlhf_ppo.actor.model.data.data_prefix.train": "/data/rlhf/tiny_preferences/train_prompts.jsonl",
+        "rlhf_ppo.actor.model.data.data_prefix.validation": "/data/rlhf/tiny_preferences/validation_prompts.jsonl",
     }
     assert cfg.writes() == ["/results/rlhf_ppo_tiny/actor_results", "/results/rlhf_ppo_tiny/critic_results"]
     assert cfg.actor_log_dir() == "/results/rlhf_ppo_tiny/actor_results"
