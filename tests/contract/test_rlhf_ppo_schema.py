@@ -251,6 +251,16 @@ RULES = [
     ),
     ({"initial_policy.model.restore_from_path": None}, "rlhf_ppo.initial_policy.model.restore_from_path=None", "KL"),
     ({"actor.model.data.data_prefix.train": ""}, "rlhf_ppo.actor.model.data.data_prefix.train=''", "prompts file"),
+    (
+        {"reward_model.model.reward_standardization": {"enable": True, "mean": 0.5}},
+        "rlhf_ppo.reward_model.model.reward_standardization.std=None",
+        "must be a positive number when enable is true",
+    ),
+    (
+        {"reward_model.model.reward_standardization": {"enable": True, "std": 2.0}},
+        "rlhf_ppo.reward_model.model.reward_standardization.mean=None",
+        "set it (and std)",
+    ),
     # what cannot run
     (
         {"critic.model.pipeline_model_parallel_size": 2},

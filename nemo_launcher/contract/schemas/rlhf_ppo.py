@@ -94,11 +94,39 @@ class ServedModel:
 
 
 @dataclasses.dataclass(frozen=True)
+class RewardStandardization:
+    """The reference's reward standardization: the served reward is (scalar - mean) / std, so that the reward model's
+    scale (which the pairwise loss leaves free) sits where the KL penalty was tuned. Off: the scalar as it is."""
+
+    enable: bool = False
+    mean: float | None = None  # e.g. the reward model's mean score on the training prompts' SFT responses
+    std: float | None = None
+
+    def check(self, key: str) -> None:
+        if self.enable:
+            if self.mean is None:
+                raise field_fault(self, key, "mean", "set it (and std) when enable is true")
+            if self.std is None or self.std <= 0:
+                raise field_fault(self, key, "std", "must be a positive number when enable is true")
+
+    def shift_and_scale(self) -> tuple[float, float]:
+        """(mean, std) to serve (scalar - mean) / std with; (0, 1) when off."""
+        return (self.mean, self.std) if self.enable else (0.0, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardServedModel(ServedModel):
+    reward_standardization: RewardStandardization = RewardStandardization()
+
+
+@dataclasses.dataclass(frozen=True)
 class RewardModelRole:
     """The reward-model server (seed port 5555): POST /rewards, the scalar at each sequence's last token."""
 
     trainer: RoleTrainer
-    model: ServedModel  # restore_from_path: the reward-model .nemo (rlhf_rm's result); also the critic's when combined
+    # restore_from_path: the reward-model .nemo (rlhf_rm's result); with combine_rm_and_critic_server the critic serves
+    # it (and its reward_standardization) in its own processes.
+    model: RewardServedModel
     port: int = 5555
 
 

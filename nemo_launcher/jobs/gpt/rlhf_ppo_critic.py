@@ -11,7 +11,7 @@ critic.model's tensor-parallel size, listens on critic.trainer.ppo.port (rank 0)
     POST /train {"tokens", "response_start", "returns", "old_values", "step"} -> {"loss": float, ...}
     POST /save {"step": N} -> {"saved": folder}   POST /load {"step": N} -> {"loaded": folder}
     POST /rewards (critic.trainer.ppo.combine_rm_and_critic_server): the frozen reward_model.model.restore_from_path,
-        run at the critic's tensor-parallel size and inference micro-batch
+        run at the critic's tensor-parallel size and inference micro-batch, with its reward_standardization
 The learning (value loss with critic.model.loss_clip_val clipping, ppo_epochs passes in micro-batches, gradient
 clipping, AdamW on a cosine schedule over critic.trainer.ppo.max_steps) is jobs/rlhf/critic.py. It writes into
 critic.exp_manager.explicit_log_dir: critic_states/step-<N> (the actor's /save), and checkpoints/<name>.nemo every
@@ -112,7 +112,8 @@ def build(cfg, placement, server):
                 f" tokens) differs from the critic's ({tokenizer.vocab_size}); use the reward model the critic was "
                 "initialised from"
             )
-        server.handlers["rewards"] = rewards_handler(reward, tokenizer.vocab_size, micro_batch)
+        shift, scale = cfg.reward_model.model.reward_standardization.shift_and_scale()
+        server.handlers["rewards"] = rewards_handler(reward, tokenizer.vocab_size, micro_batch, shift, scale)
     server.info["vocab_size"] = tokenizer.vocab_size
     if placement.rank == 0:
         print(f"critic: {c.pretrained_checkpoint.restore_from_path} (TP={tp})", flush=True)

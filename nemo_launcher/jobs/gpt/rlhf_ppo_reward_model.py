@@ -7,6 +7,7 @@ Binds the whole rlhf_ppo section (contract/schemas/rlhf_ppo.py PpoConfig) and re
 reward_model.model.restore_from_path (a reward-model .nemo, jobs/rlhf/reward_model.py) at its tensor-parallel size
 over reward_model.trainer's processes, listens on reward_model.port (rank 0) and answers, until the actor's /shutdown:
     POST /rewards {"tokens": [[int]]} -> {"rewards": [float]}   the scalar at each sequence's last token
+                                                               (standardized with reward_standardization when on)
     GET /health -> {"ready": true, "role": "reward_model", "vocab_size": ...}
 Not started when critic.trainer.ppo.combine_rm_and_critic_server is true (the critic serves /rewards then).
 Exit codes: 0 after /shutdown, 1 a port in use or a failure, 2 a configuration error.
@@ -34,7 +35,10 @@ def build(cfg, placement, server):
         role.trainer.precision_name(),
         on_gpu(),
     )
-    server.handlers["rewards"] = rewards_handler(model, tokenizer.vocab_size, role.model.inference_micro_batch_size)
+    shift, scale = role.model.reward_standardization.shift_and_scale()
+    server.handlers["rewards"] = rewards_handler(
+        model, tokenizer.vocab_size, role.model.inference_micro_batch_size, shift, scale
+    )
     server.info["vocab_size"] = tokenizer.vocab_size
     if placement.rank == 0:
         print(f"reward_model: {role.model.restore_from_path} (TP={role.model.tensor_model_parallel_size})", flush=True)

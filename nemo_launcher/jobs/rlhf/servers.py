@@ -149,13 +149,16 @@ def max_positions(model: torch.nn.Module) -> int:
     return int(model.max_sequence_length)
 
 
-def rewards_handler(model: torch.nn.Module, vocab_size: int, micro_batch: int) -> Callable[[dict], dict]:
-    """POST /rewards {"tokens": [[int]]} -> {"rewards": [float]}: the scalar head at each row's last token."""
+def rewards_handler(
+    model: torch.nn.Module, vocab_size: int, micro_batch: int, shift: float = 0.0, scale: float = 1.0
+) -> Callable[[dict], dict]:
+    """POST /rewards {"tokens": [[int]]} -> {"rewards": [float]}: (the scalar head at each row's last token - shift)
+    / scale (reward_model.model.reward_standardization)."""
     from .reward_model import last_token_scores
 
     def compute(rows: Rows) -> list[float]:
         tokens, lengths = padded(rows, model_device(model))
-        return last_token_scores(model, tokens, lengths).tolist()
+        return ((last_token_scores(model, tokens, lengths) - shift) / scale).tolist()
 
     def rewards(payload: dict) -> dict:
         rows = token_rows(payload, vocab_size, max_positions(model))

@@ -247,12 +247,13 @@ def test_a_port_in_use_stops_the_role_naming_its_key(tmp_path, rlhf_sft_nemo, pr
 
 def test_a_combined_critic_also_serves_the_rewards(tmp_path, rlhf_sft_nemo, preference_dir, local_models):  # noqa: F811
     """The reference's two-role layout: the critic answers /rewards from its own frozen copy of the reward model, which
-    training the critic leaves unchanged."""
+    training the critic leaves unchanged, standardized as reward_standardization says."""
     scalar, _ = local_models
     ports = server_ports(3)
     section = ppo_section(rlhf_sft_nemo, preference_dir, tmp_path, ports)
     section["critic"]["trainer"]["ppo"]["combine_rm_and_critic_server"] = True
     section["actor"]["remote_critic_rm"]["combine_rm_and_critic_server"] = True
+    section["reward_model"]["model"]["reward_standardization"] = {"enable": True, "mean": 0.5, "std": 2.0}
     config = tmp_path / "rlhf_ppo.yaml"
     config.write_text(yaml.safe_dump(section))
     process = subprocess.Popen(
@@ -265,14 +266,14 @@ def test_a_combined_critic_also_serves_the_rewards(tmp_path, rlhf_sft_nemo, pref
     critic = RoleClient("critic", "127.0.0.1", ports[2], timeout_s=240)
     try:
         critic.wait_ready(deadline_s=300)
-        expected = [float(_alone(scalar, row)[-1, 0]) for row in ROWS]
+        expected = [(float(_alone(scalar, row)[-1, 0]) - 0.5) / 2.0 for row in ROWS]  # standardized
         before = critic.call("rewards", {"tokens": ROWS})["rewards"]
         critic.call("train", _train_payload(critic, 1, target=3.0))
         after = critic.call("rewards", {"tokens": ROWS})["rewards"]
         values = critic.call("values", {"tokens": ROWS})["values"]
         assert max(abs(a - b) for a, b in zip(before, expected, strict=True)) < 1e-5
         assert after == before  # the reward model is frozen
-        assert max(abs(v[-1] - r) for v, r in zip(values, before, strict=True)) > 1e-3  # the critic moved
+        assert max(abs(v[-1] - (2.0 * r + 0.5)) for v, r in zip(values, before, strict=True)) > 1e-3  # it moved
         assert critic.call("shutdown", {})["ok"] is True
         assert process.wait(timeout=120) == 0
     finally:
