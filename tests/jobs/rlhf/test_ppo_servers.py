@@ -2,7 +2,8 @@
 them, on free ports, answering the protocol for real: rewards, log-probs and values equal to the tiny model's own
 computed here row by row, bad requests refused with the role's name, the critic's /train lowering its loss on a fixed
 batch, /save then /load repeating a training step exactly, the critic's .nemo written, and /shutdown ending each role
-with exit 0.
+with exit 0. The tests share one set of started roles (module fixture) and run in file order (the suite never
+reorders a module's tests): the shutdown test comes after every test that calls the roles.
 
     OMP_NUM_THREADS=1 python3 -m pytest -n 0 -p no:randomly tests/jobs/rlhf/test_ppo_servers.py -q
 """
