@@ -53,6 +53,7 @@ def run_actor(cfg: PpoConfig, placement) -> int:
     from .converter import GPT
     from .inference import inference_section
 
+    started = time.monotonic()
     actor = cfg.actor
     data_parallel = cfg.role_data_parallel_size(ACTOR, placement.world_size)
     if data_parallel > 1:
@@ -122,6 +123,7 @@ def run_actor(cfg: PpoConfig, placement) -> int:
         resume=actor.exp_manager.resume_if_exists,
         max_time_s=actor.trainer.max_time_seconds(),
         autocast=_autocast(precision),
+        started=started,
     )
     if placement.rank == 0:
         waited = time.perf_counter()

@@ -175,6 +175,7 @@ class PpoActor:
         resume: bool = True,
         max_time_s: float | None = None,
         autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+        started: float | None = None,
     ):
         self.settings, self.policy, self.optimizer = settings, policy, optimizer
         self.train_prompts, self.val_prompts = train_prompts, val_prompts
@@ -184,7 +185,7 @@ class PpoActor:
         self.tensorboard = tensorboard
         self.learning_rate, self.keep, self.resume, self.max_time_s = learning_rate, keep, resume, max_time_s
         self.autocast = autocast
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started  # max_time counts from the job's start
         self.order = PromptOrder(len(train_prompts), settings.seed)
         self.history: list[dict] = []
         self.step = 0
@@ -364,6 +365,8 @@ class PpoActor:
     def run(self) -> list[dict]:
         s = self.settings
         self._resume()
+        # This attempt runs: a crash from here on must not requeue the job (an earlier stop's marker would).
+        self._mark_resume(False)
         previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._note_stop)

@@ -1,7 +1,7 @@
 """The rlhf_ppo actor (jobs/gpt/rlhf_ppo_actor.py) driving the real server roles as local processes on free ports,
 from the tiny SFT policy and the tiny reward model: the policy's reward on held-out prompts rises while its KL to the
-initial policy stays bounded; a kill -9 of the actor and a rerun of every role continue bit-identically; SIGTERM saves
-and stops (exit 0, resume marker); a role that dies stops the actor with an error naming it.
+initial policy stays bounded; a kill -9 of the actor and a rerun of every role continue bit-identically;
+trainer.max_time and SIGTERM save and stop (exit 0, resume marker); a role that dies stops the actor naming it.
 
     OMP_NUM_THREADS=1 python3 -m pytest -n 0 -p no:randomly tests/jobs/rlhf/test_ppo_actor_run.py -q
 """
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from nemo_launcher.contract import RESUME_MARKER
 from nemo_launcher.contract.schemas.rlhf_ppo import PpoConfig
@@ -162,7 +163,7 @@ def test_kill_9_of_the_actor_then_a_rerun_of_every_role_continues_bit_identicall
     assert_same_tensors(load_nemo(critic_nemo(section))[1], load_nemo(critic_nemo(reference_section))[1])
 
 
-def test_sigterm_saves_and_stops_and_a_role_that_dies_stops_the_actor_naming_it(
+def test_max_time_and_sigterm_save_and_stop_and_a_role_that_dies_stops_the_actor_naming_it(
     tmp_path,
     rlhf_sft_nemo,  # noqa: F811
     preference_dir,  # noqa: F811
@@ -183,23 +184,36 @@ def test_sigterm_saves_and_stops_and_a_role_that_dies_stops_the_actor_naming_it(
             "critic.model.optim.sched.warmup_steps": 0,
         },
     )
+    section["actor"]["trainer"]["max_time"] = "00:00:00:01"  # the first attempt: out of time after its first step
     PpoConfig.from_dict(section)
     job = PpoJob(section, tmp_path)
     assert job.server_roles() == ["critic"]
     job.start_servers()
     try:
+        assert job.run_actor() == 0, job.text("actor")[-4000:]
+        assert "trainer.max_time (1 s) leaves no room for another step" in job.text("actor")
+        assert (actor_dir(section) / "ppo_checkpoints" / "step-1" / "COMPLETE").exists()
+        assert (actor_dir(section) / RESUME_MARKER).exists()
+        records = metrics(section)
+        assert [r["step"] for r in records] == [0, 1]
+        assert abs(records[1]["kl"]) < 1e-5  # the frozen copy inside the actor is the policy at step 1
+        # The requeued attempt, with no time limit, resumes; SIGTERM stops it after a step.
+        section["actor"]["trainer"]["max_time"] = None
+        job.config.write_text(yaml.safe_dump(section))
+        job.attempt += 1
         actor = job.start("actor")
-        _wait_for_line(job, actor, "ppo step 2/50")
+        _wait_for_line(job, actor, "ppo step 3/50")
+        assert not (actor_dir(section) / RESUME_MARKER).exists()  # a crash of a running attempt must not requeue
         os.kill(actor.pid, signal.SIGTERM)
         assert actor.wait(timeout=120) == 0, job.text("actor")[-4000:]
         stopped = job.text("actor")
         assert "stopped after step" in stopped
         step = int(stopped.split("stopped after step ")[1].split(" ")[0])
         assert (actor_dir(section) / "ppo_checkpoints" / f"step-{step}" / "COMPLETE").exists()
+        assert "resumed from step 1" in stopped
         assert (actor_dir(section) / RESUME_MARKER).exists()  # the Slurm script requeues the job on it
-        records = metrics(section)
-        assert abs(records[1]["kl"]) < 1e-5  # the frozen copy inside the actor is the policy at step 1
-        # The requeued attempt resumes; then the critic dies under it.
+        assert [r["step"] for r in metrics(section)] == list(range(step + 1))
+        # The next attempt resumes; then the critic dies under it.
         job.attempt += 1
         actor = job.start("actor")
         _wait_for_line(job, actor, f"ppo step {step + 1}/50")
