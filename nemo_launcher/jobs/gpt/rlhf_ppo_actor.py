@@ -238,9 +238,7 @@ def _roles(cfg: PpoConfig, reference, pad_id: int):
         reward=reward,
         critic=critic,
         initial_policy=None,
-        local_reference=local_reference_logprobs(
-            reference, pad_id, cfg.actor.model.ppo.forward_batch, cfg.actor.model.seed
-        ),
+        local_reference=local_reference_logprobs(reference, pad_id, cfg.actor.model.ppo.forward_batch),
     )
 
 

@@ -14,8 +14,8 @@ One PPO step N (1-based):
  5. the critic trains on the returns (/train), the policy for `epochs` passes over the rollouts in shuffled
     micro-batches (a generator seeded from the seed, N and the pass): clipped ratio, entropy bonus, gradient clipping.
 Then validation every val_check_interval steps (and before step 1: the curve's first point), a save every
-save_interval steps and at the last one, or at once on SIGTERM/SIGUSR1 (then the run stops, exit 0, and the launcher's
-script requeues it while RESUME_MARKER exists).
+save_interval steps and at the last one, or at once on SIGTERM/SIGUSR1 or when trainer.max_time leaves no room for
+another step (then the run stops, exit 0, and the launcher's script requeues it while RESUME_MARKER exists).
 
 Exact resume: every random draw comes from a generator seeded by (seed, step, purpose), the prompt position is the
 step times the batch, and a save holds the policy, the optimizer, the step, the metrics so far and every global RNG
@@ -38,10 +38,11 @@ import torch
 
 from ...contract import RESUME_MARKER
 from . import actor_state, ppo
+from .actor_parallel import Parallel, gradient_norm
 from .actor_roles import ActorRoles
 from .parallel_grads import tensor_parallel_shards
 from .prompts import Prompt, PromptOrder
-from .rollouts import RolloutBatch, TokenSampler, generate, per_response, response_logprobs
+from .rollouts import RolloutBatch, TokenSampler, generate, per_response, response_logprobs, step_generator
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 METRICS_FILE = "ppo_metrics.jsonl"
@@ -77,82 +78,6 @@ class PpoSettings:
     save_interval: int  # steps between saves (actor.trainer.ppo.save_interval)
     stop_id: int  # the tokenizer's eod
     vocab_size: int  # the tokenizer's (padding rows of the embedding are never sampled)
-
-
-class Parallel:
-    """How the actor's processes agree: every rank runs the same loop on the same tokens (tensor parallelism splits
-    the model, not the data); rank 0 alone talks to the servers and shares their answers."""
-
-    def __init__(self, rank: int = 0, world_size: int = 1):
-        self.rank, self.world_size = rank, world_size
-
-    def share(self, compute: Callable[[], object]) -> object:
-        """compute() on rank 0, its result on every rank (an exception on rank 0 is re-raised everywhere)."""
-        if self.world_size == 1:
-            return compute()
-        import torch.distributed as dist
-
-        box: list[object] = [None]
-        if self.rank == 0:
-            try:
-                box[0] = ("ok", compute())
-            except Exception as error:  # noqa: BLE001 - every rank raises it after the broadcast
-                box[0] = ("error", error)
-        dist.broadcast_object_list(box, src=0)
-        kind, value = box[0]
-        if kind == "error":
-            raise value
-        return value
-
-    def any(self, flag: bool) -> bool:
-        """Whether any rank has `flag` (a stop signal reaches the ranks at slightly different moments)."""
-        if self.world_size == 1:
-            return flag
-        import torch.distributed as dist
-
-        value = torch.tensor([1 if flag else 0])
-        dist.all_reduce(value, op=dist.ReduceOp.MAX)
-        return bool(value.item())
-
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            import torch.distributed as dist
-
-            dist.barrier()
-
-
-def step_generator(seed: int, step: int, purpose: str) -> torch.Generator:
-    """A generator of its own for each step and purpose: what it draws depends on nothing else the run did."""
-    return torch.Generator().manual_seed(hash_seed(f"{seed}-{step}-{purpose}"))
-
-
-def hash_seed(text: str) -> int:
-    return random.Random(text).getrandbits(63)
-
-
-def gradient_norm(parameters: list[torch.nn.Parameter], sharded: set[int]) -> torch.Tensor:
-    """The global L2 norm of the gradients: tensor-parallel shards (ids in `sharded`, parallel_grads.py) summed over
-    the TP group, replicated parameters counted once."""
-    shards = torch.zeros((), dtype=torch.float32)
-    replicated = torch.zeros((), dtype=torch.float32)
-    for parameter in parameters:
-        if parameter.grad is None:
-            continue
-        squares = parameter.grad.detach().float().pow(2).sum().cpu()
-        if id(parameter) in sharded:
-            shards += squares
-        else:
-            replicated += squares
-    from megatron.core import parallel_state
-
-    if parallel_state.model_parallel_is_initialized() and parallel_state.get_tensor_model_parallel_world_size() > 1:
-        import torch.distributed as dist
-
-        device = parameters[0].device
-        shards = shards.to(device)
-        dist.all_reduce(shards, group=parallel_state.get_tensor_model_parallel_group())
-        shards = shards.cpu()
-    return (shards + replicated).sqrt()
 
 
 class PpoActor:

@@ -101,9 +101,7 @@ def _check_rows(client: RoleClient, endpoint: str, rows, expected: int) -> None:
         )
 
 
-def local_reference_logprobs(
-    reference, pad_id: int, micro_batch: int, seed: int
-) -> Callable[[Tokens], list[list[float]]]:
+def local_reference_logprobs(reference, pad_id: int, micro_batch: int) -> Callable[[Tokens], list[list[float]]]:
     """The initial policy's /logprobs answered by a frozen copy held in the actor (initial_policy.serve false):
     entry t of a row is log p_ref(tokens[t+1] | tokens[:t+1]), as the server gives it."""
     import torch

@@ -15,6 +15,7 @@ max_new_tokens tokens. Each new token reruns the whole sequence (no key/value ca
 log-probabilities are later scored with; the short tiny-model responses make that cheap.
 """
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -100,6 +101,16 @@ def per_response(rows: Sequence[Sequence[float]], batch: RolloutBatch, offset: i
             )
         out[i, :length] = torch.tensor(picked, dtype=torch.float32)
     return out
+
+
+def step_generator(seed: int, step: int, purpose: str) -> torch.Generator:
+    """A generator of its own for each step and purpose: what it draws depends on nothing else the run did."""
+    return torch.Generator().manual_seed(hash_seed(f"{seed}-{step}-{purpose}"))
+
+
+def hash_seed(text: str) -> int:
+    # random.Random seeds a str from its SHA-512: the same number in every process, whatever PYTHONHASHSEED says.
+    return random.Random(text).getrandbits(63)
 
 
 def full_vocab_logits(logits: torch.Tensor) -> torch.Tensor:

@@ -14,9 +14,9 @@ import torch
 
 def main(nemo: str, out: str) -> None:
     from nemo_launcher.jobs.gpt.inference import load_gpt_from_nemo
-    from nemo_launcher.jobs.rlhf.actor_loop import PpoActor, PpoSettings, step_generator
+    from nemo_launcher.jobs.rlhf.actor_loop import PpoActor, PpoSettings
     from nemo_launcher.jobs.rlhf.prompts import Prompt
-    from nemo_launcher.jobs.rlhf.rollouts import TokenSampler
+    from nemo_launcher.jobs.rlhf.rollouts import TokenSampler, step_generator
 
     tp = int(os.environ.get("WORLD_SIZE", "1"))
     policy, tokenizer = load_gpt_from_nemo(nemo, tp, 1, "fp32")
