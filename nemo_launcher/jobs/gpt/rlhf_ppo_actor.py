@@ -17,6 +17,7 @@ failed for lack of space or permission; 75 the run directory is in use by anothe
 """
 
 import dataclasses
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,53 +47,23 @@ def main(argv=None) -> int:
 def run_actor(cfg: PpoConfig, placement) -> int:
     import torch
 
-    from ..common.config import JobConfigError
-    from ..core.nemo_archive import read_nemo_config
     from ..rlhf.actor_loop import Parallel, PpoActor
     from ..tuning.tuned_files import save_model
-    from .converter import GPT
-    from .inference import inference_section
 
-    started = time.monotonic()
+    started = time.monotonic()  # trainer.max_time counts from here
     actor = cfg.actor
-    data_parallel = cfg.role_data_parallel_size(ACTOR, placement.world_size)
-    if data_parallel > 1:
-        raise JobConfigError(
-            f"{STAGE}.actor.trainer.devices: the actor runs {data_parallel} data-parallel copies, which it does not "
-            f"split rollouts over yet; set trainer.num_nodes x devices to the tensor-parallel size "
-            f"({actor.model.tensor_model_parallel_size})"
-        )
+    # The processes started must be the trainer section's; the schema refuses data-parallel copies of the actor and
+    # fp16 (no loss scaling here), so these are TP ranks of one policy in fp32 or bf16.
+    cfg.role_data_parallel_size(ACTOR, placement.world_size)
     precision = actor.trainer.precision_name()
-    if precision == "fp16":
-        raise JobConfigError(
-            f"{STAGE}.actor.trainer.precision: {actor.trainer.precision!r} (fp16) would need loss scaling in the "
-            "policy update; use bf16 or 32"
-        )
     log_dir = Path(actor.exp_manager.explicit_log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
+    # A rerun must repeat the run exactly (kill -9, then resume): deterministic kernels, and on a GPU the cuBLAS
+    # workspace setting they need, set before the model's first CUDA call.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=True)
 
-    def without_dropout(model, tp, pp):
-        # The actor's own dropout, not the SFT run's: with none, the rollout's log-probs and the update's agree.
-        return dataclasses.replace(
-            inference_section(model, tp, pp),
-            hidden_dropout=actor.model.hidden_dropout,
-            attention_dropout=actor.model.attention_dropout,
-        )
-
-    family = dataclasses.replace(GPT, inference_section=without_dropout)
-    path = actor.pretrained_checkpoint.restore_from_path
-    tp = actor.model.tensor_model_parallel_size
-    from ..core.standalone import load_from_nemo
-
-    # Master weights in fp32 whatever the compute precision: the optimizer's small steps need them.
-    policy, tokenizer = load_from_nemo(family, path, tp, 1, "fp32")
-    nemo_config = read_nemo_config(path)
-    _check_lengths(cfg, nemo_config)
-    reference = None
-    if not cfg.initial_policy.serve:
-        reference, _ = load_from_nemo(family, path, tp, 1, "fp32")
-        reference.requires_grad_(False)
+    policy, tokenizer, nemo_config, reference = _load_policy(cfg)
     say = _sayer(placement.rank)
     prompts = _prompts(cfg, tokenizer.vocab_size)
     settings = _settings(cfg, tokenizer, len(prompts["train"]))
@@ -142,6 +113,37 @@ def run_actor(cfg: PpoConfig, placement) -> int:
         _summary(cfg, history, nemo_path).show()
         roles.shutdown()
     return 0
+
+
+def _load_policy(cfg: PpoConfig):
+    """(policy, tokenizer, the .nemo's model config, frozen reference copy or None) of this rank, from the SFT .nemo
+    at the actor's TP. Weights in fp32 whatever the compute precision: the optimizer's small steps need them."""
+    from ..core.nemo_archive import read_nemo_config
+    from ..core.standalone import load_from_nemo
+    from .converter import GPT
+    from .inference import inference_section
+
+    model_cfg = cfg.actor.model
+
+    def actor_dropout(model, tp, pp):
+        # The actor's own dropout, not the SFT run's: with none (the default), the rollout's log-probs and the
+        # update's are the same function.
+        return dataclasses.replace(
+            inference_section(model, tp, pp),
+            hidden_dropout=model_cfg.hidden_dropout,
+            attention_dropout=model_cfg.attention_dropout,
+        )
+
+    family = dataclasses.replace(GPT, inference_section=actor_dropout)
+    path, tp = cfg.actor.pretrained_checkpoint.restore_from_path, model_cfg.tensor_model_parallel_size
+    policy, tokenizer = load_from_nemo(family, path, tp, 1, "fp32")
+    nemo_config = read_nemo_config(path)
+    _check_lengths(cfg, nemo_config)
+    reference = None
+    if not cfg.initial_policy.serve:
+        reference, _ = load_from_nemo(family, path, tp, 1, "fp32")
+        reference.requires_grad_(False)
+    return policy, tokenizer, nemo_config, reference
 
 
 def _sayer(rank: int):
