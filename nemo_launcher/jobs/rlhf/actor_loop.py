@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from ...contract import RESUME_MARKER
+from ..common.config import JobConfigError
 from . import actor_state, ppo
 from .actor_parallel import Parallel, gradient_norm
 from .actor_roles import ActorRoles
@@ -386,8 +387,10 @@ class PpoActor:
         state = actor_state.load_actor_state(folder, self.state_rank)
         expected = step * self.settings.rollouts_per_step
         if state["prompt_position"] != expected:
-            raise ValueError(
-                f"{folder}: saved at prompt position {state['prompt_position']}, step {step} needs {expected}"
+            saved = state["settings"]["rollouts_per_step"]
+            raise JobConfigError(
+                f"rlhf_ppo.actor.model.ppo.num_rollout_samples={self.settings.rollouts_per_step}: the state in "
+                f"{folder} was saved with {saved}; set it back to resume, or start in a new explicit_log_dir"
             )
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])

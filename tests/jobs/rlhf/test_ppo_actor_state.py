@@ -56,3 +56,31 @@ def test_only_complete_saves_count_and_the_newest_are_kept(tmp_path):
     actor_state.mark_complete(tmp_path, 8, keep=-1)
     assert [step for step, _ in actor_state.complete_states(tmp_path)] == [4, 6, 8]
     assert actor_state.newest_actor_state(tmp_path / "elsewhere") is None
+
+
+def test_a_resume_with_another_rollout_batch_is_refused(tmp_path):
+    import torch
+
+    from nemo_launcher.jobs.rlhf.actor_loop import PpoActor, PpoSettings
+    from nemo_launcher.jobs.rlhf.prompts import Prompt
+    from nemo_launcher.jobs.rlhf.rollouts import TokenSampler
+
+    def settings(rollouts: int) -> PpoSettings:
+        return PpoSettings(
+            seed=1, max_steps=4, rollouts_per_step=rollouts, rollout_micro_batch_size=1, forward_micro_batch_size=1,
+            val_samples=1, val_micro_batch_size=1, train_global_batch_size=1, train_micro_batch_size=1, epochs=1,
+            kl_penalty=0.0, absolute_kl=False, discount=1.0, gae_lambda=1.0, normalize_advantages=False,
+            ratio_eps=0.2, entropy_bonus=0.0, gradient_clip=0.0, sampler=TokenSampler(), max_new_tokens=1,
+            min_new_tokens=0, max_prompt_length=4, val_check_interval=1, save_interval=1, stop_id=0, vocab_size=4,
+        )  # fmt: skip
+
+    policy = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(policy.parameters())
+    prompts = [Prompt([1, 2], "")]
+    # A run with 5 rollouts per step saved step 2; the rerun's config asks for 4.
+    state = {"step": 2, "prompt_position": 10, "settings": {"rollouts_per_step": 5}}
+    actor_state.save_actor_state(tmp_path, 2, state, rank=0, writer=True)
+    actor_state.mark_complete(tmp_path, 2)
+    rerun = PpoActor(settings(4), policy, optimizer, prompts, prompts, None, str(tmp_path), say=print)
+    with pytest.raises(JobConfigError, match=r"num_rollout_samples=4: the state in .*step-2 was saved with 5; set it"):
+        rerun._resume()
