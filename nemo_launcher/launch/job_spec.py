@@ -108,6 +108,9 @@ class JobSpec:
     # status: the others get `stop_grace` to end by themselves, then they are stopped.
     groups: tuple[JobGroup, ...] = ()
     stop_grace: timedelta = timedelta(seconds=60)
+    # The group that drives the others (PPO's actor): one that ends with status 0 before it (a server it shut down)
+    # leaves it `stop_grace` to end, and the job takes its status; None: every group counts alike.
+    driver_group: str | None = None
 
     def __post_init__(self):
         assert self.after_previous not in (Dependency.SINGLETON, Dependency.AFTER_START), self.after_previous
@@ -122,6 +125,7 @@ class JobSpec:
             assert self.nodes == sum(group.nodes for group in self.groups), self.name
             assert self.array_items is None, "a heterogeneous job is not an array"
             assert len({group.name for group in self.groups}) == len(self.groups), self.groups
+            assert self.driver_group is None or self.driver_group in {group.name for group in self.groups}
 
     @classmethod
     def heterogeneous(cls, groups: tuple[JobGroup, ...], **fields) -> "JobSpec":

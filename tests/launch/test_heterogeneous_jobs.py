@@ -12,7 +12,7 @@ import pytest
 
 from nemo_launcher.launch.backends import backend_class
 from nemo_launcher.launch.errors import ConfigError
-from nemo_launcher.launch.job_spec import Command, JobGroup, JobSpec
+from nemo_launcher.launch.job_spec import Command, Dependency, JobGroup, JobSpec, Wait
 from nemo_launcher.launch.pipeline import Plan, PlannedJob, submit_plan, write_plan
 
 from .backend_contract import context_for
@@ -47,6 +47,7 @@ def four_roles(tmp: Path, record: Path, sleeps: dict, statuses: dict | None = No
         time_limit=timedelta(minutes=5),
         uses_gpus=False,
         stop_grace=timedelta(seconds=2),
+        driver_group="actor",
     )
 
 
@@ -74,8 +75,11 @@ def test_slurm_renders_one_component_per_group(tmp_path):
         time_limit=timedelta(hours=4),
         checkpoint_signal=True,
         requeue_marker=tmp_path / "actor" / "RESUME",
+        waits=(Wait(Dependency.SINGLETON),),
     )
     text = backend.render(spec)
+    # Slurm holds the components of a singleton heterogeneous job on each other for ever: never asked for.
+    assert "singleton" not in text
     sbatch = [line for line in text.splitlines() if line.startswith("#SBATCH")]
     assert sbatch.count("#SBATCH hetjob") == 3
     components = "\n".join(sbatch).split("#SBATCH hetjob")
@@ -151,6 +155,24 @@ def test_here_a_server_that_dies_ends_the_job_and_stops_the_actor(tmp_path):
     assert "[monitor] critic ended with status 7" in result.stdout
     assert "[monitor] sending SIGTERM to actor" in result.stdout
     assert set(records(record)) == {"critic"}
+    assert _probes_alive(record) == []
+
+
+def test_here_the_driver_s_status_counts_after_a_server_it_shut_down(tmp_path):
+    """A server that ends well (the actor shut it down) leaves the actor the grace period: the job takes the actor's
+    status; a server that ends well while the actor still runs past it fails the job."""
+    record = tmp_path / "record.txt"
+    spec = four_roles(
+        tmp_path, record, {"reward_model": 0.2, "initial_policy": 300, "critic": 300, "actor": 1}, {"actor": 4}
+    )
+    result = _run_here(tmp_path, spec)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "[monitor] actor ended with status 4" in result.stdout
+    record.unlink()
+    spec = four_roles(tmp_path, record, {"reward_model": 0.2, "initial_policy": 300, "critic": 300, "actor": 300})
+    result = _run_here(tmp_path, spec)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "[monitor] reward_model ended while actor still ran: the job fails" in result.stdout
     assert _probes_alive(record) == []
 
 

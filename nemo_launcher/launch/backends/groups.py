@@ -51,6 +51,7 @@ def group_lines(
         f'  [[ -n "${{first_name}}" ]] || sleep {POLL_S}',
         "done",
         f'echo "[monitor] ${{first_name}} ended with status ${{first_status}}; the other groups get {grace} s to end"',
+        *_driver_lines(spec, grace),
         "",
         "alive() {",
         "  local pid",
@@ -75,6 +76,30 @@ def group_lines(
         "wait 2>/dev/null || true",
     ]
     return lines
+
+
+def _driver_lines(spec: JobSpec, grace: int) -> list[str]:
+    """With a driver group: a group that ended well before it (a server the driver shut down as it finished) leaves
+    the driver the grace period to end, and the job takes the driver's status; a driver still running then is an
+    error of the job (status 1): a server should not end while it is needed."""
+    if spec.driver_group is None:
+        return []
+    index = [group.name for group in spec.groups].index(spec.driver_group)
+    driver = quote(spec.driver_group)
+    return [
+        f'if [[ "${{first_name}}" != {driver} && "${{first_status}}" == 0 ]]; then',
+        f"  deadline=$((SECONDS + {grace}))",
+        f'  while kill -0 "${{group_pids[{index}]}}" 2>/dev/null && ((SECONDS < deadline)); do sleep {POLL_S}; done',
+        f'  if kill -0 "${{group_pids[{index}]}}" 2>/dev/null; then',
+        f'    echo "[monitor] ${{first_name}} ended while {spec.driver_group} still ran: the job fails"',
+        "    first_status=1",
+        "  else",
+        f'    wait "${{group_pids[{index}]}}" || first_status=$?',
+        f"    first_name={driver}",
+        f'    echo "[monitor] {spec.driver_group} ended with status ${{first_status}}"',
+        "  fi",
+        "fi",
+    ]
 
 
 def exit_lines() -> list[str]:

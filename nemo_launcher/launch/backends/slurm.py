@@ -124,7 +124,7 @@ class SlurmBackend(Backend):
             # A job that names its own GPU count takes just those, whatever the cluster gives each task.
             "gpus-per-task": cluster.get("gpus_per_task") if spec.uses_gpus and spec.gpus_per_node is None else None,
             "array": self.array_words(spec),
-            "dependency": ",".join(slurm_dependency(spec.waits)) or None,
+            "dependency": ",".join(slurm_dependency(_held_waits(spec, spec.waits))) or None,
             # A job whose dependency can never be met (its upstream stage failed) is cancelled, not left PENDING.
             "kill-on-invalid-dep": "yes",
             # Requeued attempts append to the batch log instead of truncating it.
@@ -159,7 +159,12 @@ class SlurmBackend(Backend):
         lines: list[str] = []
         for index, group in enumerate(spec.groups):
             sized = dataclasses.replace(
-                spec, groups=(), commands=(group.command,), nodes=group.nodes, tasks_per_node=group.tasks_per_node
+                spec,
+                groups=(),
+                commands=(group.command,),
+                nodes=group.nodes,
+                tasks_per_node=group.tasks_per_node,
+                waits=tuple(_held_waits(spec, spec.waits)),
             )
             parameters = self.sbatch_parameters(sized)
             if index:
@@ -315,7 +320,7 @@ class SlurmBackend(Backend):
         (%k), and nothing enforces it; a --wckey is checked against accounting where TrackWCKey is on."""
         tag = tag or f"nemo-launcher:{os.urandom(4).hex()}:0"
         argv = ["sbatch", "--parsable", f"--comment={self._comment(tag)}"]
-        dependency = slurm_dependency(waits)
+        dependency = slurm_dependency(_held_waits(spec, waits))
         if dependency:
             # Given on the command line so the script itself stays byte-identical and can be resubmitted by hand.
             argv.append(f"--dependency={','.join(dependency)}")
@@ -498,6 +503,15 @@ _PER_COMPONENT = frozenset(
         "signal",
     }
 )
+
+
+def _held_waits(spec: JobSpec, waits: Sequence[Wait]) -> list[Wait]:
+    """The waits Slurm is given. A heterogeneous job never waits as a singleton: its components are jobs of one name,
+    and Slurm (22.05) holds each of them until the others have ended, so it would never start. The launcher's own
+    live-run guard keeps a second run out of the job's folder instead (submissions.py guard_live_runs)."""
+    if not spec.groups:
+        return list(waits)
+    return [wait for wait in waits if wait.kind is not Dependency.SINGLETON]
 
 
 def _option_lines(parameters: dict[str, object]) -> list[str]:

@@ -97,6 +97,7 @@ class PpoStage(Stage):
                 # again and every role resumes from the actor's newest step.
                 requeue_marker=Path(cfg.actor_log_dir()) / RESUME_MARKER,
                 stop_grace=timedelta(seconds=run.monitor_grace_s),
+                driver_group="actor",  # it shuts the servers down when it is done: its status is the job's
                 notes=(_groups_note(run.name, groups),),
                 **self.files_of(cfg),
             )
