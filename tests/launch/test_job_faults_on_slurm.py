@@ -27,9 +27,10 @@ SHORT = [
     "training.trainer.limit_val_batches=0",
     "training.trainer.limit_test_batches=0",
 ]
-# Long enough for the first job to outlive a second job's start and refusal (a step, its checkpoint every 10 steps
-# included, takes ~0.07 s here).
-STEPS = 200
+# Long enough for the first job to outlive a second job's start and refusal, which takes its rank 0 the 10 s of
+# REFUSAL_GRACE_S (a step, its checkpoint every 10 steps included, takes ~0.05 s on an idle machine: 200 steps ended
+# before the refusal did, the lock went with them, and the second job's late rank 1 found no holder).
+STEPS = 500
 
 
 def _submit(launch, overrides, results: Path) -> str:
