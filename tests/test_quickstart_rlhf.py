@@ -1,8 +1,9 @@
 """The RLHF quick start end to end on this CPU, every path at its default: python3 main.py
 --config-name=quickstart_rlhf prepares the tiny preference set, pre-trains and converts a tiny GPT, fine-tunes it
 (SFT), trains a reward model, runs PPO with the seed's four roles as local processes, runs DPO (its reference job
-first) and evaluates the PPO policy. Judged by what each stage wrote: the reward model ranks the held-out pairs, the
-PPO policy's validation reward rises while its KL to the initial policy stays bounded, DPO ranks held-out pairs."""
+first), evaluates the PPO policy, exports it to Hugging Face and scores it with lm-eval. Judged by what each stage
+wrote: the reward model ranks the held-out pairs, the PPO policy's validation reward rises while its KL to the
+initial policy stays bounded, DPO ranks held-out pairs, and the policy loads in transformers."""
 
 import json
 import os
@@ -11,6 +12,9 @@ import subprocess
 import sys
 
 from nemo_launcher.launch.resolvers import REPO_ROOT
+from tests.conftest import require_module
+
+transformers = require_module("transformers")
 
 # What the tiny set allows (chance 50%; measured 100%, 98%, and a validation reward 0.83 -> 2.13 at KL 2.0 nats).
 RANKING_ACCURACY = 0.9
@@ -52,6 +56,14 @@ def test_the_rlhf_quick_start_aligns_the_tiny_policy(tmp_path):
     accuracies = [float(value) for value in re.findall(r"^validation .*preference_accuracy=([0-9.]+)", dpo_log, re.M)]
     assert accuracies and accuracies[-1] >= RANKING_ACCURACY, dpo_log[-2000:]
     assert (results / "gpt3_tiny_rlhf" / "rlhf_dpo" / "results" / "checkpoints" / "megatron_gpt_dpo.nemo").is_file()
+
+    # The PPO policy as any GPT: a Hugging Face folder transformers loads, and lm-eval's scores of the .nemo.
+    exported = results / "gpt3_tiny_rlhf" / "nemo_to_hf" / "results" / "hf"
+    assert json.loads((exported / "config.json").read_text())["architectures"] == ["GPT2LMHeadModel"]
+    model = transformers.AutoModelForCausalLM.from_pretrained(exported)
+    assert model.config.n_layer == 2
+    scores = json.loads((results / "gpt3_tiny_rlhf" / "eval_lambada" / "results" / "lm_eval_results.json").read_text())
+    assert "lambada" in json.dumps(scores)
 
     logs = {path: path.read_text() for path in sorted(results.rglob("log-*.out"))}
     for path, text in logs.items():

@@ -29,8 +29,9 @@ def dpo_job(cfg):
     from functools import partial
 
     from ..core.recipe import Sequences
-    from ..rlhf.dpo import LOSS_NAMES, DpoSettings, dpo_forward_step, split_pair_microbatches
+    from ..rlhf.dpo import LOSS_NAMES, DpoSettings, dpo_forward_step
     from ..rlhf.dpo_training import PreferenceModule, PreferencePairs, WholePolicy
+    from ..rlhf.pairs import split_pair_microbatches
     from ..tuning.lora import LoraMethod
     from .tuning import GptTuning
 

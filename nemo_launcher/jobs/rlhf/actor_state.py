@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from ...contract import CHECKPOINT_COMPLETE_MARKER, CHECKPOINT_STEP_PREFIX
+from .step_folders import complete_step_folders
 
 FOLDER = "ppo_checkpoints"
 KEEP = 2
@@ -60,16 +61,7 @@ def mark_complete(log_dir, step: int, keep: int = KEEP) -> None:
 
 def complete_states(log_dir) -> list[tuple[int, Path]]:
     """(step, folder) of every complete save, oldest first."""
-    root = state_root(log_dir)
-    if not root.is_dir():
-        return []
-    found = []
-    for folder in root.iterdir():
-        suffix = folder.name[len(CHECKPOINT_STEP_PREFIX) :]
-        if folder.name.startswith(CHECKPOINT_STEP_PREFIX) and suffix.isdigit():
-            if (folder / CHECKPOINT_COMPLETE_MARKER).is_file():
-                found.append((int(suffix), folder))
-    return sorted(found)
+    return complete_step_folders(state_root(log_dir))
 
 
 def newest_actor_state(log_dir) -> tuple[int, Path] | None:

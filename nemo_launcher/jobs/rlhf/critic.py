@@ -37,6 +37,7 @@ from ..core.schedule import CosineSchedule
 from .parallel_grads import tensor_parallel_shards
 from .remote import RequestError
 from .servers import max_positions, model_device, padded, token_rows
+from .step_folders import complete_step_folders
 
 STATES = "critic_states"
 
@@ -272,15 +273,7 @@ class ValueTrainer:
 
     def complete_states(self) -> list[tuple[int, Path]]:
         """(actor step, folder) of every complete saved state, oldest first."""
-        root = self.log_dir / STATES
-        found = []
-        if root.is_dir():
-            for folder in root.iterdir():
-                suffix = folder.name[len(CHECKPOINT_STEP_PREFIX) :]
-                if folder.name.startswith(CHECKPOINT_STEP_PREFIX) and suffix.isdigit():
-                    if (folder / CHECKPOINT_COMPLETE_MARKER).is_file():
-                        found.append((int(suffix), folder))
-        return sorted(found)
+        return complete_step_folders(self.log_dir / STATES)
 
     def load(self, step: int) -> str:
         folder = self.folder(step)

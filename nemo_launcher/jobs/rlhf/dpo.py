@@ -1,7 +1,7 @@
 """The DPO loss and the summed response log-probabilities it compares, for a megatron-core GPT of any TP size.
 
     step = partial(dpo_forward_step, DpoSettings.of(cfg.model.dpo))   # the recipe's forward_step_func
-    recipe = dataclasses.replace(GPT, forward_step=step, split_microbatches=split_pair_microbatches, ...)
+    recipe = dataclasses.replace(GPT, forward_step=step, split_microbatches=pairs.split_pair_microbatches, ...)
     sums = response_log_probs(model, pairs.collate_pairs(pairs, pad_id))   # the reference job: no gradients
 
 Batches are jobs/rlhf/pairs.py's (chosen rows, then their rejected partners; ref_logps from the reference job).
@@ -52,21 +52,6 @@ class DpoSettings:
             section.preference_average_log_probs,
             section.sft_average_log_probs,
         )
-
-
-def split_pair_microbatches(batch: dict[str, torch.Tensor], micro_batch_size: int) -> list[dict[str, torch.Tensor]]:
-    """The recipe's split_microbatches for a step's batch of pairs (pairs.collate_pairs: n chosen rows, then their n
-    rejected partners): micro-batch i holds pairs i*m .. (i+1)*m-1, their chosen rows then their rejected rows, so a
-    pair is never cut (micro_batch_size m counts pairs)."""
-    pairs = batch["tokens"].shape[0] // 2
-    cut = []
-    for first in range(0, pairs - micro_batch_size + 1, micro_batch_size):
-        chosen, rejected = (
-            slice(first, first + micro_batch_size),
-            slice(pairs + first, pairs + first + micro_batch_size),
-        )
-        cut.append({key: torch.cat([value[chosen], value[rejected]]) for key, value in batch.items()})
-    return cut
 
 
 def token_nll(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -47,25 +47,14 @@ class InteractiveBackend(Backend):
     def render(self, spec: JobSpec) -> str:
         if spec.groups:
             return self.render_groups(spec)
-        lines = [
-            "#!/bin/bash",
-            f"# Written by nemo_launcher ({spec.stage} stage). Runs on this machine: bash <this file>",
-            "set -euo pipefail",
-            "",
-            *self.environment_lines(spec),
-            "",
-            "# One log per run: a rerun never overwrites an earlier log.",
-            f'log_stem={quote(str(self.log_base(spec)))}_"$(date +%Y%m%d_%H%M%S)_$$"',
-        ]
+        lines = self._head(spec, "# One log per run: a rerun never overwrites an earlier log.")
         for command in spec.commands:
             lines += ["", f'{self.command_line(spec, command)} 2>&1 | tee -a "${{log_stem}}.out"']
         return "\n".join(lines) + "\n"
 
-    def render_groups(self, spec: JobSpec) -> str:
-        """A heterogeneous job here: every group is a process tree of its own on this machine (its own session, so
-        that the monitor can stop all of it), found by the others at localhost; each writes its own log, and its lines
-        reach this terminal prefixed with its name."""
-        lines = [
+    def _head(self, spec: JobSpec, log_comment: str) -> list[str]:
+        """The script's start: the shell options, the environment (each group's host too), and the log's stem."""
+        return [
             "#!/bin/bash",
             f"# Written by nemo_launcher ({spec.stage} stage). Runs on this machine: bash <this file>",
             "set -euo pipefail",
@@ -73,9 +62,15 @@ class InteractiveBackend(Backend):
             *self.environment_lines(spec),
             *host_exports(spec, lambda index: "localhost"),
             "",
-            "# One log per group and run: a rerun never overwrites an earlier log.",
+            log_comment,
             f'log_stem={quote(str(self.log_base(spec)))}_"$(date +%Y%m%d_%H%M%S)_$$"',
         ]
+
+    def render_groups(self, spec: JobSpec) -> str:
+        """A heterogeneous job here: every group is a process tree of its own on this machine (its own session, so
+        that the monitor can stop all of it), found by the others at localhost; each writes its own log, and its lines
+        reach this terminal prefixed with its name."""
+        lines = self._head(spec, "# One log per group and run: a rerun never overwrites an earlier log.")
 
         def start(group: JobGroup, index: int) -> str:
             log = f'"${{log_stem}}_{group.name}.out"'

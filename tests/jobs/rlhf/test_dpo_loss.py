@@ -15,8 +15,8 @@ import torch
 from nemo_launcher.contract import preference_data as pd
 from nemo_launcher.contract.binding import JobConfigError
 from nemo_launcher.contract.schemas.rlhf_dpo import DpoConfig
-from nemo_launcher.jobs.rlhf.dpo import DpoSettings, dpo_loss, split_pair_microbatches, token_nll
-from nemo_launcher.jobs.rlhf.pairs import Pair, collate_pairs
+from nemo_launcher.jobs.rlhf.dpo import DpoSettings, dpo_loss, token_nll
+from nemo_launcher.jobs.rlhf.pairs import Pair, collate_pairs, split_pair_microbatches
 
 from ..data_support import tiny_bpe_files  # noqa: F401  (fixture)
 from ..rlhf_support import preference_dir  # noqa: F401  (fixture)
