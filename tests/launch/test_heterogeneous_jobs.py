@@ -13,10 +13,8 @@ import pytest
 from nemo_launcher.launch.backends import backend_class
 from nemo_launcher.launch.errors import ConfigError
 from nemo_launcher.launch.job_spec import Command, Dependency, JobGroup, JobSpec, Wait
-from nemo_launcher.launch.pipeline import Plan, PlannedJob, submit_plan, write_plan
 
 from .backend_contract import context_for
-from .conftest import compose_config
 
 HOSTS = ("NEMO_RLHF_REWARD_MODEL_HOST", "NEMO_RLHF_INITIAL_POLICY_HOST", "NEMO_RLHF_CRITIC_HOST")
 
@@ -173,37 +171,4 @@ def test_here_the_driver_s_status_counts_after_a_server_it_shut_down(tmp_path):
     result = _run_here(tmp_path, spec)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "[monitor] reward_model ended while actor still ran: the job fails" in result.stdout
-    assert _probes_alive(record) == []
-
-
-@pytest.mark.parametrize("dying", [None, "critic"])
-def test_slurm_runs_the_four_groups_on_nodes_of_their_own(slurm_cluster, tmp_path, dying):
-    """On the real (local) Slurm: four `hetjob` components on four nodes, each group seeing the others' first hosts;
-    a role that dies (status 5) fails the whole job at once, with its exit code."""
-    cfg, choices = compose_config(["stages=[training]", "training=gpt3/tiny", f"base_results_dir={tmp_path}/results"])
-    from nemo_launcher.launch.pipeline import build_plan
-
-    backend = build_plan(cfg, choices).backend
-    record = tmp_path / "record.txt"
-    sleeps = {"reward_model": 300, "initial_policy": 300, "critic": 300, "actor": 1}
-    statuses = {}
-    if dying:
-        sleeps.update(critic=1, actor=300)
-        statuses[dying] = 5
-    spec = four_roles(tmp_path, record, sleeps, statuses)
-    plan = Plan(backend.context, backend, [[PlannedJob(spec, backend.script_path(spec), backend.render(spec))]])
-    write_plan(plan, ["test"])
-    started = time.monotonic()
-    (submitted,) = submit_plan(plan)
-    state = slurm_cluster.wait(submitted.job_id, timeout_s=120)
-    assert time.monotonic() - started < 100
-    shown = subprocess.run(["scontrol", "show", "job", "-o", submitted.job_id], capture_output=True, text=True).stdout
-    if dying:
-        assert state == "FAILED", shown
-        assert "ExitCode=5:0" in shown, shown
-        assert set(records(record)) == {"critic"}
-    else:
-        assert state == "COMPLETED", shown
-        hosts = dict(word.split("=") for word in records(record)["actor"])
-        assert sorted(hosts.values()) == sorted(slurm_cluster.nodes[:3]), hosts  # each server on a node of its own
     assert _probes_alive(record) == []
