@@ -44,8 +44,8 @@ def help_page(conf_dir: str) -> str:
         (
             f"Stages, in pipeline order (stages=[...], default [{','.join(config.get('stages') or [])}]):",
             [
-                (stage, _summary(os.path.join(_HERE, "stages", f"{module}.py")).split(" stage: ", 1)[-1])
-                for stage, (module, _) in STAGES.items()
+                (stage, _summary(os.path.join(_HERE, "stages", f"{module}.py"), name).split(" stage: ", 1)[-1])
+                for stage, (module, name) in STAGES.items()
             ],
         ),
         (
@@ -120,8 +120,11 @@ def _choice_rows(conf_dir: str, group: str, default: str | None) -> list[tuple[s
     return [("" if i else group, text) for i, text in enumerate(texts or ["(none)"])]
 
 
-def _summary(module_path: str) -> str:
-    """The first line of a module's docstring, read without importing the module (or what it imports)."""
+def _summary(module_path: str, class_name: str | None = None) -> str:
+    """The first line of the docstring of `class_name` in a module (several stage kinds share one module), else of
+    the module's, read without importing the module (or what it imports)."""
     with open(module_path) as file:
-        docstring = ast.get_docstring(ast.parse(file.read())) or ""
+        tree = ast.parse(file.read())
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == class_name]
+    docstring = (ast.get_docstring(classes[0]) if classes else None) or ast.get_docstring(tree) or ""
     return docstring.strip().split("\n", 1)[0]

@@ -15,19 +15,27 @@ from .fine_tuning import FineTuningStage
 
 
 class PeftStage(FineTuningStage):
+    """The LoRA stage: LoRA adapters on the frozen base `.nemo`; with model.peft.merge also a merged `.nemo`."""
+
     kind = "peft"
 
 
 class PromptLearningStage(FineTuningStage):
+    """The prompt-learning stage: p-tuning or prompt tuning, virtual tokens before the frozen base's input."""
+
     kind = "prompt_learning"
     predicted_on_its_model = False
 
 
 class AdapterLearningStage(FineTuningStage):
+    """The adapter stage: Houlsby adapters after each layer's attention and MLP of the frozen base."""
+
     kind = "adapter_learning"
     predicted_on_its_model = False
 
 
 class Ia3LearningStage(FineTuningStage):
+    """The IA3 stage: IA3 vectors scaling the frozen base's keys, values and FFN activations."""
+
     kind = "ia3_learning"
     predicted_on_its_model = False

@@ -25,10 +25,14 @@ from .run_dependency import parse_run_dependency, time_limit
 
 
 class RewardModelStage(FineTuningStage):
+    """The reward-model stage: the SFT model with a scalar head, trained on comparison pairs with the pairwise loss."""
+
     kind = "rlhf_rm"
 
 
 class DpoStage(FineTuningStage):
+    """The DPO stage: the frozen reference's log-probabilities of the pairs written once, then the policy trained."""
+
     kind = "rlhf_dpo"
 
     def job_specs(self) -> list[JobSpec]:
@@ -64,6 +68,8 @@ class DpoStage(FineTuningStage):
 
 
 class PpoStage(Stage):
+    """The PPO stage: reward model, initial policy, critic and actor as the groups of one heterogeneous job."""
+
     kind = "rlhf_ppo"
 
     def job_specs(self) -> list[JobSpec]:
@@ -105,6 +111,8 @@ class PpoStage(Stage):
 
 
 class RlhfEvalStage(Stage):
+    """The RLHF evaluation stage: a policy's mean reward and KL, the reward model's and its preference accuracy."""
+
     kind = "rlhf_eval"
 
     def job_specs(self) -> list[JobSpec]:
